@@ -1,0 +1,14 @@
+FROM python:3.11-slim
+WORKDIR /app
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+COPY pyproject.toml constraints.txt README.md ./
+COPY agentloom ./agentloom
+COPY sessions ./sessions
+COPY models_catalog ./models_catalog
+COPY context ./context
+COPY templates ./templates
+COPY static ./static
+COPY manage.py ./
+RUN pip install --no-cache-dir -c constraints.txt . && python -c "import agentloom"
+EXPOSE 8000
+CMD ["python", "-m", "uvicorn", "agentloom.asgi:application", "--host", "0.0.0.0", "--port", "8000"]

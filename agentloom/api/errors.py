@@ -1,0 +1,80 @@
+"""One exception handler for the whole API: every error leaves in the same JSON shape.
+
+No stack trace, no provider body, no secret ever reaches a client; unexpected errors
+are logged with their traceback on the server and answered with a bare 500.
+"""
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+from agentloom.errors import DomainError
+
+logger = logging.getLogger("agentloom.api")
+
+
+def error_body(code: str, message: str, fields: dict | None = None) -> dict:
+    body: dict = {"code": code, "message": message}
+    if fields:
+        body["fields"] = fields
+    return {"error": body}
+
+
+def _flatten(detail) -> dict[str, str]:
+    """DRF's nested validation detail → {field: first message}; nested fields dotted."""
+    out: dict[str, str] = {}
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, list):
+            if value and all(not isinstance(v, (dict, list)) for v in value):
+                out[prefix or "non_field_errors"] = str(value[0])
+            else:
+                for index, inner in enumerate(value):
+                    walk(f"{prefix}.{index}" if prefix else str(index), inner)
+        else:
+            out[prefix or "non_field_errors"] = str(value)
+
+    walk("", detail)
+    return out
+
+
+_DRF_CODES = {
+    400: "invalid",
+    401: "not_authenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+}
+
+
+def exception_handler(exc, context) -> Response:
+    if isinstance(exc, DomainError):
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+    if isinstance(exc, Http404):
+        return Response(error_body("not_found", "Not found."), status=404)
+    if isinstance(exc, DjangoPermissionDenied):
+        return Response(error_body("forbidden", "You do not have permission to do this."), status=403)
+    if isinstance(exc, drf.ValidationError):
+        fields = _flatten(exc.detail)
+        return Response(error_body("invalid", "The request is not valid.", fields), status=400)
+    if isinstance(exc, drf.APIException):
+        status = exc.status_code
+        message = exc.detail if isinstance(exc.detail, str) else "Request refused."
+        headers = {}
+        if isinstance(exc, drf.Throttled) and exc.wait is not None:
+            headers["Retry-After"] = str(int(exc.wait) + 1)
+        return Response(error_body(_DRF_CODES.get(status, "error"), str(message)), status=status, headers=headers)
+    logger.exception("unhandled API error in %s", context.get("view").__class__.__name__ if context else "?")
+    return Response(error_body("server_error", "Something went wrong on our side."), status=500)

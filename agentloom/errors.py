@@ -1,0 +1,43 @@
+"""The domain error hierarchy: services raise these, the API turns them into one JSON shape.
+
+``{"error": {"code", "message", "fields"?}}`` with the status each class names.
+"""
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    status: int = 400
+    code: str = "invalid"
+
+    def __init__(self, message: str, *, code: str | None = None, fields: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.fields = fields or {}
+
+
+class ValidationFailed(DomainError):
+    status = 400
+    code = "invalid"
+
+
+class NotFound(DomainError):
+    """Anything outside the caller's reach is reported as not found (never 'forbidden')."""
+
+    status = 404
+    code = "not_found"
+
+
+class Forbidden(DomainError):
+    status = 403
+    code = "forbidden"
+
+
+class Conflict(DomainError):
+    status = 409
+    code = "conflict"
+
+
+class ActiveRunConflict(Conflict):
+    code = "run_active"

@@ -1,0 +1,200 @@
+"""AgentLoom settings: the one settings module, fed from the environment.
+
+Every variable is listed in the README. Nothing exists only in production: tests,
+`make run` and docker-compose all load this module; `settings_test` only supplies
+throw-away secrets before importing it.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agentloom.env import (
+    ConfigError,
+    database_from_url,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+    redis_url_checked,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("AGENTLOOM_VAR_DIR", str(BASE_DIR / "var")))
+
+
+def _load_local_env(path: Path) -> None:
+    """Read `var/local.env` (written by `make run`) without overriding the environment."""
+    if not path.is_file():
+        return
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, _, value = line.partition("=")
+            os.environ.setdefault(key.strip(), value.strip())
+
+
+_load_local_env(VAR_DIR / "local.env")
+
+DEBUG = env_bool("DEBUG", False)
+
+SECRET_KEY = env_str("SECRET_KEY")
+ENCRYPTION_KEY = env_str("AGENTLOOM_ENCRYPTION_KEY")
+if not DEBUG:
+    # Production mode: both secrets are mandatory. The encryption library signs with
+    # SECRET_KEY as well as encrypting with AGENTLOOM_ENCRYPTION_KEY, so losing or
+    # changing either makes every stored record unreadable (see `rotate_keys`).
+    if not SECRET_KEY:
+        raise ConfigError("SECRET_KEY", "is required when DEBUG is off")
+    if not ENCRYPTION_KEY:
+        raise ConfigError("AGENTLOOM_ENCRYPTION_KEY", "is required when DEBUG is off")
+else:
+    SECRET_KEY = SECRET_KEY or "insecure-debug-only-secret-key"
+    ENCRYPTION_KEY = ENCRYPTION_KEY or "insecure-debug-only-encryption-key"
+if ENCRYPTION_KEY == SECRET_KEY:
+    raise ConfigError("AGENTLOOM_ENCRYPTION_KEY", "must differ from SECRET_KEY")
+CRYPTOGRAPHY_KEY = ENCRYPTION_KEY
+
+PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+HTTPS = env_bool("AGENTLOOM_HTTPS", False)
+
+DATABASES = {
+    "default": database_from_url(
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'agentloom.sqlite3'}")
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = redis_url_checked("REDIS_URL")
+
+# Self-hosted endpoints (Ollama, vLLM on localhost or the LAN) are legitimate model
+# connections, but only when the operator says so: otherwise private addresses are refused.
+ALLOW_PRIVATE_MODEL_ENDPOINTS = env_bool("AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS", False)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "agentloom",
+    "agentloom.spaces",
+    "agentloom.agents",
+    "models_catalog",
+    "sessions.apps.SessionsConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentloom.urls"
+WSGI_APPLICATION = "agentloom.wsgi.application"
+ASGI_APPLICATION = "agentloom.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True
+
+LOGIN_URL = "/admin/login/"
+
+# Bounded request sizes (SPEC §11): a question or a tool result pasted by a user is
+# text; 2 MB is generous for text and small enough to refuse abuse early.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AGENTLOOM_MAX_REQUEST_BYTES", 2 * 1024 * 1024, minimum=1024)
+
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = 3600
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "agentloom.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {
+        "login": env_str("AGENTLOOM_LOGIN_RATE", "10/min"),
+        "ask": env_str("AGENTLOOM_ASK_RATE", "30/min"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "AgentLoom API",
+    "DESCRIPTION": "Agents over long, interrupted, tool-heavy conversations.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# Celery: Redis when REDIS_URL is set; otherwise kombu's filesystem transport, so the
+# embedded default still runs a real worker process with no server to install.
+BROKER_DIR = VAR_DIR / "broker"
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600}
+else:
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env_bool("AGENTLOOM_TASKS_EAGER", False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,16 @@
+"""Test settings: throw-away secrets, then the one real settings module.
+
+Tests run the production code path (DEBUG off); they only need secrets that are not
+real. DATABASE_URL and REDIS_URL are honoured, so CI runs on PostgreSQL and Redis.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
+os.environ.setdefault("AGENTLOOM_ENCRYPTION_KEY", "test-encryption-key-not-for-production")
+os.environ.setdefault("AGENTLOOM_VAR_DIR", os.path.join(os.path.dirname(__file__), "..", "var", "test"))
+
+from agentloom.settings import *  # noqa: E402,F401,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests

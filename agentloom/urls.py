@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from agentloom.api.views import obtain_token
+from agentloom.health import healthz
+
+admin.site.site_header = "AgentLoom console"
+admin.site.site_title = "AgentLoom"
+admin.site.index_title = "Models, agents, sessions"
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/v1/auth/token", obtain_token, name="auth-token"),
+]
+
+handler400 = "agentloom.api.pages.bad_request"
+handler403 = "agentloom.api.pages.forbidden"
+handler404 = "agentloom.api.pages.not_found"
+handler500 = "agentloom.api.pages.server_error"

@@ -1,0 +1,207 @@
+"""CTX-20 to CTX-23: the context policy, the token budget, triggers and counters."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+POLICY_DEFAULTS: dict[str, Any] = {
+    "context_ratio": 0.8,
+    "target_ratio": 0.6,
+    "user_turns": None,
+    "model_steps": None,
+    "max_compaction_calls": 4,
+}
+MAX_COMPACTION_CALLS = 16
+
+# Platform fallback for a model whose window nobody could discover (CAT-2).
+PLATFORM_CONTEXT_WINDOW = 32_768
+PLATFORM_MAX_OUTPUT_TOKENS = 4_096
+PLATFORM_SAFETY_MARGIN = 1_024
+
+
+class PolicyError(ValueError):
+    """Invalid policy or budget figures. ``fields`` maps each bad field to what is wrong,
+    so an API can answer 400 naming the field and an admin form can mark it."""
+
+    def __init__(self, fields: Mapping[str, str]) -> None:
+        self.fields = dict(fields)
+        super().__init__("; ".join(f"{name}: {why}" for name, why in self.fields.items()))
+
+
+def _is_number(value: Any) -> bool:
+    # bool is an int subclass; True must not pass for 1.
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """An agent version's ``context_policy`` (CTX-20), validated on construction."""
+
+    context_ratio: float = 0.8
+    target_ratio: float = 0.6
+    user_turns: int | None = None
+    model_steps: int | None = None
+    max_compaction_calls: int = 4
+
+    def __post_init__(self) -> None:
+        errors: dict[str, str] = {}
+        context, target = self.context_ratio, self.target_ratio
+        if not _is_number(context) or not 0 < context <= 1:
+            errors["context_ratio"] = "must be a number greater than 0 and at most 1"
+        if not _is_number(target) or not 0 < target < 1:
+            errors["target_ratio"] = "must be a number greater than 0 and less than context_ratio"
+        elif "context_ratio" not in errors and target >= context:
+            errors["target_ratio"] = "must be less than context_ratio"
+        for name in ("user_turns", "model_steps"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 1):
+                errors[name] = "must be a positive integer or null"
+        calls = self.max_compaction_calls
+        if not _is_int(calls) or not 1 <= calls <= MAX_COMPACTION_CALLS:
+            errors["max_compaction_calls"] = f"must be an integer from 1 to {MAX_COMPACTION_CALLS}"
+        if errors:
+            raise PolicyError(errors)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ContextPolicy:
+        """Build a policy from stored or submitted JSON, filling defaults for missing
+        fields. Unknown fields are an error too, so a typo never silently means default."""
+        data = dict(data or {})
+        known = {f.name for f in fields(cls)}
+        unknown = {name: "unknown field" for name in data if name not in known}
+        if unknown:
+            raise PolicyError(unknown)
+        return cls(**{**POLICY_DEFAULTS, **data})
+
+    def to_dict(self) -> dict[str, Any]:
+        """All five fields, as stored in a draft or a published version."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A model's token figures (CTX-21). ``effective_input`` is what a request may use."""
+
+    context_window: int = PLATFORM_CONTEXT_WINDOW
+    max_output_tokens: int = PLATFORM_MAX_OUTPUT_TOKENS
+    safety_margin_tokens: int = PLATFORM_SAFETY_MARGIN
+
+    def __post_init__(self) -> None:
+        errors: dict[str, str] = {}
+        for name in ("context_window", "max_output_tokens"):
+            if not _is_int(getattr(self, name)) or getattr(self, name) < 1:
+                errors[name] = "must be a positive integer"
+        if not _is_int(self.safety_margin_tokens) or self.safety_margin_tokens < 0:
+            errors["safety_margin_tokens"] = "must be a non-negative integer"
+        if not errors and self.effective_input < 1:
+            errors["max_output_tokens"] = "output reserve and safety margin leave no room for input"
+        if errors:
+            raise PolicyError(errors)
+
+    @classmethod
+    def platform_default(cls) -> Budget:
+        """32,768 / 4,096 / 1,024: the figures used when a model's window is unknown."""
+        return cls()
+
+    @property
+    def effective_input(self) -> int:
+        """context_window - max_output_tokens - safety_margin_tokens."""
+        return self.context_window - self.max_output_tokens - self.safety_margin_tokens
+
+    def trigger_threshold(self, policy: ContextPolicy) -> float:
+        """effective_input x context_ratio, exactly; an estimate at or above it triggers."""
+        return self.effective_input * policy.context_ratio
+
+    def trigger_tokens(self, policy: ContextPolicy) -> int:
+        """The trigger threshold rounded down, as shown to people (27,648 x 0.8 -> 22,118)."""
+        return math.floor(self.trigger_threshold(policy) + 1e-9)
+
+    def target_tokens(self, policy: ContextPolicy) -> int:
+        """The size a compaction aims for: effective_input x target_ratio, rounded down."""
+        return math.floor(self.effective_input * policy.target_ratio + 1e-9)
+
+
+@dataclass(frozen=True)
+class Counters:
+    """An instance's counts and the baselines its last compaction left (CTX-23)."""
+
+    user_turns: int = 0
+    model_steps: int = 0
+    baseline_user_turns: int = 0
+    baseline_model_steps: int = 0
+
+    def with_user_turn(self) -> Counters:
+        """A new question (never a resume, a supplement or a model retry)."""
+        return replace(self, user_turns=self.user_turns + 1)
+
+    def with_model_step(self) -> Counters:
+        """An action model response received and saved in this instance."""
+        return replace(self, model_steps=self.model_steps + 1)
+
+    def after_compaction(self) -> Counters:
+        """After a successful compaction the baselines move to the current counts."""
+        return replace(self, baseline_user_turns=self.user_turns, baseline_model_steps=self.model_steps)
+
+    @classmethod
+    def from_records(
+        cls,
+        records: Iterable[Mapping[str, Any]],
+        *,
+        instance: str | None = "main",
+        baseline_user_turns: int = 0,
+        baseline_model_steps: int = 0,
+    ) -> Counters:
+        """Count from the records (a new run inherits totals this way), with the baselines
+        of the view the run starts from.
+
+        A user turn is a ``user`` record. A model step is a complete ``assistant`` record
+        of an action call: cut streams (``partial``) were not received, and messages whose
+        ``purpose`` is ``summary`` or ``verification`` are not action steps.
+        """
+        turns = steps = 0
+        for record in records:
+            if instance is not None and record.get("instance") != instance:
+                continue
+            kind = record.get("kind")
+            if kind == "user":
+                turns += 1
+            elif kind == "assistant":
+                message = record.get("message")
+                message = message if isinstance(message, Mapping) else {}
+                if not message.get("partial") and message.get("purpose", "action") == "action":
+                    steps += 1
+        return cls(turns, steps, baseline_user_turns, baseline_model_steps)
+
+
+@dataclass(frozen=True)
+class TriggerResult:
+    """Which triggers fired (CTX-22), in the fixed order budget, user_turns, model_steps."""
+
+    fired: tuple[str, ...]
+    estimated_tokens: int
+    threshold: float
+
+    def __bool__(self) -> bool:
+        return bool(self.fired)
+
+
+def evaluate_triggers(
+    *, policy: ContextPolicy, budget: Budget, estimated_tokens: int, counters: Counters
+) -> TriggerResult:
+    """Evaluate CTX-22: any one trigger suffices, and every one that fired is named."""
+    fired: list[str] = []
+    threshold = budget.trigger_threshold(policy)
+    if estimated_tokens >= threshold:
+        fired.append("budget")
+    if policy.user_turns is not None and counters.user_turns - counters.baseline_user_turns >= policy.user_turns:
+        fired.append("user_turns")
+    if policy.model_steps is not None and counters.model_steps - counters.baseline_model_steps >= policy.model_steps:
+        fired.append("model_steps")
+    return TriggerResult(tuple(fired), estimated_tokens, threshold)

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ModelsCatalogConfig(AppConfig):
+    name = "models_catalog"
+    label = "models_catalog"
+    verbose_name = "Models catalog"

@@ -1,0 +1,60 @@
+"""Model connections: a provider endpoint, its encrypted key and its window figures (SPEC §2, §8)."""
+from __future__ import annotations
+
+from django.db import models
+from django_cryptography.fields import encrypt
+
+PLATFORM_DEFAULT_CONTEXT_WINDOW = 32_768
+PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS = 4_096
+PLATFORM_DEFAULT_SAFETY_MARGIN = 1_024
+
+
+class Provider(models.TextChoices):
+    OPENAI = "openai", "OpenAI"
+    DEEPSEEK = "deepseek", "DeepSeek"
+    OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible (Ollama, vLLM, OpenRouter…)"
+    DEMO = "demo", "Offline demo model"
+
+
+class FigureSource(models.TextChoices):
+    PROVIDER = "provider", "Provider"
+    OFFICIAL_MANIFEST = "official_manifest", "Official manifest"
+    PLATFORM_DEFAULT = "platform_default", "Platform default (check it)"
+    MANUAL = "manual", "Manual"
+
+
+class ModelConnection(models.Model):
+    """A configured model. The key is encrypted and write-only (CAT-6): only the hint is shown."""
+
+    space = models.ForeignKey("spaces.Space", on_delete=models.CASCADE, related_name="model_connections")
+    name = models.CharField(max_length=200)
+    provider = models.CharField(max_length=32, choices=Provider.choices)
+    base_url = models.CharField(max_length=500, blank=True)
+    api_key = encrypt(models.TextField(blank=True, default=""))
+    api_key_hint = models.CharField(max_length=32, blank=True, default="")
+    model = models.CharField(max_length=200)
+    context_window = models.PositiveIntegerField(default=PLATFORM_DEFAULT_CONTEXT_WINDOW)
+    max_output_tokens = models.PositiveIntegerField(default=PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS)
+    safety_margin_tokens = models.PositiveIntegerField(default=PLATFORM_DEFAULT_SAFETY_MARGIN)
+    figures_source = models.CharField(
+        max_length=32, choices=FigureSource.choices, default=FigureSource.PLATFORM_DEFAULT
+    )
+    manifest_version = models.CharField(max_length=64, blank=True, default="")
+    supports_images = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.provider}: {self.model})"
+
+
+def api_key_hint(key: str) -> str:
+    """A masked hint that identifies a key to its owner without revealing it."""
+    if not key:
+        return ""
+    if len(key) <= 8:
+        return "…" + key[-2:]
+    return f"{key[:3]}…{key[-4:]}"

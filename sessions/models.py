@@ -1,0 +1,257 @@
+"""Sessions, runs, instances and the encrypted, append-only source records (SPEC §2, §6).
+
+Content (records, frames, snapshots, views, events) is encrypted; what we filter and sort
+on (ids, seq, run, instance, kind, time) stays in plain indexed columns.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django_cryptography.fields import encrypt
+
+
+class Session(models.Model):
+    """A conversation of one user with one published agent version."""
+
+    space = models.ForeignKey("spaces.Space", on_delete=models.CASCADE, related_name="sessions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions")
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="sessions")
+    version = models.ForeignKey("agents.AgentVersion", on_delete=models.PROTECT, related_name="sessions")
+    title = models.CharField(max_length=200, blank=True)
+    # The last allocated record seq. Appenders bump it with an UPDATE inside their
+    # transaction, which row-locks the session: seqs are gap-free and strictly increasing.
+    last_seq = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        indexes = [models.Index(fields=["user", "-updated_at"], name="session_user_recent")]
+
+    def __str__(self) -> str:
+        return self.title or f"Session {self.pk}"
+
+
+class Run(models.Model):
+    """One question, or the resumption of one. The run row is its status record.
+
+    Legal transitions (``RUN_TRANSITIONS``)::
+
+        queued      -> running | cancelled | failed
+        running     -> completed | failed | cancelled | interrupted
+        interrupted -> queued (resume) | failed
+        cancelled   -> queued (resume)
+        failed      -> queued (resume, when the error is resumable)
+        completed   -> (terminal)
+
+    At most one run per session is active (queued or running): a conditional unique
+    constraint in the database enforces it (RUN-1), not a read-then-write check.
+    ``error`` is structured: ``{"code": ..., "message": ..., "retryable": bool}``.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        INTERRUPTED = "interrupted", "Interrupted"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
+    version = models.ForeignKey("agents.AgentVersion", on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    # Frozen at creation (RUN-4): window figures, policy, limits. Editing the connection
+    # or the draft later never moves an old run's budget.
+    budget = models.JSONField(default=dict)
+    counters = models.JSONField(default=dict)
+    error = models.JSONField(null=True, blank=True)
+    # The session seq this run inherited up to (the records before its question).
+    inherited_watermark = models.BigIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    attempt = models.PositiveIntegerField(default=0, help_text="Increments on every resume.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=Q(status__in=["queued", "running"]),
+                name="run_one_active_per_session",
+            )
+        ]
+        indexes = [models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat")]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+
+RUN_TRANSITIONS: dict[str, frozenset[str]] = {
+    Run.Status.QUEUED: frozenset({Run.Status.RUNNING, Run.Status.CANCELLED, Run.Status.FAILED}),
+    Run.Status.RUNNING: frozenset(
+        {Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INTERRUPTED}
+    ),
+    Run.Status.INTERRUPTED: frozenset({Run.Status.QUEUED, Run.Status.FAILED}),
+    Run.Status.CANCELLED: frozenset({Run.Status.QUEUED}),
+    Run.Status.FAILED: frozenset({Run.Status.QUEUED}),
+    Run.Status.COMPLETED: frozenset(),
+}
+
+
+class Instance(models.Model):
+    """The main instance of a run, or a delegated sub-instance with its parent.
+
+    ``frame`` (encrypted) holds the model-visible view and the execution state: plan,
+    pending tool calls, queued supplements, candidate answer, terminal state.
+    """
+
+    MAIN = "main"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="instances")
+    parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="children")
+    key = models.CharField(max_length=64, default=MAIN)
+    depth = models.PositiveSmallIntegerField(default=0)
+    frame = encrypt(models.JSONField(default=dict))
+    user_turns = models.PositiveIntegerField(default=0)
+    model_steps = models.PositiveIntegerField(default=0)
+    baseline_user_turns = models.PositiveIntegerField(default=0)
+    baseline_model_steps = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["run", "key"], name="instance_unique_key_per_run")]
+
+    @property
+    def is_main(self) -> bool:
+        return self.parent_id is None
+
+    def __str__(self) -> str:
+        return f"{self.key} of run {self.run_id}"
+
+
+class MessageKind(models.TextChoices):
+    USER = "user"
+    SUPPLEMENT = "supplement"
+    ASSISTANT = "assistant"
+    TOOL_RESULT = "tool_result"
+    DELEGATION_RESULT = "delegation_result"
+    RUN_STATUS = "run_status"
+    MODEL_CHANGE = "model_change"
+    LABEL = "label"
+    EXTENSION_STATE = "extension_state"
+    CONTEXT = "context"
+    COMMAND = "command"
+    COMPACTION = "compaction"
+    COMPACTION_SUMMARY = "compaction_summary"
+
+
+class SessionMessage(models.Model):
+    """A source record: append-only, encrypted, ordered by ``(session, seq)``.
+
+    ``(run, instance, entry_key)`` is unique so saving the same checkpoint twice inserts
+    nothing. No code path updates or deletes a record's content.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="records")
+    seq = models.BigIntegerField()
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="records")
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="records")
+    # Denormalised from the instance so "main-instance records after seq N" is one index scan.
+    in_main = models.BooleanField(default=True)
+    kind = models.CharField(max_length=32, choices=MessageKind.choices)
+    entry_key = models.CharField(max_length=200)
+    message = encrypt(models.JSONField())
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["session_id", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="record_unique_seq"),
+            models.UniqueConstraint(fields=["run", "instance", "entry_key"], name="record_unique_entry_key"),
+        ]
+        indexes = [
+            models.Index(fields=["session", "in_main", "seq"], name="record_session_main_seq"),
+            models.Index(fields=["instance", "seq"], name="record_instance_seq"),
+            models.Index(fields=["run", "seq"], name="record_run_seq"),
+            models.Index(fields=["session", "kind"], name="record_session_kind"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.kind}"
+
+
+class CompactionSnapshot(models.Model):
+    """An instance's compacted view at one revision, with the figures of its compaction (CTX-41)."""
+
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="snapshots")
+    revision = models.PositiveIntegerField()
+    covered_seq = models.BigIntegerField()
+    inherited_watermark = models.BigIntegerField(default=0)
+    messages = encrypt(models.JSONField(default=list))
+    baseline_user_turns = models.PositiveIntegerField(default=0)
+    baseline_model_steps = models.PositiveIntegerField(default=0)
+    estimator_id = models.CharField(max_length=64)
+    metrics = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["instance_id", "revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["instance", "revision"], name="snapshot_unique_revision")
+        ]
+
+
+class SessionView(models.Model):
+    """A reusable compacted main-instance view covering a contiguous prefix of records (RUN-7)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="views")
+    watermark = models.BigIntegerField()
+    messages = encrypt(models.JSONField(default=list))
+    user_turns = models.PositiveIntegerField(default=0)
+    model_steps = models.PositiveIntegerField(default=0)
+    baseline_user_turns = models.PositiveIntegerField(default=0)
+    baseline_model_steps = models.PositiveIntegerField(default=0)
+    estimator_id = models.CharField(max_length=64)
+    # False for imported transcripts: what the old system discarded is not original text (RUN-12).
+    raw_complete = models.BooleanField(default=True)
+    source_run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session_id", "-watermark"]
+        indexes = [models.Index(fields=["session", "-watermark"], name="view_session_watermark")]
+
+
+class RunEvent(models.Model):
+    """The persisted event log of a run (LOOP-5); ``seq`` is per run and is the SSE id."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=40)
+    payload = encrypt(models.JSONField(default=dict))
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run_id", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="event_unique_seq")]
+
+
+class AccessAudit(models.Model):
+    """Written every time a staff user opens decrypted session content (SPEC §10)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    what = models.CharField(max_length=64)
+    detail = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-at"]

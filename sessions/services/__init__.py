@@ -1,0 +1,1 @@
+"""Writes for sessions, runs and records (services); reads live in ``sessions.selectors``."""

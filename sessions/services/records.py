@@ -1,0 +1,101 @@
+"""Appending source records: gap-free seqs, entry-key de-duplication, JSON-safe payloads."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from django.db import transaction
+from django.db.models import F
+
+from agentloom.errors import ValidationFailed
+from sessions.models import Instance, MessageKind, Run, Session, SessionMessage
+
+_KINDS = set(MessageKind.values)
+
+
+@dataclass(frozen=True)
+class NewRecord:
+    """A record to append. ``entry_key`` names it within its (run, instance) for de-duplication."""
+
+    kind: str
+    message: dict[str, Any]
+    entry_key: str
+
+
+def _json_safe(message: Any) -> dict[str, Any]:
+    # The encryption library pickles values; only plain JSON goes in, so a record always
+    # reads back as the same data whatever Python wrote it.
+    if not isinstance(message, dict):
+        raise ValidationFailed("A record's message must be a JSON object.", fields={"message": "not an object"})
+    try:
+        return json.loads(json.dumps(message, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ValidationFailed("A record's message must be plain JSON.", fields={"message": str(exc)}) from None
+
+
+def records_append(
+    *, session: Session, run: Run, instance: Instance, records: Sequence[NewRecord]
+) -> list[SessionMessage]:
+    """Append ``records`` in order and return the rows actually inserted.
+
+    Records whose ``(run, instance, entry_key)`` already exists are skipped, so saving
+    the same checkpoint twice inserts nothing. Runs in its own transaction, or joins the
+    caller's (RUN-10: record sync, checkpoint and view commit together). The session row
+    is locked for the duration: concurrent appenders get gap-free, increasing seqs.
+    """
+    prepared: list[NewRecord] = []
+    seen: set[str] = set()
+    for record in records:
+        if record.kind not in _KINDS:
+            raise ValidationFailed(f"Unknown record kind {record.kind!r}.", fields={"kind": "unknown"})
+        if not record.entry_key or len(record.entry_key) > 200:
+            raise ValidationFailed("entry_key must be 1–200 characters.", fields={"entry_key": "invalid"})
+        if record.entry_key in seen:
+            continue
+        seen.add(record.entry_key)
+        prepared.append(NewRecord(record.kind, _json_safe(record.message), record.entry_key))
+    if not prepared:
+        return []
+
+    with transaction.atomic():
+        # Lock the session row first (PostgreSQL; SQLite's IMMEDIATE transactions already
+        # serialise writers), so the de-duplication check below cannot race.
+        Session.objects.select_for_update().filter(pk=session.pk).values_list("pk").get()
+        existing = set(
+            SessionMessage.objects.filter(
+                run=run, instance=instance, entry_key__in=[r.entry_key for r in prepared]
+            ).values_list("entry_key", flat=True)
+        )
+        fresh = [r for r in prepared if r.entry_key not in existing]
+        if not fresh:
+            return []
+        Session.objects.filter(pk=session.pk).update(last_seq=F("last_seq") + len(fresh))
+        last_seq = Session.objects.filter(pk=session.pk).values_list("last_seq", flat=True).get()
+        first = last_seq - len(fresh) + 1
+        rows = [
+            SessionMessage(
+                session=session,
+                seq=first + offset,
+                run=run,
+                instance=instance,
+                in_main=instance.parent_id is None,
+                kind=record.kind,
+                entry_key=record.entry_key,
+                message=record.message,
+            )
+            for offset, record in enumerate(fresh)
+        ]
+        SessionMessage.objects.bulk_create(rows)
+    session.last_seq = last_seq
+    return rows
+
+
+def record_append(
+    *, session: Session, run: Run, instance: Instance, kind: str, message: dict[str, Any], entry_key: str
+) -> SessionMessage | None:
+    """Append one record; None when its entry key was already saved."""
+    rows = records_append(
+        session=session, run=run, instance=instance, records=[NewRecord(kind, message, entry_key)]
+    )
+    return rows[0] if rows else None

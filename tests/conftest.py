@@ -1,0 +1,103 @@
+"""Shared fixtures: named people and the rows every test starts from (STYLE §13).
+
+- alice: admin of the Acme space; owns sessions.
+- bob: a member of the Acme space.
+- mallory: an outsider with a space of her own.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+# Offline tiktoken vocabularies (CI has them beside the repo); the product works without.
+if (SHARED / "tiktoken").is_dir():
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
+
+
+def on_postgres() -> bool:
+    from django.db import connection
+
+    return connection.vendor == "postgresql"
+
+
+@pytest.fixture
+def require_postgres():
+    if not on_postgres():
+        pytest.skip("needs PostgreSQL (set DATABASE_URL=postgres://…; CI does)")
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user(username="alice", password="alice-password-1")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user(username="bob", password="bob-password-1")
+
+
+@pytest.fixture
+def mallory(django_user_model):
+    return django_user_model.objects.create_user(username="mallory", password="mallory-password-1")
+
+
+@pytest.fixture
+def space(alice, bob):
+    from agentloom.spaces.models import Membership
+    from agentloom.spaces.services import membership_add, space_bootstrap_for_user
+
+    acme = space_bootstrap_for_user(user=alice, name="Acme")
+    membership_add(space=acme, user=bob, role=Membership.Role.MEMBER)
+    return acme
+
+
+@pytest.fixture
+def mallory_space(mallory):
+    from agentloom.spaces.services import space_bootstrap_for_user
+
+    return space_bootstrap_for_user(user=mallory, name="Mallory's")
+
+
+@pytest.fixture
+def demo_connection(space):
+    from models_catalog.models import ModelConnection, Provider
+
+    return ModelConnection.objects.create(
+        space=space, name="Demo", provider=Provider.DEMO, model="agentloom-demo"
+    )
+
+
+@pytest.fixture
+def agent(space, demo_connection, alice):
+    from agentloom.agents.services import agent_create
+
+    return agent_create(
+        space=space,
+        name="Helper",
+        model_connection=demo_connection,
+        instructions="Be brief.",
+        tools=["calculator"],
+        created_by=alice,
+    )
+
+
+@pytest.fixture
+def version(agent, alice):
+    from agentloom.agents.services import agent_publish
+
+    return agent_publish(agent=agent, published_by=alice)
+
+
+@pytest.fixture
+def make_session(space, agent, version):
+    from sessions.models import Session
+
+    def make(user, **extra):
+        return Session.objects.create(space=space, user=user, agent=agent, version=version, **extra)
+
+    return make
