@@ -69,8 +69,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = redis_url_checked("REDIS_URL")
 
 # Self-hosted endpoints (Ollama, vLLM on localhost or the LAN) are legitimate model
-# connections, but only when the operator says so: otherwise private addresses are refused.
-ALLOW_PRIVATE_MODEL_ENDPOINTS = env_bool("AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS", False)
+# connections, so admins may point at private addresses unless the operator turns it off.
+# Link-local and metadata addresses are refused always; http_fetch never goes private.
+ALLOW_PRIVATE_MODEL_ENDPOINTS = env_bool("AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS", True)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
