@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from agentloom.agents.models import AgentVersion
 from agentloom.errors import ActiveRunConflict
-from sessions.models import Instance, Run, Session
+from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
+from sessions.services.dispatch import run_dispatch_on_commit
 
 
 def budget_freeze(*, version: AgentVersion) -> dict:
@@ -46,4 +48,86 @@ def run_create(*, session: Session) -> Run:
                 "This session already has a run in progress; wait for it, stop it, or add a supplement."
             ) from None
         raise
+    return run
+
+
+def run_transition(*, run: Run, to: str, **changes) -> bool:
+    """Move a run to ``to`` if that is legal from its current status (RUN_TRANSITIONS).
+
+    A conditional UPDATE: two workers racing for the same transition cannot both win.
+    Returns False when the run was not in a state that allows it.
+    """
+    sources = [status for status, targets in RUN_TRANSITIONS.items() if to in targets]
+    updated = Run.objects.filter(pk=run.pk, status__in=sources).update(status=to, **changes)
+    if updated:
+        run.status = to
+        for name, value in changes.items():
+            setattr(run, name, value)
+    return bool(updated)
+
+
+def run_claim(*, run_id: int) -> Run | None:
+    """Claim a queued run for this worker (LOOP-1). None when someone else has it, or it is gone."""
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING, started_at=now, heartbeat_at=now
+    )
+    if claimed != 1:
+        return None
+    return Run.objects.select_related("session", "version").get(pk=run_id)
+
+
+def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str = "") -> bool:
+    """Record a run's terminal state once: the status row and a ``run_status`` record.
+
+    Idempotent (RUN-10): the record's entry key names the attempt, so finishing the same
+    attempt twice writes one record; a run already finished is left as it is.
+    """
+    from sessions.services.records import record_append
+
+    with transaction.atomic():
+        moved = run_transition(run=run, to=status, error=error, finished_at=timezone.now())
+        if not moved:
+            return False
+        message: dict = {"status": status}
+        if reason:
+            message["reason"] = reason
+        if error:
+            message["error"] = {"code": error.get("code"), "message": error.get("message")}
+        record_append(session=run.session, run=run, instance=Instance.objects.get(run=run, key=Instance.MAIN),
+                      kind="run_status", message=message, entry_key=f"status-{run.attempt}")
+    return True
+
+
+def run_cancel(*, run: Run) -> Run:
+    """Stop a run (LOOP-7). A queued run ends now; a running one is asked to stop and the
+    loop ends it at the next safe point (mid-stream, between tools, inside a tool)."""
+    if run.status == Run.Status.QUEUED and run_finish(run=run, status=Run.Status.CANCELLED, reason="stopped by user"):
+        return run
+    Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True)
+    run.refresh_from_db()
+    return run
+
+
+RESUMABLE = (Run.Status.CANCELLED, Run.Status.INTERRUPTED, Run.Status.FAILED)
+
+
+def run_resume(*, run: Run) -> Run:
+    """Continue a stopped, interrupted or failed run with its frozen version, budget and
+    inherited history (RUN-4). 409 while another run of the session is active."""
+    from agentloom.errors import Conflict
+
+    if run.status not in RESUMABLE:
+        raise Conflict(f"A {run.status} run cannot be resumed.", code="not_resumable")
+    if run.status == Run.Status.FAILED and run.error and run.error.get("retryable") is False:
+        raise Conflict("This run failed for a reason a resume cannot fix.", code="not_resumable")
+    try:
+        with transaction.atomic():
+            moved = run_transition(run=run, to=Run.Status.QUEUED, cancel_requested=False,
+                                   attempt=run.attempt + 1, error=None, finished_at=None)
+    except IntegrityError:
+        raise ActiveRunConflict("Another run of this session is in progress.") from None
+    if not moved:
+        raise Conflict("The run changed state; reload and try again.", code="state_changed")
+    run_dispatch_on_commit(run.pk)
     return run

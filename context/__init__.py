@@ -1,0 +1,66 @@
+"""AgentLoom's context engine: records in, valid model requests out.
+
+Pure Python -- no Django, DRF or Celery, no I/O -- so every rule of SPEC sections 3 to 5
+is tested with literal inputs. The Django apps load records, call these functions and
+save what they return. See docs/context-engine.md.
+"""
+
+from __future__ import annotations
+
+from context.adapters import RequestValidationError, adapt_messages, build_request_body
+from context.estimators import (
+    BYTES_V1,
+    BytesEstimator,
+    EstimateCache,
+    Estimator,
+    TiktokenEstimator,
+    encoding_for_model,
+    estimator_by_id,
+    get_estimator,
+)
+from context.legacy import DEFAULT_LEGACY_CHAR_LIMIT, LegacyCharPolicy, message_groups
+from context.media import DEFAULT_SCREEN_TOOLS
+from context.policy import (
+    POLICY_DEFAULTS,
+    Budget,
+    ContextPolicy,
+    Counters,
+    PolicyError,
+    TriggerResult,
+    evaluate_triggers,
+)
+from context.projector import project_records
+from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, truncate_content, truncate_text
+from context.validate import MODES, Problem, validate_request
+
+__all__ = [
+    "BYTES_V1",
+    "DEFAULT_LEGACY_CHAR_LIMIT",
+    "DEFAULT_SCREEN_TOOLS",
+    "DEFAULT_TOOL_RESULT_LIMIT",
+    "MODES",
+    "POLICY_DEFAULTS",
+    "Budget",
+    "BytesEstimator",
+    "ContextPolicy",
+    "Counters",
+    "EstimateCache",
+    "Estimator",
+    "LegacyCharPolicy",
+    "PolicyError",
+    "Problem",
+    "RequestValidationError",
+    "TiktokenEstimator",
+    "TriggerResult",
+    "adapt_messages",
+    "build_request_body",
+    "encoding_for_model",
+    "estimator_by_id",
+    "evaluate_triggers",
+    "get_estimator",
+    "message_groups",
+    "project_records",
+    "truncate_content",
+    "truncate_text",
+    "validate_request",
+]

@@ -1,0 +1,233 @@
+"""CTX-11: from the projected OpenAI-shaped list to one provider's request body.
+
+Each adapter works on its own deep copy, applies that provider's rules, and the result is
+checked with validate_request in that provider's mode before it is returned: a body this
+module hands out has passed CTX-10, and one that would not is an error, never a request.
+
+Providers: ``openai`` (chat completions, ``max_completion_tokens``), ``deepseek``
+(``max_tokens``, reasoning_content and same-role merging), ``openai_compatible``
+(``max_tokens``; Ollama, vLLM, llama.cpp, LM Studio, OpenRouter) and ``anthropic``
+(an OpenAI-compatible body whose messages follow Anthropic's turn rules, for Claude
+models reached through a compatible endpoint).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from context.records import EMPTY_RESULT_TEXT, is_image_part, is_text_part
+from context.validate import Problem, mode_for, validate_request
+
+IMAGE_UNSUPPORTED_NOTE = "[image omitted: this model cannot read images]"
+CONTINUE_NOTE = "[Continue from where the conversation left off.]"
+HISTORY_START_NOTE = "[The conversation history below starts with an assistant turn.]"
+SYSTEM_NOTE_PREFIX = "[System note]\n"
+
+
+class RequestValidationError(ValueError):
+    """A built request failed CTX-10. It is a bug: log ``problems`` and fail the run."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        summary = "; ".join(f"#{p.index} {p.rule}: {p.message}" for p in problems[:5])
+        super().__init__(f"request failed validation ({len(problems)} problems): {summary}")
+
+
+def _images_to_notes(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": IMAGE_UNSUPPORTED_NOTE} if is_image_part(p) else p for p in content]
+
+
+def _place_images(messages: list[dict[str, Any]], images_ok: bool) -> list[dict[str, Any]]:
+    """Tool messages may carry text only, so their images move to a user message placed
+    right after the tool group; for a text-only model every image becomes a note."""
+    out: list[dict[str, Any]] = []
+    held: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def flush() -> None:
+        if held:
+            parts: list[dict[str, Any]] = []
+            for call_id, images in held:
+                parts.append({"type": "text", "text": f"Images returned by tool call {call_id}:"})
+                parts.extend(images)
+            out.append({"role": "user", "content": parts})
+            held.clear()
+
+    for message in messages:
+        content = message.get("content")
+        if message["role"] != "tool":
+            flush()
+            if not images_ok and isinstance(content, list):
+                message["content"] = _images_to_notes(content)
+        elif isinstance(content, list) and any(is_image_part(p) for p in content):
+            if images_ok:
+                images = [p for p in content if is_image_part(p)]
+                text = [p for p in content if not is_image_part(p)]
+                text.append({"type": "text", "text": f"[{len(images)} image(s) attached in the next user message]"})
+                held.append((message["tool_call_id"], images))
+                message["content"] = text
+            else:
+                message["content"] = _images_to_notes(content)
+        out.append(message)
+    flush()
+    return out
+
+
+def _reasoning(messages: list[dict[str, Any]], mode: str, thinking: bool) -> None:
+    """DeepSeek thinking mode needs reasoning_content back on every assistant message that
+    made tool calls (empty when there was none); plain answers may drop it. Everyone else
+    gets no reasoning at all: opaque thinking blocks are passed back byte-identical or not
+    at all, and this OpenAI-shaped transport cannot carry them byte-identical."""
+    for message in messages:
+        message.pop("reasoning", None)
+        if mode == "deepseek" and thinking and message["role"] == "assistant" and message.get("tool_calls"):
+            if not isinstance(message.get("reasoning_content"), str):
+                message["reasoning_content"] = ""
+        else:
+            message.pop("reasoning_content", None)
+
+
+def _as_parts(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content)
+
+
+def _join(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, str) and isinstance(b, str):
+        return f"{a}\n\n{b}"
+    return _as_parts(a) + _as_parts(b)
+
+
+def _merge_runs(messages: list[dict[str, Any]], roles: frozenset[str]) -> list[dict[str, Any]]:
+    """Merge consecutive messages of the same role (for ``roles``). An assistant message
+    with tool calls is never merged into, since its results must follow it directly."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        previous = out[-1] if out else None
+        role = message["role"]
+        if previous is not None and previous["role"] == role and role in roles and not previous.get("tool_calls"):
+            merged = dict(message)
+            merged["content"] = _join(previous.get("content"), message.get("content"))
+            out[-1] = merged
+        else:
+            out.append(message)
+    return out
+
+
+def _drop_blank_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Remove whitespace-only text; a message left empty goes, except a tool result,
+    which must stay to answer its call and says it was empty instead."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str) and not content.strip():
+            content = None
+        elif isinstance(content, list):
+            content = [p for p in content if not (is_text_part(p) and not p["text"].strip())] or None
+        elif content is not None and not isinstance(content, str):
+            content = None
+        if content is None and message["role"] == "tool":
+            content = EMPTY_RESULT_TEXT
+        message["content"] = content
+        if content is None and not message.get("tool_calls"):
+            continue  # nothing left to send
+        out.append(message)
+    return out
+
+
+def _anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """System text only at the start, a user turn first, no two assistant turns in a row."""
+    out: list[dict[str, Any]] = []
+    leading = True
+    for message in messages:
+        if message["role"] in ("system", "developer"):
+            if not leading:
+                message = {"role": "user", "content": _join(SYSTEM_NOTE_PREFIX.rstrip("\n"), message.get("content"))}
+        else:
+            leading = False
+        out.append(message)
+    first = next((i for i, m in enumerate(out) if m["role"] not in ("system", "developer")), None)
+    if first is not None and out[first]["role"] != "user":
+        out.insert(first, {"role": "user", "content": HISTORY_START_NOTE})
+    return _merge_runs(out, frozenset({"assistant"}))
+
+
+def _flatten(messages: list[dict[str, Any]]) -> None:
+    # Several servers accept content arrays only on user messages; a text-only list says
+    # the same thing as its joined text.
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and all(is_text_part(p) for p in content):
+            message["content"] = "\n".join(p["text"] for p in content) if content else None
+
+
+def adapt_messages(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    provider: str,
+    supports_images: bool | None = None,
+    thinking: bool = False,
+) -> list[dict[str, Any]]:
+    """Return a fresh copy of ``messages`` following ``provider``'s rules (CTX-11).
+
+    ``supports_images`` None means the provider's default: DeepSeek models read text
+    only, the others are assumed to read images. The result never ends on an assistant
+    turn: a short continuation note is added when the history does.
+    """
+    mode = mode_for(provider)
+    images_ok = supports_images if supports_images is not None else mode != "deepseek"
+    out = _place_images(copy.deepcopy([dict(m) for m in messages]), images_ok)
+    _reasoning(out, mode, thinking)
+    out = _drop_blank_text(out)
+    if mode == "anthropic":
+        out = _anthropic(out)
+    elif mode == "deepseek":
+        out = _merge_runs(out, frozenset({"system", "user", "assistant"}))
+    _flatten(out)
+    if out and out[-1]["role"] == "assistant":
+        out.append({"role": "user", "content": CONTINUE_NOTE})
+    return out
+
+
+def build_request_body(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    provider: str,
+    model: str,
+    max_output_tokens: int,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    stream: bool = True,
+    supports_images: bool | None = None,
+    thinking: bool = False,
+) -> dict[str, Any]:
+    """Build a chat-completions request body for ``provider`` from projected messages.
+
+    Raises RequestValidationError when the result would break CTX-10 (nothing invalid is
+    ever returned for sending) and ValueError for an unknown provider or a bad limit.
+    DeepSeek reasoner models are always in thinking mode.
+    """
+    mode = mode_for(provider)
+    if isinstance(max_output_tokens, bool) or not isinstance(max_output_tokens, int) or max_output_tokens < 1:
+        raise ValueError("max_output_tokens must be a positive integer")
+    thinking = thinking or (mode == "deepseek" and "reasoner" in model)
+    adapted = adapt_messages(messages, provider=provider, supports_images=supports_images, thinking=thinking)
+    problems = validate_request(adapted, provider, thinking=thinking if mode == "deepseek" else None)
+    if problems:
+        raise RequestValidationError(problems)
+    body: dict[str, Any] = {"model": model, "messages": adapted}
+    body["max_completion_tokens" if provider == "openai" else "max_tokens"] = max_output_tokens
+    if tools:
+        body["tools"] = copy.deepcopy(list(tools))
+    body["stream"] = stream
+    if stream:
+        # Usage arrives in the last chunk only when asked for; CTX-25 needs it.
+        body["stream_options"] = {"include_usage": True}
+    return body

@@ -1,0 +1,278 @@
+"""CTX-24: token estimators with versioned ids, and a per-message estimate cache.
+
+``bytes-v1`` counts UTF-8 bytes of the JSON of each message and tool schema plus fixed
+overheads. Every token covers at least one byte, so it never undercounts a BPE tokenizer
+(tests check it against tiktoken); it overcounts, which only makes compaction start early.
+
+The tiktoken estimator is used for OpenAI models. tiktoken is imported lazily, and its
+vocabulary comes from ``TIKTOKEN_CACHE_DIR`` when set (tiktoken reads that variable
+itself); if it cannot be loaded the factory falls back to ``bytes-v1`` and logs one
+warning per encoding -- estimation never crashes a run.
+
+An estimate is only comparable with estimates of the same id: a checkpoint or view made
+with another estimator is re-estimated, never trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from context.records import is_image_part, is_text_part
+
+log = logging.getLogger(__name__)
+
+BYTES_V1 = "bytes-v1"
+# bytes-v1 constants. They are part of the estimator's definition: changing any of them
+# means a new id (bytes-v2), because stored estimates were made with these.
+BYTES_MESSAGE_OVERHEAD = 16
+BYTES_TOOL_OVERHEAD = 32
+BYTES_REQUEST_OVERHEAD = 8
+BYTES_IMAGE_UNITS = 2_048  # an image costs what the provider bills, not its base64 length
+
+# tiktoken-*-v1 constants, after OpenAI's published chat accounting: a few tokens of
+# framing per message and per call; a high-detail image tops out near 1,105 tokens.
+TIKTOKEN_MESSAGE_OVERHEAD = 4
+TIKTOKEN_CALL_OVERHEAD = 8
+TIKTOKEN_TOOL_OVERHEAD = 8
+TIKTOKEN_REQUEST_OVERHEAD = 3
+TIKTOKEN_IMAGE_TOKENS = 1_105
+
+_O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o\d)(\b|[-.:_]|$)")
+_CL100K_MODELS = re.compile(r"^(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embedding-ada-002)(\b|[-.:_]|$)")
+
+
+class Estimator(Protocol):
+    """What the budget code needs from an estimator."""
+
+    id: str
+
+    def message(self, message: Mapping[str, Any]) -> int:
+        """Estimated units for one message."""
+
+    def tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
+        """Estimated units for the tool schemas of a request."""
+
+    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> int:
+        """Estimated units for a whole request."""
+
+
+def _without_images(message: Mapping[str, Any]) -> tuple[Mapping[str, Any], int]:
+    content = message.get("content")
+    if not isinstance(content, list) or not any(is_image_part(p) for p in content):
+        return message, 0
+    images = sum(1 for p in content if is_image_part(p))
+    stripped = dict(message)
+    stripped["content"] = [p for p in content if not is_image_part(p)]
+    return stripped, images
+
+
+class BytesEstimator:
+    """``bytes-v1``: UTF-8 bytes of compact JSON plus fixed overheads."""
+
+    id = BYTES_V1
+
+    def message(self, message: Mapping[str, Any]) -> int:
+        """Bytes of the message's JSON, an overhead, and a fixed amount per image."""
+        stripped, images = _without_images(message)
+        body = json.dumps(stripped, ensure_ascii=False, separators=(",", ":"))
+        return len(body.encode("utf-8")) + BYTES_MESSAGE_OVERHEAD + images * BYTES_IMAGE_UNITS
+
+    def tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
+        """Bytes of each tool schema's JSON plus a per-tool overhead."""
+        return sum(
+            len(json.dumps(t, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + BYTES_TOOL_OVERHEAD
+            for t in tools
+        )
+
+    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> int:
+        """Sum over messages and tools plus a request overhead."""
+        return BYTES_REQUEST_OVERHEAD + sum(self.message(m) for m in messages) + self.tools(tools or ())
+
+
+class TiktokenEstimator:
+    """``tiktoken-<encoding>-v1``: BPE tokens of the text a provider would read."""
+
+    def __init__(self, encoding: Any) -> None:
+        self._encoding = encoding
+        self.id = f"tiktoken-{encoding.name}-v1"
+
+    def _count(self, text: str) -> int:
+        # Text that happens to spell a special token ("<|endoftext|>") is ordinary text here.
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+    def _content(self, content: Any) -> int:
+        if content is None:
+            return 0
+        if isinstance(content, str):
+            return self._count(content)
+        total = 0
+        for part in content if isinstance(content, list) else [content]:
+            if is_text_part(part):
+                total += self._count(part["text"])
+            elif is_image_part(part):
+                total += TIKTOKEN_IMAGE_TOKENS
+            else:
+                total += self._count(json.dumps(part, ensure_ascii=False))
+        return total
+
+    def message(self, message: Mapping[str, Any]) -> int:
+        """Tokens of role, content, calls and ids plus OpenAI's per-message framing."""
+        total = TIKTOKEN_MESSAGE_OVERHEAD + self._count(str(message.get("role", "")))
+        total += self._content(message.get("content"))
+        for key in ("name", "tool_call_id", "reasoning_content"):
+            value = message.get(key)
+            if isinstance(value, str):
+                total += self._count(value)
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            total += TIKTOKEN_CALL_OVERHEAD + self._count(str(call.get("id", "")))
+            total += self._count(str(function.get("name", ""))) + self._count(str(function.get("arguments", "")))
+        return total
+
+    def tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
+        """Tokens of each tool schema's JSON plus a per-tool overhead."""
+        return sum(self._count(json.dumps(t, ensure_ascii=False)) + TIKTOKEN_TOOL_OVERHEAD for t in tools)
+
+    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> int:
+        """Sum over messages and tools plus the reply priming."""
+        return TIKTOKEN_REQUEST_OVERHEAD + sum(self.message(m) for m in messages) + self.tools(tools or ())
+
+
+def encoding_for_model(model_id: str | None) -> str | None:
+    """The tiktoken encoding of an OpenAI model id, or None when it is not one we know:
+    o200k_base for gpt-4o, gpt-4.1, gpt-5 and o-series ids; cl100k_base for older ones."""
+    if not model_id:
+        return None
+    model = model_id.lower()
+    if _O200K_MODELS.match(model):
+        return "o200k_base"
+    if _CL100K_MODELS.match(model):
+        return "cl100k_base"
+    return None
+
+
+def _load_encoding(name: str) -> Any:
+    import tiktoken  # lazy: importing the engine must not pay for (or need) tiktoken
+
+    return tiktoken.get_encoding(name)
+
+
+_encodings: dict[str, Any] = {}
+_warned: set[str] = set()
+
+
+def tiktoken_estimator(encoding_name: str) -> TiktokenEstimator:
+    """A tiktoken estimator for ``encoding_name``; raises if the vocabulary cannot load."""
+    if encoding_name not in _encodings:
+        _encodings[encoding_name] = _load_encoding(encoding_name)
+    return TiktokenEstimator(_encodings[encoding_name])
+
+
+def get_estimator(model_id: str | None = None, provider: str | None = None) -> Estimator:
+    """The estimator for a model: tiktoken for OpenAI models, ``bytes-v1`` otherwise.
+
+    ``provider`` None or ``openai`` lets the model id decide; any other provider gets
+    ``bytes-v1`` because its tokenizer is not tiktoken (even when the id looks like
+    ``gpt-4o`` behind a proxy, bytes-v1 stays the conservative choice). If tiktoken or its
+    vocabulary cannot be loaded, one warning is logged and ``bytes-v1`` is returned.
+    """
+    encoding = encoding_for_model(model_id) if provider in (None, "openai") else None
+    if encoding is None:
+        return BytesEstimator()
+    try:
+        return tiktoken_estimator(encoding)
+    except Exception as exc:  # noqa: BLE001 - any loader failure must degrade, never crash
+        if encoding not in _warned:
+            _warned.add(encoding)
+            log.warning("tiktoken %s unavailable (%s: %s); falling back to %s",
+                        encoding, type(exc).__name__, exc, BYTES_V1)
+        return BytesEstimator()
+
+
+def estimator_by_id(estimator_id: str) -> Estimator:
+    """Rebuild an estimator from the id stored with a checkpoint or view."""
+    if estimator_id == BYTES_V1:
+        return BytesEstimator()
+    found = re.fullmatch(r"tiktoken-(\w+)-v1", estimator_id)
+    if found:
+        return tiktoken_estimator(found.group(1))
+    raise ValueError(f"unknown estimator id {estimator_id!r}")
+
+
+_DICT = object()
+_LIST = object()
+
+
+def _freeze(value: Any) -> Any:
+    # A hashable mirror of a message. Strings are kept as they are: Python caches a
+    # string's hash on the object, so a message whose strings are shared with the previous
+    # step is keyed in time proportional to its number of fields, not its length. Tags
+    # keep values that compare equal but serialise differently apart ({} vs [], 1 vs
+    # True vs 1.0).
+    if isinstance(value, str) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return (_DICT, *((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return (_LIST, *(_freeze(v) for v in value))
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, float):
+        return ("float", value)
+    if isinstance(value, int):
+        return value
+    return ("repr", repr(value))
+
+
+class EstimateCache:
+    """Per-message estimates keyed by message content, so a step estimates only what is new.
+
+    The key is the message's content itself (a frozen mirror, compared by hash and then
+    equality), so two equal messages share one estimate and a changed message never reuses
+    a stale one. ``hits``/``misses`` are kept for the context inspector and benchmarks.
+    """
+
+    def __init__(self, estimator: Estimator, max_entries: int = 200_000) -> None:
+        self.estimator = estimator
+        self.max_entries = max_entries
+        self._cache: dict[Any, int] = {}
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def id(self) -> str:
+        """The wrapped estimator's id: cached figures are that estimator's figures."""
+        return self.estimator.id
+
+    def message(self, message: Mapping[str, Any]) -> int:
+        """The estimate of one message, computed at most once per distinct content."""
+        key = _freeze(message)
+        value = self._cache.get(key)
+        if value is not None:
+            self.hits += 1
+            return value
+        self.misses += 1
+        value = self.estimator.message(message)
+        if len(self._cache) >= self.max_entries:
+            # Drop the oldest half; insertion order is age order for a dict.
+            for old in list(self._cache)[: self.max_entries // 2]:
+                del self._cache[old]
+        self._cache[key] = value
+        return value
+
+    def messages(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Per-message estimates, in order (what the context inspector shows)."""
+        return [self.message(m) for m in messages]
+
+    def tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
+        """Tool schemas rarely change within a run; they are estimated directly."""
+        return self.estimator.tools(tools)
+
+    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> int:
+        """The whole request: equal to the wrapped estimator's full count, by construction."""
+        overhead = self.estimator.request([], None)
+        return overhead + sum(self.message(m) for m in messages) + self.tools(tools or ())

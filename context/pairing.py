@@ -1,0 +1,146 @@
+"""CTX-2, CTX-3, CTX-4, CTX-6: which results answer which calls.
+
+Pairing never trusts ids to be unique. Real transcripts reuse them (a quarter of the
+tau-bench conversations do), parallel calls can share one, and an id may come back in a
+later run. So a result answers the *earliest unanswered earlier call with its id, in the
+same scope* -- a scope being one instance's records, or one checkpoint's own messages --
+preferring a call whose run is still going over one whose run has since ended.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Collection, Hashable
+from typing import Any
+
+
+class Call:
+    """One tool call as read from an assistant message."""
+
+    __slots__ = (
+        "raw_id", "scope", "run", "index", "name", "arguments", "from_partial",
+        "answer", "late", "new_id",
+    )
+
+    def __init__(self, raw_id: Any, scope: Hashable, run: Any, index: int, name: str,
+                 arguments: str, from_partial: bool) -> None:
+        self.raw_id = raw_id
+        self.scope = scope
+        self.run = run
+        self.index = index  # position in the read, used to order it against run closures
+        self.name = name
+        self.arguments = arguments
+        self.from_partial = from_partial
+        self.answer: Result | None = None  # the in-time result (CTX-2)
+        self.late: Result | None = None  # a result that came after the run ended (CTX-4)
+        self.new_id = ""
+
+
+class Result:
+    """One stored tool result (or delegation result), not yet paired."""
+
+    __slots__ = ("raw_id", "scope", "index", "seq", "status", "content", "screen", "call")
+
+    def __init__(self, raw_id: Any, scope: Hashable, index: int, seq: Any, status: str,
+                 content: Any, screen: bool) -> None:
+        self.raw_id = raw_id
+        self.scope = scope
+        self.index = index
+        self.seq = seq
+        self.status = status
+        self.content = content
+        self.screen = screen  # flagged observes_screen by the record itself
+        self.call: Call | None = None
+
+
+class Closures:
+    """When runs ended, as positions in the read.
+
+    A run ends at its ``run_status`` record, and every run ends when a run never seen
+    before starts: only one run of a session is active at a time, so a new run's first
+    record means the earlier ones are over, even if a worker died before writing a status.
+    A record that merely carries an older run's id (a late result, a resumed run) starts
+    nothing and ends nothing.
+    """
+
+    def __init__(self) -> None:
+        self._ends: dict[Any, list[int]] = {}
+        self._starts: list[int] = []
+        self._seen: set[Any] = set()
+        self.latest_run: Any = None
+
+    def see(self, run: Any, index: int, is_status: bool) -> None:
+        """Note a record of ``run`` at ``index``; ``is_status`` for a run_status record."""
+        if run not in self._seen:
+            self._seen.add(run)
+            self._starts.append(index)
+            self.latest_run = run
+        if is_status:
+            self._ends.setdefault(run, []).append(index)
+
+    @staticmethod
+    def _any_between(marks: list[int], start: int, end: int | None) -> bool:
+        i = bisect_right(marks, start)
+        return i < len(marks) and (end is None or marks[i] < end)
+
+    def closed_between(self, run: Any, start: int, end: int | None = None) -> bool:
+        """True when ``run`` ended after position ``start`` (and before ``end``, if given)."""
+        if self._any_between(self._starts, start, end):
+            return True
+        ends = self._ends.get(run)
+        return bool(ends) and self._any_between(ends, start, end)
+
+
+def pair(calls_and_results: list[Call | Result], closures: Closures) -> None:
+    """Annotate calls with their answer or late result, in read order.
+
+    A result with no id, or with no unanswered earlier call of that id, stays unpaired: an
+    orphan or a second answer, both left out of the view (CTX-2, CTX-6).
+    """
+    waiting: dict[tuple[Hashable, Any], list[Call]] = {}
+    for entry in calls_and_results:
+        if isinstance(entry, Call):
+            if entry.raw_id is not None:
+                waiting.setdefault((entry.scope, entry.raw_id), []).append(entry)
+            continue
+        if entry.raw_id is None:
+            continue
+        queue = waiting.get((entry.scope, entry.raw_id))
+        if not queue:
+            continue
+        for position, call in enumerate(queue):
+            if not closures.closed_between(call.run, call.index, entry.index):
+                call.answer = entry
+                entry.call = call
+                del queue[position]
+                break
+        else:
+            # Every candidate's run has ended: the earliest one is the call this result
+            # belongs to, and the result is late. Calls from a cut stream were never run
+            # (LOOP-7), so a result cannot be late for one of them.
+            for position, call in enumerate(queue):
+                if not call.from_partial:
+                    call.late = entry
+                    entry.call = call
+                    del queue[position]
+                    break
+
+
+def call_outcome(call: Call, closures: Closures, open_runs: Collection[Any]) -> str:
+    """Decide what the view shows for a call: ``paired``, ``unknown`` or ``drop``.
+
+    - paired: it has an in-time result.
+    - unknown: its run has ended and no in-time result exists (CTX-3); a late result, if
+      any, is shown where it arrived (CTX-4).
+    - drop: it is still pending in an open run, or it came from a cut stream and so was
+      never executed (CTX-2, CTX-6).
+    """
+    if call.answer is not None:
+        return "paired"
+    if call.from_partial:
+        return "drop"
+    if call.late is not None:
+        return "unknown"
+    if call.run in open_runs and not closures.closed_between(call.run, call.index):
+        return "drop"
+    return "unknown"

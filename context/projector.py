@@ -1,0 +1,284 @@
+"""The projector: source records in, the model-visible message list out (SPEC §3).
+
+Reading happens in two passes, as CTX-9 asks. The first pass reads records in seq order,
+turning each into a pending item and letting a valid checkpoint replace everything read
+so far. The second pass pairs calls with results over the final list, rewrites call ids,
+places unknown-outcome placeholders and late results, and trims old screenshots.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+from context import records as rec
+from context.ids import IdAllocator
+from context.media import DEFAULT_SCREEN_TOOLS, trim_screenshots
+from context.pairing import Call, Closures, Result, call_outcome, pair
+from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, truncate_content, truncate_text
+
+_MSG, _ASST, _RES = 0, 1, 2
+_VIEW_RUN = object()  # the starting view belongs to no run, so it is never "open"
+
+
+class _Reader:
+    """First pass (CTX-9): records in order, checkpoints replacing what came before."""
+
+    def __init__(self, tool_result_limit: int, instance: str | None) -> None:
+        self.limit = tool_result_limit
+        self.instance = instance
+        self.items: list[tuple[int, Any, Any]] = []
+        self.closures = Closures()
+        self.index = 0
+        self.watermark: int | None = None
+        self.any_read = False
+        # run -> highest seq whose content is in ``items``: a checkpoint may replace the
+        # items only if it observed all of them (see _apply_checkpoint).
+        self.coverage: dict[Any, float] = {}
+
+    # -- starting point -------------------------------------------------------------
+    def load_view(self, messages: Sequence[Mapping[str, Any]], watermark: int) -> None:
+        """Start from a reusable view that covers every record with seq <= watermark."""
+        bad = [i for i, m in enumerate(messages) if not rec.is_valid_chat_message(m)]
+        if bad:
+            raise ValueError(f"start_view has malformed messages at positions {bad}")
+        self.watermark = watermark
+        for message in messages:
+            self._read_chat_message(message, ("view",), _VIEW_RUN, None)
+        self.coverage = {_VIEW_RUN: watermark}
+
+    # -- records --------------------------------------------------------------------
+    def read(self, record: Mapping[str, Any]) -> None:
+        """Read one record; records the view already covers are skipped."""
+        if not isinstance(record, Mapping):
+            return
+        if self.instance is not None and record.get("instance") != self.instance:
+            return
+        seq = record.get("seq")
+        if self.watermark is not None and isinstance(seq, int) and seq <= self.watermark:
+            return
+        kind = record.get("kind")
+        run = record.get("run")
+        self.index += 1
+        self.any_read = True
+        self.closures.see(run, self.index, kind == rec.RUN_STATUS)
+        message = record.get("message")
+        if not isinstance(message, Mapping):
+            return
+        scope = ("records", record.get("instance"))
+        if kind == rec.USER or kind == rec.SUPPLEMENT:
+            content = rec.normalize_content(message.get("content"))
+            if rec.content_is_empty(content):
+                return
+            if kind == rec.SUPPLEMENT:
+                content = rec.prefix_content(content, rec.SUPPLEMENT_PREFIX)
+            self._add(_MSG, {"role": "user", "content": content}, None, run, seq)
+        elif kind == rec.ASSISTANT:
+            self._read_assistant(message, scope, run, seq, bool(message.get("partial")))
+        elif kind in rec.RESULT_KINDS:
+            self._read_result(message, scope, run, seq, render_status=True)
+        elif kind == rec.COMMAND:
+            if not message.get("exclude"):
+                self._add(_MSG, {"role": "user", "content": self._command_text(message, seq)}, None, run, seq)
+        elif kind == rec.COMPACTION:
+            self._apply_checkpoint(record, run, seq)
+        # Every other kind is metadata (run_status, model_change, label, extension_state,
+        # context, compaction_summary, and kinds not invented yet): nothing to project.
+
+    def _add(self, tag: int, a: Any, b: Any, run: Any, seq: Any) -> None:
+        self.items.append((tag, a, b))
+        mark = seq if isinstance(seq, (int, float)) and not isinstance(seq, bool) else math.inf
+        if mark > self.coverage.get(run, -math.inf):
+            self.coverage[run] = mark
+
+    def _command_text(self, message: Mapping[str, Any], seq: Any) -> str:
+        output = message.get("output")
+        output = output if isinstance(output, str) else ""
+        text = (
+            f"{rec.COMMAND_HEADER}\n$ {message.get('command', '')}\n"
+            f"exit code: {message.get('exit_code')}\n{output}"
+        )
+        # A command's output is as unbounded as a tool's, so it gets the same CTX-7 limit.
+        return truncate_text(text, self.limit, seq)
+
+    def _read_assistant(self, message: Mapping[str, Any], scope: Any, run: Any, seq: Any,
+                        partial: bool) -> None:
+        content = rec.normalize_content(message.get("content"))
+        if isinstance(content, list):
+            content = [p for p in content if rec.is_text_part(p)]
+        if rec.content_is_empty(content):
+            content = None
+        if partial and content is not None:
+            content = rec.suffix_content(content, rec.INTERRUPTED_SUFFIX)
+        calls: list[Call] = []
+        raw_calls = message.get("tool_calls")
+        for raw in raw_calls if isinstance(raw_calls, list) else ():
+            function = raw.get("function") if isinstance(raw, Mapping) else None
+            name = function.get("name") if isinstance(function, Mapping) else None
+            if not isinstance(name, str) or not name:
+                continue  # nothing any provider could accept, and nothing was executed
+            arguments, is_object = rec.parse_arguments(function.get("arguments"))
+            if not is_object:
+                if partial or raw.get("partial"):
+                    continue  # cut by an interrupted stream: never executed (CTX-6)
+                arguments = rec.wrap_invalid_arguments(arguments)
+            raw_id = raw.get("id")
+            calls.append(Call(raw_id if isinstance(raw_id, str) and raw_id else None, scope,
+                              run, self.index, name, arguments, partial))
+        if content is None and not calls:
+            return  # nothing usable remains (an empty or reasoning-only message)
+        base: dict[str, Any] = {"role": "assistant", "content": content}
+        reasoning = message.get("reasoning_content", message.get("reasoning"))
+        if isinstance(reasoning, str):
+            if reasoning:
+                base["reasoning_content"] = reasoning
+        elif reasoning is not None:
+            base["reasoning"] = copy.deepcopy(reasoning)  # opaque provider blocks, verbatim
+        self._add(_ASST, base, calls, run, seq)
+
+    def _read_result(self, message: Mapping[str, Any], scope: Any, run: Any, seq: Any,
+                     render_status: bool) -> None:
+        raw_id = message.get("tool_call_id")
+        status = message.get("status")
+        if status not in rec.RESULT_STATUSES:
+            status = "error" if message.get("is_error") else "ok"
+        content = rec.normalize_content(message.get("content"))
+        if rec.content_is_empty(content):
+            content = rec.EMPTY_RESULT_TEXT if not content else [
+                *content, {"type": "text", "text": rec.EMPTY_RESULT_TEXT}]
+        content = truncate_content(content, self.limit, seq)
+        if render_status and status != "ok":
+            content = rec.prefix_content(content, f"[tool status: {status}]\n")
+        result = Result(raw_id if isinstance(raw_id, str) and raw_id else None, scope,
+                        self.index, seq, status, content, bool(message.get("observes_screen")))
+        self._add(_RES, result, None, run, seq)
+
+    def _read_chat_message(self, message: Mapping[str, Any], scope: Any, run: Any, seq: Any) -> None:
+        """Read one message of a checkpoint or starting view (already model-shaped)."""
+        role = message["role"]
+        if role == "assistant":
+            self._read_assistant(message, scope, run, seq, partial=False)
+        elif role == "tool":
+            self._read_result(message, scope, run, seq, render_status=False)
+        else:
+            content = rec.normalize_content(message.get("content"))
+            if not rec.content_is_empty(content):
+                self._add(_MSG, {"role": role, "content": content}, None, run, seq)
+
+    def _apply_checkpoint(self, record: Mapping[str, Any], run: Any, seq: Any) -> None:
+        """CTX-9: a valid checkpoint replaces everything read so far with its messages.
+
+        It is applied only when it observed everything it would replace: every item read
+        so far comes from a record with seq <= covered_seq or from the checkpoint's own
+        run. A compaction made by a resumed run that never saw the runs in between (RUN-9)
+        therefore cannot erase them; it is skipped and the raw records stay.
+        """
+        messages = rec.checkpoint_messages(record)
+        if messages is None:
+            return  # malformed: ignored, never trusted
+        covered = record["message"]["covered_seq"]
+        if any(r != run and top > covered for r, top in self.coverage.items()):
+            return
+        self.items = []
+        self.coverage = {}
+        scope = ("checkpoint", seq, self.index)
+        for message in messages:
+            self._read_chat_message(message, scope, run, seq)
+
+
+def _late_content(call: Call, result: Result) -> str | list[dict[str, Any]]:
+    header = rec.LATE_RESULT_HEADER.format(
+        call_id=call.new_id, name=call.name, seq=result.seq, status=result.status)
+    return rec.prefix_content(result.content, header + "\n")
+
+
+def _assemble(reader: _Reader, open_runs: Collection[Any], screen_tools: Collection[str]) -> list[dict[str, Any]]:
+    """Second pass: pairing, ids, placeholders, late results, screenshots."""
+    entries: list[Call | Result] = []
+    for tag, a, b in reader.items:
+        if tag == _ASST:
+            entries.extend(b)
+        elif tag == _RES:
+            entries.append(a)
+    pair(entries, reader.closures)
+
+    ids = IdAllocator()
+    out: list[dict[str, Any]] = []
+    screens: list[int] = []
+    for tag, a, b in reader.items:
+        if tag == _MSG:
+            out.append(a)
+        elif tag == _ASST:
+            kept = [c for c in b if call_outcome(c, reader.closures, open_runs) != "drop"]
+            if not kept and a["content"] is None:
+                continue
+            message = dict(a)
+            if kept:
+                calls = []
+                for call in kept:
+                    call.new_id = ids.allocate()
+                    calls.append({"id": call.new_id, "type": "function",
+                                  "function": {"name": call.name, "arguments": call.arguments}})
+                message["tool_calls"] = calls
+            out.append(message)
+            for call in kept:
+                answer = call.answer
+                content = answer.content if answer is not None else rec.UNKNOWN_OUTCOME_TEXT
+                out.append({"role": "tool", "tool_call_id": call.new_id, "content": content})
+                if answer is not None and (answer.screen or call.name in screen_tools):
+                    screens.append(len(out) - 1)
+        else:
+            call = a.call
+            if call is not None and call.late is a and call.new_id:
+                out.append({"role": "user", "content": _late_content(call, a)})
+                if a.screen or call.name in screen_tools:
+                    screens.append(len(out) - 1)
+    trim_screenshots(out, screens)
+    return out
+
+
+def project_records(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    screen_tools: Collection[str] = DEFAULT_SCREEN_TOOLS,
+    tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT,
+    start_view: Sequence[Mapping[str, Any]] | None = None,
+    start_watermark: int | None = None,
+    open_runs: Collection[Any] | None = None,
+    instance: str | None = None,
+) -> list[dict[str, Any]]:
+    """Turn source records into the OpenAI-shaped messages the next request reads.
+
+    ``records`` are SPEC §3 dicts in seq order; they are never modified (CTX-1) and the
+    output shares no mutable object with them.
+
+    Options:
+      screen_tools: names of tools that observe a screen (CTX-8); a result flagged
+        ``observes_screen`` counts too.
+      tool_result_limit: characters of a tool result the view shows (CTX-7).
+      start_view / start_watermark: a reusable view and the seq it covers; records with
+        seq <= start_watermark are skipped and the view's messages are the starting point.
+      open_runs: runs still in progress, whose unanswered calls are pending and left out
+        (CTX-2). Default: the run that started last, unless a run_status record ended
+        it. Unanswered calls of every other run get an unknown-outcome placeholder
+        (CTX-3).
+      instance: when set, only records of that instance are read.
+
+    Assistant messages may carry ``reasoning_content`` (a provider's reasoning text) or
+    ``reasoning`` (opaque provider blocks); the provider adapters decide whether to send
+    them. Everything else is plain OpenAI chat shape.
+    """
+    if tool_result_limit < 1:
+        raise ValueError("tool_result_limit must be a positive number of characters")
+    reader = _Reader(tool_result_limit, instance)
+    if start_view is not None or start_watermark is not None:
+        if start_watermark is None or isinstance(start_watermark, bool) or not isinstance(start_watermark, int):
+            raise ValueError("start_view needs an integer start_watermark")
+        reader.load_view(start_view or [], start_watermark)
+    for record in records:
+        reader.read(record)
+    if open_runs is None:
+        open_runs = {reader.closures.latest_run} if reader.any_read else set()
+    return _assemble(reader, open_runs, frozenset(screen_tools))

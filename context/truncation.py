@@ -1,0 +1,138 @@
+"""CTX-7: how much of a tool result the model sees.
+
+The model view keeps the head and the tail of a long text -- a log's final error matters
+as much as its first lines -- with one marker in between that names what was left out and
+which record holds the full text. The records always keep the whole result.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from context.records import is_text_part
+
+DEFAULT_TOOL_RESULT_LIMIT = 24_000
+
+# Below this share a block would be mostly marker; every block keeps at least this much so
+# "every block is kept" stays true even for results made of very many blocks.
+MIN_BLOCK_BUDGET = 400
+
+_MARKER = (
+    "\n\n[... truncated: {omitted} of {total} characters omitted from the middle "
+    "(record seq {seq}); the full text is kept in the records and read_record pages "
+    "through it ...]\n\n"
+)
+_MARKER_RE = re.compile(
+    r"\n\n\[\.\.\. truncated: (\d+) of (\d+) characters omitted from the middle "
+    r"\(record seq ([^)]*)\); the full text is kept in the records and read_record pages "
+    r"through it \.\.\.\]\n\n"
+)
+
+
+def marker(omitted: int, total: int, seq: Any) -> str:
+    """The text placed between head and tail of a truncated result."""
+    return _MARKER.format(omitted=omitted, total=total, seq="?" if seq is None else seq)
+
+
+def _is_joiner(ch: str) -> bool:
+    # Combining marks, zero-width joiners and variation selectors belong to the character
+    # before them; cutting in front of one would split a visible character in two.
+    return ch in "\u200d\ufe0e\ufe0f" or unicodedata.combining(ch) != 0
+
+
+def _splits(text: str, at: int) -> bool:
+    # A cut before a joiner, or right after a zero-width joiner, splits one visible
+    # character (an accented letter, an emoji sequence) across the marker.
+    return 0 < at < len(text) and (_is_joiner(text[at]) or text[at - 1] == "\u200d")
+
+
+def _head_end(text: str, end: int) -> int:
+    while _splits(text, end):
+        end -= 1
+    return end
+
+
+def _tail_start(text: str, start: int) -> int:
+    while _splits(text, start):
+        start += 1
+    return start
+
+
+def truncate_text(text: str, limit: int = DEFAULT_TOOL_RESULT_LIMIT, seq: Any = None) -> str:
+    """Return ``text`` cut to at most ``limit`` characters, marker included.
+
+    Cuts fall on code-point boundaries and never separate a character from its combining
+    marks. A text that already carries a marker is re-cut around that marker, so the
+    result still has exactly one, and it keeps reporting the original total size and
+    record (re-truncating a checkpoint's text must not lose where it came from).
+    """
+    if len(text) <= limit:
+        return text
+    found = _MARKER_RE.search(text)
+    if found:
+        head, tail = text[: found.start()], text[found.end() :]
+        total, seq = int(found.group(2)), found.group(3)
+    else:
+        head, tail, total = text, text, len(text)
+    # Size the marker with the largest numbers it can show so the budget is never exceeded.
+    budget = max(limit - len(marker(total, total, seq)), 2)
+    head_len = budget // 2
+    tail_len = budget - head_len
+    if found:
+        # Around an existing marker one side may already be short; give its spare budget
+        # to the other side.
+        head_len = min(head_len, len(head))
+        tail_len = min(budget - head_len, len(tail))
+        head_len = min(budget - tail_len, len(head))
+        head_cut = _head_end(head, head_len)
+        tail_cut = _tail_start(tail, len(tail) - tail_len)
+    else:
+        head_cut = _head_end(text, head_len)
+        tail_cut = _tail_start(text, len(text) - tail_len)
+    new_head, new_tail = head[:head_cut], tail[tail_cut:]
+    omitted = total - len(new_head) - len(new_tail)
+    return new_head + marker(omitted, total, seq) + new_tail
+
+
+def _allocate(sizes: list[int], budget: int) -> list[int]:
+    """Max-min fair split of ``budget``: small blocks stay whole, big ones share the rest."""
+    shares = [0] * len(sizes)
+    remaining = budget
+    pending = sorted(range(len(sizes)), key=lambda i: sizes[i])
+    while pending:
+        fair = remaining // len(pending)
+        i = pending[0]
+        if sizes[i] <= fair:
+            shares[i] = sizes[i]
+            remaining -= sizes[i]
+            pending.pop(0)
+            continue
+        for j in pending:
+            shares[j] = max(fair, MIN_BLOCK_BUDGET)
+        break
+    return shares
+
+
+def truncate_content(
+    content: str | list[dict[str, Any]], limit: int = DEFAULT_TOOL_RESULT_LIMIT, seq: Any = None
+) -> str | list[dict[str, Any]]:
+    """Apply CTX-7 to a tool result's content (a string or a list of parts).
+
+    For several text blocks the character budget is shared fairly and every block stays,
+    in order, each long one with its own marker. Image parts are not text and are left to
+    the screenshot rule (CTX-8).
+    """
+    if isinstance(content, str):
+        return truncate_text(content, limit, seq)
+    sizes = [len(p["text"]) if is_text_part(p) else 0 for p in content]
+    if sum(sizes) <= limit:
+        return content
+    texts = [i for i, size in enumerate(sizes) if size]
+    shares = _allocate([sizes[i] for i in texts], limit)
+    out = list(content)
+    for i, share in zip(texts, shares):
+        if sizes[i] > share:
+            out[i] = {**content[i], "text": truncate_text(content[i]["text"], share, seq)}
+    return out

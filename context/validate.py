@@ -1,0 +1,203 @@
+"""CTX-10: check a request against the provider's protocol before it leaves.
+
+The validator reads OpenAI-shaped message lists -- the projector's output, or the
+``messages`` of a body built by an adapter -- and reports every problem it finds. An empty
+list means the request may be sent. A non-empty list is a bug in whatever built the
+request: the caller logs the problems and fails the run; it never sends the request.
+
+Modes:
+  openai     OpenAI chat completions and OpenAI-compatible servers.
+  anthropic  Anthropic-style rules, for Claude models behind an OpenAI-compatible
+             endpoint: system text only at the start, the first turn from the user, tool
+             results first in the user turn that follows the calls, never two assistant
+             turns in a row, no blank text blocks.
+  deepseek   DeepSeek: no two user or two assistant messages in a row, text only, and in
+             thinking mode every assistant message with tool calls carries
+             ``reasoning_content``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from context.ids import is_portable_id
+from context.records import CHAT_ROLES, is_image_part, is_text_part
+
+MODES = ("openai", "anthropic", "deepseek")
+_PROVIDER_MODES = {
+    "openai": "openai", "openai_compatible": "openai", "openai-compatible": "openai",
+    "anthropic": "anthropic", "deepseek": "deepseek",
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One protocol violation: where (message index, None for the whole request), which
+    rule (a stable slug, see docs/context-engine.md), and what is wrong, in words."""
+
+    index: int | None
+    rule: str
+    message: str
+
+
+def mode_for(provider: str) -> str:
+    """Map a provider name (``openai``, ``openai_compatible``, ``deepseek``,
+    ``anthropic``) to the validation mode that applies to it."""
+    try:
+        return _PROVIDER_MODES[provider]
+    except KeyError:
+        raise ValueError(f"unknown provider {provider!r}; expected one of {sorted(_PROVIDER_MODES)}") from None
+
+
+def _text_blank(content: Any) -> bool:
+    if content is None:
+        return True
+    if isinstance(content, str):
+        return not content.strip()
+    if isinstance(content, list):
+        return not any(is_image_part(p) or (is_text_part(p) and p["text"].strip()) for p in content)
+    return True
+
+
+def _check_content(i: int, message: Mapping[str, Any], mode: str, out: list[Problem]) -> None:
+    role = message["role"]
+    content = message.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        out.append(Problem(i, "message-shape", "content must be a string, a list of parts or null"))
+        return
+    if role == "assistant":
+        if _text_blank(content) and not message.get("tool_calls"):
+            out.append(Problem(i, "empty-message", "assistant message has neither text nor tool calls"))
+    elif _text_blank(content):
+        out.append(Problem(i, "empty-message", f"{role} message is empty"))
+    if not isinstance(content, list):
+        if mode == "anthropic" and isinstance(content, str) and content and not content.strip():
+            out.append(Problem(i, "blank-text-block", "whitespace-only text is rejected"))
+        return
+    for part in content:
+        if is_text_part(part):
+            if mode == "anthropic" and not part["text"].strip():
+                out.append(Problem(i, "blank-text-block", "whitespace-only text part is rejected"))
+        elif is_image_part(part):
+            if role != "user":
+                out.append(Problem(i, "content-part", f"{role} messages may carry text parts only"))
+            elif mode == "deepseek":
+                out.append(Problem(i, "image-unsupported", "DeepSeek models read text only"))
+        else:
+            out.append(Problem(i, "content-part", f"unknown content part {part!r:.60}"))
+
+
+def _check_calls(i: int, calls: Any, seen_ids: set[str], out: list[Problem]) -> list[str]:
+    if not isinstance(calls, list) or not calls:
+        out.append(Problem(i, "call-shape", "tool_calls must be a non-empty list"))
+        return []
+    ids: list[str] = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or call.get("type") != "function":
+            out.append(Problem(i, "call-shape", "a tool call must be {id, type: function, function}"))
+            continue
+        name, arguments, call_id = function.get("name"), function.get("arguments"), call.get("id")
+        if not isinstance(name, str) or not name:
+            out.append(Problem(i, "call-shape", "a tool call has no function name"))
+        try:
+            parsed = json.loads(arguments) if isinstance(arguments, str) else None
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            out.append(Problem(i, "call-arguments", f"arguments of call {call_id!r} are not a JSON object string"))
+        if not is_portable_id(call_id):
+            out.append(Problem(i, "call-id-format", f"call id {call_id!r:.60} does not match ^[a-zA-Z0-9_-]{{1,40}}$"))
+            if not isinstance(call_id, str):
+                continue  # cannot be answered at all; the tool message will say so
+        if call_id in seen_ids:
+            out.append(Problem(i, "duplicate-call-id", f"call id {call_id!r} is used more than once"))
+        seen_ids.add(call_id)
+        ids.append(call_id)
+    return ids
+
+
+def validate_request(
+    messages: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+    provider: str = "openai",
+    *,
+    thinking: bool | None = None,
+) -> list[Problem]:
+    """Return the protocol problems of ``messages`` for ``provider``; empty when valid.
+
+    ``messages`` may also be a request body holding a ``messages`` list. ``provider`` is a
+    mode (``openai``, ``anthropic``, ``deepseek``) or a provider name mapped to one.
+    ``thinking`` selects DeepSeek's thinking mode; None infers it from the presence of
+    ``reasoning_content`` on any assistant message.
+    """
+    mode = mode_for(provider)
+    if isinstance(messages, Mapping):
+        messages = messages.get("messages") or []
+    out: list[Problem] = []
+    if not messages:
+        return [Problem(None, "request-empty", "the request has no messages")]
+    if thinking is None:
+        thinking = any(isinstance(m, Mapping) and "reasoning_content" in m for m in messages)
+
+    seen_ids: set[str] = set()
+    pending: dict[str, bool] = {}  # calls of the assistant message the tool run answers
+    pending_at: int | None = None
+    previous_role: str | None = None
+    seen_non_system = False
+
+    def close_group() -> None:
+        nonlocal pending, pending_at
+        for call_id, answered in pending.items():
+            if not answered:
+                out.append(Problem(pending_at, "unanswered-call",
+                                   f"call {call_id!r} has no tool message right after its assistant message"))
+        pending, pending_at = {}, None
+
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping) or message.get("role") not in CHAT_ROLES:
+            out.append(Problem(i, "message-shape", "not a chat message with a known role"))
+            close_group()
+            previous_role = None
+            continue
+        role = message["role"]
+        if role != "tool":
+            close_group()
+        _check_content(i, message, mode, out)
+
+        if role in ("system", "developer"):
+            if mode == "anthropic" and seen_non_system:
+                out.append(Problem(i, "system-not-at-start", "system text is allowed only at the start"))
+        elif not seen_non_system:
+            seen_non_system = True
+            if mode == "anthropic" and role != "user":
+                out.append(Problem(i, "first-turn-not-user", "the first turn must come from the user"))
+
+        if role == "assistant":
+            if mode == "anthropic" and previous_role == "assistant":
+                out.append(Problem(i, "consecutive-assistant", "two assistant turns in a row"))
+            if "tool_calls" in message:
+                pending = dict.fromkeys(_check_calls(i, message["tool_calls"], seen_ids, out), False)
+                pending_at = i
+                if mode == "deepseek" and thinking and not isinstance(message.get("reasoning_content"), str):
+                    out.append(Problem(i, "missing-reasoning-content",
+                                       "in thinking mode an assistant message with tool calls must carry reasoning_content"))
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in pending:
+                out.append(Problem(i, "tool-without-call",
+                                   f"tool message {call_id!r:.60} does not answer a call of the assistant message right before it"))
+            elif pending[call_id]:
+                out.append(Problem(i, "duplicate-tool-result", f"call {call_id!r} is answered twice"))
+            else:
+                pending[call_id] = True
+        if mode == "deepseek" and role == previous_role and role != "tool":
+            out.append(Problem(i, "consecutive-same-role", f"two {role} messages in a row"))
+        previous_role = role
+    close_group()
+    last = messages[-1]
+    if isinstance(last, Mapping) and last.get("role") == "assistant":
+        out.append(Problem(len(messages) - 1, "ends-on-assistant", "the request must not end on an assistant turn"))
+    return out

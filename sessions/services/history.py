@@ -1,0 +1,213 @@
+"""The history service: questions, supplements, context preparation, checkpoints, views.
+
+Turns append-only encrypted records into each run's context through the pure engine
+(``context.project_records``), and keeps that cheap with snapshots and reusable views.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agentloom.errors import Conflict, ValidationFailed
+from context import project_records
+from sessions.models import CompactionSnapshot, Instance, Run, Session, SessionMessage, SessionView
+from sessions.selectors import (
+    main_instance,
+    record_as_engine_dict,
+    snapshot_latest,
+    view_best_for_run,
+    visible_records_query,
+)
+from sessions.services.dispatch import run_dispatch_on_commit
+from sessions.services.records import NewRecord, record_append, records_append
+from sessions.services.runs import run_create
+
+MAX_QUESTION_CHARS = 100_000
+
+def _clean_content(content: Any, field: str = "content") -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise ValidationFailed("Write something first.", fields={field: "must be a non-empty string"})
+    if len(content) > MAX_QUESTION_CHARS:
+        raise ValidationFailed("That is too long.", fields={field: f"at most {MAX_QUESTION_CHARS} characters"})
+    return content
+
+
+def main_counts(*, session_id: int, up_to_seq: int) -> tuple[int, int]:
+    """(user_turns, model_steps) from the session's main-instance records up to a seq (CTX-23)."""
+    base = SessionMessage.objects.filter(session_id=session_id, in_main=True, seq__lte=up_to_seq)
+    return base.filter(kind="user").count(), base.filter(kind="assistant").count()
+
+
+def question_ask(*, session: Session, content: Any) -> Run:
+    """A new question: a run with its main instance, the user record, counters (RUN-1, RUN-2).
+
+    One transaction; the run is queued for a worker only once it commits. Raises
+    ActiveRunConflict (409) while another run of the session is queued or running.
+    """
+    content = _clean_content(content)
+    with transaction.atomic():
+        run = run_create(session=session)
+        instance = main_instance(run=run)
+        user_turns, model_steps = main_counts(session_id=session.pk, up_to_seq=run.inherited_watermark)
+        view = view_best_for_run(run=run)
+        instance.user_turns = user_turns + 1
+        instance.model_steps = model_steps
+        instance.baseline_user_turns = view.baseline_user_turns if view else 0
+        instance.baseline_model_steps = view.baseline_model_steps if view else 0
+        instance.frame = {"supplements": [], "pending_calls": [], "plan": None}
+        instance.save()
+        record_append(session=session, run=run, instance=instance, kind="user",
+                      message={"role": "user", "content": content}, entry_key="question")
+        if not session.title:
+            Session.objects.filter(pk=session.pk).update(title=content.strip()[:80])
+        Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+        run_dispatch_on_commit(run.pk)
+    return run
+
+
+def supplement_add(*, run: Run, content: Any) -> dict[str, Any]:
+    """Queue a supplement for a working run (RUN-5). It enters the context only at a safe
+    point — never between a tool call and its result — when the loop takes the queue."""
+    content = _clean_content(content)
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.status not in Run.ACTIVE_STATUSES:
+            raise Conflict("This run has finished; ask a new question instead.", code="run_not_active")
+        instance = Instance.objects.select_for_update().get(run=run, key=Instance.MAIN)
+        frame = dict(instance.frame or {})
+        item = {"id": uuid.uuid4().hex, "content": content, "at": timezone.now().isoformat()}
+        frame["supplements"] = [*frame.get("supplements", []), item]
+        instance.frame = frame
+        instance.save(update_fields=["frame"])
+    return item
+
+
+def supplements_take(*, run: Run, instance: Instance) -> list[SessionMessage]:
+    """Move every queued supplement into the records, in one transaction with the frame.
+
+    The caller guarantees no tool group is pending (CTX-30 order: finish the tool group,
+    then take supplements, then prepare the context).
+    """
+    with transaction.atomic():
+        locked = Instance.objects.select_for_update().get(pk=instance.pk)
+        frame = dict(locked.frame or {})
+        queued = frame.get("supplements") or []
+        if not queued:
+            return []
+        rows = records_append(
+            session=run.session, run=run, instance=locked,
+            records=[NewRecord("supplement", {"role": "user", "content": s["content"], "supplement": True},
+                               f"supplement-{s['id']}") for s in queued],
+        )
+        frame["supplements"] = []
+        locked.frame = frame
+        locked.save(update_fields=["frame"])
+    instance.frame = frame
+    return rows
+
+
+def step_save_assistant(*, run: Run, instance: Instance, message: dict[str, Any], entry_key: str) -> SessionMessage | None:
+    """Save an action model response and count it as a model step (CTX-23), atomically.
+
+    Saving the same step twice (a retried save after a crash) inserts and counts nothing.
+    """
+    with transaction.atomic():
+        row = record_append(session=run.session, run=run, instance=instance, kind="assistant",
+                            message=message, entry_key=entry_key)
+        if row is not None:
+            Instance.objects.filter(pk=instance.pk).update(model_steps=F("model_steps") + 1)
+            instance.model_steps += 1
+    return row
+
+
+@dataclass(frozen=True)
+class PreparedContext:
+    """What the next request of an instance reads, and where it started from."""
+
+    messages: list[dict[str, Any]]
+    start: str  # "snapshot", "view" or "records"
+    start_watermark: int
+    records_read: int
+    estimator_id: str | None  # of the snapshot or view it started from
+
+
+def context_project(*, run: Run, instance: Instance, screen_tools: Sequence[str] = ("browser_use",),
+                    tool_result_limit: int = 24_000) -> PreparedContext:
+    """Project an instance's context: latest snapshot, else the best reusable view (RUN-8),
+    then every visible record after its watermark, through the pure engine."""
+    start, watermark, start_view, estimator_id = "records", 0, None, None
+    snapshot = snapshot_latest(instance=instance)
+    if snapshot is not None:
+        start, watermark, start_view, estimator_id = "snapshot", snapshot.covered_seq, snapshot.messages, snapshot.estimator_id
+    elif instance.parent_id is None:
+        view = view_best_for_run(run=run)
+        if view is not None:
+            start, watermark, start_view, estimator_id = "view", view.watermark, view.messages, view.estimator_id
+    records = [record_as_engine_dict(r) for r in visible_records_query(run=run, instance=instance, after_seq=watermark)]
+    options: dict[str, Any] = {"open_runs": {run.pk}, "screen_tools": set(screen_tools),
+                               "tool_result_limit": tool_result_limit}
+    if start_view is not None:
+        options.update(start_view=start_view, start_watermark=watermark)
+    messages = project_records(records, **options)
+    return PreparedContext(messages=messages, start=start, start_watermark=watermark,
+                           records_read=len(records), estimator_id=estimator_id)
+
+
+def view_allowed(*, run: Run, instance: Instance, covered_seq: int) -> bool:
+    """RUN-7, the observed-prefix rule: may a checkpoint at ``covered_seq`` become a view?
+
+    Only for a main instance whose inherited prefix plus its own records are *all* the
+    session's main-instance records up to ``covered_seq`` (no other run wrote in between),
+    with no pending tool group and no queued supplement.
+    """
+    if instance.parent_id is not None or covered_seq > run.session.last_seq:
+        return False
+    foreign = SessionMessage.objects.filter(
+        session_id=run.session_id, in_main=True, seq__gt=run.inherited_watermark, seq__lte=covered_seq
+    ).exclude(instance=instance)
+    frame = instance.frame or {}
+    return not foreign.exists() and not frame.get("pending_calls") and not frame.get("supplements")
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    snapshot: CompactionSnapshot
+    view: SessionView | None
+    records: list[SessionMessage]
+
+
+def checkpoint_commit(*, run: Run, instance: Instance, messages: list[dict[str, Any]], covered_seq: int,
+                      estimator_id: str, metrics: dict[str, Any] | None = None,
+                      records: Sequence[NewRecord] = ()) -> CheckpointResult:
+    """Save a compaction checkpoint (RUN-10): record sync, the encrypted snapshot, the moved
+    baselines and — when RUN-7 allows — the reusable view, all in one transaction."""
+    with transaction.atomic():
+        appended = records_append(session=run.session, run=run, instance=instance, records=records) if records else []
+        locked = Instance.objects.select_for_update().get(pk=instance.pk)
+        last = locked.snapshots.order_by("-revision").values_list("revision", flat=True).first() or 0
+        locked.baseline_user_turns = locked.user_turns
+        locked.baseline_model_steps = locked.model_steps
+        locked.save(update_fields=["baseline_user_turns", "baseline_model_steps"])
+        snapshot = CompactionSnapshot.objects.create(
+            instance=locked, revision=last + 1, covered_seq=covered_seq,
+            inherited_watermark=run.inherited_watermark, messages=messages,
+            baseline_user_turns=locked.user_turns, baseline_model_steps=locked.model_steps,
+            estimator_id=estimator_id, metrics=dict(metrics or {}),
+        )
+        run.session.refresh_from_db(fields=["last_seq"])
+        view = None
+        if view_allowed(run=run, instance=locked, covered_seq=covered_seq):
+            view = SessionView.objects.create(
+                session_id=run.session_id, watermark=covered_seq, messages=messages,
+                user_turns=locked.user_turns, model_steps=locked.model_steps,
+                baseline_user_turns=locked.user_turns, baseline_model_steps=locked.model_steps,
+                estimator_id=estimator_id, source_run=run,
+            )
+    instance.baseline_user_turns = locked.baseline_user_turns
+    instance.baseline_model_steps = locked.baseline_model_steps
+    return CheckpointResult(snapshot=snapshot, view=view, records=appended)

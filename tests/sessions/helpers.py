@@ -1,0 +1,55 @@
+"""Small helpers for history tests: drive runs the way the loop does, read views as text."""
+from __future__ import annotations
+
+from typing import Any
+
+from sessions.models import Run
+from sessions.selectors import main_instance
+from sessions.services.history import context_project, step_save_assistant
+from sessions.services.records import record_append
+from sessions.services.runs import run_claim
+
+
+def claim(run: Run) -> Run:
+    claimed = run_claim(run_id=run.pk)
+    assert claimed is not None, f"run {run.pk} could not be claimed"
+    return claimed
+
+
+def answer(run: Run, text: str, key: str) -> None:
+    step_save_assistant(run=run, instance=main_instance(run=run), entry_key=key,
+                        message={"role": "assistant", "content": text})
+
+
+def call_tool(run: Run, call_id: str, name: str, key: str) -> None:
+    step_save_assistant(run=run, instance=main_instance(run=run), entry_key=key, message={
+        "role": "assistant", "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}],
+    })
+
+
+def tool_result(run: Run, call_id: str, name: str, content: str) -> None:
+    record_append(session=run.session, run=run, instance=main_instance(run=run), kind="tool_result",
+                  entry_key=f"result-{call_id}",
+                  message={"role": "tool", "tool_call_id": call_id, "name": name, "content": content, "status": "ok"})
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content or ""
+
+
+def shape(messages: list[dict]) -> list[tuple[str, str]]:
+    """(role, text) pairs; tool calls shown by name so ids (rewritten, CTX-5) do not matter."""
+    out = []
+    for message in messages:
+        text = text_of(message.get("content"))
+        if message.get("tool_calls"):
+            text = (text + " " if text else "") + "calls " + ",".join(c["function"]["name"] for c in message["tool_calls"])
+        out.append((message["role"], text))
+    return out
+
+
+def seen_by(run: Run) -> list[tuple[str, str]]:
+    return shape(context_project(run=run, instance=main_instance(run=run)).messages)
