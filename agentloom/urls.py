@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/auth/token", obtain_token, name="auth-token"),
+    path("api/v1/", include("sessions.urls")),
 ]
 
 handler400 = "agentloom.api.pages.bad_request"

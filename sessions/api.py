@@ -1,0 +1,126 @@
+"""Session and run endpoints (SPEC §9): validate input, call one service, serialize output."""
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, throttle_classes
+from rest_framework.response import Response
+from rest_framework.throttling import SimpleRateThrottle
+
+from agentloom.errors import ValidationFailed
+from sessions.selectors import (
+    instance_in_session,
+    records_page,
+    run_get_for_user,
+    session_get_for_user,
+    session_list_for_user,
+)
+from sessions.serializers import (
+    ContentIn,
+    RecordOut,
+    RecordsQueryIn,
+    RunOut,
+    SessionCreateIn,
+    SessionDetailOut,
+    SessionOut,
+)
+from sessions.services.history import question_ask, supplement_add
+from sessions.services.runs import run_cancel, run_resume
+from sessions.services.sessions import session_create
+
+
+class AskThrottle(SimpleRateThrottle):
+    """Rate limit on asking, per user (SPEC §11)."""
+
+    scope = "ask"
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": request.user.pk or self.get_ident(request)}
+
+
+@extend_schema(request=SessionCreateIn, responses={200: SessionOut(many=True), 201: SessionOut})
+@api_view(["GET", "POST"])
+def sessions_collection(request):
+    """The caller's sessions; POST `{agent}` starts one bound to the agent's latest published version."""
+    if request.method == "GET":
+        sessions = session_list_for_user(user=request.user)[:200]
+        return Response(SessionOut(sessions, many=True).data)
+    data = SessionCreateIn(data=request.data)
+    data.is_valid(raise_exception=True)
+    session = session_create(user=request.user, agent_id=data.validated_data["agent"])
+    return Response(SessionOut(session).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(responses=SessionDetailOut)
+@api_view(["GET"])
+def session_detail(request, session_id: int):
+    session = session_get_for_user(session_id=session_id, user=request.user)
+    return Response(SessionDetailOut(session).data)
+
+
+@extend_schema(request=ContentIn, responses={202: RunOut})
+@api_view(["POST"])
+@throttle_classes([AskThrottle])
+def session_questions(request, session_id: int):
+    """Ask a question: 202 with the queued run; 409 while another run is active (RUN-1)."""
+    session = session_get_for_user(session_id=session_id, user=request.user)
+    data = ContentIn(data=request.data)
+    data.is_valid(raise_exception=True)
+    run = question_ask(session=session, content=data.validated_data["content"])
+    return Response(RunOut(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("after", int, description="Session seq to read after (default 0)."),
+        OpenApiParameter("limit", int, description="1–200, default 100."),
+        OpenApiParameter("instance", str, description="`main`, a sub-instance id, or omitted for all."),
+    ],
+    responses=inline_serializer("RecordsPage", {"items": RecordOut(many=True), "next_after": serializers.IntegerField()}),
+)
+@api_view(["GET"])
+def session_messages(request, session_id: int):
+    """The session's records, page by page (RUN-11): keyset on seq, decrypted payloads."""
+    session = session_get_for_user(session_id=session_id, user=request.user)
+    query = RecordsQueryIn(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    instance = query.validated_data.get("instance")
+    if instance is not None and not instance_in_session(session=session, instance=instance):
+        raise ValidationFailed("Unknown instance.", fields={"instance": "use main or a sub-instance id of this session"})
+    page = records_page(session=session, after=query.validated_data["after"],
+                        limit=query.validated_data["limit"], instance=instance)
+    return Response({"items": RecordOut(page.items, many=True).data, "next_after": page.next_after})
+
+
+@extend_schema(responses=RunOut)
+@api_view(["GET"])
+def run_detail(request, run_id: int):
+    run = run_get_for_user(run_id=run_id, user=request.user)
+    return Response(RunOut(run).data)
+
+
+@extend_schema(request=None, responses={202: RunOut})
+@api_view(["POST"])
+def run_cancel_view(request, run_id: int):
+    """Stop a run (LOOP-7)."""
+    run = run_cancel(run=run_get_for_user(run_id=run_id, user=request.user))
+    return Response(RunOut(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(request=None, responses={202: RunOut})
+@api_view(["POST"])
+def run_resume_view(request, run_id: int):
+    """Resume a stopped or interrupted run (RUN-4); 409 while another run is active."""
+    run = run_resume(run=run_get_for_user(run_id=run_id, user=request.user))
+    return Response(RunOut(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(request=ContentIn, responses={202: inline_serializer("SupplementOut", {"id": serializers.CharField(), "run": serializers.IntegerField(), "status": serializers.CharField()})})
+@api_view(["POST"])
+def run_supplements(request, run_id: int):
+    """Send a supplement to a working run (RUN-5)."""
+    run = run_get_for_user(run_id=run_id, user=request.user)
+    data = ContentIn(data=request.data)
+    data.is_valid(raise_exception=True)
+    item = supplement_add(run=run, content=data.validated_data["content"])
+    return Response({"id": item["id"], "run": run.pk, "status": "queued"}, status=status.HTTP_202_ACCEPTED)

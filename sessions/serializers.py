@@ -1,0 +1,70 @@
+"""Input validation and output shapes of the session API (SPEC §9)."""
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from agentloom.api.fields import StrictCharField
+
+from sessions.models import Run, Session, SessionMessage
+from sessions.selectors import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, instance_label
+
+
+class SessionCreateIn(serializers.Serializer):
+    agent = serializers.IntegerField(min_value=1)
+
+
+class ContentIn(serializers.Serializer):
+    content = StrictCharField(max_length=100_000, trim_whitespace=False)
+
+
+class RecordsQueryIn(serializers.Serializer):
+    after = serializers.IntegerField(min_value=0, default=0, max_value=2**62)
+    limit = serializers.IntegerField(min_value=1, max_value=RECORDS_PAGE_MAX, default=RECORDS_PAGE_DEFAULT)
+    instance = serializers.CharField(required=False, max_length=32)
+
+
+class RunBriefOut(serializers.ModelSerializer):
+    class Meta:
+        model = Run
+        fields = ["id", "status", "created_at"]
+
+
+class RunOut(serializers.ModelSerializer):
+    session = serializers.IntegerField(source="session_id")
+    version = serializers.IntegerField(source="version_id")
+
+    class Meta:
+        model = Run
+        fields = ["id", "session", "version", "status", "error", "counters", "attempt", "cancel_requested",
+                  "created_at", "started_at", "finished_at"]
+
+
+class SessionOut(serializers.ModelSerializer):
+    agent = serializers.IntegerField(source="agent_id")
+    version = serializers.IntegerField(source="version_id")
+    agent_name = serializers.CharField(source="agent.name")
+    version_number = serializers.IntegerField(source="version.version")
+
+    class Meta:
+        model = Session
+        fields = ["id", "agent", "agent_name", "version", "version_number", "title", "created_at", "updated_at"]
+
+
+class SessionDetailOut(SessionOut):
+    runs = RunBriefOut(many=True, read_only=True)
+
+    class Meta(SessionOut.Meta):
+        fields = [*SessionOut.Meta.fields, "runs"]
+
+
+class RecordOut(serializers.ModelSerializer):
+    run_id = serializers.IntegerField()
+    instance = serializers.SerializerMethodField()
+    message = serializers.JSONField()
+
+    class Meta:
+        model = SessionMessage
+        fields = ["seq", "run_id", "instance", "kind", "message", "created_at"]
+
+    def get_instance(self, record: SessionMessage) -> str:
+        return instance_label(record)

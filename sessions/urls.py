@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from sessions import api
+
+urlpatterns = [
+    path("sessions", api.sessions_collection, name="sessions"),
+    path("sessions/<int:session_id>", api.session_detail, name="session-detail"),
+    path("sessions/<int:session_id>/questions", api.session_questions, name="session-questions"),
+    path("sessions/<int:session_id>/messages", api.session_messages, name="session-messages"),
+    path("runs/<int:run_id>", api.run_detail, name="run-detail"),
+    path("runs/<int:run_id>/cancel", api.run_cancel_view, name="run-cancel"),
+    path("runs/<int:run_id>/resume", api.run_resume_view, name="run-resume"),
+    path("runs/<int:run_id>/supplements", api.run_supplements, name="run-supplements"),
+]
