@@ -1,0 +1,282 @@
+"""The chat-completions client: one narrow method, ``stream_chat(request_body)``.
+
+``get_chat_client(provider=..., ...)`` looks the provider up in the registry and returns
+an object with ``stream_chat(body) -> Iterator[ChatEvent]``: :class:`HttpChatClient` for
+providers spoken to over OpenAI-style ``POST {base_url}/chat/completions`` (OpenAI,
+DeepSeek, every compatible server) and ``demo.DemoChatClient`` for the offline demo.
+The body is a ready dict (``context.build_request_body`` makes it); the client only adds
+``stream``/``stream_options`` and never rewrites messages.
+
+Errors (LOOP-3): a failure before any content raises a :class:`ProviderError`; a failure
+after content arrived ends the iteration with ``StreamEnd(cut=True, error=...)`` so the
+partial answer is not lost (CTX-6) — call ``end.raise_if_cut()`` to retry it. Only
+transient errors are retried, by :func:`call_with_retries`.
+
+The key is sent as ``Authorization: Bearer <key>`` and appears nowhere else: not in
+errors (they are built from the status only), not in ``repr``, not in logs.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, TypeVar
+
+import httpx
+
+from models_catalog.errors import (
+    AuthenticationError,
+    InvalidRequestError,
+    ProviderError,
+    ProviderUnavailableError,
+    ResponseTooLargeError,
+    error_from_status,
+)
+from models_catalog.http import (
+    CHAT_LIMITS,
+    HttpLimits,
+    Resolver,
+    build_client,
+    read_error_body,
+    read_limited,
+    transport_error,
+)
+from models_catalog.providers import ProviderSpec, get_provider
+from models_catalog.providers.events import (
+    ChatEvent,
+    ReasoningDelta,
+    StreamEnd,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
+from models_catalog.providers.streaming import SSEDecoder, StreamAssembler, events_from_completion, parse_chunk
+
+__all__ = [
+    "ChatClient", "ChatEvent", "HttpChatClient", "ReasoningDelta", "StreamEnd", "TextDelta", "ToolCall",
+    "ToolCallDelta", "Usage", "call_with_retries", "collect", "get_chat_client",
+]
+
+T = TypeVar("T")
+
+
+class ChatClient(Protocol):
+    """What the run loop needs from any provider."""
+
+    def stream_chat(self, request_body: Mapping[str, Any]) -> Iterator[ChatEvent]: ...
+
+    def close(self) -> None: ...
+
+
+def get_chat_client(
+    *,
+    provider: str,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    allow_private: bool = False,
+    limits: HttpLimits | None = None,
+    transport: httpx.BaseTransport | None = None,
+    resolver: Resolver | None = None,
+) -> ChatClient:
+    """The chat client of ``provider`` (registry lookup). Use it as a context manager."""
+    spec = get_provider(provider)
+    if spec.chat_factory is not None:
+        return spec.chat_factory(base_url=base_url, api_key=api_key, allow_private=allow_private,
+                                 limits=limits, transport=transport, resolver=resolver)
+    base = base_url or spec.default_base_url
+    if not base:
+        raise InvalidRequestError("A base URL is required for this provider.", code="base_url_required")
+    if spec.requires_api_key and not api_key:
+        raise AuthenticationError(f"An API key is required for {spec.label}.")
+    return HttpChatClient(spec=spec, base_url=base, api_key=api_key, allow_private=allow_private,
+                          limits=limits, transport=transport, resolver=resolver)
+
+
+class HttpChatClient:
+    """OpenAI-style ``/chat/completions`` over the guarded HTTP client (SSE or JSON)."""
+
+    def __init__(
+        self,
+        *,
+        spec: ProviderSpec,
+        base_url: str,
+        api_key: str | None,
+        allow_private: bool = False,
+        limits: HttpLimits | None = None,
+        transport: httpx.BaseTransport | None = None,
+        resolver: Resolver | None = None,
+    ) -> None:
+        self.provider = spec.name
+        self.base_url = base_url.rstrip("/")
+        self._spec = spec
+        self.__api_key = api_key  # name-mangled: keeps it out of casual vars()/debug dumps
+        self._limits = limits or CHAT_LIMITS
+        self._client = build_client(allow_private=allow_private, limits=self._limits,
+                                    transport=transport, resolver=resolver)
+
+    def __repr__(self) -> str:
+        return f"HttpChatClient(provider={self.provider!r}, base_url={self.base_url!r})"
+
+    def __enter__(self) -> HttpChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def _headers(self, *, stream: bool) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream" if stream else "application/json"}
+        if self.__api_key:
+            headers["Authorization"] = f"Bearer {self.__api_key}"
+        return headers
+
+    def stream_chat(self, request_body: Mapping[str, Any]) -> Iterator[ChatEvent]:
+        """Send ``request_body`` and yield its events; ``"stream": false`` uses plain JSON."""
+        body = dict(request_body)  # never mutate the caller's dict
+        if body.get("stream", True) is False:
+            return self._complete(body)
+        body["stream"] = True
+        if self._spec.stream_usage_option and "stream_options" not in body:
+            body["stream_options"] = {"include_usage": True}  # usage in the last chunk (CTX-25)
+        return self._stream(body)
+
+    def _complete(self, body: dict[str, Any]) -> Iterator[ChatEvent]:
+        label = self._spec.label
+        deadline = time.monotonic() + self._limits.total_timeout
+        try:
+            with self._client.stream("POST", self.url, headers=self._headers(stream=False), json=body) as response:
+                self._raise_for_status(response)
+                raw = read_limited(response, max_bytes=self._limits.max_response_bytes, deadline=deadline)
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, provider_label=label) from exc
+        yield from events_from_completion(_json(raw, label), provider_label=label)
+
+    def _stream(self, body: dict[str, Any]) -> Iterator[ChatEvent]:
+        label = self._spec.label
+        limits = self._limits
+        deadline = time.monotonic() + limits.total_timeout
+        assembler = StreamAssembler()
+        done = False
+        try:
+            with self._client.stream("POST", self.url, headers=self._headers(stream=True), json=body) as response:
+                self._raise_for_status(response)
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    # The server ignored "stream": read it as one JSON answer.
+                    raw = read_limited(response, max_bytes=limits.max_response_bytes, deadline=deadline)
+                    yield from events_from_completion(_json(raw, label), provider_label=label)
+                    return
+                decoder = SSEDecoder()
+                received = 0
+                for chunk in response.iter_bytes():
+                    received += len(chunk)
+                    if received > limits.max_response_bytes:
+                        raise ResponseTooLargeError(
+                            f"The answer stream exceeded the {limits.max_response_bytes:,}-byte limit."
+                        )
+                    if time.monotonic() > deadline:
+                        raise ProviderUnavailableError(f"{label} took longer than the time limit to answer.")
+                    for message in decoder.feed(chunk):
+                        if message.data.strip() == "[DONE]":
+                            done = True
+                            break
+                        yield from assembler.feed(parse_chunk(message.data, message.event, provider_label=label))
+                    if done:
+                        break
+                if not done:
+                    for message in decoder.flush():
+                        if message.data.strip() == "[DONE]":
+                            done = True
+                            break
+                        yield from assembler.feed(parse_chunk(message.data, message.event, provider_label=label))
+        except ProviderError as err:
+            if not assembler.emitted:
+                raise
+            yield assembler.finish(cut=True, error=err)
+            return
+        except httpx.HTTPError as exc:
+            fault = transport_error(exc, provider_label=label)
+            if not assembler.emitted:
+                raise fault from exc
+            yield assembler.finish(cut=True, error=fault)
+            return
+        if not done and assembler.finish_reason is None:
+            cut_error = ProviderUnavailableError(f"The answer from {label} ended before it was complete.")
+            if not assembler.emitted:
+                raise cut_error
+            yield assembler.finish(cut=True, error=cut_error)
+            return
+        yield assembler.finish(cut=False)
+
+    def _raise_for_status(self, response: httpx.Response) -> None:
+        if not 200 <= response.status_code < 300:
+            body = read_error_body(response)
+            raise error_from_status(response.status_code, headers=response.headers, body=body,
+                                    provider_label=self._spec.label)
+
+
+def _json(raw: bytes, label: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ProviderUnavailableError(f"{label} sent an answer that is not valid JSON.") from None
+
+
+def collect(events: Iterator[ChatEvent]) -> StreamEnd:
+    """Drain ``events`` and return the final :class:`StreamEnd`."""
+    end: StreamEnd | None = None
+    for event in events:
+        if isinstance(event, StreamEnd):
+            end = event
+    if end is None:
+        raise ProviderUnavailableError("The answer ended without a final event.")
+    return end
+
+
+def call_with_retries(
+    fn: Callable[[], T],
+    *,
+    max_attempts: int = 4,
+    base_delay: float = 1.0,
+    max_delay: float = 30.0,
+    sleep: Callable[[float], None] = time.sleep,
+    jitter: float = 0.0,
+    rand: Callable[[], float] = random.random,
+    on_retry: Callable[[int, ProviderError, float], None] | None = None,
+) -> T:
+    """Call ``fn``; retry transient :class:`ProviderError` with bounded back-off (LOOP-3).
+
+    The n-th wait is ``min(max_delay, base_delay * 2**(n-1))``, stretched to the
+    provider's ``Retry-After`` when that is longer. A ``Retry-After`` beyond
+    ``max_delay`` is honoured by *not* retrying here: the error is raised with its
+    ``retry_after`` so the caller can reschedule instead of holding a worker.
+    ``jitter`` (a fraction, e.g. 0.1) spreads retries of many workers; tests pass 0.
+    Permanent errors and anything that is not a ProviderError propagate at once.
+    """
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+    attempt = 1
+    while True:
+        try:
+            return fn()
+        except ProviderError as err:
+            if err.permanent or attempt >= max_attempts:
+                raise
+            delay = min(max_delay, base_delay * (2 ** (attempt - 1)))
+            if err.retry_after is not None:
+                if err.retry_after > max_delay:
+                    raise
+                delay = max(delay, err.retry_after)
+            if jitter:
+                delay = min(max_delay, delay * (1 + jitter * rand()))
+            if on_retry is not None:
+                on_retry(attempt, err, delay)
+            sleep(delay)
+            attempt += 1

@@ -1,0 +1,360 @@
+"""The one secure way out to the network (CAT-5, LOOP-4 ``http_fetch``, STYLE 12).
+
+Every outbound call of the catalog, the chat client and the ``http_fetch`` tool goes
+through :func:`build_client`, which gives an ``httpx.Client`` that
+
+* ignores proxy environment variables (``trust_env=False``): a stray ``HTTPS_PROXY``
+  must not route provider keys through somebody else's machine;
+* never follows redirects: a 3xx could point at an internal address after the guard
+  approved the first URL;
+* has bounded connect / read / write / pool time-outs; callers add a wall-clock deadline
+  and a byte bound while reading (:func:`read_limited`), so a trickling or huge answer
+  cannot hold a worker or its memory;
+* sends every request through :class:`GuardedTransport`, which checks scheme, port and
+  credentials, resolves the host, refuses link-local and cloud-metadata addresses
+  always and private / loopback / reserved ones unless ``allow_private`` is set, and then
+  *pins* the connection to the address it checked (the URL is rewritten to the IP, the
+  ``Host`` header and TLS SNI keep the name), so a DNS answer that changes between check
+  and connect (DNS rebinding) cannot reach a refused address.
+
+No Django here: the "allow private endpoints" setting is passed in by the caller.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from models_catalog.errors import (
+    ProviderError,
+    ProviderUnavailableError,
+    ResponseTooLargeError,
+    UnsafeURLError,
+    error_from_status,
+)
+
+Resolver = Callable[[str, int], list[str]]
+USER_AGENT = "AgentLoom/0.1 (+self-hosted)"
+
+# Always refused, whatever the admin switch says: instance metadata services hand out
+# cloud credentials to anything that can reach them.
+METADATA_HOSTNAMES = frozenset(
+    {"metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal"}
+)
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean…
+        "169.254.170.2",  # AWS ECS task credentials
+        "fd00:ec2::254",  # AWS IMDS over IPv6
+        "100.100.100.200",  # Alibaba Cloud
+        "192.0.0.192",  # Oracle Cloud
+        "168.63.129.16",  # Azure wire server (a public address, hence listed)
+    )
+)
+_SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT / some LANs
+# Ports of well-known non-HTTP services: an HTTP request there is an attack, not a model call.
+DENIED_PORTS = frozenset({0, 19, 21, 22, 23, 25, 53, 110, 111, 135, 139, 143, 445, 465, 587, 993, 995,
+                          2375, 2376, 2379, 3306, 5432, 6379, 11211, 27017})
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """Time and size bounds of one kind of call. Tests shrink them to stay fast."""
+
+    connect_timeout: float = 5.0
+    read_timeout: float = 60.0  # between two bytes; a stream may pause while the model thinks
+    write_timeout: float = 10.0
+    pool_timeout: float = 5.0
+    total_timeout: float = 300.0  # wall clock for the whole response, checked while reading
+    max_response_bytes: int = 8 * 1024 * 1024
+
+    def httpx_timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(
+            connect=self.connect_timeout, read=self.read_timeout, write=self.write_timeout, pool=self.pool_timeout
+        )
+
+
+DISCOVERY_LIMITS = HttpLimits(read_timeout=20.0, total_timeout=30.0, max_response_bytes=8 * 1024 * 1024)
+CHAT_LIMITS = HttpLimits(read_timeout=120.0, total_timeout=600.0, max_response_bytes=32 * 1024 * 1024)
+FETCH_LIMITS = HttpLimits(read_timeout=10.0, total_timeout=20.0, max_response_bytes=2 * 1024 * 1024)
+
+
+@dataclass(frozen=True)
+class GuardedTarget:
+    """A URL the guard accepted, with the addresses it checked (the first is used)."""
+
+    url: str
+    scheme: str
+    host: str
+    port: int
+    addresses: tuple[str, ...] = field(default_factory=tuple)
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """All addresses of ``host`` (A and AAAA), in the system resolver's order."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    seen: list[str] = []
+    for info in infos:
+        addr = str(info[4][0]).split("%", 1)[0]  # drop an IPv6 zone id
+        if addr not in seen:
+            seen.append(addr)
+    return seen
+
+
+def address_problem(address: str, *, allow_private: bool) -> str | None:
+    """Why ``address`` may not be contacted, or None when it may."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return "not an IP address"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # ::ffff:169.254.169.254 is still the metadata service
+    if ip in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    if ip.is_link_local:
+        return "a link-local address"
+    if ip.is_unspecified or ip.is_multicast:
+        return "not a unicast address"
+    if ip.is_global and ip not in _SHARED_ADDRESS_SPACE:
+        return None
+    if allow_private and (ip.is_loopback or (ip.is_private or ip in _SHARED_ADDRESS_SPACE) and not ip.is_reserved):
+        return None  # ::1 sits inside the reserved ::/8, hence loopback is checked first
+    return "a private, loopback or reserved address (allowed only when private endpoints are enabled)"
+
+
+def check_url(url: str | httpx.URL, *, allow_private: bool = False, resolver: Resolver | None = None) -> GuardedTarget:
+    """Validate ``url`` and resolve its host; raise :class:`UnsafeURLError` if refused."""
+    try:
+        parsed = url if isinstance(url, httpx.URL) else httpx.URL(str(url))
+    except (httpx.InvalidURL, TypeError, ValueError):
+        raise UnsafeURLError("The URL is not valid.") from None
+    if parsed.scheme not in ("http", "https"):
+        raise UnsafeURLError("Only http and https URLs are allowed.")
+    if parsed.userinfo:
+        raise UnsafeURLError("URLs with a user name or password are not allowed; use the API key field.")
+    host = (parsed.host or "").rstrip(".").lower()
+    if not host:
+        raise UnsafeURLError("The URL has no host.")
+    if host in METADATA_HOSTNAMES:
+        raise UnsafeURLError("The URL points at a cloud metadata service, which is never contacted.")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    if port in DENIED_PORTS:
+        raise UnsafeURLError(f"Port {port} belongs to a non-HTTP service and is not allowed.")
+    try:
+        addresses = [str(ipaddress.ip_address(host))]
+    except ValueError:
+        try:
+            addresses = (resolver or system_resolver)(host, port)
+        except (OSError, UnicodeError):
+            raise ProviderUnavailableError(f"The host name {host!r} could not be resolved.") from None
+    if not addresses:
+        raise ProviderUnavailableError(f"The host name {host!r} could not be resolved.")
+    for address in addresses:
+        problem = address_problem(address, allow_private=allow_private)
+        if problem:
+            # Any refused address refuses the name: a mixed answer is a rebinding trick.
+            raise UnsafeURLError(f"The host {host!r} points to {problem}, which is refused.")
+    return GuardedTarget(url=str(parsed), scheme=parsed.scheme, host=host, port=port, addresses=tuple(addresses))
+
+
+class GuardedTransport(httpx.BaseTransport):
+    """Checks every request with :func:`check_url` and pins it to the checked address."""
+
+    def __init__(self, inner: httpx.BaseTransport, *, allow_private: bool, resolver: Resolver | None = None) -> None:
+        self._inner = inner
+        self._allow_private = allow_private
+        self._resolver = resolver
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        target = check_url(request.url, allow_private=self._allow_private, resolver=self._resolver)
+        original_host = request.url.host
+        # The Host header was set from the original URL by the client; keep it.
+        request.headers.setdefault("Host", request.url.netloc.decode("ascii"))
+        last_error: httpx.ConnectError | None = None
+        # Every address was checked; try them in order so "localhost" → ::1 then
+        # 127.0.0.1 still reaches a server that listens on IPv4 only.
+        for address in target.addresses:
+            if address != original_host:
+                if target.scheme == "https":
+                    request.extensions = {**request.extensions, "sni_hostname": target.host}
+                request.url = request.url.copy_with(host=address)
+            try:
+                return self._inner.handle_request(request)
+            except httpx.ConnectError as exc:
+                last_error = exc
+        assert last_error is not None
+        raise last_error
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def build_client(
+    *,
+    allow_private: bool = False,
+    limits: HttpLimits | None = None,
+    transport: httpx.BaseTransport | None = None,
+    resolver: Resolver | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> httpx.Client:
+    """An ``httpx.Client`` with every CAT-5 property. Use it as a context manager.
+
+    ``transport`` replaces the network transport (tests, benchmarks) but is still
+    wrapped in the guard, so no caller can opt out of the URL checks by accident.
+    """
+    limits = limits or HttpLimits()
+    inner = transport or httpx.HTTPTransport(retries=0)
+    return httpx.Client(
+        transport=GuardedTransport(inner, allow_private=allow_private, resolver=resolver),
+        trust_env=False,
+        follow_redirects=False,
+        timeout=limits.httpx_timeout(),
+        headers={"User-Agent": USER_AGENT, **(headers or {})},
+    )
+
+
+def read_bounded(response: httpx.Response, *, max_bytes: int, deadline: float | None = None) -> tuple[bytes, bool]:
+    """Read at most ``max_bytes`` of a streamed body; return it and whether there was more.
+
+    ``deadline`` is a ``time.monotonic()`` value. The bound is enforced while reading,
+    so a lying or missing Content-Length cannot make us buffer more than the bound.
+    """
+    chunks: list[bytes] = []
+    total = 0
+    for chunk in response.iter_bytes():
+        if deadline is not None and time.monotonic() > deadline:
+            raise ProviderUnavailableError("The response took longer than the time limit.")
+        if total + len(chunk) > max_bytes:
+            chunks.append(chunk[: max_bytes - total])
+            return b"".join(chunks), True
+        total += len(chunk)
+        chunks.append(chunk)
+    return b"".join(chunks), False
+
+
+def read_limited(response: httpx.Response, *, max_bytes: int, deadline: float | None = None) -> bytes:
+    """The whole body, or :class:`ResponseTooLargeError` past ``max_bytes``."""
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise ResponseTooLargeError(f"The response is larger than the {max_bytes:,}-byte limit.")
+    body, overflowed = read_bounded(response, max_bytes=max_bytes, deadline=deadline)
+    if overflowed:
+        raise ResponseTooLargeError(f"The response is larger than the {max_bytes:,}-byte limit.")
+    return body
+
+
+def transport_error(exc: httpx.HTTPError, *, provider_label: str = "The model provider") -> ProviderError:
+    """Translate an httpx failure into the hierarchy, with a message free of details."""
+    if isinstance(exc, httpx.TimeoutException):
+        return ProviderUnavailableError(f"{provider_label} did not answer in time.")
+    if isinstance(exc, httpx.ConnectError):
+        return ProviderUnavailableError(f"Could not connect to {provider_label.lower().removeprefix('the ')}.")
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return UnsafeURLError("Only http and https URLs are allowed.")
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return ProviderUnavailableError(f"The connection to {provider_label.lower().removeprefix('the ')} was cut.")
+    return ProviderUnavailableError(f"{provider_label} could not be reached.")
+
+
+def request_json(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    json_body: Any = None,
+    limits: HttpLimits | None = None,
+    provider_label: str = "The model provider",
+) -> Any:
+    """Send one request and return its parsed JSON body; non-2xx raise mapped errors."""
+    limits = limits or HttpLimits()
+    deadline = time.monotonic() + limits.total_timeout
+    try:
+        with client.stream(method, url, headers=dict(headers or {}), json=json_body) as response:
+            if not 200 <= response.status_code < 300:
+                body = _read_for_classification(response)
+                raise error_from_status(
+                    response.status_code, headers=response.headers, body=body, provider_label=provider_label
+                )
+            raw = read_limited(response, max_bytes=limits.max_response_bytes, deadline=deadline)
+    except httpx.HTTPError as exc:
+        raise transport_error(exc, provider_label=provider_label) from exc
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ProviderUnavailableError(
+            f"{provider_label} answered with something that is not JSON. Check the base URL."
+        ) from None
+
+
+def _read_for_classification(response: httpx.Response, limit: int = 64 * 1024) -> bytes:
+    """At most ``limit`` bytes of an error body: enough to classify, never echoed."""
+    data = b""
+    try:
+        for chunk in response.iter_bytes():
+            data += chunk
+            if len(data) >= limit:
+                break
+    except httpx.HTTPError:
+        pass
+    return data[:limit]
+
+
+read_error_body = _read_for_classification
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What :func:`fetch_url` got: the tool turns ``body`` into text (not our job)."""
+
+    url: str
+    status: int
+    content_type: str
+    body: bytes
+    truncated: bool = False
+    redirect_location: str | None = None
+
+
+def fetch_url(
+    url: str,
+    *,
+    allow_private: bool = False,
+    limits: HttpLimits = FETCH_LIMITS,
+    headers: Mapping[str, str] | None = None,
+    truncate: bool = True,
+    transport: httpx.BaseTransport | None = None,
+    resolver: Resolver | None = None,
+) -> FetchResult:
+    """A guarded, bounded GET for the ``http_fetch`` tool (LOOP-4).
+
+    Redirects are not followed but reported in ``redirect_location`` so the tool can
+    decide to fetch that URL (guarded again). With ``truncate`` an oversized body is
+    cut at the bound and flagged; without it :class:`ResponseTooLargeError` is raised.
+    """
+    deadline = time.monotonic() + limits.total_timeout
+    with build_client(allow_private=allow_private, limits=limits, transport=transport, resolver=resolver) as client:
+        try:
+            with client.stream("GET", url, headers=dict(headers or {})) as response:
+                body, truncated = read_bounded(response, max_bytes=limits.max_response_bytes, deadline=deadline)
+                if truncated and not truncate:
+                    raise ResponseTooLargeError(
+                        f"The page is larger than the {limits.max_response_bytes:,}-byte limit."
+                    )
+                location = response.headers.get("location") if 300 <= response.status_code < 400 else None
+                return FetchResult(
+                    url=url,
+                    status=response.status_code,
+                    content_type=response.headers.get("content-type", ""),
+                    body=body,
+                    truncated=truncated,
+                    redirect_location=location,
+                )
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, provider_label="The web site") from exc

@@ -1,0 +1,97 @@
+"""Shared shapes of the provider adapters: what a model list yields, what a spec holds."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from models_catalog.http import HttpLimits, request_json
+
+if TYPE_CHECKING:
+    from models_catalog.client import ChatClient
+
+
+@dataclass
+class RawModel:
+    """One model as a provider's list describes it; None means "the provider did not say".
+
+    ``max_output_tokens`` is the provider's *maximum*, not the platform's setting (CAT-3).
+    """
+
+    id: str
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    max_input_tokens: int | None = None
+    chat_capable: bool | None = None
+    chat_reason: str | None = None
+    supports_images: bool | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Listing:
+    """What a provider's list call produced, plus how the answer was recognised."""
+
+    models: list[RawModel]
+    api_shape: str
+    warnings: list[str] = field(default_factory=list)
+    suggested_base_url: str | None = None
+
+
+@dataclass(frozen=True)
+class ListingContext:
+    """Everything a list call needs; ``client`` is already guarded (``http.build_client``)."""
+
+    client: httpx.Client
+    base_url: str
+    api_key: str | None
+    limits: HttpLimits
+    label: str
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def url(self, path: str, *, root: str | None = None) -> str:
+        return (root or self.base_url).rstrip("/") + "/" + path.lstrip("/")
+
+    def get_json(self, path: str, *, root: str | None = None) -> Any:
+        return request_json(
+            self.client, "GET", self.url(path, root=root), headers=self.headers(),
+            limits=self.limits, provider_label=self.label,
+        )
+
+    def post_json(self, path: str, body: Any, *, root: str | None = None) -> Any:
+        return request_json(
+            self.client, "POST", self.url(path, root=root), headers=self.headers(), json_body=body,
+            limits=self.limits, provider_label=self.label,
+        )
+
+
+ListModels = Callable[[ListingContext], Listing]
+ChatFactory = Callable[..., "ChatClient"]
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """One provider: its defaults, its list adapter and (optionally) its own chat client.
+
+    ``list_models`` is the one narrow method discovery calls. ``chat_factory`` is None for
+    providers spoken to over OpenAI-style ``/chat/completions`` by ``HttpChatClient``.
+    ``output_limit_field`` is the request field that carries ``max_output_tokens``
+    (CTX-11): ``max_completion_tokens`` for OpenAI, ``max_tokens`` elsewhere.
+    """
+
+    name: str
+    label: str
+    list_models: ListModels
+    default_base_url: str | None = None
+    requires_api_key: bool = True
+    output_limit_field: str = "max_tokens"
+    stream_usage_option: bool = True
+    offline: bool = False
+    chat_factory: ChatFactory | None = None

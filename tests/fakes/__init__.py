@@ -1,0 +1,1 @@
+"""Test doubles that live at the edge: fake provider servers, never patches of our code."""
