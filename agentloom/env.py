@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 __all__ = [
     "ConfigError",
     "env_bool",
+    "env_float",
     "env_int",
     "env_list",
     "env_str",
@@ -65,6 +66,19 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
         raise ConfigError(name, f"must be an integer, got {raw!r}") from None
     if minimum is not None and value < minimum or maximum is not None and value > maximum:
         raise ConfigError(name, f"must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ConfigError(name, f"must be a number, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(name, f"must be at least {minimum}, got {value}")
     return value
 
 

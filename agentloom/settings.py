@@ -13,6 +13,7 @@ from agentloom.env import (
     ConfigError,
     database_from_url,
     env_bool,
+    env_float,
     env_int,
     env_list,
     env_str,
@@ -88,6 +89,7 @@ INSTALLED_APPS = [
     "agentloom.agents",
     "models_catalog",
     "sessions.apps.SessionsConfig",
+    "agentloom.runloop",
 ]
 
 MIDDLEWARE = [
@@ -199,3 +201,8 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# The run loop (SPEC §7).
+AGENTLOOM_PROVIDER_ATTEMPTS = env_int("AGENTLOOM_PROVIDER_ATTEMPTS", 4, minimum=1, maximum=10)
+AGENTLOOM_RETRY_BASE_DELAY = env_float("AGENTLOOM_RETRY_BASE_DELAY", 1.0)
+AGENTLOOM_HEARTBEAT_STALE_SECONDS = env_int("AGENTLOOM_HEARTBEAT_STALE_SECONDS", 120, minimum=5)

@@ -255,3 +255,33 @@ class AccessAudit(models.Model):
 
     class Meta:
         ordering = ["-at"]
+
+
+class ModelCall(models.Model):
+    """What one model call received and what it cost — the context inspector's source.
+
+    ``request`` (encrypted) holds the exact messages and tools sent and the estimate per
+    message; ``usage`` is the provider's own count when it came back (CTX-25).
+    """
+
+    class Purpose(models.TextChoices):
+        ACTION = "action"
+        COMPACTION = "compaction"
+        VERIFICATION = "verification"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="model_calls")
+    purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.ACTION)
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=200)
+    request = encrypt(models.JSONField(default=dict))
+    estimator_id = models.CharField(max_length=64)
+    estimated_tokens = models.PositiveIntegerField(default=0)
+    usage = models.JSONField(null=True, blank=True)
+    outcome = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run_id", "id"]
+        indexes = [models.Index(fields=["run", "id"], name="modelcall_run")]

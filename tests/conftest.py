@@ -19,6 +19,21 @@ if (SHARED / "tiktoken").is_dir():
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
 
 
+@pytest.fixture(autouse=True)
+def dispatched_runs():
+    """Runs queued for a worker, recorded instead of sent to a broker nobody consumes.
+
+    Tests that want a real worker put ``agentloom.runloop.tasks.dispatch_run`` back.
+    """
+    from agentloom.runloop.tasks import dispatch_run
+    from sessions.services.dispatch import dispatcher_set
+
+    queued: list[int] = []
+    dispatcher_set(queued.append)
+    yield queued
+    dispatcher_set(dispatch_run)
+
+
 def on_postgres() -> bool:
     from django.db import connection
 

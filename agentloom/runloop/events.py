@@ -1,0 +1,111 @@
+"""The run event log (LOOP-5) and its sinks (LOOP-6).
+
+Every event is first persisted as a RunEvent with a per-run seq — the database is the
+source of truth that SSE clients resume from with Last-Event-ID. The other sinks (the
+log, Redis pub/sub wake-ups, metrics) are best effort: a failing sink is logged and
+skipped, never stopping the others or the run.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Protocol
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from sessions.models import RunEvent
+
+logger = logging.getLogger("agentloom.events")
+
+EVENT_TYPES = frozenset({
+    "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
+    "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped",
+    "compaction_failed", "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "error",
+})
+
+
+class Sink(Protocol):
+    def __call__(self, event: RunEvent) -> None: ...
+
+
+def channel_for(run_id: int) -> str:
+    return f"agentloom:run:{run_id}:events"
+
+
+def log_sink(event: RunEvent) -> None:
+    if event.type not in {"message_delta", "thinking_delta"}:
+        logger.info("run %s event %s #%s", event.run_id, event.type, event.seq)
+
+
+_redis_client = None
+
+
+def redis_sink(event: RunEvent) -> None:
+    """Wake streams waiting on this run; they read the event itself from the database."""
+    if not settings.REDIS_URL:
+        return
+    global _redis_client
+    if _redis_client is None:
+        import redis
+
+        _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+    _redis_client.publish(channel_for(event.run_id), str(event.seq))
+
+
+sinks: list[Sink] = [log_sink, redis_sink]
+
+
+def _broadcast(event: RunEvent) -> None:
+    for sink in list(sinks):
+        try:
+            sink(event)
+        except Exception:  # LOOP-6: one broken sink never stops the others or the run
+            logger.warning("event sink %s failed for run %s", getattr(sink, "__name__", sink), event.run_id,
+                           exc_info=True)
+
+
+def event_emit(*, run_id: int, type: str, data: dict[str, Any] | None = None) -> RunEvent:
+    """Persist an event with the next per-run seq, then hand it to the sinks after commit."""
+    if type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {type!r}")
+    for _ in range(20):
+        try:
+            with transaction.atomic():
+                last = RunEvent.objects.filter(run_id=run_id).aggregate(n=Max("seq"))["n"] or 0
+                event = RunEvent.objects.create(run_id=run_id, seq=last + 1, type=type, payload=data or {})
+            break
+        except IntegrityError:
+            continue  # another producer took that seq (e.g. the API's supplement_received)
+    else:
+        raise RuntimeError(f"could not allocate an event seq for run {run_id}")
+    transaction.on_commit(lambda: _broadcast(event))
+    return event
+
+
+class DeltaBuffer:
+    """Coalesces stream deltas into a few events a second instead of one per token."""
+
+    def __init__(self, run_id: int, type: str, *, flush_chars: int = 200, flush_seconds: float = 0.15,
+                 clock: Callable[[], float] | None = None, extra: dict[str, Any] | None = None) -> None:
+        import time
+
+        self.run_id, self.type, self.extra = run_id, type, extra or {}
+        self.flush_chars, self.flush_seconds = flush_chars, flush_seconds
+        self.clock = clock or time.monotonic
+        self.parts: list[str] = []
+        self.size = 0
+        self.since = self.clock()
+
+    def add(self, text: str) -> None:
+        if not text:
+            return
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size >= self.flush_chars or self.clock() - self.since >= self.flush_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.parts:
+            event_emit(run_id=self.run_id, type=self.type, data={**self.extra, "text": "".join(self.parts)})
+        self.parts, self.size, self.since = [], 0, self.clock()

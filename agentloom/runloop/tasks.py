@@ -1,0 +1,19 @@
+"""Celery tasks of the run loop: an id in, the service does the rest (STYLE §7)."""
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(name="agentloom.run_execute", acks_late=True, ignore_result=True)
+def run_execute_task(run_id: int) -> None:
+    from agentloom.runloop.loop import run_execute
+
+    run_execute(run_id=run_id)
+
+
+def dispatch_run(run_id: int) -> None:
+    """Queue a committed run for any worker (registered with the history service)."""
+    from agentloom.celery import prepare_broker_folders
+
+    prepare_broker_folders()
+    run_execute_task.delay(run_id)

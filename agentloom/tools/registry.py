@@ -1,0 +1,158 @@
+"""The tool registry: JSON-schema parameters, idempotency, screen flag, time-out, output cap.
+
+A tool is a plain function ``(arguments, context) -> str | list[content parts]``. It raises
+``ToolError`` for a failure the model should read; any other exception is caught too, so a
+broken tool gives a result with ``status: error`` and never crashes the run (LOOP-4).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+logger = logging.getLogger("agentloom.tools")
+
+Content = str | list[dict[str, Any]]
+
+
+class ToolError(Exception):
+    """A failure to report to the model as the tool's result (``status: error``)."""
+
+
+class ToolCancelled(Exception):
+    """Raised by a tool that noticed ``context.cancelled()`` and stopped."""
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may know: where it runs, and whether it should stop."""
+
+    run_id: int
+    session_id: int
+    instance_id: int
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    services: dict[str, Any] = field(default_factory=dict)
+
+    def cancelled(self) -> bool:
+        return self.cancel_event.is_set()
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    run: Callable[[dict[str, Any], ToolContext], Content]
+    idempotent: bool
+    observes_screen: bool = False
+    timeout_seconds: float = 30.0
+    output_limit: int = 200_000
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry for this tool."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    status: str  # ok | error | cancelled | timeout
+    content: Content
+
+
+registry: dict[str, Tool] = {}
+
+
+def register(tool: Tool) -> Tool:
+    registry[tool.name] = tool
+    return tool
+
+
+def tool_schemas(names: list[str]) -> list[dict[str, Any]]:
+    """Schemas of the named tools, in the agent's order; unknown names are skipped."""
+    return [registry[name].schema() for name in names if name in registry]
+
+
+def _check_arguments(tool: Tool, raw: str) -> dict[str, Any]:
+    try:
+        arguments = json.loads(raw or "{}")
+    except ValueError:
+        raise ToolError("The arguments are not valid JSON.") from None
+    if not isinstance(arguments, dict):
+        raise ToolError("The arguments must be a JSON object.")
+    properties = tool.parameters.get("properties", {})
+    for name in tool.parameters.get("required", []):
+        if name not in arguments:
+            raise ToolError(f"Missing required argument {name!r}.")
+    for name, value in arguments.items():
+        spec = properties.get(name)
+        if spec is None:
+            if tool.parameters.get("additionalProperties", True) is False:
+                raise ToolError(f"Unknown argument {name!r}.")
+            continue
+        expected = spec.get("type")
+        checks = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict, "array": list}
+        if expected in checks and (not isinstance(value, checks[expected]) or
+                                   (expected in {"integer", "number"} and isinstance(value, bool))):
+            raise ToolError(f"Argument {name!r} must be of type {expected}.")
+    return arguments
+
+
+def _cap(content: Content, limit: int) -> Content:
+    if isinstance(content, str) and len(content) > limit:
+        return content[:limit] + f"\n[output capped at {limit} characters]"
+    return content
+
+
+def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: float = 0.05,
+                cancel_grace: float = 2.0) -> ToolOutcome | None:
+    """Run a tool with its time-out, watching for cancellation.
+
+    Returns the outcome, or None when the run was cancelled and the tool did not stop
+    within ``cancel_grace``: its effect cannot be known, so no result is invented
+    (LOOP-7; the projector later shows it as an unknown outcome, CTX-3).
+    """
+    try:
+        arguments = _check_arguments(tool, raw_arguments)
+    except ToolError as exc:
+        return ToolOutcome("error", str(exc))
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["content"] = tool.run(arguments, context)
+        except ToolCancelled:
+            box["cancelled"] = True
+        except ToolError as exc:
+            box["error"] = str(exc)
+        except Exception as exc:  # a broken tool must not crash the run (LOOP-4)
+            logger.exception("tool %s raised", tool.name)
+            box["error"] = f"The tool failed: {type(exc).__name__}."
+
+    worker = threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True)
+    worker.start()
+    waited = 0.0
+    cancelled_at: float | None = None
+    while worker.is_alive():
+        worker.join(poll)
+        waited += poll
+        if cancelled_at is None and context.services.get("should_cancel", lambda: False)():
+            context.cancel_event.set()
+            cancelled_at = waited
+        if cancelled_at is not None and waited - cancelled_at >= cancel_grace and worker.is_alive():
+            return None
+        if cancelled_at is None and waited >= tool.timeout_seconds and worker.is_alive():
+            context.cancel_event.set()
+            return ToolOutcome("timeout", f"The tool did not finish within {tool.timeout_seconds:g} seconds.")
+    if box.get("cancelled") or (cancelled_at is not None and "content" not in box):
+        return ToolOutcome("cancelled", "Stopped by the user before the tool finished.")
+    if "error" in box:
+        return ToolOutcome("error", box["error"])
+    return ToolOutcome("ok", _cap(box.get("content", ""), tool.output_limit))
+
+
+def load_builtins() -> None:
+    """Import the built-in tools so they register themselves."""
+    from agentloom.tools import calculator, clock, delegate, http_fetch, read_record  # noqa: F401

@@ -1,0 +1,71 @@
+"""Fixtures for run-loop tests: an agent on the strict fake provider, helpers to ask and run."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from agentloom.runloop import events as events_module
+from tests.fakes.fake_provider import FakeProvider
+from tests.fakes.strict import StrictProvider
+
+FAKE_KEY = "sk-fake-provider-key-0123456789"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        yield server
+
+
+@pytest.fixture
+def strict(fake):
+    """Install a strict handler: ``strict.handler = ...`` scripts the answers."""
+    wrapper = StrictProvider(lambda request: None, api_key=FAKE_KEY)
+    fake.handler = wrapper
+    return wrapper
+
+
+@pytest.fixture
+def fake_agent_factory(space, alice, fake):
+    from agentloom.agents.services import agent_create, agent_publish
+    from models_catalog.models import ModelConnection
+
+    connection = ModelConnection.objects.create(space=space, name="Fake", provider="openai_compatible",
+                                                base_url=fake.base_url, api_key=FAKE_KEY, model="fake-model",
+                                                context_window=32_768, max_output_tokens=1_024)
+
+    def make(tools=("calculator", "current_time", "read_record", "delegate"), limits=None, window=None):
+        if window is not None:
+            connection.context_window = window
+            connection.save()
+        agent = agent_create(space=space, name="Fake agent", model_connection=connection, instructions="Be brief.",
+                             tools=list(tools), limits=limits, created_by=alice)
+        return agent, agent_publish(agent=agent, published_by=alice)
+
+    return make
+
+
+@pytest.fixture
+def fake_session(fake_agent_factory, space, alice):
+    from sessions.models import Session
+
+    def make(**agent_options):
+        agent, version = fake_agent_factory(**agent_options)
+        return Session.objects.create(space=space, user=alice, agent=agent, version=version)
+
+    return make
+
+
+@pytest.fixture
+def extra_sink():
+    """Add an event sink for one test (the sinks list is the public extension point)."""
+    added = []
+
+    def add(sink):
+        events_module.sinks.append(sink)
+        added.append(sink)
+
+    yield add
+    for sink in added:
+        events_module.sinks.remove(sink)
