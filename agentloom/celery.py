@@ -17,5 +17,5 @@ def prepare_broker_folders() -> None:
     from django.conf import settings
 
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
-        for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+        for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
             os.makedirs(settings.CELERY_BROKER_TRANSPORT_OPTIONS[key], exist_ok=True)

@@ -15,6 +15,7 @@ with another estimator is re-estimated, never trusted.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -229,17 +230,29 @@ def _freeze(value: Any) -> Any:
 
 
 class EstimateCache:
-    """Per-message estimates keyed by message content, so a step estimates only what is new.
+    """Per-message estimates keyed by content, so a step estimates only what is new.
 
-    The key is the message's content itself (a frozen mirror, compared by hash and then
-    equality), so two equal messages share one estimate and a changed message never reuses
-    a stale one. ``hits``/``misses`` are kept for the context inspector and benchmarks.
+    Two layers, both keyed by content, never by object identity (a caller may mutate or
+    rebuild its dicts freely; a changed message is never served a stale figure):
+
+    1. Position: each message is compared (``==``) with a private snapshot of the message
+       at the same position in the previous request. A tool loop only appends, so nearly
+       every message matches, and the comparison is C-level and short-circuits on strings
+       shared with the records -- far cheaper than estimating or hashing.
+    2. Content: otherwise a hashable mirror of the message looks up earlier estimates
+       (after a compaction the positions shift, but the messages are the same).
+
+    Python equality treats ``True == 1 == 1.0``; a message differing from the previous
+    step's only by such a type swap at the same position would reuse its figure. Chat
+    messages carry no such fields.
     """
 
     def __init__(self, estimator: Estimator, max_entries: int = 200_000) -> None:
         self.estimator = estimator
         self.max_entries = max_entries
         self._cache: dict[Any, int] = {}
+        self._snapshots: list[Any] = []
+        self._figures: list[int] = []
         self.hits = 0
         self.misses = 0
 
@@ -266,7 +279,20 @@ class EstimateCache:
 
     def messages(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Per-message estimates, in order (what the context inspector shows)."""
-        return [self.message(m) for m in messages]
+        snapshots, figures = self._snapshots, self._figures
+        out: list[int] = []
+        new_snapshots: list[Any] = []
+        for position, message in enumerate(messages):
+            if position < len(snapshots) and message == snapshots[position]:
+                self.hits += 1
+                out.append(figures[position])
+                new_snapshots.append(snapshots[position])
+            else:
+                out.append(self.message(message))
+                # A snapshot, not the caller's object: in-place edits must not fool layer 1.
+                new_snapshots.append(copy.deepcopy(message))
+        self._snapshots, self._figures = new_snapshots, out
+        return list(out)
 
     def tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
         """Tool schemas rarely change within a run; they are estimated directly."""
@@ -275,4 +301,4 @@ class EstimateCache:
     def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> int:
         """The whole request: equal to the wrapped estimator's full count, by construction."""
         overhead = self.estimator.request([], None)
-        return overhead + sum(self.message(m) for m in messages) + self.tools(tools or ())
+        return overhead + sum(self.messages(messages)) + self.tools(tools or ())

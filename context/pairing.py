@@ -10,6 +10,7 @@ preferring a call whose run is still going over one whose run has since ended.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Collection, Hashable
 from typing import Any
 
@@ -91,39 +92,59 @@ class Closures:
         return bool(ends) and self._any_between(ends, start, end)
 
 
+class _Waiting:
+    """Unanswered calls of one (scope, id), in read order.
+
+    ``open`` holds calls whose run had not ended when last looked at; ``closed`` those
+    whose run had. A run that has ended stays ended, so a call moves from open to closed
+    once and is never scanned again: pairing stays linear even when one id is reused
+    thousands of times and many of its calls never get an answer.
+    """
+
+    __slots__ = ("open", "closed")
+
+    def __init__(self) -> None:
+        self.open: deque[Call] = deque()
+        self.closed: deque[Call] = deque()
+
+
 def pair(calls_and_results: list[Call | Result], closures: Closures) -> None:
     """Annotate calls with their answer or late result, in read order.
 
-    A result with no id, or with no unanswered earlier call of that id, stays unpaired: an
-    orphan or a second answer, both left out of the view (CTX-2, CTX-6).
+    A result answers the earliest unanswered earlier call with its id whose run is still
+    going; if every such call's run has ended, it is the late result of the earliest one
+    (CTX-4). A result with no id, or with no unanswered earlier call of that id, stays
+    unpaired: an orphan or a second answer, both left out of the view (CTX-2, CTX-6).
     """
-    waiting: dict[tuple[Hashable, Any], list[Call]] = {}
+    waiting: dict[tuple[Hashable, Any], _Waiting] = {}
     for entry in calls_and_results:
         if isinstance(entry, Call):
             if entry.raw_id is not None:
-                waiting.setdefault((entry.scope, entry.raw_id), []).append(entry)
+                key = (entry.scope, entry.raw_id)
+                queue = waiting.get(key)
+                if queue is None:
+                    queue = waiting[key] = _Waiting()
+                queue.open.append(entry)
             continue
         if entry.raw_id is None:
             continue
         queue = waiting.get((entry.scope, entry.raw_id))
-        if not queue:
+        if queue is None:
             continue
-        for position, call in enumerate(queue):
-            if not closures.closed_between(call.run, call.index, entry.index):
-                call.answer = entry
-                entry.call = call
-                del queue[position]
-                break
-        else:
-            # Every candidate's run has ended: the earliest one is the call this result
-            # belongs to, and the result is late. Calls from a cut stream were never run
-            # (LOOP-7), so a result cannot be late for one of them.
-            for position, call in enumerate(queue):
-                if not call.from_partial:
-                    call.late = entry
-                    entry.call = call
-                    del queue[position]
-                    break
+        while queue.open and closures.closed_between(queue.open[0].run, queue.open[0].index, entry.index):
+            queue.closed.append(queue.open.popleft())
+        if queue.open:
+            call = queue.open.popleft()
+            call.answer = entry
+            entry.call = call
+            continue
+        # Calls from a cut stream were never run (LOOP-7): a result cannot be late for one.
+        while queue.closed and queue.closed[0].from_partial:
+            queue.closed.popleft()
+        if queue.closed:
+            call = queue.closed.popleft()
+            call.late = entry
+            entry.call = call
 
 
 def call_outcome(call: Call, closures: Closures, open_runs: Collection[Any]) -> str:

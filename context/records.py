@@ -29,6 +29,7 @@ METADATA_KINDS = frozenset(
 RESULT_KINDS = frozenset({TOOL_RESULT, DELEGATION_RESULT})
 
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+_DECODER = json.JSONDecoder()
 RESULT_STATUSES = frozenset({"ok", "error", "cancelled", "timeout", "unknown"})
 
 # Texts the model reads. They are plain language on purpose: the model must understand
@@ -49,21 +50,26 @@ LATE_RESULT_HEADER = (
 COMMAND_HEADER = "[Command run by the user]"
 
 
+def is_role(value: Any) -> bool:
+    """True for a chat role the engine knows (and never raises on unhashable junk)."""
+    return isinstance(value, str) and value in CHAT_ROLES
+
+
 def is_text_part(part: Any) -> bool:
     """Return True for an OpenAI ``{"type": "text", "text": str}`` content part."""
-    return isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)
+    return isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
 
 
 def is_image_part(part: Any) -> bool:
     """Return True for an OpenAI ``image_url`` content part (a data URL or a link)."""
-    return isinstance(part, Mapping) and part.get("type") == "image_url"
+    return isinstance(part, dict) and part.get("type") == "image_url"
 
 
 def copy_part(part: Mapping[str, Any]) -> dict[str, Any]:
     """Copy a content part one level deep so the output never aliases record dicts."""
     out = dict(part)
     inner = out.get("image_url")
-    if isinstance(inner, Mapping):
+    if isinstance(inner, dict):
         out["image_url"] = dict(inner)
     return out
 
@@ -85,7 +91,7 @@ def normalize_content(content: Any) -> str | list[dict[str, Any]] | None:
             parts.append({"type": "text", "text": part})
         elif is_text_part(part) or is_image_part(part):
             parts.append(copy_part(part))
-        elif isinstance(part, Mapping):
+        elif isinstance(part, dict):
             parts.append({"type": "text", "text": f"[unsupported content part: {part.get('type')}]"})
     return parts
 
@@ -121,17 +127,20 @@ def parse_arguments(raw: Any) -> tuple[str, bool]:
     Providers send arguments as a JSON string; some importers store the parsed object. A
     string that is not a JSON object is reported so the caller can decide (CTX-6).
     """
-    if isinstance(raw, Mapping):
+    if isinstance(raw, dict):
         return json.dumps(raw, ensure_ascii=False), True
     if raw is None:
         return "", False
     if not isinstance(raw, str):
         return json.dumps(raw, ensure_ascii=False), False
+    text = raw if raw[:1] == "{" else raw.lstrip()
+    if text[:1] != "{":
+        return raw, False  # only an object is acceptable, and an object starts with "{"
     try:
-        value = json.loads(raw)
+        value, end = _DECODER.raw_decode(text)
     except ValueError:
         return raw, False
-    return raw, isinstance(value, dict)
+    return raw, isinstance(value, dict) and (end == len(text) or text[end:].isspace())
 
 
 def wrap_invalid_arguments(raw: str) -> str:
@@ -145,20 +154,20 @@ def is_valid_chat_message(message: Any) -> bool:
     A checkpoint replaces history, so it is trusted only when every message in it has a
     known role and content and calls of the right types (CTX-9).
     """
-    if not isinstance(message, Mapping) or message.get("role") not in CHAT_ROLES:
+    if not isinstance(message, dict) or not is_role(message.get("role")):
         return False
     content = message.get("content")
     if content is not None and not isinstance(content, (str, list)):
         return False
-    if isinstance(content, list) and not all(isinstance(p, (Mapping, str)) for p in content):
+    if isinstance(content, list) and not all(isinstance(p, (dict, str)) for p in content):
         return False
     calls = message.get("tool_calls")
     if calls is not None:
         if message["role"] != "assistant" or not isinstance(calls, list):
             return False
         for call in calls:
-            function = call.get("function") if isinstance(call, Mapping) else None
-            if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
                 return False
     if message["role"] == "tool" and not isinstance(message.get("tool_call_id"), str):
         return False
@@ -174,7 +183,7 @@ def checkpoint_messages(record: Mapping[str, Any]) -> list[Mapping[str, Any]] | 
     replace real history with garbage.
     """
     message = record.get("message")
-    if not isinstance(message, Mapping):
+    if not isinstance(message, dict):
         return None
     messages = message.get("messages")
     covered = message.get("covered_seq")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from context.ids import is_portable_id
-from context.records import CHAT_ROLES, is_image_part, is_text_part
+from context.records import is_image_part, is_role, is_text_part
 
 MODES = ("openai", "anthropic", "deepseek")
 _PROVIDER_MODES = {
@@ -157,7 +157,7 @@ def validate_request(
         pending, pending_at = {}, None
 
     for i, message in enumerate(messages):
-        if not isinstance(message, Mapping) or message.get("role") not in CHAT_ROLES:
+        if not isinstance(message, Mapping) or not is_role(message.get("role")):
             out.append(Problem(i, "message-shape", "not a chat message with a known role"))
             close_group()
             previous_role = None
@@ -186,7 +186,7 @@ def validate_request(
                                        "in thinking mode an assistant message with tool calls must carry reasoning_content"))
         elif role == "tool":
             call_id = message.get("tool_call_id")
-            if call_id not in pending:
+            if not isinstance(call_id, str) or call_id not in pending:
                 out.append(Problem(i, "tool-without-call",
                                    f"tool message {call_id!r:.60} does not answer a call of the assistant message right before it"))
             elif pending[call_id]:
