@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
 from agentloom.errors import ValidationFailed
+from agentloom.runloop.events import event_emit
 from sessions.selectors import (
     instance_in_session,
     records_page,
@@ -123,4 +124,5 @@ def run_supplements(request, run_id: int):
     data = ContentIn(data=request.data)
     data.is_valid(raise_exception=True)
     item = supplement_add(run=run, content=data.validated_data["content"])
+    event_emit(run_id=run.pk, type="supplement_received", data={"id": item["id"]})
     return Response({"id": item["id"], "run": run.pk, "status": "queued"}, status=status.HTTP_202_ACCEPTED)

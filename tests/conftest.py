@@ -34,6 +34,20 @@ def dispatched_runs():
     dispatcher_set(dispatch_run)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _close_stray_connections(django_db_setup, django_db_blocker):
+    """Live servers and tool threads leave PostgreSQL sessions open; end them so the
+    test database can be dropped at the end of the run."""
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+
 def on_postgres() -> bool:
     from django.db import connection
 

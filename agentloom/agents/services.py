@@ -1,6 +1,7 @@
 """Writes for agents: drafts with a complete context policy, and publishing frozen versions."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
@@ -72,3 +73,134 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
             verify_before_complete=agent.verify_before_complete,
             published_by=published_by,
         )
+
+
+# --- drafts as the API and the admin console write them ---------------------------------
+
+LIMIT_KEYS = ("max_model_calls", "max_tool_calls", "max_wall_seconds", "max_depth")
+MAX_LIMIT = 1_000_000
+MAX_INSTRUCTIONS = 100_000
+DRAFT_FIELDS = ("name", "instructions", "model_connection", "tools", "context_policy", "limits",
+                "verify_before_complete")
+
+
+def agent_tools_normalize(tools: Any) -> list[str]:
+    """The tool names, de-duplicated in order; a name outside the registry is a 400.
+
+    Read at call time, so tools registered after start-up are accepted without a restart.
+    """
+    from agentloom.agents.selectors import tool_names_available
+
+    if not isinstance(tools, (list, tuple)) or not all(isinstance(name, str) for name in tools):
+        raise ValidationFailed("The tools are not valid.", fields={"tools": "must be a list of tool names"})
+    available = set(tool_names_available())
+    unknown = [name for name in tools if name not in available]
+    if unknown:
+        raise ValidationFailed(
+            "Unknown tools.",
+            fields={"tools": f"unknown: {', '.join(unknown)}; available: {', '.join(sorted(available))}"},
+        )
+    return list(dict.fromkeys(tools))
+
+
+def agent_limits_normalize(limits: Any) -> dict[str, int]:
+    """Per-run bounds (LOOP-2): only the known keys, each a positive integer; absent = default."""
+    if limits is None:
+        return {}
+    if not isinstance(limits, dict):
+        raise ValidationFailed("The limits are not valid.", fields={"limits": "must be an object"})
+    errors: dict[str, str] = {}
+    for key, value in limits.items():
+        if key not in LIMIT_KEYS:
+            errors[f"limits.{key}"] = f"unknown field; use {', '.join(LIMIT_KEYS)}"
+        elif value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT):
+            errors[f"limits.{key}"] = f"must be an integer from 1 to {MAX_LIMIT:,} or null"
+    if errors:
+        raise ValidationFailed("The limits are not valid.", fields=errors)
+    return {key: value for key, value in limits.items() if value is not None}
+
+
+def _policy_merge(agent: Agent | None, raw: Any) -> dict[str, Any]:
+    """PATCH semantics for the policy: the fields sent replace the draft's, the rest stay;
+    ``null`` resets to the CTX-20 defaults. A new draft starts from the defaults."""
+    if raw is None:
+        return context_policy_normalize({})
+    if not isinstance(raw, dict):
+        raise ValidationFailed("The context policy is not valid.", fields={"context_policy": "must be an object"})
+    base = agent.context_policy if agent is not None and isinstance(agent.context_policy, dict) else {}
+    return context_policy_normalize({**base, **raw})
+
+
+def _draft_fields(*, agent: Agent | None, space_id: int, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate the fields present in ``data``; every problem is reported in one 400."""
+    unknown = set(data) - set(DRAFT_FIELDS)
+    if unknown:
+        raise ValidationFailed("Unknown fields.", fields={name: "unknown field" for name in sorted(unknown)})
+    errors: dict[str, str] = {}
+    out: dict[str, Any] = {}
+    if "name" in data:
+        name = data["name"].strip() if isinstance(data["name"], str) else ""
+        if not name or len(name) > 200:
+            errors["name"] = "required, at most 200 characters"
+        out["name"] = name
+    if "instructions" in data:
+        instructions = data["instructions"]
+        if not isinstance(instructions, str) or len(instructions) > MAX_INSTRUCTIONS:
+            errors["instructions"] = f"text of at most {MAX_INSTRUCTIONS:,} characters"
+        out["instructions"] = instructions if isinstance(instructions, str) else ""
+    if "model_connection" in data:
+        connection = data["model_connection"]
+        if connection is None or connection.space_id != space_id:
+            errors["model_connection"] = "not a model connection of this agent's space"
+        out["model_connection"] = connection
+    checks = {
+        "tools": agent_tools_normalize,
+        "limits": agent_limits_normalize,
+        "context_policy": lambda raw: _policy_merge(agent, raw),
+    }
+    for name, check in checks.items():
+        if name in data:
+            try:
+                out[name] = check(data[name])
+            except ValidationFailed as exc:
+                errors.update(exc.fields)
+    if "verify_before_complete" in data:
+        out["verify_before_complete"] = bool(data["verify_before_complete"])
+    if errors:
+        raise ValidationFailed("The agent is not valid.", fields=errors)
+    return out
+
+
+def agent_draft_create(*, space, data: Mapping[str, Any], created_by=None) -> Agent:
+    """Create a draft from API or admin input: names, tools, limits and policy validated
+    (CTX-20 defaults filled in). ``data["model_connection"]`` is a ModelConnection; the
+    caller has checked that ``created_by`` administers ``space``."""
+    missing = {name: "required" for name in ("name", "model_connection") if data.get(name) is None}
+    if missing:
+        raise ValidationFailed("The agent is not valid.", fields=missing)
+    fields = _draft_fields(agent=None, space_id=space.pk, data={"context_policy": {}, **data})
+    agent = agent_create(
+        space=space,
+        name=fields["name"],
+        model_connection=fields["model_connection"],
+        instructions=fields.get("instructions", ""),
+        tools=fields.get("tools", []),
+        context_policy=fields["context_policy"],
+        limits=fields.get("limits", {}),
+        created_by=created_by,
+    )
+    if fields.get("verify_before_complete"):
+        agent.verify_before_complete = True
+        agent.save(update_fields=["verify_before_complete"])
+    return agent
+
+
+def agent_update(*, agent: Agent, data: Mapping[str, Any]) -> Agent:
+    """Change a draft; published versions are untouched (RUN-4). The saved draft always
+    carries all five policy fields (CTX-20), so it is re-normalized on every save."""
+    fields = _draft_fields(agent=agent, space_id=agent.space_id, data=data)
+    fields.setdefault("context_policy", context_policy_normalize(agent.context_policy))
+    for name, value in fields.items():
+        setattr(agent, name, value)
+    agent.save(update_fields=[*fields, "updated_at"])
+    return agent

@@ -73,7 +73,7 @@ class RunState:
 
     def check(self) -> None:
         """Between steps: a Stop request, then the per-run bounds (LOOP-2)."""
-        if self.watch.cancel_requested():
+        if self.watch.cancel_requested(fresh=True):
             raise RunCancelled()
         self.watch.beat()
         if self.counters.get("model_calls", 0) >= self.limits["max_model_calls"]:
@@ -304,7 +304,7 @@ def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list, 
         finally:
             connections.close_all()
 
-    if state.watch.cancel_requested():
+    if state.watch.cancel_requested(fresh=True):  # LOOP-7: stopped after the calls were announced
         _save_not_started(state, instance, step, list(enumerate(calls)))
         raise RunCancelled()
     for index, call in plain:
@@ -339,7 +339,7 @@ def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list, 
             "duration_ms": int((time.monotonic() - started[index]) * 1000)})
         cancelled = cancelled or outcome.status == "cancelled"
     _frame_pending(instance, [])
-    if cancelled or state.watch.cancel_requested():
+    if cancelled or state.watch.cancel_requested(fresh=True):
         raise RunCancelled()
 
 

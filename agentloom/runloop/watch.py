@@ -22,11 +22,12 @@ class RunWatch:
         self._beat_at = 0.0
         self._cancelled = False
 
-    def cancel_requested(self) -> bool:
+    def cancel_requested(self, *, fresh: bool = False) -> bool:
+        """Whether Stop was pressed; ``fresh`` skips the throttle (used at safe points)."""
         if self._cancelled:
             return True
         now = time.monotonic()
-        if now - self._checked_at >= self.interval:
+        if fresh or now - self._checked_at >= self.interval:
             self._checked_at = now
             self._cancelled = Run.objects.filter(pk=self.run_id, cancel_requested=True).exists()
         return self._cancelled

@@ -1,0 +1,94 @@
+"""Run endpoints of the loop: events (SSE or a JSON page) and the context inspector."""
+from __future__ import annotations
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.decorators import api_view, renderer_classes
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.response import Response
+
+from agentloom.errors import NotFound, ValidationFailed
+from agentloom.runloop.stream import event_as_dict, events_after, run_event_stream
+from sessions.models import AccessAudit, ModelCall, Run
+from sessions.selectors import run_get_for_user
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets content negotiation accept ``Accept: text/event-stream`` (EventSource)."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data
+
+
+class EventsQueryIn(serializers.Serializer):
+    after = serializers.IntegerField(min_value=0, default=0)
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=200)
+
+
+def _last_event_id(request) -> int | None:
+    raw = request.headers.get("Last-Event-ID")
+    if raw is None:
+        return None
+    if not raw.strip().isdigit():
+        raise ValidationFailed("Last-Event-ID must be a non-negative integer.", fields={"Last-Event-ID": "invalid"})
+    return int(raw)
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("format", str, enum=["json"], description="`json` for a plain page; omit for SSE."),
+                OpenApiParameter("after", int), OpenApiParameter("limit", int)],
+    responses=inline_serializer("RunEventsPage", {
+        "items": inline_serializer("RunEventItem", {"seq": serializers.IntegerField(), "type": serializers.CharField(),
+                                                    "data": serializers.JSONField()}, many=True),
+        "next_after": serializers.IntegerField()}),
+)
+@api_view(["GET"])
+@renderer_classes([JSONRenderer, EventStreamRenderer])
+def run_events(request, run_id: int):
+    """The run's events: Server-Sent Events (`id:` = seq, Last-Event-ID resumes) or `?format=json&after=N`."""
+    run = run_get_for_user(run_id=run_id, user=request.user)
+    query = EventsQueryIn(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    after = query.validated_data["after"]
+    if request.query_params.get("format") == "json":
+        items = events_after(run_id=run.pk, after=after, limit=query.validated_data["limit"])
+        return Response({"items": [event_as_dict(e) for e in items],
+                         "next_after": items[-1].seq if items else after})
+    resume_from = _last_event_id(request)
+    response = StreamingHttpResponse(run_event_stream(run_id=run.pk, after=resume_from if resume_from is not None else after),
+                                     content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+@extend_schema(responses=inline_serializer("RunContext", {"calls": serializers.JSONField()}))
+@api_view(["GET"])
+def run_context(request, run_id: int):
+    """The context inspector: exactly what each model call of the run received, with the
+    estimate per message and the provider's usage. The session's creator, or staff
+    (every staff read is written to the access audit)."""
+    if request.user.is_staff:
+        run = Run.objects.filter(pk=run_id).select_related("session").first()
+        if run is None:
+            raise NotFound("Run not found.")
+        if run.session.user_id != request.user.pk:
+            AccessAudit.objects.create(user=request.user, session=run.session, run=run, what="context_inspector")
+    else:
+        run = run_get_for_user(run_id=run_id, user=request.user)
+    calls = []
+    for call in ModelCall.objects.filter(run=run).order_by("id"):
+        request_data = call.request or {}
+        calls.append({
+            "id": call.id, "instance": call.instance_id, "purpose": call.purpose, "provider": call.provider,
+            "model": call.model, "estimator_id": call.estimator_id, "estimated_tokens": call.estimated_tokens,
+            "usage": call.usage, "outcome": call.outcome, "created_at": call.created_at,
+            "messages": [{"message": message, "estimated_tokens": estimate} for message, estimate in
+                         zip(request_data.get("messages", []), request_data.get("estimates", []))],
+            "tools": request_data.get("tools", []),
+        })
+    return Response({"run": run.pk, "calls": calls})

@@ -1,0 +1,113 @@
+"""Stop at each of the three points (LOOP-7); the next request is always valid (CTX-10)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentloom.runloop.loop import run_execute
+from agentloom.tools.registry import Tool, ToolCancelled, register, registry
+from sessions.models import Run, SessionMessage
+from sessions.services.history import question_ask
+from tests.fakes.fake_provider import chat_stream, sequence
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _stop(run_id: int) -> None:
+    Run.objects.filter(pk=run_id).update(cancel_requested=True)
+
+
+def _ask(session, content):
+    run = question_ask(session=session, content=content)
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def _next_question_is_valid(session, strict, fake):
+    strict.handler = sequence(chat_stream(["Carrying on."]))
+    follow_up = _ask(session, "Where were we?")
+    assert follow_up.status == Run.Status.COMPLETED, follow_up.error
+    assert strict.rejections == []
+    return fake.requests[-1].json["messages"]
+
+
+def test_loop7_stop_mid_stream_keeps_the_partial_text_marked_interrupted(fake_session, strict, fake):
+    session = fake_session()
+    holder = {}
+
+    def handler(request):
+        _stop(holder["run"])
+        return chat_stream([f"word{i} " for i in range(30)], delay=0.05)
+
+    strict.handler = handler
+    run = question_ask(session=session, content="Tell me a long story")
+    holder["run"] = run.pk
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    partial = SessionMessage.objects.get(session=session, kind="assistant").message
+    assert partial["partial"] is True and partial["content"].startswith("word0 ")
+    assert len(partial["content"].split()) < 30
+    sent = _next_question_is_valid(session, strict, fake)
+    assert any(m["role"] == "assistant" and "word0" in (m.get("content") or "") for m in sent)
+
+
+def test_loop7_stop_after_a_call_is_announced_records_it_as_not_run(fake_session, strict, fake, extra_sink):
+    session = fake_session()
+    strict.handler = sequence(chat_stream(tool_calls=[{"id": "c1", "name": "calculator",
+                                                       "arguments": json.dumps({"expression": "1+1"})}]))
+    extra_sink(lambda event: _stop(event.run_id) if event.type == "tool_call_detected" else None)
+    run = _ask(session, "Add")
+    assert run.status == Run.Status.CANCELLED
+    result = SessionMessage.objects.get(session=session, kind="tool_result").message
+    assert result["status"] == "cancelled" and "did not run" in result["content"]
+    _next_question_is_valid(session, strict, fake)
+
+
+def test_loop7_stop_while_a_tool_runs_tells_the_tool_and_ends_its_call_cancelled(fake_session, strict, fake,
+                                                                               extra_sink):
+    def slow(arguments, context):
+        if context.cancel_event.wait(timeout=10):
+            raise ToolCancelled()
+        return "finished"
+
+    register(Tool(name="slow", description="Slow.", parameters={"type": "object", "properties": {}},
+                  run=slow, idempotent=False))
+    try:
+        session = fake_session(tools=["slow"])
+        strict.handler = sequence(chat_stream(tool_calls=[{"id": "s1", "name": "slow", "arguments": "{}"}]))
+        extra_sink(lambda event: _stop(event.run_id) if event.type == "tool_started" else None)
+        run = _ask(session, "Do the slow thing")
+    finally:
+        registry.pop("slow")
+    assert run.status == Run.Status.CANCELLED
+    result = SessionMessage.objects.get(session=session, kind="tool_result").message
+    assert result["status"] == "cancelled"
+    _next_question_is_valid(session, strict, fake)
+
+
+def test_loop7_a_tool_that_ignores_stop_is_left_without_an_invented_result(fake_session, strict, fake, extra_sink):
+    import threading
+
+    release = threading.Event()
+
+    def stubborn(arguments, context):
+        release.wait(timeout=5)
+        return "too late"
+
+    register(Tool(name="stubborn", description="Ignores Stop.", parameters={"type": "object", "properties": {}},
+                  run=stubborn, idempotent=False))
+    try:
+        session = fake_session(tools=["stubborn"])
+        strict.handler = sequence(chat_stream(tool_calls=[{"id": "s1", "name": "stubborn", "arguments": "{}"}]))
+        extra_sink(lambda event: _stop(event.run_id) if event.type == "tool_started" else None)
+        run = _ask(session, "Do it")
+    finally:
+        release.set()
+        registry.pop("stubborn")
+    assert run.status == Run.Status.CANCELLED
+    assert not SessionMessage.objects.filter(session=session, kind="tool_result").exists()
+    sent = _next_question_is_valid(session, strict, fake)
+    assert any(m["role"] == "tool" and "[unknown outcome]" in m["content"] for m in sent)  # CTX-3
