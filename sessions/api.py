@@ -27,6 +27,7 @@ from sessions.serializers import (
 )
 from sessions.services.history import question_ask, supplement_add
 from sessions.services.runs import run_cancel, run_resume
+from sessions.services.imports import session_import
 from sessions.services.sessions import session_create
 
 
@@ -126,3 +127,20 @@ def run_supplements(request, run_id: int):
     item = supplement_add(run=run, content=data.validated_data["content"])
     event_emit(run_id=run.pk, type="supplement_received", data={"id": item["id"]})
     return Response({"id": item["id"], "run": run.pk, "status": "queued"}, status=status.HTTP_202_ACCEPTED)
+
+
+class ImportIn(serializers.Serializer):
+    agent = serializers.IntegerField(min_value=1)
+    transcript = serializers.JSONField()
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+@extend_schema(request=ImportIn, responses={201: SessionOut})
+@api_view(["POST"])
+def sessions_import(request):
+    """Import an OpenAI-messages transcript (list, JSONL text, or tau-bench `traj`) as a session (RUN-12)."""
+    data = ImportIn(data=request.data)
+    data.is_valid(raise_exception=True)
+    session = session_import(user=request.user, agent_id=data.validated_data["agent"],
+                             transcript=data.validated_data["transcript"], title=data.validated_data.get("title", ""))
+    return Response(SessionOut(session).data, status=status.HTTP_201_CREATED)

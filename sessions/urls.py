@@ -7,6 +7,7 @@ from sessions import api
 
 urlpatterns = [
     path("sessions", api.sessions_collection, name="sessions"),
+    path("sessions/import", api.sessions_import, name="sessions-import"),
     path("sessions/<int:session_id>", api.session_detail, name="session-detail"),
     path("sessions/<int:session_id>/questions", api.session_questions, name="session-questions"),
     path("sessions/<int:session_id>/messages", api.session_messages, name="session-messages"),

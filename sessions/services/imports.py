@@ -1,0 +1,124 @@
+"""Importing a transcript from elsewhere as a session (RUN-12).
+
+Accepted: a JSON list of OpenAI chat messages, JSONL (one message per line), or a
+tau-bench trajectory object (``{"traj": [...]}``). The records reproduce the transcript
+message by message; system prompts of the old system become ``context`` records (kept,
+shown, never projected — our agent has its own instructions). The session's view is
+marked ``raw_complete=false``: what the old system had already discarded cannot be
+claimed as original text.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentloom.errors import ValidationFailed
+from context import get_estimator, project_records
+from sessions.models import Instance, Run, Session, SessionView
+from sessions.services.records import NewRecord, records_append
+from sessions.services.runs import budget_freeze
+from sessions.services.sessions import session_create
+
+MAX_MESSAGES = 20_000
+_KIND_BY_ROLE = {"system": "context", "developer": "context", "user": "user", "assistant": "assistant",
+                 "tool": "tool_result"}
+
+
+def transcript_parse(raw: Any) -> list[dict[str, Any]]:
+    """The messages of a transcript; ValidationFailed naming the line or index otherwise."""
+    if isinstance(raw, str):
+        stripped = raw.strip()
+        if stripped.startswith("[") or stripped.startswith("{"):
+            try:
+                raw = json.loads(stripped)
+            except ValueError:
+                raw = _parse_jsonl(stripped)
+        else:
+            raw = _parse_jsonl(stripped)
+    if isinstance(raw, dict) and isinstance(raw.get("traj"), list):
+        raw = raw["traj"]
+    elif isinstance(raw, dict) and isinstance(raw.get("messages"), list):
+        raw = raw["messages"]
+    if not isinstance(raw, list) or not raw:
+        raise ValidationFailed("The transcript must be a non-empty list of chat messages.",
+                               fields={"transcript": "expected a JSON list, JSONL, or an object with 'traj'"})
+    if len(raw) > MAX_MESSAGES:
+        raise ValidationFailed("The transcript is too long.", fields={"transcript": f"at most {MAX_MESSAGES} messages"})
+    for index, message in enumerate(raw):
+        problem = _message_problem(message)
+        if problem:
+            raise ValidationFailed(f"Message {index} is not a valid chat message: {problem}.",
+                                   fields={f"transcript.{index}": problem})
+    return raw
+
+
+def _parse_jsonl(text: str) -> list[Any]:
+    messages = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            messages.append(json.loads(line))
+        except ValueError:
+            raise ValidationFailed(f"Line {number} is not valid JSON.", fields={f"line.{number}": "invalid JSON"}) from None
+    return messages
+
+
+def _message_problem(message: Any) -> str | None:
+    if not isinstance(message, dict):
+        return "not an object"
+    role = message.get("role")
+    if role not in _KIND_BY_ROLE:
+        return f"unknown role {role!r}"
+    content = message.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        return "content must be a string, a list of parts, or null"
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        return "a tool message needs a tool_call_id"
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if role != "assistant" or not isinstance(calls, list):
+            return "tool_calls must be a list on an assistant message"
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                return "each tool call needs a function name"
+    if role in {"user", "system", "developer"} and content is None:
+        return f"a {role} message needs content"
+    return None
+
+
+def session_import(*, user, agent_id: int, transcript: Any, title: str = "") -> Session:
+    """Create a session whose records reproduce ``transcript``; all or nothing."""
+    messages = transcript_parse(transcript)
+    with transaction.atomic():
+        session = session_create(user=user, agent_id=agent_id)
+        session.title = (title or _first_user_text(messages) or "Imported conversation")[:200]
+        session.save(update_fields=["title"])
+        now = timezone.now()
+        run = Run.objects.create(session=session, version=session.version, status=Run.Status.COMPLETED,
+                                 budget=budget_freeze(version=session.version), started_at=now, finished_at=now,
+                                 counters={"imported_messages": len(messages)})
+        main = Instance.objects.create(run=run, key=Instance.MAIN)
+        rows = records_append(session=session, run=run, instance=main, records=[
+            NewRecord(_KIND_BY_ROLE[m["role"]], m, f"import-{index}") for index, m in enumerate(messages)])
+        users = sum(1 for m in messages if m["role"] == "user")
+        steps = sum(1 for m in messages if m["role"] == "assistant")
+        main.user_turns, main.model_steps = users, steps
+        main.save(update_fields=["user_turns", "model_steps"])
+        view_messages = project_records([{"seq": r.seq, "run": run.pk, "instance": "main", "kind": r.kind,
+                                          "message": r.message} for r in rows], open_runs=set())
+        SessionView.objects.create(session=session, watermark=rows[-1].seq, messages=view_messages,
+                                   user_turns=users, model_steps=steps, estimator_id=get_estimator().id,
+                                   raw_complete=False, source_run=run)
+    return session
+
+
+def _first_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in messages:
+        if message["role"] == "user" and isinstance(message.get("content"), str):
+            return message["content"].strip().splitlines()[0] if message["content"].strip() else ""
+    return ""
