@@ -119,7 +119,9 @@ def run_execute(*, run_id: int) -> None:
     main = main_instance(run=run)
     try:
         resolve_pending_calls(state, main)
-        instance_loop(state, main, depth=0)
+        answer = instance_loop(state, main, depth=0)
+        if run.version.verify_before_complete:
+            _verify(state, main, answer)
     except RunCancelled:
         _finish(state, Run.Status.CANCELLED, reason="stopped by user")
     except RunStopped as stop:
@@ -136,7 +138,37 @@ def _finish(state: RunState, status: str, *, error: dict | None = None, reason: 
     if error:
         event_emit(run_id=state.run.pk, type="error", data=error)
     run_finish(run=state.run, status=status, error=error, reason=reason)
-    event_emit(run_id=state.run.pk, type="run_finished", data={"status": status, "error": error})
+    data = {"status": status, "error": error}
+    if "verification" in state.counters:
+        data["verification"] = state.counters["verification"]
+    event_emit(run_id=state.run.pk, type="run_finished", data=data)
+
+
+def _verify(state: RunState, instance: Instance, answer: str) -> None:
+    """LOOP-9: check the candidate answer; the verdict is recorded, never a model step."""
+    from agentloom.runloop.verification import evidence_from_records, verify_candidate
+
+    task = SessionMessage.objects.filter(instance=instance, kind="user").order_by("-seq").first()
+    evidence = evidence_from_records(SessionMessage.objects.filter(instance=instance, kind="tool_result").order_by("seq"))
+
+    def log_call(body: dict, estimator_id: str, estimate: int):
+        log = ModelCall.objects.create(run=state.run, instance=instance, purpose=ModelCall.Purpose.VERIFICATION,
+                                       provider=state.provider, model=state.model, estimator_id=estimator_id,
+                                       estimated_tokens=estimate,
+                                       request={"messages": body["messages"], "tools": [], "estimates": []})
+        return lambda outcome, usage: _close_log(log, outcome, usage)
+
+    verdict = verify_candidate(
+        provider=state.provider, adapter_provider=_adapter_provider(state.provider), model=state.model,
+        base_url=state.base_url or None, api_key=state.api_key or None,
+        allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, context_window=state.budget.context_window,
+        max_output_tokens=state.budget.max_output_tokens, safety_margin_tokens=state.budget.safety_margin_tokens,
+        task=(task.message.get("content") if task else "") or "", plan=(instance.frame or {}).get("plan"),
+        evidence=evidence, candidate=answer, base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, log_call=log_call)
+    state.run.counters["verification"] = verdict
+    Run.objects.filter(pk=state.run.pk).update(counters=state.run.counters)
+    record_append(session=state.run.session, run=state.run, instance=instance, kind="context",
+                  entry_key=f"verification-{state.run.attempt}", message={"verification": verdict})
 
 
 # --- one instance: the step machine ---------------------------------------------------------------
