@@ -46,6 +46,7 @@ def _place_images(messages: list[dict[str, Any]], images_ok: bool) -> list[dict[
     held: list[tuple[str, list[dict[str, Any]]]] = []
 
     def flush() -> None:
+        """Emit the held images as one user message after the tool group."""
         if held:
             parts: list[dict[str, Any]] = []
             for call_id, images in held:

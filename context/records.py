@@ -7,6 +7,7 @@ records come in as data and the engine never changes them (CTX-1).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -66,12 +67,9 @@ def is_image_part(part: Any) -> bool:
 
 
 def copy_part(part: Mapping[str, Any]) -> dict[str, Any]:
-    """Copy a content part one level deep so the output never aliases record dicts."""
-    out = dict(part)
-    inner = out.get("image_url")
-    if isinstance(inner, dict):
-        out["image_url"] = dict(inner)
-    return out
+    """Copy a content part so the output never aliases record dicts (strings are shared:
+    they are immutable, and copying a screenshot's data URL would be pure waste)."""
+    return {k: copy.deepcopy(v) if isinstance(v, (dict, list)) else v for k, v in part.items()}
 
 
 def normalize_content(content: Any) -> str | list[dict[str, Any]] | None:

@@ -149,6 +149,7 @@ def validate_request(
     seen_non_system = False
 
     def close_group() -> None:
+        """Report the calls of the group that just ended that no tool message answered."""
         nonlocal pending, pending_at
         for call_id, answered in pending.items():
             if not answered:
@@ -182,13 +183,13 @@ def validate_request(
                 pending = dict.fromkeys(_check_calls(i, message["tool_calls"], seen_ids, out), False)
                 pending_at = i
                 if mode == "deepseek" and thinking and not isinstance(message.get("reasoning_content"), str):
-                    out.append(Problem(i, "missing-reasoning-content",
-                                       "in thinking mode an assistant message with tool calls must carry reasoning_content"))
+                    out.append(Problem(i, "missing-reasoning-content", "in thinking mode an assistant message "
+                                       "with tool calls must carry reasoning_content"))
         elif role == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or call_id not in pending:
-                out.append(Problem(i, "tool-without-call",
-                                   f"tool message {call_id!r:.60} does not answer a call of the assistant message right before it"))
+                out.append(Problem(i, "tool-without-call", f"tool message {call_id!r:.60} does not answer "
+                                   "a call of the assistant message right before it"))
             elif pending[call_id]:
                 out.append(Problem(i, "duplicate-tool-result", f"call {call_id!r} is answered twice"))
             else:

@@ -1,0 +1,66 @@
+"""Fixtures and Hypothesis profiles for the context engine tests (no Django needed)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+REPO = Path(__file__).resolve().parents[2]
+# CI clones the repository into another folder with shared/ beside it, so the shared
+# data is found relative to the repository, never by an absolute path.
+SHARED = REPO.parent / "shared"
+CORPUS_DIR = SHARED / "corpus"
+TIKTOKEN_DIR = SHARED / "tiktoken"
+
+if TIKTOKEN_DIR.is_dir():
+    # tiktoken reads this variable at load time; offline it is the only source.
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_DIR))
+
+# "ci" runs the main property 2,000 times; "dev" (the default) keeps the loop fast.
+settings.register_profile(
+    "ci", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "dev", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """The shared corpus of real transcripts; tests using it skip when it is absent."""
+    if not CORPUS_DIR.is_dir():
+        pytest.skip(f"shared corpus not found at {CORPUS_DIR}")
+    return CORPUS_DIR
+
+
+@pytest.fixture(scope="session")
+def o200k():
+    """A tiktoken o200k_base estimator, or a skip naming why neither source worked."""
+    from context.estimators import tiktoken_estimator
+
+    try:
+        return tiktoken_estimator("o200k_base")
+    except Exception as exc:  # noqa: BLE001 - any loader failure means "cannot test here"
+        pytest.skip(
+            f"tiktoken o200k_base unavailable: not in {TIKTOKEN_DIR} (TIKTOKEN_CACHE_DIR="
+            f"{os.environ.get('TIKTOKEN_CACHE_DIR')}) and not downloadable ({exc})"
+        )
+
+
+# The project's tests/conftest.py has autouse fixtures that need Django (a database, the
+# run dispatcher). The engine needs neither, and this suite must run with
+# ``-p no:django``; fixtures resolve nearest-first, so these no-ops stand in for them here.
+@pytest.fixture(autouse=True)
+def dispatched_runs() -> list:
+    """The engine dispatches no runs; nothing to record."""
+    return []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_stray_connections() -> None:
+    """The engine opens no database connections; nothing to close."""
+    return None
