@@ -25,12 +25,12 @@ from agentloom.runloop.redaction import Redactor
 from agentloom.runloop.watch import RunWatch
 from agentloom.tools import Tool, ToolContext, ToolOutcome, registry, tool_invoke
 from agentloom.tools.delegate import MAX_DEPTH
-from context import Budget, RequestValidationError, build_request_body, get_estimator
+from context import Budget, EstimateCache, RequestValidationError, build_request_body, get_estimator
 from models_catalog.client import ReasoningDelta, StreamEnd, TextDelta, call_with_retries, get_chat_client
 from models_catalog.errors import ContextOverflowError, ProviderError
 from sessions.models import Instance, ModelCall, Run, SessionMessage
 from sessions.selectors import main_instance
-from sessions.services.history import context_project, step_save_assistant, supplements_take
+from sessions.services.history import ContextCache, context_project, step_save_assistant, supplements_take
 from sessions.services.records import NewRecord, record_append, records_append
 from sessions.services.runs import run_claim, run_finish
 
@@ -62,6 +62,14 @@ class RunState:
     supports_images: bool
     started: float = field(default_factory=time.monotonic)
     sub_instances: int = 0
+    caches: dict[int, ContextCache] = field(default_factory=dict)
+    estimates: EstimateCache | None = None
+
+    def estimator(self) -> EstimateCache:
+        """One estimate cache per run: each step estimates only what is new (CTX-24)."""
+        if self.estimates is None:
+            self.estimates = EstimateCache(get_estimator(self.model, self.provider))
+        return self.estimates
 
     @property
     def counters(self) -> dict[str, int]:
@@ -197,7 +205,7 @@ def instance_loop(state: RunState, instance: Instance, *, depth: int) -> str:
         state.check()
         if instance.parent_id is None:
             supplements_take(run=state.run, instance=instance)
-        prepared = context_project(run=state.run, instance=instance,
+        prepared = context_project(run=state.run, instance=instance, cache=state.caches.setdefault(instance.pk, ContextCache()),
                                    screen_tools=["browser_use", *(t.name for t in tools if t.observes_screen)])
         messages = [_system_message(state, depth), *prepared.messages]
         body = _request_body(state, messages, schemas)
@@ -231,7 +239,7 @@ def _request_body(state: RunState, messages: list[dict], schemas: list[dict]) ->
         logger.error("run %s: refusing to send an invalid request: %s", state.run.pk, exc)
         raise RunStopped("invalid_request", "The conversation could not be turned into a valid request; "
                          "nothing was sent. This is a bug and has been logged.") from None
-    estimator = get_estimator(state.model, state.provider)
+    estimator = state.estimator()
     estimate = estimator.request(body["messages"], body.get("tools"))
     hard_limit = state.budget.context_window - state.budget.safety_margin_tokens
     if estimate + state.budget.max_output_tokens > hard_limit:  # CTX-39: checked before anything is sent

@@ -6,7 +6,7 @@ Turns append-only encrypted records into each run's context through the pure eng
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from django.db import transaction
@@ -134,28 +134,56 @@ class PreparedContext:
     start_watermark: int
     records_read: int
     estimator_id: str | None  # of the snapshot or view it started from
+    sources: list[tuple[int, int] | None] = field(default_factory=list)
+
+
+@dataclass
+class ContextCache:
+    """Decrypted records an instance has already read, so a step fetches only new ones.
+
+    Valid while the starting point (snapshot revision or view) stays the same: records
+    before a run's inherited watermark never change, and everything newer is the
+    instance's own, appended at the end.
+    """
+
+    key: tuple = ()
+    records: list[dict[str, Any]] = field(default_factory=list)
+    last_seq: int = 0
 
 
 def context_project(*, run: Run, instance: Instance, screen_tools: Sequence[str] = ("browser_use",),
-                    tool_result_limit: int = 24_000) -> PreparedContext:
+                    tool_result_limit: int = 24_000, cache: ContextCache | None = None) -> PreparedContext:
     """Project an instance's context: latest snapshot, else the best reusable view (RUN-8),
-    then every visible record after its watermark, through the pure engine."""
-    start, watermark, start_view, estimator_id = "records", 0, None, None
+    then every visible record after its watermark, through the pure engine.
+
+    A view made with another estimator is used for its messages only: token figures are
+    always computed afresh by the caller's estimator, never read from the view (CTX-24).
+    """
+    start, watermark, start_view, estimator_id, key = "records", 0, None, None, ("records",)
     snapshot = snapshot_latest(instance=instance)
     if snapshot is not None:
         start, watermark, start_view, estimator_id = "snapshot", snapshot.covered_seq, snapshot.messages, snapshot.estimator_id
+        key = ("snapshot", snapshot.pk)
     elif instance.parent_id is None:
         view = view_best_for_run(run=run)
         if view is not None:
             start, watermark, start_view, estimator_id = "view", view.watermark, view.messages, view.estimator_id
-    records = [record_as_engine_dict(r) for r in visible_records_query(run=run, instance=instance, after_seq=watermark)]
+            key = ("view", view.pk)
+    cache = cache if cache is not None else ContextCache()
+    if cache.key != key:
+        cache.key, cache.records, cache.last_seq = key, [], watermark
+    fresh = [record_as_engine_dict(r) for r in
+             visible_records_query(run=run, instance=instance, after_seq=max(watermark, cache.last_seq))]
+    cache.records.extend(fresh)
+    if fresh:
+        cache.last_seq = fresh[-1]["seq"]
     options: dict[str, Any] = {"open_runs": {run.pk}, "screen_tools": set(screen_tools),
                                "tool_result_limit": tool_result_limit}
     if start_view is not None:
         options.update(start_view=start_view, start_watermark=watermark)
-    messages = project_records(records, **options)
+    messages = project_records(cache.records, **options)
     return PreparedContext(messages=messages, start=start, start_watermark=watermark,
-                           records_read=len(records), estimator_id=estimator_id)
+                           records_read=len(fresh), estimator_id=estimator_id)
 
 
 def view_allowed(*, run: Run, instance: Instance, covered_seq: int) -> bool:
