@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agentloom.api.views import obtain_token
 from agentloom.health import healthz
+from models_catalog.api import models_discover_view
 
 admin.site.site_header = "AgentLoom console"
 admin.site.site_title = "AgentLoom"
@@ -18,6 +19,9 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/auth/token", obtain_token, name="auth-token"),
     path("api/v1/", include("sessions.urls")),
+    path("api/models/discover", models_discover_view, name="models-discover"),
+    path("api/v1/", include("models_catalog.urls")),
+    path("api/v1/", include("agentloom.agents.urls")),
 ]
 
 handler400 = "agentloom.api.pages.bad_request"

@@ -1,19 +1,115 @@
+"""Model connections in the admin console (SPEC §10): a Discover models page and panel,
+a write-only key, and every save going through the catalog services."""
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
 
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters
+
+from agentloom.errors import DomainError
+from models_catalog.forms import DiscoverForm, ModelConnectionAdminForm
 from models_catalog.models import ModelConnection
+from models_catalog.selectors import connection_stored_key_for_discovery
+from models_catalog.serializers import discovery_data
+from models_catalog.services import connection_create, connection_update, models_discover
+
+DISCOVER_RESULTS_TEMPLATE = "admin/models_catalog/modelconnection/discover_results.html"
+DISCOVER_PAGE_TEMPLATE = "admin/models_catalog/modelconnection/discover.html"
 
 
 @admin.register(ModelConnection)
 class ModelConnectionAdmin(admin.ModelAdmin):
-    list_display = ["name", "space", "provider", "model", "context_window", "max_output_tokens", "figures_source"]
+    form = ModelConnectionAdminForm
+    list_display = ["name", "space", "provider", "model", "context_window", "max_output_tokens", "figures_source",
+                    "api_key_hint"]
     list_select_related = ["space"]
     list_filter = ["provider", "figures_source"]
     search_fields = ["name", "model"]
-    # The key column is encrypted and write-only: never listed, never shown.
+    # The key column is encrypted and write-only: never listed, never shown. The form's
+    # own api_key input replaces the model field, so the form never writes it directly.
     exclude = ["api_key"]
-    readonly_fields = ["api_key_hint", "manifest_version", "created_at", "updated_at"]
+    readonly_fields = ["api_key_hint", "figures_source", "manifest_version", "effective_input", "created_at",
+                       "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["space", "name", "provider", "base_url"]}),
+        ("API key", {"fields": ["api_key", "api_key_hint", "clear_api_key"]}),
+        ("Model and window figures", {"fields": [
+            "model", "context_window", "max_output_tokens", "safety_margin_tokens", "supports_images",
+            "figures_source", "manifest_version", "effective_input", "discovery_token",
+        ]}),
+        ("Record", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
+    ]
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("api_key")
+
+    def get_readonly_fields(self, request, obj=None):
+        # Moving a connection between spaces would move its key with it: not an edit.
+        return [*self.readonly_fields, "space"] if obj is not None else self.readonly_fields
+
+    @admin.display(description="Effective input (CTX-21)")
+    def effective_input(self, obj: ModelConnection) -> str:
+        if obj.pk is None:
+            return "-"
+        return f"{obj.context_window - obj.max_output_tokens - obj.safety_margin_tokens:,} tokens"
+
+    @method_decorator(sensitive_post_parameters("api_key"))
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request, obj: ModelConnection, form: ModelConnectionAdminForm, change: bool) -> None:
+        """Save through the services (key, figures' source); then refresh the admin's copy."""
+        data = form.service_data()
+        if change:
+            saved = connection_update(connection=ModelConnection.objects.get(pk=obj.pk), data=data)
+        else:
+            saved = connection_create(space=form.cleaned_data["space"], data=data)
+        obj.pk = saved.pk
+        obj.refresh_from_db()
+
+    # --- Discover models -------------------------------------------------------------
+
+    def get_urls(self):
+        view = self.admin_site.admin_view(self.discover_view)
+        return [path("discover/", view, name="models_catalog_modelconnection_discover"), *super().get_urls()]
+
+    @method_decorator(sensitive_post_parameters("api_key"))
+    def discover_view(self, request: HttpRequest) -> HttpResponse:
+        """List a provider's models for the form (CAT-1): figures, source badges, the
+        manifest version and warnings. Asked by the form's panel (a fragment) or opened
+        as a page. Runs no database transaction while the provider is called."""
+        if not (self.has_add_permission(request) or self.has_change_permission(request)):
+            raise PermissionDenied
+        form = DiscoverForm(request.POST or None, initial=request.GET.dict())
+        context: dict[str, Any] = {"form": form, "result": None, "error": None}
+        if request.method == "POST" and form.is_valid():
+            context.update(self._discover(form))
+        if request.headers.get("X-Requested-With") == "XMLHttpRequest":
+            return TemplateResponse(request, DISCOVER_RESULTS_TEMPLATE, context)
+        context.update(
+            self.admin_site.each_context(request),
+            opts=self.model._meta,
+            title="Discover models",
+            add_url_name=f"admin:{self.model._meta.app_label}_{self.model._meta.model_name}_add",
+        )
+        return TemplateResponse(request, DISCOVER_PAGE_TEMPLATE, context)
+
+    def _discover(self, form: DiscoverForm) -> dict[str, Any]:
+        values = form.cleaned_data
+        provider, base_url, key = values["provider"], values.get("base_url") or "", values.get("api_key") or ""
+        try:
+            if not key and values.get("connection"):
+                connection = get_object_or_404(ModelConnection.objects.defer("api_key"), pk=values["connection"])
+                key = connection_stored_key_for_discovery(connection=connection, provider=provider, base_url=base_url)
+            result = models_discover(provider=provider, base_url=base_url, api_key=key)
+        except DomainError as exc:
+            return {"error": exc.message, "error_fields": exc.fields}
+        return {"result": discovery_data(result), "provider": provider}
+

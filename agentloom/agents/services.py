@@ -131,8 +131,13 @@ def _policy_merge(agent: Agent | None, raw: Any) -> dict[str, Any]:
     return context_policy_normalize({**base, **raw})
 
 
-def _draft_fields(*, agent: Agent | None, space_id: int, data: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate the fields present in ``data``; every problem is reported in one 400."""
+def agent_draft_validate(*, agent: Agent | None, space_id: int, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate the draft fields present in ``data`` and return them normalized.
+
+    Shared by the API and the admin form, so both refuse the same inputs; every problem
+    is reported in one 400 whose field names (``context_policy.target_ratio``,
+    ``limits.max_depth``, ``tools``) the form maps back onto its inputs.
+    """
     unknown = set(data) - set(DRAFT_FIELDS)
     if unknown:
         raise ValidationFailed("Unknown fields.", fields={name: "unknown field" for name in sorted(unknown)})
@@ -171,6 +176,7 @@ def _draft_fields(*, agent: Agent | None, space_id: int, data: Mapping[str, Any]
     return out
 
 
+@transaction.atomic
 def agent_draft_create(*, space, data: Mapping[str, Any], created_by=None) -> Agent:
     """Create a draft from API or admin input: names, tools, limits and policy validated
     (CTX-20 defaults filled in). ``data["model_connection"]`` is a ModelConnection; the
@@ -178,7 +184,7 @@ def agent_draft_create(*, space, data: Mapping[str, Any], created_by=None) -> Ag
     missing = {name: "required" for name in ("name", "model_connection") if data.get(name) is None}
     if missing:
         raise ValidationFailed("The agent is not valid.", fields=missing)
-    fields = _draft_fields(agent=None, space_id=space.pk, data={"context_policy": {}, **data})
+    fields = agent_draft_validate(agent=None, space_id=space.pk, data={"context_policy": {}, **data})
     agent = agent_create(
         space=space,
         name=fields["name"],
@@ -198,7 +204,7 @@ def agent_draft_create(*, space, data: Mapping[str, Any], created_by=None) -> Ag
 def agent_update(*, agent: Agent, data: Mapping[str, Any]) -> Agent:
     """Change a draft; published versions are untouched (RUN-4). The saved draft always
     carries all five policy fields (CTX-20), so it is re-normalized on every save."""
-    fields = _draft_fields(agent=agent, space_id=agent.space_id, data=data)
+    fields = agent_draft_validate(agent=agent, space_id=agent.space_id, data=data)
     fields.setdefault("context_policy", context_policy_normalize(agent.context_policy))
     for name, value in fields.items():
         setattr(agent, name, value)

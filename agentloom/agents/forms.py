@@ -1,0 +1,85 @@
+"""Admin console form for agent drafts (SPEC §10, CTX-20).
+
+The context policy is five separate inputs, so a bad value is reported on the input
+that holds it; the rules are the agent services' (``agent_draft_validate``), the same
+the API applies.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from agentloom.agents.models import Agent
+from agentloom.agents.selectors import tool_names_available
+from agentloom.agents.services import agent_draft_validate, context_policy_normalize
+from agentloom.errors import ValidationFailed
+from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
+from models_catalog.models import ModelConnection
+
+POLICY_FIELDS = ("context_ratio", "target_ratio", "user_turns", "model_steps", "max_compaction_calls")
+DRAFT_FORM_FIELDS = ("name", "instructions", "model_connection", "tools", "limits", "verify_before_complete")
+
+
+class AgentAdminForm(forms.ModelForm):
+    tools = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    context_ratio = forms.FloatField(
+        initial=POLICY_DEFAULTS["context_ratio"],
+        help_text="Compaction triggers at effective input x this ratio (0 < target < context <= 1).",
+    )
+    target_ratio = forms.FloatField(
+        initial=POLICY_DEFAULTS["target_ratio"], help_text="What a compaction aims for; below context_ratio."
+    )
+    user_turns = forms.IntegerField(required=False, help_text="Also compact after this many questions; empty = off.")
+    model_steps = forms.IntegerField(required=False, help_text="Also compact after this many model steps; empty = off.")
+    max_compaction_calls = forms.IntegerField(
+        initial=POLICY_DEFAULTS["max_compaction_calls"], help_text=f"Summary calls per compaction, 1 to {MAX_COMPACTION_CALLS}."
+    )
+
+    class Meta:
+        model = Agent
+        fields = ["space", "name", "instructions", "model_connection", "limits", "verify_before_complete"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        current = list(self.instance.tools or []) if self.instance.pk else []
+        # Stored names outside the registry stay visible, so saving reports them instead of
+        # dropping them silently.
+        self.fields["tools"].choices = [(name, name) for name in dict.fromkeys([*tool_names_available(), *current])]
+        if "model_connection" in self.fields:
+            self.fields["model_connection"].queryset = ModelConnection.objects.defer("api_key").select_related("space")
+        if self.instance.pk:
+            self.initial["tools"] = current
+            try:
+                policy = context_policy_normalize(self.instance.context_policy)
+            except ValidationFailed:
+                policy = dict(self.instance.context_policy or {})
+            for name in POLICY_FIELDS:
+                self.initial[name] = policy.get(name)
+
+    def space_id(self) -> int | None:
+        if self.instance.pk:
+            return self.instance.space_id
+        space = self.cleaned_data.get("space")
+        return space.pk if space is not None else None
+
+    def service_data(self) -> dict[str, Any]:
+        """The service's input; the form always carries the whole policy."""
+        cleaned = self.cleaned_data
+        data = {name: cleaned.get(name) for name in DRAFT_FORM_FIELDS if name in self.fields}
+        data["tools"] = list(cleaned.get("tools") or [])
+        data["context_policy"] = {name: cleaned.get(name) for name in POLICY_FIELDS}
+        return data
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.errors or self.space_id() is None:
+            return cleaned
+        try:
+            agent_draft_validate(agent=self.instance if self.instance.pk else None, space_id=self.space_id(),
+                                 data=self.service_data())
+        except ValidationFailed as exc:
+            for name, message in exc.fields.items():
+                field = name.split(".", 1)[1] if name.startswith("context_policy.") else name.split(".", 1)[0]
+                self.add_error(field if field in self.fields else None, message)
+        return cleaned

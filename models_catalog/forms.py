@@ -1,0 +1,95 @@
+"""Admin console forms for model connections (SPEC §10, CAT-1, CAT-6).
+
+The key is a write-only password input: it is never rendered back, an empty field keeps
+the stored key, and "remove the stored key" clears it. Every rule is the service's
+(``connection_validate``), so the console and the API accept and refuse the same things.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from agentloom.errors import ValidationFailed
+from models_catalog.models import ModelConnection, Provider
+from models_catalog.services import MAX_KEY_LENGTH, connection_validate
+
+FORM_FIELDS = ["name", "provider", "base_url", "model", "context_window", "max_output_tokens",
+               "safety_margin_tokens", "supports_images"]
+
+
+def _key_input() -> forms.CharField:
+    return forms.CharField(
+        label="API key",
+        required=False,
+        max_length=MAX_KEY_LENGTH,
+        strip=True,
+        # render_value=False: a re-displayed form (after an error) never carries the key.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Write-only. Leave empty to keep the stored key.",
+    )
+
+
+class ModelConnectionAdminForm(forms.ModelForm):
+    api_key = _key_input()
+    clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
+    discovery_token = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    class Meta:
+        model = ModelConnection
+        fields = ["space", *FORM_FIELDS]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Filled in by the figures' source rule, never typed.
+        for name in ("context_window", "max_output_tokens", "safety_margin_tokens"):
+            if name in self.fields:
+                self.fields[name].required = False
+        if "base_url" in self.fields:
+            self.fields["base_url"].label = "Base URL"
+            self.fields["base_url"].help_text = "Blank uses the provider's official endpoint (OpenAI, DeepSeek)."
+
+    def service_data(self) -> dict[str, Any]:
+        """The service's input: only what the admin actually supplied."""
+        cleaned = self.cleaned_data
+        data: dict[str, Any] = {name: cleaned.get(name) for name in FORM_FIELDS if name in self.fields}
+        for name in ("context_window", "max_output_tokens", "safety_margin_tokens"):
+            if data.get(name) is None:
+                data.pop(name, None)  # left empty: platform default, or the discovered figure
+        if cleaned.get("clear_api_key"):
+            data["api_key"] = ""
+        elif cleaned.get("api_key"):
+            data["api_key"] = cleaned["api_key"]
+        if cleaned.get("discovery_token"):
+            data["discovery_token"] = cleaned["discovery_token"]
+        return data
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        # clean() runs before the form copies its values onto the instance, so
+        # self.instance still holds the stored row here.
+        original = self.instance if self.instance.pk else None
+        try:
+            connection_validate(connection=original, data=self.service_data())
+        except ValidationFailed as exc:
+            for field, message in exc.fields.items():
+                # A hidden input (the discovery token) shows no errors of its own: report
+                # its problems at the top of the form instead of losing them.
+                visible = field in self.fields and not self.fields[field].widget.is_hidden
+                self.add_error(field if visible else None, message if visible else f"{field}: {message}")
+        return cleaned
+
+
+class DiscoverForm(forms.Form):
+    """The console's discovery request: what the connection form holds right now."""
+
+    provider = forms.ChoiceField(choices=Provider.choices)
+    base_url = forms.CharField(label="Base URL", required=False, max_length=500)
+    api_key = _key_input()
+    connection = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["api_key"].help_text = "Leave empty to use the stored key of the connection being edited."

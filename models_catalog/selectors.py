@@ -1,0 +1,179 @@
+"""Reads for model connections and the space checks their API needs. Nothing here writes.
+
+Reach rules (SPEC §9, §11): a connection is visible to the members of its space; only the
+space's admins may change it or read its stored key for discovery. Anything outside the
+caller's spaces is reported as not found (404), never as forbidden, so ids do not leak
+which spaces exist; a member who tries an admin-only write gets 403, because they can
+already see the object.
+
+API permissions come from space membership only: a Django superuser who is not a member
+of a space has no API reach into it (the admin console is the operator's tool).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from agentloom.errors import Forbidden, NotFound, ValidationFailed
+from agentloom.spaces.models import Membership, Space
+from agentloom.spaces.selectors import space_role_for_user
+from models_catalog.errors import ProviderError
+from models_catalog.manifest import normalise_base_url
+from models_catalog.models import ModelConnection
+from models_catalog.providers import get_provider
+
+ADMINS_ONLY = "Only admins of this space can do this."
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# --- spaces ---------------------------------------------------------------------------
+# These three belong with agentloom/spaces/selectors.py; they live here because that
+# package is owned elsewhere right now. Agents import them from here.
+
+
+def space_get_for_admin(*, user, space_id: Any) -> Space:
+    """The space when ``user`` administers it: 404 for outsiders, 403 for plain members."""
+    pk = _int_or_none(space_id)
+    role = space_role_for_user(space_id=pk, user=user) if pk is not None else None
+    if role is None:
+        raise NotFound("Space not found.")
+    if role != Membership.Role.ADMIN:
+        raise Forbidden(ADMINS_ONLY)
+    return Space.objects.get(pk=pk)
+
+
+def space_default_for_admin(*, user) -> Space:
+    """The one space ``user`` administers, for requests that name no space.
+
+    403 when they administer none; 400 naming ``space`` when they administer several,
+    because guessing would put a key or an agent into the wrong workspace.
+    """
+    spaces = list(
+        Space.objects.filter(memberships__user=user, memberships__role=Membership.Role.ADMIN).order_by("id")[:2]
+    )
+    if not spaces:
+        raise Forbidden("Only space admins can do this, and you administer no space.")
+    if len(spaces) > 1:
+        raise ValidationFailed(
+            "You administer several spaces: say which one.", fields={"space": "required when you administer several spaces"}
+        )
+    return spaces[0]
+
+
+def user_administers_a_space(*, user) -> bool:
+    return Membership.objects.filter(user=user, role=Membership.Role.ADMIN).exists()
+
+
+# --- connections ----------------------------------------------------------------------
+
+
+def connection_list_for_user(*, user, space_id: int | None = None) -> QuerySet[ModelConnection]:
+    """Connections of every space the caller belongs to; the encrypted key is never loaded."""
+    spaces = Membership.objects.filter(user=user).values("space_id")
+    query = ModelConnection.objects.filter(space_id__in=spaces).defer("api_key")
+    if space_id is not None:
+        query = query.filter(space_id=space_id)
+    return query.order_by("name", "id")
+
+
+def connection_get_for_user(*, connection_id: Any, user) -> ModelConnection:
+    """A connection of one of the caller's spaces; 404 for anything else."""
+    pk = _int_or_none(connection_id)
+    if pk is None:
+        raise NotFound("Model connection not found.")
+    connection = connection_list_for_user(user=user).filter(pk=pk).first()
+    if connection is None:
+        raise NotFound("Model connection not found.")
+    return connection
+
+
+def connection_get_for_admin(*, connection_id: Any, user) -> ModelConnection:
+    """A connection the caller may change: 404 outside their spaces, 403 for plain members."""
+    connection = connection_get_for_user(connection_id=connection_id, user=user)
+    if space_role_for_user(space_id=connection.space_id, user=user) != Membership.Role.ADMIN:
+        raise Forbidden(ADMINS_ONLY)
+    return connection
+
+
+def connection_in_use_by(*, connection: ModelConnection) -> list[str]:
+    """Names of the agents whose draft or published versions read this connection.
+
+    A published version reads its key from here at run time (RUN-4), so deleting a
+    connection that only an old version still uses would break those sessions too.
+    """
+    from agentloom.agents.models import Agent  # agents depend on the catalog, not the reverse
+
+    return list(
+        Agent.objects.filter(Q(model_connection=connection) | Q(versions__model_connection=connection))
+        .order_by("name").values_list("name", flat=True).distinct()
+    )
+
+
+def effective_base_url(*, provider: str, base_url: str | None) -> str:
+    """The base URL a provider is really called at (its default when left blank), normalised."""
+    base = (base_url or "").strip()
+    if not base:
+        try:
+            base = get_provider(provider).default_base_url or ""
+        except ProviderError:  # an unknown provider is reported by the caller's validation
+            base = ""
+    return normalise_base_url(base) if base else ""
+
+
+def connection_stored_key_for_discovery(*, connection: ModelConnection, provider: str, base_url: str | None) -> str:
+    """The stored key of ``connection``, for an edit form that left the key field empty (CAT-1).
+
+    Only when provider and base URL are unchanged: otherwise a space admin could point
+    the stored key at a server of their choosing and read it there. Refusals are 400s
+    naming the field that changed. The caller has already checked it may use the connection.
+    """
+    if provider != connection.provider:
+        raise ValidationFailed(
+            "The stored API key is reused only for the same provider: enter the key again.",
+            code="key_reuse_refused",
+            fields={"provider": "differs from the stored connection's provider; the stored key is not reused"},
+        )
+    if effective_base_url(provider=provider, base_url=base_url) != effective_base_url(
+        provider=connection.provider, base_url=connection.base_url
+    ):
+        raise ValidationFailed(
+            "The stored API key is reused only for the same base URL: enter the key again.",
+            code="key_reuse_refused",
+            fields={"base_url": "differs from the stored connection's base URL; the stored key is not reused"},
+        )
+    # The list query defers the column; this loads (and decrypts) it for this one use.
+    return ModelConnection.objects.values_list("api_key", flat=True).get(pk=connection.pk) or ""
+
+
+def discovery_key_for_user(
+    *, user, provider: str, base_url: str | None, api_key: str | None,
+    resource_id: int | None = None, space_id: int | None = None,
+) -> str | None:
+    """Check the caller may run discovery and pick the key it uses (CAT-1).
+
+    Discovery is for space admins. With ``resource_id`` (an edit form) the caller must
+    administer that connection's space (404 outside it, 403 as a plain member); a typed
+    key wins, an empty one reuses the stored key when provider and base URL are
+    unchanged. Without it, ``space_id`` names the space, or any space the caller
+    administers will do: nothing is saved, so no single space has to be chosen.
+    """
+    if resource_id is not None:
+        connection = connection_get_for_admin(connection_id=resource_id, user=user)
+        if space_id is not None and space_id != connection.space_id:
+            raise ValidationFailed("The connection belongs to another space.",
+                                   fields={"resource_id": "not a connection of the given space"})
+        if api_key:
+            return api_key
+        return connection_stored_key_for_discovery(connection=connection, provider=provider, base_url=base_url)
+    if space_id is not None:
+        space_get_for_admin(user=user, space_id=space_id)
+    elif not user_administers_a_space(user=user):
+        raise Forbidden("Only space admins can discover models.")
+    return api_key

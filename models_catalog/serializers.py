@@ -1,0 +1,131 @@
+"""Input validation and output shapes of the catalog API (SPEC §9, CAT-1, CAT-6).
+
+Inputs only check types and shapes; the rules (figures, URLs, keys, provenance) live in
+``services.connection_validate`` so the admin form applies exactly the same ones.
+The key is an input only: no output serializer here has a field that could carry it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from agentloom.api.fields import StrictCharField
+from models_catalog.discovery import DiscoveryResult
+from models_catalog.models import ModelConnection, Provider
+from models_catalog.services import MAX_KEY_LENGTH, discovery_token_make
+
+
+class RejectUnknownFields(serializers.Serializer):
+    """A typo in a field name is a 400 naming it, never a silently ignored change."""
+
+    # Sent by HTML forms (the browsable API), never a field of ours.
+    IGNORED = frozenset({"csrfmiddlewaretoken"})
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields) - self.IGNORED)
+            if unknown:
+                raise serializers.ValidationError({name: "unknown field" for name in unknown})
+        return super().to_internal_value(data)
+
+
+def _key_field(**kwargs: Any) -> StrictCharField:
+    # write_only keeps it out of any representation, even if someone reuses this serializer
+    # for output; the style hint keeps it out of the browsable API's echo.
+    return StrictCharField(required=False, allow_blank=True, max_length=MAX_KEY_LENGTH, write_only=True,
+                           style={"input_type": "password"}, **kwargs)
+
+
+class DiscoverIn(RejectUnknownFields):
+    provider = serializers.ChoiceField(choices=Provider.choices)
+    base_url = StrictCharField(required=False, allow_blank=True, max_length=500)
+    api_key = _key_field()
+    resource_id = serializers.IntegerField(required=False, min_value=1,
+                                           help_text="A stored connection whose key to reuse (same provider and base URL only).")
+    space = serializers.IntegerField(required=False, min_value=1,
+                                     help_text="The space you discover for; default: any space you administer.")
+
+
+class ConnectionUpdateIn(RejectUnknownFields):
+    """A partial update: absent fields stay; ``api_key: ""`` (or null) clears the stored key."""
+
+    name = StrictCharField(required=False, max_length=200)
+    provider = serializers.ChoiceField(choices=Provider.choices, required=False)
+    base_url = StrictCharField(required=False, allow_blank=True, max_length=500)
+    api_key = _key_field(allow_null=True)
+    model = StrictCharField(required=False, max_length=200)
+    context_window = serializers.IntegerField(required=False)
+    max_output_tokens = serializers.IntegerField(required=False)
+    safety_margin_tokens = serializers.IntegerField(required=False)
+    supports_images = serializers.BooleanField(required=False)
+    discovery_token = StrictCharField(required=False, allow_blank=True, max_length=4_000,
+                                      help_text="From a discovery result: keeps the figures' source unless you change them.")
+
+
+class ConnectionCreateIn(ConnectionUpdateIn):
+    space = serializers.IntegerField(required=False, min_value=1,
+                                     help_text="Default: the one space you administer.")
+    name = StrictCharField(max_length=200)
+    provider = serializers.ChoiceField(choices=Provider.choices)
+    model = StrictCharField(max_length=200)
+
+
+class ConnectionOut(serializers.ModelSerializer):
+    """A connection as members see it: the key only as a masked hint (CAT-6)."""
+
+    space = serializers.IntegerField(source="space_id")
+    has_api_key = serializers.SerializerMethodField()
+    effective_input_tokens = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ModelConnection
+        fields = [
+            "id", "space", "name", "provider", "base_url", "model", "context_window", "max_output_tokens",
+            "safety_margin_tokens", "effective_input_tokens", "figures_source", "manifest_version",
+            "supports_images", "api_key_hint", "has_api_key", "created_at", "updated_at",
+        ]
+
+    def get_has_api_key(self, connection: ModelConnection) -> bool:
+        return bool(connection.api_key_hint)
+
+    def get_effective_input_tokens(self, connection: ModelConnection) -> int:
+        """CTX-21: what a request may use once output and margin are reserved."""
+        return connection.context_window - connection.max_output_tokens - connection.safety_margin_tokens
+
+
+class DiscoveredModelOut(serializers.Serializer):
+    id = serializers.CharField()
+    context_window = serializers.IntegerField()
+    max_output_tokens = serializers.IntegerField()
+    source = serializers.CharField(help_text="The weaker of the two figures' sources.")
+    context_window_source = serializers.CharField()
+    max_output_tokens_source = serializers.CharField()
+    chat_capable = serializers.BooleanField()
+    note = serializers.CharField(allow_null=True)
+    notes = serializers.ListField(child=serializers.CharField())
+    provider_max_output_tokens = serializers.IntegerField(allow_null=True)
+    max_input_tokens = serializers.IntegerField(allow_null=True)
+    supports_images = serializers.BooleanField(allow_null=True)
+    manifest_version = serializers.CharField(allow_null=True)
+    discovery_token = serializers.CharField(
+        help_text="Send it with the connection to keep these figures' source (else they count as manual)."
+    )
+
+
+class DiscoveryOut(serializers.Serializer):
+    provider = serializers.CharField()
+    base_url = serializers.CharField()
+    api_shape = serializers.CharField()
+    manifest_version = serializers.CharField(allow_null=True)
+    warnings = serializers.ListField(child=serializers.CharField())
+    suggested_base_url = serializers.CharField(allow_null=True)
+    models = DiscoveredModelOut(many=True)
+
+
+def discovery_data(result: DiscoveryResult) -> dict[str, Any]:
+    """The CAT-1 response: the discovery result plus one signed token per model."""
+    data = result.to_dict()
+    for model, item in zip(result.models, data["models"]):
+        item["discovery_token"] = discovery_token_make(provider=result.provider, base_url=result.base_url, model=model)
+    return DiscoveryOut(data).data

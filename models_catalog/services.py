@@ -1,0 +1,385 @@
+"""Writes for model connections, and discovery as the API and the admin console run it.
+
+The key rules (CAT-1, CAT-6) are enforced here, once, for the API and the admin form:
+
+* the key is write-only: it goes into the encrypted column and ``api_key_hint``, and no
+  function here returns it, logs it or puts it into an error message;
+* a stored key never follows a connection to another provider or base URL by itself
+  (the same rule as discovery's ``resource_id``): changing either needs the key again;
+* ``figures_source`` says where the window figures came from. Discovery hands out a
+  signed *discovery token* per model; a create or update that carries it and keeps the
+  figures it attests keeps their source (``provider``, ``official_manifest`` or
+  ``platform_default``). Any figure typed by hand makes the source ``manual``.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+import httpx
+from django.conf import settings
+from django.core import signing
+from django.db import transaction
+from django.views.decorators.debug import sensitive_variables
+
+from agentloom.errors import Conflict, DomainError, ValidationFailed
+from models_catalog.discovery import DiscoveredModel, DiscoveryResult, discover_models
+from models_catalog.errors import (
+    AuthenticationError,
+    InvalidRequestError,
+    ProviderError,
+    UnsafeURLError,
+)
+from models_catalog.http import HttpLimits, Resolver
+from models_catalog.models import (
+    PLATFORM_DEFAULT_CONTEXT_WINDOW,
+    PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS,
+    PLATFORM_DEFAULT_SAFETY_MARGIN,
+    FigureSource,
+    ModelConnection,
+    Provider,
+    api_key_hint,
+)
+from models_catalog.providers import get_provider
+from models_catalog.selectors import connection_in_use_by, effective_base_url
+
+logger = logging.getLogger("agentloom.catalog")
+
+MAX_FIGURE = 100_000_000  # far above any real window; keeps PositiveIntegerField from overflowing
+MAX_KEY_LENGTH = 4_096
+TOKEN_SALT = "models_catalog.discovery-figures"
+TOKEN_MAX_AGE = 24 * 3600  # a discovery result older than a day should be looked up again
+FIGURE_FIELDS = ("context_window", "max_output_tokens")
+
+
+class UpstreamFailed(DomainError):
+    """The provider could not be read (down, rate limiting, over quota, too large): 502.
+
+    Never a 401/403 from us: those would read as "your session with AgentLoom ended".
+    """
+
+    status = 502
+    code = "provider_error"
+
+
+class ConnectionData(TypedDict, total=False):
+    """What a create or an update may carry (absent = keep; ``api_key: ""`` clears the key)."""
+
+    name: str
+    provider: str
+    base_url: str
+    api_key: str
+    model: str
+    context_window: int
+    max_output_tokens: int
+    safety_margin_tokens: int
+    supports_images: bool
+    discovery_token: str
+
+
+# --- discovery --------------------------------------------------------------------------
+
+_FIELD_FOR_CODE = {
+    "auth": "api_key",
+    "unknown_provider": "provider",
+    "unsafe_url": "base_url",
+    "redirect_refused": "base_url",
+    "base_url_required": "base_url",
+    "invalid_request": "base_url",
+}
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    """Belt and braces: provider errors are built without the key, but a key pasted into
+    the URL field would otherwise come back in "host … could not be resolved"."""
+    return text.replace(secret, "[REDACTED]") if secret else text
+
+
+@sensitive_variables("api_key")
+def models_discover(
+    *,
+    provider: str,
+    base_url: str | None,
+    api_key: str | None,
+    transport: httpx.BaseTransport | None = None,
+    resolver: Resolver | None = None,
+    limits: HttpLimits | None = None,
+) -> DiscoveryResult:
+    """List a provider's models (CAT-1) under the operator's private-endpoint switch.
+
+    Saves nothing. Provider failures become domain errors with a user-safe message:
+    a refused key, an unknown provider or an unusable URL is the caller's input (400,
+    naming the field); anything on the provider's side is a 502. ``transport`` and
+    ``resolver`` replace the network in tests and benchmarks; the URL guard still runs.
+    Makes network calls: never call it inside a database transaction.
+    """
+    try:
+        result = discover_models(
+            provider=provider,
+            base_url=base_url or None,
+            api_key=api_key or None,
+            allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
+            transport=transport,
+            resolver=resolver,
+            limits=limits,
+        )
+    except ProviderError as exc:
+        message = _scrub(exc.message, api_key)
+        logger.info("discovery failed: provider=%s code=%s status=%s", provider, exc.code, exc.status)
+        if isinstance(exc, (AuthenticationError, InvalidRequestError, UnsafeURLError)):
+            field = _FIELD_FOR_CODE.get(exc.code, "base_url")
+            raise ValidationFailed(message, code=exc.code, fields={field: message}) from None
+        raise UpstreamFailed(message, code=exc.code) from None
+    logger.info("discovery listed %d models: provider=%s shape=%s", len(result.models), provider, result.api_shape)
+    return result
+
+
+def discovery_token_make(*, provider: str, base_url: str | None, model: DiscoveredModel) -> str:
+    """A signed, expiring attestation of one discovered model's figures and their source.
+
+    It lets a later create/update keep ``provider``/``official_manifest`` provenance
+    without trusting the client to say where its numbers came from.
+    """
+    payload = {
+        "p": provider,
+        "u": effective_base_url(provider=provider, base_url=base_url),
+        "m": model.id,
+        "cw": model.context_window,
+        "mo": model.max_output_tokens,
+        "s": model.source,
+        "mv": model.manifest_version or "",
+        "img": bool(model.supports_images),
+    }
+    return signing.dumps(payload, salt=TOKEN_SALT, compress=True)
+
+
+def discovery_token_read(token: str) -> dict[str, Any]:
+    """The payload of a token made by :func:`discovery_token_make`; 400 when forged or stale."""
+    try:
+        return signing.loads(token, salt=TOKEN_SALT, max_age=TOKEN_MAX_AGE)
+    except signing.SignatureExpired:
+        raise ValidationFailed("The discovery result is too old.", fields={"discovery_token": "expired; run discovery again"}) from None
+    except signing.BadSignature:
+        raise ValidationFailed("The discovery token is not valid.", fields={"discovery_token": "not a valid token"}) from None
+
+
+# --- validation -------------------------------------------------------------------------
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _check_base_url(provider: str, raw: str, errors: dict[str, str]) -> str:
+    """The base URL to store: http(s) with a host and no credentials, or the provider's default."""
+    if provider == Provider.DEMO:
+        if raw and not raw.startswith("demo://"):
+            errors["base_url"] = "the offline demo model takes no base URL"
+        return ""
+    if not raw:
+        default = get_provider(provider).default_base_url if provider in Provider.values else None
+        if not default:
+            errors["base_url"] = "required for this provider"
+        return default or ""
+    if len(raw) > 500:
+        errors["base_url"] = "at most 500 characters"
+        return raw
+    try:
+        url = httpx.URL(raw)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        errors["base_url"] = "not a valid URL"
+        return raw
+    if url.scheme not in ("http", "https") or not url.host:
+        errors["base_url"] = "must be an http:// or https:// URL with a host"
+    elif url.userinfo:
+        # Stored in clear and shown to every member: credentials belong in api_key.
+        errors["base_url"] = "must not contain a user name or password; use the API key field"
+    elif url.query or url.fragment:
+        errors["base_url"] = "must not contain a query string or fragment"
+    return raw.rstrip("/")
+
+
+def _check_figure(name: str, value: Any, *, minimum: int, errors: dict[str, str]) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= MAX_FIGURE:
+        errors[name] = f"must be an integer from {minimum:,} to {MAX_FIGURE:,}"
+
+
+@sensitive_variables("key", "data")
+def connection_validate(*, connection: ModelConnection | None, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a create (``connection`` None) or a partial update; return the fields to write.
+
+    Every problem is collected and raised together as one 400 whose ``fields`` use the
+    API's field names, so the admin form can attach each message to its input.
+    Pure apart from reading the provider registry: no query, no network.
+    """
+    errors: dict[str, str] = {}
+    current: dict[str, Any] = {}
+    if connection is not None:
+        current = {name: getattr(connection, name) for name in (
+            "name", "provider", "base_url", "model", "context_window", "max_output_tokens",
+            "safety_margin_tokens", "figures_source", "manifest_version", "supports_images")}
+
+    def value(name: str, default: Any = None) -> Any:
+        return data[name] if name in data else current.get(name, default)
+
+    out: dict[str, Any] = {}
+    name = _text(value("name"))
+    if not name:
+        errors["name"] = "required"
+    elif len(name) > 200:
+        errors["name"] = "at most 200 characters"
+    out["name"] = name
+
+    provider = value("provider")
+    if provider not in Provider.values:
+        errors["provider"] = f"must be one of {', '.join(Provider.values)}"
+    out["provider"] = provider
+    raw_base = _text(data["base_url"]) if "base_url" in data else (current.get("base_url") or "")
+    out["base_url"] = _check_base_url(provider, raw_base, errors) if "provider" not in errors else raw_base
+
+    model = _text(value("model"))
+    if not model:
+        errors["model"] = "required"
+    elif len(model) > 200:
+        errors["model"] = "at most 200 characters"
+    out["model"] = model
+
+    # Where the figures come from (CAT-2): attested by a discovery token, typed by hand,
+    # unchanged, or the platform default.
+    token: dict[str, Any] | None = None
+    if data.get("discovery_token"):
+        try:
+            token = discovery_token_read(data["discovery_token"])
+        except ValidationFailed as exc:
+            errors.update(exc.fields)
+    if token is not None:
+        window = data.get("context_window", token["cw"])
+        output = data.get("max_output_tokens", token["mo"])
+    else:
+        window = value("context_window", PLATFORM_DEFAULT_CONTEXT_WINDOW)
+        output = value("max_output_tokens", PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS)
+    margin = value("safety_margin_tokens", PLATFORM_DEFAULT_SAFETY_MARGIN)
+    _check_figure("context_window", window, minimum=1, errors=errors)
+    _check_figure("max_output_tokens", output, minimum=1, errors=errors)
+    _check_figure("safety_margin_tokens", margin, minimum=0, errors=errors)
+    if not {"context_window", "max_output_tokens", "safety_margin_tokens"} & errors.keys() and window <= output + margin:
+        errors["context_window"] = (
+            f"must be larger than max_output_tokens + safety_margin_tokens ({output + margin:,}), "
+            "or no room is left for input"
+        )
+    out.update(context_window=window, max_output_tokens=output, safety_margin_tokens=margin)
+    if "supports_images" in data:
+        out["supports_images"] = bool(data["supports_images"])
+    elif token is not None:
+        out["supports_images"] = bool(token["img"])
+    else:
+        out["supports_images"] = bool(current.get("supports_images", False))
+    if token is not None:
+        if (token["p"], token["u"], token["m"]) != (
+            provider, effective_base_url(provider=provider, base_url=out["base_url"]), model
+        ):
+            errors["discovery_token"] = "was issued for another provider, base URL or model"
+        elif (window, output) == (token["cw"], token["mo"]):
+            out.update(figures_source=token["s"], manifest_version=token["mv"])
+        else:
+            out.update(figures_source=FigureSource.MANUAL, manifest_version="")
+    elif connection is None:
+        typed = any(field in data for field in FIGURE_FIELDS)
+        out["figures_source"] = FigureSource.MANUAL if typed else FigureSource.PLATFORM_DEFAULT
+        out["manifest_version"] = ""
+    else:
+        retyped = any(field in data and data[field] != current[field] for field in FIGURE_FIELDS)
+        moved = out["model"] != current["model"] or _endpoint_moved(connection, out)
+        if retyped or (moved and current["figures_source"] != FigureSource.PLATFORM_DEFAULT):
+            # Figures typed by hand, or kept while the model changed: the admin vouches for them.
+            out.update(figures_source=FigureSource.MANUAL, manifest_version="")
+
+    _validate_key(connection=connection, data=data, out=out, errors=errors)
+    if errors:
+        raise ValidationFailed("The model connection is not valid.", fields=errors)
+    return out
+
+
+def _endpoint_moved(connection: ModelConnection, out: Mapping[str, Any]) -> bool:
+    """Whether the update points the connection at another provider or base URL.
+
+    Compared in effective, normalised form: a blank base URL stored for OpenAI and the
+    default URL filled in now are the same endpoint.
+    """
+    if out.get("provider") != connection.provider:
+        return True
+    return effective_base_url(provider=connection.provider, base_url=out.get("base_url")) != effective_base_url(
+        provider=connection.provider, base_url=connection.base_url
+    )
+
+
+@sensitive_variables("key", "data")
+def _validate_key(*, connection: ModelConnection | None, data: Mapping[str, Any], out: dict[str, Any],
+                  errors: dict[str, str]) -> None:
+    """Decide the key change: ``api_key`` absent keeps the stored key, ``""`` clears it."""
+    if "api_key" in data:
+        key = (data["api_key"] or "").strip()  # pasted keys often carry a trailing newline
+        if len(key) > MAX_KEY_LENGTH:
+            errors["api_key"] = f"at most {MAX_KEY_LENGTH} characters"
+        elif any(ch.isspace() or ord(ch) < 32 for ch in key):
+            errors["api_key"] = "must not contain spaces or control characters"
+        out["api_key"] = key
+        out["api_key_hint"] = api_key_hint(key)
+        has_key = bool(key)
+    else:
+        has_key = connection is not None and bool(connection.api_key_hint)
+        if connection is not None and has_key and _endpoint_moved(connection, out):
+            # CAT-1's rule for stored keys: they never follow the connection elsewhere.
+            errors.setdefault(
+                "api_key",
+                "enter the key again (or an empty key to clear it) when changing the provider or base URL",
+            )
+    provider = out.get("provider")
+    if provider in Provider.values and "provider" not in errors and not has_key:
+        spec = get_provider(provider)
+        if spec.requires_api_key:
+            errors.setdefault("api_key", f"required for {spec.label}")
+
+
+# --- writes -----------------------------------------------------------------------------
+
+
+def connection_create(*, space, data: ConnectionData | Mapping[str, Any]) -> ModelConnection:
+    """Create a connection in ``space`` (the caller checked the caller is its admin)."""
+    fields = connection_validate(connection=None, data=data)
+    connection = ModelConnection.objects.create(space=space, **fields)
+    logger.info("model connection %s created in space %s (%s, key %s)", connection.pk, space.pk,
+                connection.provider, "set" if connection.api_key_hint else "none")
+    return connection
+
+
+def connection_update(*, connection: ModelConnection, data: ConnectionData | Mapping[str, Any]) -> ModelConnection:
+    """Apply a partial update; only the fields that changed are written."""
+    fields = connection_validate(connection=connection, data=data)
+    changed = [name for name, new in fields.items() if name == "api_key" or getattr(connection, name) != new]
+    for name in changed:
+        setattr(connection, name, fields[name])
+    if changed:
+        connection.save(update_fields=[*changed, "updated_at"])
+        logger.info("model connection %s updated: %s", connection.pk, ", ".join(sorted(changed)))
+    return connection
+
+
+def connection_delete(*, connection: ModelConnection) -> None:
+    """Delete a connection no agent uses; 409 naming the agents otherwise.
+
+    The row is locked first, so an agent created meanwhile cannot slip in between the
+    check and the delete (Agent.model_connection is PROTECT as a last line of defence).
+    """
+    with transaction.atomic():
+        locked = ModelConnection.objects.select_for_update().defer("api_key").get(pk=connection.pk)
+        users = sorted(set(connection_in_use_by(connection=locked)))
+        if users:
+            raise Conflict(
+                f"The connection is used by agents ({', '.join(users[:5])}{'…' if len(users) > 5 else ''}); "
+                "move them to another connection first.",
+                code="in_use",
+            )
+        locked.delete()
+    logger.info("model connection %s deleted", connection.pk)

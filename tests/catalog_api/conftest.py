@@ -1,0 +1,70 @@
+"""Fixtures of the catalog and agents API tests: a fake provider, API clients, factories.
+
+People come from tests/conftest.py: alice administers Acme, bob is a member there,
+mallory is an outsider with her own space.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from tests.fakes.fake_provider import fake_provider  # noqa: F401  (the fixture)
+
+API_KEY = "sk-live-CATALOG-API-SECRET-0042"
+OTHER_KEY = "sk-live-ROTATED-SECRET-9876"
+PROVIDER_SECRET = "PROVIDER-SAYS-SECRET-do-not-echo"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles() -> Iterator[None]:
+    """Throttle counters live in the cache and user ids repeat across tests."""
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def api() -> Callable[..., APIClient]:
+    def make(user: Any = None) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            client.force_authenticate(user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def make_connection(space) -> Callable[..., Any]:
+    """A connection made through the service, as an admin would make it."""
+    from models_catalog.services import connection_create
+
+    def make(*, in_space: Any = None, **data: Any):
+        values = {"name": "Local vLLM", "provider": "openai_compatible", "base_url": "http://127.0.0.1:8000/v1",
+                  "model": "qwen3", "api_key": API_KEY, **data}
+        return connection_create(space=in_space or space, data=values)
+
+    return make
+
+
+@pytest.fixture
+def all_logs(caplog) -> pytest.LogCaptureFixture:
+    """Every log record at every level, from every logger (httpx and httpcore included)."""
+    caplog.set_level(logging.DEBUG)
+    return caplog
+
+
+def assert_no_secret(text: str, *secrets: str) -> None:
+    for secret in secrets or (API_KEY,):
+        assert secret not in text, f"secret {secret[:8]}… leaked"
+
+
+def assert_logs_clean(caplog: pytest.LogCaptureFixture, *secrets: str) -> None:
+    assert caplog.records, "expected some log records to inspect"
+    for record in caplog.records:
+        assert_no_secret(record.getMessage() + repr(record.args) + str(record.exc_text or ""), *secrets)
