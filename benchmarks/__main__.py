@@ -1,0 +1,15 @@
+"""`make bench`: run every benchmark script in turn (each prints its own table)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+if __name__ == "__main__":
+    failed = 0
+    for script in ("context_engine.py", "history.py", "loop.py"):
+        print(f"\n=== {script} ===", flush=True)
+        failed |= subprocess.call([sys.executable, "-W", "ignore", str(HERE / script), *sys.argv[1:]], cwd=HERE)
+    sys.exit(failed)
