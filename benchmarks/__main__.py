@@ -11,5 +11,5 @@ if __name__ == "__main__":
     failed = 0
     for script in ("context_engine.py", "history.py", "loop.py"):
         print(f"\n=== {script} ===", flush=True)
-        failed |= subprocess.call([sys.executable, "-W", "ignore", str(HERE / script), *sys.argv[1:]], cwd=HERE)
+        failed |= subprocess.call([sys.executable, "-W", "ignore", str(HERE / script)], cwd=HERE)
     sys.exit(failed)
