@@ -42,8 +42,8 @@ class _TextExtractor(HTMLParser):
 
     def handle_data(self, data) -> None:
         if self._in_title:
-            self.title += data
-        if not self.skipping:
+            self.title += data  # shown once, as the heading
+        elif not self.skipping:
             self.parts.append(data)
 
 
