@@ -225,3 +225,21 @@ def test_run9_the_interleaving_case(make_session, alice):
     # Baselines from the view D started from (C's compaction: 3 questions, 3 steps).
     assert (d_main.baseline_user_turns, d_main.baseline_model_steps) == (c_main.user_turns, 3)
     assert views() == [covered_c]
+
+
+def test_run8_a_new_run_starts_from_the_highest_view_plus_the_records_after_it(make_session, alice):
+    session = make_session(alice)
+    first = claim(question_ask(session=session, content="One"))
+    answer(first, "Answer one", "s1")
+    _complete(first)
+    SessionView.objects.create(session=session, watermark=1, messages=[{"role": "user", "content": "[view at 1]"}],
+                               estimator_id="bytes-v1")
+    SessionView.objects.create(session=session, watermark=2, messages=[{"role": "user", "content": "[view at 2]"},
+                                                                       {"role": "assistant", "content": "ok"}],
+                               estimator_id="tiktoken-o200k_base-v1")  # another estimator: messages still used
+    second = question_ask(session=session, content="Two")
+    prepared = context_project(run=second, instance=main_instance(run=second))
+    assert prepared.start == "view" and prepared.start_watermark == 2
+    assert [m["content"] for m in prepared.messages] == ["[view at 2]", "ok", "Two"]
+    # Records after the view's watermark: the run_status (projects nothing) and the new question.
+    assert prepared.records_read == 2
