@@ -30,8 +30,10 @@ class _Reader:
     def __init__(self, tool_result_limit: int, instance: str | None) -> None:
         self.limit = tool_result_limit
         self.instance = instance
-        # (tag, payload, calls, run, seq) per usable message read since the last checkpoint
-        self.items: list[tuple[int, Any, Any, Any, Any]] = []
+        # (tag, payload, calls, run, seq, origin) per usable message read since the last
+        # checkpoint; origin is the record seq for a message read from a record, None for
+        # one from a starting view or a checkpoint (what ``sources_out`` reports).
+        self.items: list[tuple[int, Any, Any, Any, Any, Any]] = []
         self.closures = Closures()
         self.index = 0
         self.watermark: int | None = None
@@ -82,11 +84,11 @@ class _Reader:
                 return
             if kind == rec.SUPPLEMENT:
                 content = rec.prefix_content(content, rec.SUPPLEMENT_PREFIX)
-            self.items.append((_MSG, {"role": "user", "content": content}, None, run, seq))
+            self.items.append((_MSG, {"role": "user", "content": content}, None, run, seq, seq))
         elif kind == rec.COMMAND:
             if not message.get("exclude"):
                 text = self._command_text(message, seq)
-                self.items.append((_MSG, {"role": "user", "content": text}, None, run, seq))
+                self.items.append((_MSG, {"role": "user", "content": text}, None, run, seq, seq))
         elif kind == rec.COMPACTION:
             self._apply_checkpoint(record, run, seq)
         # Every other kind is metadata (run_status, model_change, label, extension_state,
@@ -135,7 +137,7 @@ class _Reader:
                 base["reasoning_content"] = reasoning
         elif reasoning is not None:
             base["reasoning"] = copy.deepcopy(reasoning)  # opaque provider blocks, verbatim
-        self.items.append((_ASST, base, calls, run, seq))
+        self.items.append((_ASST, base, calls, run, seq, seq if scope[0] == "records" else None))
 
     def _read_result(self, message: Mapping[str, Any], scope: Any, run: Any, seq: Any,
                      render_status: bool) -> None:
@@ -152,7 +154,7 @@ class _Reader:
             content = rec.prefix_content(content, f"[tool status: {status}]\n")
         result = Result(raw_id if isinstance(raw_id, str) and raw_id else None, scope,
                         self.index, seq, status, content, bool(message.get("observes_screen")))
-        self.items.append((_RES, result, None, run, seq))
+        self.items.append((_RES, result, None, run, seq, seq if scope[0] == "records" else None))
 
     def _read_chat_message(self, message: Mapping[str, Any], scope: Any, run: Any, seq: Any) -> None:
         """Read one message of a checkpoint or starting view (already model-shaped)."""
@@ -164,7 +166,7 @@ class _Reader:
         else:
             content = rec.normalize_content(message.get("content"))
             if not rec.content_is_empty(content):
-                self.items.append((_MSG, {"role": role, "content": content}, None, run, seq))
+                self.items.append((_MSG, {"role": role, "content": content}, None, run, seq, None))
 
     def _apply_checkpoint(self, record: Mapping[str, Any], run: Any, seq: Any) -> None:
         """CTX-9: a valid checkpoint replaces everything read so far with its messages.
@@ -178,7 +180,7 @@ class _Reader:
         if messages is None:
             return  # malformed: ignored, never trusted
         covered = record["message"]["covered_seq"]
-        for _, _, _, item_run, item_seq in self.items:
+        for _, _, _, item_run, item_seq, _ in self.items:
             if item_run != run and not (isinstance(item_seq, int) and item_seq <= covered):
                 return  # it never saw this item: applying it would erase history
         self.items = []
@@ -193,22 +195,39 @@ def _late_content(call: Call, result: Result) -> str | list[dict[str, Any]]:
     return rec.prefix_content(result.content, header + "\n")
 
 
-def _assemble(reader: _Reader, open_runs: Collection[Any], screen_tools: Collection[str]) -> list[dict[str, Any]]:
-    """Second pass: pairing, ids, placeholders, late results, screenshots."""
+def _source(seq: Any) -> tuple[int, int] | None:
+    # Only a real record seq is a source; junk seqs and view/checkpoint messages are None.
+    return (seq, seq) if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
+def _result_source(result: Result) -> tuple[int, int] | None:
+    return _source(result.seq) if result.scope[0] == "records" else None
+
+
+def _assemble(reader: _Reader, open_runs: Collection[Any], screen_tools: Collection[str],
+              sources: list[tuple[int, int] | None] | None = None) -> list[dict[str, Any]]:
+    """Second pass: pairing, ids, placeholders, late results, screenshots.
+
+    When ``sources`` is a list it receives one ``(first_seq, last_seq)`` or None per
+    output message, in step with the output.
+    """
     entries: list[Call | Result] = []
-    for tag, a, b, _, _ in reader.items:
+    for tag, a, b, _, _, _ in reader.items:
         if tag == _ASST:
             entries.extend(b)
         elif tag == _RES:
             entries.append(a)
     pair(entries, reader.closures)
 
+    track = sources is not None
     ids = IdAllocator()
     out: list[dict[str, Any]] = []
     screens: list[int] = []
-    for tag, a, b, _, _ in reader.items:
+    for tag, a, b, _, _, origin in reader.items:
         if tag == _MSG:
             out.append(a)
+            if track:
+                sources.append(_source(origin))
         elif tag == _ASST:
             kept = [c for c in b if c.answer is not None or call_outcome(c, reader.closures, open_runs) != "drop"]
             if not kept and a["content"] is None:
@@ -222,16 +241,22 @@ def _assemble(reader: _Reader, open_runs: Collection[Any], screen_tools: Collect
                                   "function": {"name": call.name, "arguments": call.arguments}})
                 message["tool_calls"] = calls
             out.append(message)
+            if track:
+                sources.append(_source(origin))
             for call in kept:
                 answer = call.answer
                 content = answer.content if answer is not None else rec.UNKNOWN_OUTCOME_TEXT
                 out.append({"role": "tool", "tool_call_id": call.new_id, "content": content})
+                if track:  # a placeholder comes from no record
+                    sources.append(_result_source(answer) if answer is not None else None)
                 if answer is not None and (answer.screen or call.name in screen_tools):
                     screens.append(len(out) - 1)
         else:
             call = a.call
             if call is not None and call.late is a and call.new_id:
                 out.append({"role": "user", "content": _late_content(call, a)})
+                if track:
+                    sources.append(_result_source(a))
                 if a.screen or call.name in screen_tools:
                     screens.append(len(out) - 1)
     trim_screenshots(out, screens)
@@ -265,6 +290,7 @@ def project_records(
     start_watermark: int | None = None,
     open_runs: Collection[Any] | None = None,
     instance: str | None = None,
+    sources_out: list[tuple[int, int] | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Turn source records into the OpenAI-shaped messages the next request reads.
 
@@ -282,6 +308,11 @@ def project_records(
         it. Unanswered calls of every other run get an unknown-outcome placeholder
         (CTX-3).
       instance: when set, only records of that instance are read.
+      sources_out: when a list is given, its contents are replaced by one entry per
+        output message: ``(first_seq, last_seq)`` of the record(s) it came from, or None
+        for a message from the starting view or a checkpoint and for an unknown-outcome
+        placeholder. The output itself is the same with or without it. Compaction uses
+        it to say which records each summary consumed (CTX-41).
 
     Assistant messages may carry ``reasoning_content`` (a provider's reasoning text) or
     ``reasoning`` (opaque provider blocks); the provider adapters decide whether to send
@@ -300,4 +331,8 @@ def project_records(
             reader.read(record)
         if open_runs is None:
             open_runs = {reader.closures.latest_run} if reader.any_read else set()
-        return _assemble(reader, open_runs, frozenset(screen_tools))
+        sources: list[tuple[int, int] | None] | None = [] if sources_out is not None else None
+        out = _assemble(reader, open_runs, frozenset(screen_tools), sources)
+        if sources_out is not None:
+            sources_out[:] = sources
+        return out

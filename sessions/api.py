@@ -25,7 +25,8 @@ from sessions.serializers import (
     SessionDetailOut,
     SessionOut,
 )
-from sessions.services.history import question_ask, supplement_add
+from sessions.services.dispatch import compaction_dispatch_on_commit
+from sessions.services.history import compaction_request, question_ask, supplement_add
 from sessions.services.runs import run_cancel, run_resume
 from sessions.services.imports import session_import
 from sessions.services.sessions import session_create
@@ -144,3 +145,15 @@ def sessions_import(request):
     session = session_import(user=request.user, agent_id=data.validated_data["agent"],
                              transcript=data.validated_data["transcript"], title=data.validated_data.get("title", ""))
     return Response(SessionOut(session).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(request=None, responses={202: inline_serializer("CompactionScheduled", {
+    "status": serializers.CharField(), "run": serializers.IntegerField()})})
+@api_view(["POST"])
+def session_compact(request, session_id: int):
+    """Manual compaction (CTX-43), under the same commit rules as any other."""
+    session = session_get_for_user(session_id=session_id, user=request.user)
+    status_text, run = compaction_request(session=session)
+    if status_text == "queued":
+        compaction_dispatch_on_commit(run.pk)
+    return Response({"status": status_text, "run": run.pk}, status=status.HTTP_202_ACCEPTED)

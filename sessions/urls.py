@@ -11,6 +11,7 @@ urlpatterns = [
     path("sessions/<int:session_id>", api.session_detail, name="session-detail"),
     path("sessions/<int:session_id>/questions", api.session_questions, name="session-questions"),
     path("sessions/<int:session_id>/messages", api.session_messages, name="session-messages"),
+    path("sessions/<int:session_id>/compact", api.session_compact, name="session-compact"),
     path("runs/<int:run_id>", api.run_detail, name="run-detail"),
     path("runs/<int:run_id>/cancel", api.run_cancel_view, name="run-cancel"),
     path("runs/<int:run_id>/resume", api.run_resume_view, name="run-resume"),

@@ -34,6 +34,18 @@ def dispatched_runs():
     dispatcher_set(dispatch_run)
 
 
+@pytest.fixture(autouse=True)
+def dispatched_compactions():
+    """Manual compactions queued for a worker (CTX-43), recorded like ``dispatched_runs``."""
+    from agentloom.runloop.tasks import dispatch_compaction
+    from sessions.services.dispatch import compaction_dispatcher_set
+
+    queued: list[int] = []
+    compaction_dispatcher_set(queued.append)
+    yield queued
+    compaction_dispatcher_set(dispatch_compaction)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _close_stray_connections(django_db_setup, django_db_blocker):
     """Live servers and tool threads leave PostgreSQL sessions open; end them so the

@@ -7,7 +7,8 @@ class RunLoopConfig(AppConfig):
     verbose_name = "Run loop"
 
     def ready(self) -> None:
-        from agentloom.runloop.tasks import dispatch_run
-        from sessions.services.dispatch import dispatcher_set
+        from agentloom.runloop.tasks import dispatch_compaction, dispatch_run
+        from sessions.services.dispatch import compaction_dispatcher_set, dispatcher_set
 
         dispatcher_set(dispatch_run)
+        compaction_dispatcher_set(dispatch_compaction)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
+from agentloom.runloop import compaction
 from agentloom.runloop.errors import RunCancelled, RunStopped
 from agentloom.runloop.events import DeltaBuffer, event_emit
 from agentloom.runloop.reaper import runs_reap_interrupted
@@ -28,6 +29,7 @@ from agentloom.tools.delegate import MAX_DEPTH
 from context import Budget, EstimateCache, RequestValidationError, build_request_body, get_estimator
 from models_catalog.client import ReasoningDelta, StreamEnd, TextDelta, call_with_retries, get_chat_client
 from models_catalog.errors import ContextOverflowError, ProviderError
+from models_catalog.http import CHAT_LIMITS
 from sessions.models import Instance, ModelCall, Run, SessionMessage
 from sessions.selectors import main_instance
 from sessions.services.history import ContextCache, context_project, step_save_assistant, supplements_take
@@ -207,8 +209,8 @@ def instance_loop(state: RunState, instance: Instance, *, depth: int) -> str:
             supplements_take(run=state.run, instance=instance)
         prepared = context_project(run=state.run, instance=instance, cache=state.caches.setdefault(instance.pk, ContextCache()),
                                    screen_tools=["browser_use", *(t.name for t in tools if t.observes_screen)])
-        messages = [_system_message(state, depth), *prepared.messages]
-        body = _request_body(state, messages, schemas)
+        preparation = compaction.prepare(state, instance, prepared, _system_message(state, depth), schemas, depth=depth)
+        body = _request_body(state, preparation.messages, schemas)
         end = _call_model(state, instance, body)
         step = _assistant_count(instance) + 1
         message = state.redactor.message(end.assistant_message())
@@ -265,8 +267,9 @@ def _call_model(state: RunState, instance: Instance, body: dict[str, Any]) -> St
         thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source)
         pieces: list[str] = []
         end: StreamEnd | None = None
+        limits = replace(CHAT_LIMITS, read_timeout=settings.AGENTLOOM_PROVIDER_READ_TIMEOUT)
         with get_chat_client(provider=state.provider, base_url=state.base_url or None, api_key=state.api_key or None,
-                             allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS) as client:
+                             allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=limits) as client:
             stream = client.stream_chat(body)
             try:
                 for event in stream:

@@ -17,3 +17,17 @@ def dispatch_run(run_id: int) -> None:
 
     prepare_broker_folders()
     run_execute_task.delay(run_id)
+
+
+@shared_task(name="agentloom.compaction_manual", acks_late=True, ignore_result=True)
+def compaction_manual_task(run_id: int) -> None:
+    from agentloom.runloop.compaction import compaction_manual
+
+    compaction_manual(run_id=run_id)
+
+
+def dispatch_compaction(run_id: int) -> None:
+    from agentloom.celery import prepare_broker_folders
+
+    prepare_broker_folders()
+    compaction_manual_task.delay(run_id)

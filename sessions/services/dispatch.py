@@ -23,3 +23,18 @@ def run_dispatch_on_commit(run_id: int) -> None:
     dispatcher = _dispatcher
     if dispatcher is not None:
         transaction.on_commit(lambda: dispatcher(run_id))
+
+
+_compaction_dispatcher: Callable[[int], None] | None = None
+
+
+def compaction_dispatcher_set(dispatcher: Callable[[int], None] | None) -> None:
+    global _compaction_dispatcher
+    _compaction_dispatcher = dispatcher
+
+
+def compaction_dispatch_on_commit(run_id: int) -> None:
+    """Queue a manual compaction of a finished run's history once the transaction commits."""
+    dispatcher = _compaction_dispatcher
+    if dispatcher is not None:
+        transaction.on_commit(lambda: dispatcher(run_id))

@@ -60,6 +60,9 @@ def question_ask(*, session: Session, content: Any) -> Run:
         instance.baseline_user_turns = view.baseline_user_turns if view else 0
         instance.baseline_model_steps = view.baseline_model_steps if view else 0
         instance.frame = {"supplements": [], "pending_calls": [], "plan": None}
+        failure = _last_compaction_failure(session=session, before_run=run)
+        if failure:  # CTX-44: a session whose summaries keep failing keeps backing off
+            instance.frame["compaction_failure"] = failure
         instance.save()
         record_append(session=session, run=run, instance=instance, kind="user",
                       message={"role": "user", "content": content}, entry_key="question")
@@ -68,6 +71,12 @@ def question_ask(*, session: Session, content: Any) -> Run:
         Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
         run_dispatch_on_commit(run.pk)
     return run
+
+
+def _last_compaction_failure(*, session: Session, before_run: Run) -> dict[str, Any] | None:
+    previous = (Instance.objects.filter(run__session=session, parent__isnull=True, run_id__lt=before_run.pk)
+                .order_by("-run_id").first())
+    return (previous.frame or {}).get("compaction_failure") if previous else None
 
 
 def supplement_add(*, run: Run, content: Any) -> dict[str, Any]:
@@ -181,9 +190,10 @@ def context_project(*, run: Run, instance: Instance, screen_tools: Sequence[str]
                                "tool_result_limit": tool_result_limit}
     if start_view is not None:
         options.update(start_view=start_view, start_watermark=watermark)
-    messages = project_records(cache.records, **options)
+    sources: list[tuple[int, int] | None] = []
+    messages = project_records(cache.records, sources_out=sources, **options)
     return PreparedContext(messages=messages, start=start, start_watermark=watermark,
-                           records_read=len(fresh), estimator_id=estimator_id)
+                           records_read=len(fresh), estimator_id=estimator_id, sources=sources)
 
 
 def view_allowed(*, run: Run, instance: Instance, covered_seq: int) -> bool:
@@ -239,3 +249,19 @@ def checkpoint_commit(*, run: Run, instance: Instance, messages: list[dict[str, 
     instance.baseline_user_turns = locked.baseline_user_turns
     instance.baseline_model_steps = locked.baseline_model_steps
     return CheckpointResult(snapshot=snapshot, view=view, records=appended)
+
+
+def compaction_request(*, session: Session) -> tuple[str, Run]:
+    """CTX-43: ask for a manual compaction. With a run working, the loop compacts at its
+    next preparation; otherwise the latest run's main history is compacted by a worker.
+    Returns ("scheduled", run) or ("queued", run); Conflict when there is nothing yet."""
+    run = session.runs.order_by("-id").first()
+    if run is None:
+        raise Conflict("There is nothing to compact yet.", code="nothing_to_compact")
+    if run.status in Run.ACTIVE_STATUSES:
+        with transaction.atomic():
+            instance = Instance.objects.select_for_update().get(run=run, key=Instance.MAIN)
+            instance.frame = {**(instance.frame or {}), "compact_requested": True}
+            instance.save(update_fields=["frame"])
+        return "scheduled", run
+    return "queued", run

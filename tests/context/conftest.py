@@ -64,3 +64,9 @@ def dispatched_runs() -> list:
 def _close_stray_connections() -> None:
     """The engine opens no database connections; nothing to close."""
     return None
+
+
+@pytest.fixture(autouse=True)
+def dispatched_compactions() -> list:
+    """The engine dispatches no compactions; nothing to record."""
+    return []

@@ -35,12 +35,17 @@ def fake_agent_factory(space, alice, fake):
                                                 base_url=fake.base_url, api_key=FAKE_KEY, model="fake-model",
                                                 context_window=32_768, max_output_tokens=1_024)
 
-    def make(tools=("calculator", "current_time", "read_record", "delegate"), limits=None, window=None):
+    def make(tools=("calculator", "current_time", "read_record", "delegate"), limits=None, window=None,
+             provider=None, model=None, context_policy=None):
         if window is not None:
             connection.context_window = window
-            connection.save()
+        if provider is not None:
+            connection.provider = provider
+        if model is not None:
+            connection.model = model
+        connection.save()
         agent = agent_create(space=space, name="Fake agent", model_connection=connection, instructions="Be brief.",
-                             tools=list(tools), limits=limits, created_by=alice)
+                             tools=list(tools), limits=limits, context_policy=context_policy, created_by=alice)
         return agent, agent_publish(agent=agent, published_by=alice)
 
     return make

@@ -1,0 +1,239 @@
+"""Compaction in the worker (CTX-30 … CTX-44): drives the pure engine's generator with real
+summary calls, commits only what the engine accepted, and throttles repeated failures.
+
+Order of concern: keep the request valid → keep information → shrink old history →
+only then report that the run cannot continue.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agentloom.runloop.errors import RunStopped
+from agentloom.runloop.events import event_emit
+from context import ContextPolicy, Counters, LegacyCharPolicy, build_request_body, evaluate_triggers
+from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact
+from models_catalog.client import StreamEnd, collect, get_chat_client
+from models_catalog.errors import ProviderError
+from sessions.models import Instance, ModelCall, SessionMessage
+from sessions.services.history import PreparedContext, checkpoint_commit
+from sessions.services.records import NewRecord
+
+if TYPE_CHECKING:
+    from agentloom.runloop.loop import RunState
+
+logger = logging.getLogger("agentloom.compaction")
+
+# CTX-44: after a failed compaction, wait until the view grew by this share, or this long.
+RETRY_GROWTH = 0.10
+RETRY_AFTER_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """What a step sends: the (possibly compacted) messages and their estimate."""
+
+    messages: list[dict[str, Any]]
+    estimate: int
+
+
+def policy_of(state: RunState) -> ContextPolicy | None:
+    raw = (state.run.budget or {}).get("context_policy")
+    return ContextPolicy.from_dict(raw) if raw else None
+
+
+def calibration(state: RunState, instance: Instance) -> float:
+    """CTX-25: the provider's real count over our estimate, from recent calls; the
+    estimate may be tightened by it but the result is never below the real count."""
+    ratios = []
+    for estimate, usage in (ModelCall.objects.filter(instance=instance, purpose="action", usage__isnull=False)
+                            .order_by("-id").values_list("estimated_tokens", "usage")[:5]):
+        prompt = (usage or {}).get("prompt_tokens")
+        if isinstance(prompt, int) and estimate > 0:
+            ratios.append(prompt / estimate)
+    return max(ratios) if ratios else 1.0
+
+
+def prepare(state: RunState, instance: Instance, prepared: PreparedContext, system: dict[str, Any],
+            schemas: list[dict[str, Any]], *, depth: int) -> Preparation:
+    """CTX-30: decide whether to compact before this action call, and do it at most once."""
+    estimator = state.estimator()
+    messages = [system, *prepared.messages]
+    policy = policy_of(state)
+    if policy is None:  # CTX-40: a version without a policy keeps the legacy character threshold
+        messages = list(LegacyCharPolicy().select(messages))
+        return Preparation(messages, estimator.request(messages, schemas))
+    estimate = estimator.request(messages, schemas)
+    calibrated = int(estimate * calibration(state, instance))
+    fresh = Instance.objects.get(pk=instance.pk)
+    frame = fresh.frame or {}
+    counters = Counters(fresh.user_turns, fresh.model_steps, fresh.baseline_user_turns, fresh.baseline_model_steps)
+    triggers = evaluate_triggers(policy=policy, budget=state.budget, estimated_tokens=calibrated, counters=counters)
+    manual = bool(frame.get("compact_requested"))
+    if not triggers and not manual:
+        return Preparation(messages, estimate)
+    trigger = "manual" if manual else triggers.fired[0]
+    if not manual and _throttled(frame, calibrated, state):
+        event_emit(run_id=state.run.pk, type="compaction_skipped",
+                   data={"reason": "throttled_after_failure", "tokens": calibrated})
+        return Preparation(messages, estimate)
+    result = _run_compaction(state, instance, prepared, system, schemas, policy, trigger, calibrated, depth=depth)
+    if result is None:
+        return Preparation(messages, estimate)
+    return Preparation(result, estimator.request(result, schemas))
+
+
+def _throttled(frame: dict[str, Any], tokens: int, state: RunState) -> bool:
+    failure = frame.get("compaction_failure")
+    if not failure:
+        return False
+    grown = tokens >= failure.get("tokens", 0) * (1 + RETRY_GROWTH)
+    waited = time.time() - failure.get("at", 0) >= RETRY_AFTER_SECONDS
+    over_hard_limit = tokens + state.budget.max_output_tokens > state.budget.context_window - state.budget.safety_margin_tokens
+    return not (grown or waited or over_hard_limit)
+
+
+def _frame_update(instance: Instance, **changes: Any) -> None:
+    with transaction.atomic():
+        fresh = Instance.objects.select_for_update().get(pk=instance.pk)
+        frame = dict(fresh.frame or {})
+        for key, value in changes.items():
+            if value is None:
+                frame.pop(key, None)
+            else:
+                frame[key] = value
+        fresh.frame = frame
+        fresh.save(update_fields=["frame"])
+    instance.frame = frame
+
+
+def _task_anchor(instance: Instance) -> dict[str, Any] | None:
+    question = SessionMessage.objects.filter(instance=instance, kind="user").order_by("-seq").first()
+    return question.message if question else None
+
+
+def _runtime_state(instance: Instance) -> RuntimeState:
+    """CTX-36 facts from the frame. By CTX-30 the tool group is finished and supplements
+    are taken before compaction, and sub-instances run inside their parent's tool call,
+    so pending calls and running sub-instances are normally empty here — but whatever
+    the frame still holds is rendered, never left to the summary."""
+    frame = instance.frame or {}
+    return RuntimeState(plan=frame.get("plan"),
+                        pending_calls=tuple({"id": call_id, "name": "", "arguments": ""}
+                                            for call_id in frame.get("pending_calls", [])),
+                        queued_supplements=tuple(s["content"] for s in frame.get("supplements", [])))
+
+
+def _run_compaction(state: RunState, instance: Instance, prepared: PreparedContext, system: dict[str, Any],
+                    schemas: list[dict[str, Any]], policy: ContextPolicy, trigger: str, tokens: int, *,
+                    depth: int) -> list[dict[str, Any]] | None:
+    from agentloom.runloop.loop import _adapter_provider, _close_log
+
+    started = time.monotonic()
+    event_emit(run_id=state.run.pk, type="compaction_started", data={"trigger": trigger, "tokens": tokens})
+    remaining = state.limits["max_model_calls"] - state.counters.get("model_calls", 0) - 1
+    request = CompactionRequest(
+        system=system, messages=prepared.messages, sources=list(prepared.sources or [None] * len(prepared.messages)),
+        task_anchor=_task_anchor(instance), runtime_state=_runtime_state(instance),
+        budget=state.budget,
+        policy=policy, estimator=state.estimator(), tools=schemas, trigger=trigger,
+        max_summary_calls=max(0, min(policy.max_compaction_calls, remaining)),
+        provider=_adapter_provider(state.provider),
+    )
+    flow = compact(request)
+    retries = 0
+    try:
+        call = next(flow)
+        while True:
+            reply = _summary_call(state, instance, call, _close_log)
+            if call.attempt > 1:
+                retries += 1
+            event_emit(run_id=state.run.pk, type="compaction_progress",
+                       data={"segment": call.segment, "attempt": call.attempt, "ok": bool(reply.text)})
+            call = flow.send(reply)
+    except StopIteration as stop:
+        result = stop.value
+    metrics = {**result.metrics, "duration_ms": int((time.monotonic() - started) * 1000), "trigger": trigger,
+               "tokens_before_calibrated": tokens}
+    if result.outcome == "compacted":
+        covered = max(prepared.start_watermark, _last_seq(state, instance))
+        committed = checkpoint_commit(
+            run=state.run, instance=instance, messages=result.messages, covered_seq=covered,
+            estimator_id=state.estimator().id, metrics=metrics,
+            records=[NewRecord("compaction_summary", {"summary": result.summary, "metrics": metrics},
+                               f"compaction-{covered}-{trigger}")])
+        _frame_update(instance, compaction_failure=None, compact_requested=None)
+        event_emit(run_id=state.run.pk, type="compacted", data={
+            "trigger": trigger, "tokens_before": metrics.get("tokens_before"), "tokens_after": metrics.get("tokens_after"),
+            "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
+            "revision": committed.snapshot.revision})
+        state.caches.pop(instance.pk, None)
+        return [system, *result.messages]
+    if result.outcome == "skipped":
+        _frame_update(instance, compact_requested=None)
+        event_emit(run_id=state.run.pk, type="compaction_skipped", data={"reason": result.reason, "metrics": metrics})
+    else:
+        _frame_update(instance, compact_requested=None,
+                      compaction_failure={"tokens": tokens, "at": time.time(), "reason": result.reason})
+        event_emit(run_id=state.run.pk, type="compaction_failed", data={"reason": result.reason, "metrics": metrics})
+    return None
+
+
+def _last_seq(state: RunState, instance: Instance) -> int:
+    cache = state.caches.get(instance.pk)
+    return cache.last_seq if cache is not None else 0
+
+
+def _summary_call(state: RunState, instance: Instance, call, close_log) -> SummaryReply:
+    """One summarizer request: the hard limit first (CTX-39), then the provider."""
+    from agentloom.runloop.loop import _adapter_provider
+
+    estimator = state.estimator()
+    estimate = estimator.request(call.messages)
+    output = state.budget.max_output_tokens  # the engine sized the request for this reserve
+    if estimate + output > state.budget.context_window - state.budget.safety_margin_tokens:
+        return SummaryReply(text=None, error_code="context_overflow", deterministic=True)
+    body = build_request_body(call.messages, provider=_adapter_provider(state.provider), model=state.model,
+                              max_output_tokens=output)
+    log = ModelCall.objects.create(run=state.run, instance=instance, purpose=ModelCall.Purpose.COMPACTION,
+                                   provider=state.provider, model=state.model, estimator_id=estimator.id,
+                                   estimated_tokens=estimate,
+                                   request={"messages": body["messages"], "tools": [], "estimates": []})
+    state.bump("model_calls")
+    try:
+        with get_chat_client(provider=state.provider, base_url=state.base_url or None, api_key=state.api_key or None,
+                             allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS) as client:
+            end: StreamEnd = collect(client.stream_chat(body)).raise_if_cut()
+    except ProviderError as exc:
+        close_log(log, exc.code)
+        return SummaryReply(text=None, error_code=exc.code, deterministic=exc.permanent)
+    close_log(log, "ok", end.usage.raw if end.usage else None)
+    return SummaryReply(text=state.redactor.text(end.text or ""))
+
+
+def compaction_manual(*, run_id: int) -> str:
+    """CTX-43 for a session with no active run: compact its latest run's main history now,
+    under the same commit rules; a compliant result becomes the next run's starting view."""
+    from agentloom.runloop.loop import _state_for, _system_message
+    from sessions.models import Run
+    from sessions.selectors import main_instance
+    from sessions.services.history import ContextCache, context_project
+
+    run = Run.objects.select_related("session", "version").get(pk=run_id)
+    if run.status in Run.ACTIVE_STATUSES:
+        return "active"  # the loop picks the request up at its next preparation
+    state = _state_for(run)
+    instance = main_instance(run=run)
+    policy = policy_of(state) or ContextPolicy()
+    cache = state.caches.setdefault(instance.pk, ContextCache())
+    prepared = context_project(run=run, instance=instance, cache=cache)
+    system = _system_message(state, 0)
+    tokens = state.estimator().request([system, *prepared.messages])
+    result = _run_compaction(state, instance, prepared, system, [], policy, "manual", tokens, depth=0)
+    return "compacted" if result is not None else "not_compacted"

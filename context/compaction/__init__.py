@@ -1,0 +1,76 @@
+"""Compaction (SPEC §5): summaries that keep the task, views that stay valid.
+
+Pure and sans-I/O. ``compact(request)`` is a generator that yields ``SummaryCall``s and
+receives ``SummaryReply``s; the worker drives it with its provider client and the tests
+with a scripted function (``drive``). The helpers are the pure steps it is made of:
+the summarizer input (CTX-33), the nine-section prompt and the cleaning of its reply
+(CTX-34), the runtime-state block (CTX-36), the assembly (CTX-37), the commit rule
+(CTX-38) and tool-output overflow (CTX-42). See docs/context-engine.md.
+"""
+
+from __future__ import annotations
+
+from .cleaning import CONTROL_TAG_NAMES, clean_summary, neutralize_control_tags, summary_problem
+from .engine import EMPTY_SUMMARY, MAX_ATTEMPTS, commit_decision, compact, drive
+from .overflow import fit_tool_outputs, omission_result
+from .planner import merge_sources
+from .prompt import SECTION_TITLES, SUMMARIZER_SYSTEM, summarizer_input, summary_prompt
+from .types import (
+    COUNT_TRIGGERS,
+    TRIGGERS,
+    CommitDecision,
+    CompactionRequest,
+    CompactionResult,
+    RuntimeState,
+    SummaryCall,
+    SummaryReply,
+)
+from .view import (
+    CONTINUATION_HEADER,
+    RUNTIME_STATE_HEADER,
+    assemble_view,
+    continuation_message,
+    continuation_summary,
+    is_continuation_message,
+    is_runtime_state_message,
+    render_runtime_state,
+    restates_anchor,
+    view_problems,
+)
+
+__all__ = [
+    "CONTINUATION_HEADER",
+    "CONTROL_TAG_NAMES",
+    "COUNT_TRIGGERS",
+    "EMPTY_SUMMARY",
+    "MAX_ATTEMPTS",
+    "RUNTIME_STATE_HEADER",
+    "SECTION_TITLES",
+    "SUMMARIZER_SYSTEM",
+    "TRIGGERS",
+    "CommitDecision",
+    "CompactionRequest",
+    "CompactionResult",
+    "RuntimeState",
+    "SummaryCall",
+    "SummaryReply",
+    "assemble_view",
+    "clean_summary",
+    "commit_decision",
+    "compact",
+    "continuation_message",
+    "continuation_summary",
+    "drive",
+    "fit_tool_outputs",
+    "is_continuation_message",
+    "is_runtime_state_message",
+    "merge_sources",
+    "neutralize_control_tags",
+    "omission_result",
+    "render_runtime_state",
+    "restates_anchor",
+    "summarizer_input",
+    "summary_prompt",
+    "summary_problem",
+    "view_problems",
+]

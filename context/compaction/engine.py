@@ -1,0 +1,335 @@
+"""CTX-30 to CTX-42: one compaction, written sans-I/O.
+
+``compact(request)`` is a generator. It yields a ``SummaryCall`` whenever it needs the
+summarizer and receives a ``SummaryReply`` through ``send()``; it returns a
+``CompactionResult``. The worker drives it with its provider client, the tests with a
+scripted function, through the same code (like httpx's ``auth_flow``)::
+
+    flow = compact(request)
+    call = next(flow)                     # StopIteration here: nothing to ask
+    while True:
+        call = flow.send(summarize(call))  # ... until StopIteration(result)
+
+``drive(flow, summarize)`` does exactly that.
+
+Sizes are estimator units of the request's estimator:
+
+* ``effective`` = budget.effective_input (the hard limit for messages + tools; the output
+  reserve is already taken off), ``threshold`` = effective x context_ratio (exact),
+  ``target`` = effective x target_ratio.
+* ``base`` = the system message and the tool schemas (they are in every request).
+* summary cap = min(output reserve, effective x summary_share), lowered so that base +
+  anchor + state block + summary stays below the threshold; the continuation message
+  never costs more.
+* retained budget = target - base - anchor - state block - summary cap; groups are kept
+  newest-first while they fit.
+* segment budget = effective - (summary prompt with an empty conversation) - (the larger
+  of the earlier summary and the summary cap, for the summary so far), minus 3% for
+  estimators that are not additive.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Generator, Sequence
+from typing import Any
+
+from context.validate import Problem
+
+from .cleaning import MIN_SUMMARY_CHARS, clean_summary, summary_problem
+from .overflow import fit_tool_outputs
+from .planner import (
+    CHAT,
+    SUMMARY,
+    Group,
+    Item,
+    build_items,
+    fit_text_units,
+    merge_sources,
+    pack,
+    select_retained,
+    split_groups,
+)
+from .prompt import (
+    DEFAULT_EXCERPT_CHARS,
+    SECTION_TITLES,
+    TERSE_EXCERPT_CHARS,
+    TERSE_TEXT_CHARS,
+    summarizer_input,
+    summary_prompt,
+)
+from .types import (
+    COUNT_TRIGGERS,
+    TRIGGERS,
+    CommitDecision,
+    CompactionRequest,
+    CompactionResult,
+    Source,
+    SummaryCall,
+    SummaryReply,
+)
+from .view import (
+    assemble_view,
+    continuation_message,
+    continuation_summary,
+    render_runtime_state,
+    view_problems,
+)
+
+MAX_ATTEMPTS = 3  # per segment (CTX-35)
+SEGMENT_SLACK = 0.97  # token counts of joined texts are not exactly additive
+MIN_SEGMENT_UNITS = 128
+EMPTY_SUMMARY = "\n".join(f"{n}. {title}: (none)" for n, title in enumerate(SECTION_TITLES, start=1))
+
+
+def commit_decision(
+    *,
+    problems: Sequence[Problem],
+    tokens_before: int,
+    tokens_after: int,
+    threshold: float,
+    target: int,
+    trigger: str = "budget",
+) -> CommitDecision:
+    """CTX-38: commit only a valid view that is strictly smaller and below the threshold.
+
+    ``target_reached`` records whether it is also at or under the target. A count
+    trigger (``user_turns``/``model_steps``) whose view would not shrink is a skip
+    (``count_trigger_no_reduction``), not a failure: nothing was wrong, there was nothing
+    to gain.
+    """
+    reached = tokens_after <= target
+    if problems:
+        return CommitDecision(False, "failed", "invalid_view", reached)
+    if tokens_after >= tokens_before:
+        if trigger in COUNT_TRIGGERS:
+            return CommitDecision(False, "skipped", "count_trigger_no_reduction", reached)
+        return CommitDecision(False, "failed", "not_smaller", reached)
+    if tokens_after >= threshold:
+        return CommitDecision(False, "failed", "above_threshold", reached)
+    return CommitDecision(True, "compacted", "committed", reached)
+
+
+def drive(
+    flow: Generator[SummaryCall, SummaryReply, CompactionResult],
+    summarize: Callable[[SummaryCall], SummaryReply],
+) -> CompactionResult:
+    """Run a compaction flow to its end, answering each call with ``summarize(call)``."""
+    try:
+        call = next(flow)
+        while True:
+            call = flow.send(summarize(call))
+    except StopIteration as stop:
+        return stop.value
+
+
+class _Units:
+    """Costs of texts and messages in the request's estimator units."""
+
+    def __init__(self, estimator: Any) -> None:
+        self.estimator = estimator
+        self._empty = estimator.message({"role": "user", "content": ""})
+
+    def text(self, text: str) -> int:
+        """What ``text`` adds to a message (with the separator that joins entries)."""
+        return self.estimator.message({"role": "user", "content": text + "\n\n"}) - self._empty
+
+    def chars_per_unit(self, sample: str) -> float:
+        return len(sample) / max(self.text(sample), 1)
+
+
+def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, CompactionResult]:
+    """Compact a view once (CTX-30 to CTX-42); see the module docstring for the protocol.
+
+    Outcomes and reasons:
+      compacted/committed;
+      skipped/no_compactable_history, count_trigger_no_reduction, not_smaller (nothing to
+        gain), required_content_too_large (system, tools, anchor and state alone reach
+        the threshold, and the current request is still under the hard limit);
+      failed/required_content_too_large (over the hard limit too), too_many_segments,
+        summarizer_budget_too_small, segment_too_large, summary_call_limit,
+        summary_failed (see metrics["summary_failure"]: deterministic_error, error,
+        empty, too_short, degenerate), invalid_view, not_smaller, above_threshold.
+    When not compacted, ``messages`` is None and the old view stays.
+    """
+    r = request
+    if r.trigger not in TRIGGERS:
+        raise ValueError(f"unknown trigger {r.trigger!r}; expected one of {TRIGGERS}")
+    if len(r.sources) != len(r.messages):
+        raise ValueError("sources must have one entry per message")
+    estimator, budget, policy = r.estimator, r.budget, r.policy
+    units = _Units(estimator)
+    effective = budget.effective_input
+    threshold = budget.trigger_threshold(policy)
+    target = budget.target_tokens(policy)
+    messages = r.messages
+    costs = [estimator.message(m) for m in messages]
+    base = estimator.request([r.system], r.tools)
+    tokens_before = base + sum(costs)
+    metrics: dict[str, Any] = {
+        "trigger": r.trigger, "tokens_before": tokens_before, "tokens_after": None,
+        "threshold": threshold, "target": target, "target_reached": False, "hard_limit": effective,
+        "summary_calls": 0, "retries": 0, "summary_chars": 0, "estimator_id": estimator.id,
+        "segments": [], "planned_segments": 0, "covered": None,
+        "retained_messages": 0, "summarized_messages": 0, "summary_failure": None, "error_code": None,
+    }
+
+    def finish(outcome: str, reason: str) -> CompactionResult:
+        return CompactionResult(outcome, reason, None, None, metrics)
+
+    groups = split_groups(messages, r.sources, costs)
+    if not any(g.kind == CHAT for g in groups):
+        return finish("skipped", "no_compactable_history")
+
+    anchor = copy.deepcopy(r.task_anchor) if r.task_anchor is not None else None
+    anchor_cost = estimator.message(anchor) if anchor is not None else 0
+    state_message = render_runtime_state(r.runtime_state)
+    state_cost = estimator.message(state_message) if state_message is not None else 0
+    min_summary_cost = estimator.message(continuation_message(EMPTY_SUMMARY, restated_anchor=True))
+    fixed = base + anchor_cost + state_cost
+    if fixed + min_summary_cost >= threshold:
+        return finish("skipped" if tokens_before <= effective else "failed", "required_content_too_large")
+
+    # The summary cap: a share of the window, never more than one reply, and small enough
+    # that the required content plus the summary stays below the threshold.
+    below = math.ceil(threshold) - 1 - fixed
+    cap = max(min_summary_cost, min(budget.max_output_tokens, int(effective * r.summary_share), below))
+    preamble_cost = estimator.message(continuation_message("", restated_anchor=True))
+    body_units = max(cap - preamble_cost, 1)
+    max_chars = max(200, int(body_units * units.chars_per_unit(EMPTY_SUMMARY * 4)))
+
+    def fit_newest(group: Group, room: int) -> tuple[list[dict[str, Any]], int] | None:
+        block = messages[group.start:group.stop]
+        if not any(m.get("role") == "tool" for m in block):
+            return None
+        fitted = fit_tool_outputs(block, budget_tokens=room + estimator.request([], None), estimator=estimator,
+                                  sources=r.sources[group.start:group.stop])
+        cost = sum(estimator.message(m) for m in fitted)
+        return (fitted, cost) if cost <= room else None
+
+    retained_budget = target - fixed - cap
+    first, fitted = select_retained(groups, messages, budget=retained_budget, anchor=anchor,
+                                    anchor_cost=anchor_cost, fit_newest=fit_newest)
+    start = groups[first].start if first < len(groups) else len(messages)
+    retained = list(messages[start:])
+    if fitted is not None:
+        retained[len(retained) - len(fitted):] = fitted
+    retained_sources = list(r.sources[start:])
+    prefix = [g for g in groups[:first] if g.kind == CHAT]
+    earlier = [continuation_summary(messages[g.start]) for g in groups[:first] if g.kind == SUMMARY]
+    metrics["retained_messages"] = len(retained)
+    metrics["summarized_messages"] = sum(g.stop - g.start for g in prefix)
+    if not prefix:
+        return finish("skipped", "no_compactable_history")
+
+    anchor_placed = anchor is not None and not any(m == anchor for m in retained)
+    retained_cost = sum(estimator.message(m) for m in retained)
+    lower = base + min_summary_cost + (anchor_cost if anchor_placed else 0) + state_cost + retained_cost
+    if lower >= tokens_before:
+        return finish("skipped", "count_trigger_no_reduction" if r.trigger in COUNT_TRIGGERS else "not_smaller")
+
+    # Segments: each call carries the prompt, the summary so far and its part of the input.
+    prior = "\n\n".join(earlier) if earlier else None
+    prompt_cost = estimator.request(summary_prompt([], previous_summary="", max_chars=max_chars, part=99, parts=99))
+    prior_room = max(units.text(prior) if prior else 0, body_units)
+    limit = int((effective - prompt_cost - prior_room) * SEGMENT_SLACK)
+    if limit < MIN_SEGMENT_UNITS:
+        return finish("failed", "summarizer_budget_too_small")
+
+    def plan(excerpt: int, text_limit: int | None) -> list[list[Item]]:
+        texts = ["\n".join(summarizer_input(messages[g.start:g.stop], excerpt_chars=excerpt, text_limit=text_limit,
+                                             recognise_blocks=False))
+                 for g in prefix]
+        return pack(build_items(prefix, texts, r.sources, limit=limit, cost_of=units.text), limit)
+
+    if r.max_summary_calls < 1:  # the run's model-call budget is spent: no call may be made
+        return finish("failed", "summary_call_limit")
+    segments = plan(DEFAULT_EXCERPT_CHARS, None)
+    if len(segments) > r.max_summary_calls:
+        segments = plan(TERSE_EXCERPT_CHARS, TERSE_TEXT_CHARS)  # terser notes before giving up
+    metrics["planned_segments"] = len(segments)
+    if not segments:
+        return finish("skipped", "no_compactable_history")
+    if len(segments) > r.max_summary_calls:
+        return finish("failed", "too_many_segments")
+
+    min_chars = min(MIN_SUMMARY_CHARS, max_chars // 4)
+    summary = prior
+    index = 0
+    while index < len(segments):
+        segment = segments[index]
+        prompt = summary_prompt([item.text for item in segment], previous_summary=summary, max_chars=max_chars,
+                                part=index + 1, parts=len(segments))
+        estimate = estimator.request(prompt)
+        if estimate > effective:
+            if len(segment) == 1:
+                return finish("failed", "segment_too_large")
+            # The estimate of the joined text came out above the sum of its parts: move
+            # the last item on to the next segment and try again.
+            if index + 1 == len(segments):
+                segments.append([])
+            segments[index + 1].insert(0, segment.pop())
+            metrics["planned_segments"] = len(segments)
+            continue
+        consumed = merge_sources([item.source for item in segment])
+        problem = None
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            if metrics["summary_calls"] >= r.max_summary_calls:
+                metrics["summary_failure"] = problem
+                return finish("failed", "summary_call_limit")
+            # A copy per attempt: whatever the driver does with it cannot change the next one.
+            reply = yield SummaryCall(messages=[dict(m) for m in prompt], segment=index, attempt=attempt,
+                                      consumed=consumed, estimated_tokens=estimate, planned_segments=len(segments))
+            if not isinstance(reply, SummaryReply):
+                raise TypeError(f"compact() expects a SummaryReply, got {type(reply).__name__}")
+            metrics["summary_calls"] += 1
+            metrics["retries"] += attempt > 1
+            if reply.error_code is not None:
+                metrics["error_code"] = reply.error_code
+                if reply.deterministic:
+                    metrics["summary_failure"] = "deterministic_error"
+                    return finish("failed", "summary_failed")
+                problem = "error"
+                continue
+            body = clean_summary(reply.text, max_chars=max_chars)
+            problem = summary_problem(body, min_chars=min_chars)
+            if problem is None:
+                summary = fit_text_units(body, body_units, units.text)
+                break
+        if problem is not None:
+            metrics["summary_failure"] = problem
+            return finish("failed", "summary_failed")
+        metrics["segments"].append({
+            "index": index, "consumed": list(consumed) if consumed else None,
+            "messages": sum(item.messages for item in _first_per_group(segment)),
+        })
+        index += 1
+
+    assert summary is not None
+    covered = merge_sources([tuple(s["consumed"]) if s["consumed"] else None for s in metrics["segments"]])
+    metrics["covered"] = list(covered) if covered else None
+    metrics["summary_chars"] = len(summary)
+    view = assemble_view(summary_message=continuation_message(summary), task_anchor=anchor,
+                         runtime_state_message=state_message, retained=retained)
+    tokens_after = estimator.request([r.system, *view], r.tools)
+    metrics["tokens_after"] = tokens_after
+    decision = commit_decision(problems=view_problems(r.system, view, r.provider), tokens_before=tokens_before,
+                               tokens_after=tokens_after, threshold=threshold, target=target, trigger=r.trigger)
+    metrics["target_reached"] = decision.commit and decision.target_reached
+    if not decision.commit:
+        return CompactionResult(decision.outcome, decision.reason, None, summary, metrics)
+    lead = len(view) - len(retained)
+    sources: list[Source] = [None] * lead + retained_sources
+    return CompactionResult("compacted", "committed", view, summary, metrics, sources)
+
+
+def _first_per_group(segment: Sequence[Item]) -> list[Item]:
+    """One item per group (fragments of a group share its message count)."""
+    seen: set[int] = set()
+    out = []
+    for item in segment:
+        if item.group not in seen:
+            seen.add(item.group)
+            out.append(item)
+    return out

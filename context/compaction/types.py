@@ -1,0 +1,126 @@
+"""The data the compaction engine takes, yields, receives and returns (SPEC §5).
+
+Plain frozen dataclasses: the worker builds a ``CompactionRequest`` from the frame and the
+projected view, drives the ``compact()`` generator with ``SummaryReply`` values, and saves
+what the ``CompactionResult`` says. Nothing here refers to Django or to a provider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from context.estimators import Estimator
+from context.policy import Budget, ContextPolicy
+
+TRIGGERS = ("budget", "user_turns", "model_steps", "tool_output_overflow", "manual")
+COUNT_TRIGGERS = frozenset({"user_turns", "model_steps"})
+
+Source = tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class RuntimeState:
+    """CTX-36: facts that come from code, never from the summary.
+
+    ``pending_calls`` and ``unknown_calls`` hold ``{"id", "name", "arguments"}`` dicts;
+    ``sub_instances`` hold ``{"id", "task", "status"}``.
+    """
+
+    plan: str | None = None
+    pending_calls: tuple[dict, ...] = ()
+    unknown_calls: tuple[dict, ...] = ()
+    sub_instances: tuple[dict, ...] = ()
+    queued_supplements: tuple[str, ...] = ()
+
+    def is_empty(self) -> bool:
+        """True when there is nothing to tell the model."""
+        return not ((self.plan or "").strip() or self.pending_calls or self.unknown_calls
+                    or self.sub_instances or self.queued_supplements)
+
+
+@dataclass(frozen=True)
+class CompactionRequest:
+    """Everything one preparation's compaction needs (CTX-30 to CTX-38).
+
+    ``messages`` is the current projected view *after* the system message, and
+    ``sources[i]`` the ``(first_seq, last_seq)`` of the records ``messages[i]`` came from,
+    None when unknown (``project_records(..., sources_out=[])`` gives them).
+    ``task_anchor`` is the last real user question of the run, kept verbatim (it may also
+    be inside ``messages``). ``max_summary_calls`` bounds the summary calls, retries
+    included. ``summary_share`` is the share of the effective input the continuation
+    summary may take (capped by the output reserve: a summary cannot be longer than one
+    model reply).
+    """
+
+    system: dict
+    messages: list[dict]
+    sources: list[Source]
+    task_anchor: dict | None
+    runtime_state: RuntimeState
+    budget: Budget
+    policy: ContextPolicy
+    estimator: Estimator
+    tools: list[dict]
+    trigger: str
+    max_summary_calls: int
+    provider: str = "openai_compatible"
+    summary_share: float = 0.15
+
+
+@dataclass(frozen=True)
+class SummaryCall:
+    """A summarizer request, yielded by ``compact()``.
+
+    ``messages`` (system + user prompt) passes ``validate_request`` in every mode, and
+    ``estimated_tokens`` (the request's estimate with the request's estimator) is at most
+    the budget's effective input, so with the output reserve it is under the hard limit.
+    Send it with ``max_output_tokens`` = the budget's output reserve.
+    """
+
+    messages: list[dict]
+    segment: int
+    attempt: int
+    consumed: Source
+    estimated_tokens: int = 0
+    planned_segments: int = 1
+
+
+@dataclass(frozen=True)
+class SummaryReply:
+    """The outcome of one summary call, sent back into the generator.
+
+    ``deterministic`` marks errors that the same request would hit again
+    (authentication, invalid parameters, context overflow): no retry (CTX-35).
+    """
+
+    text: str | None
+    error_code: str | None = None
+    deterministic: bool = False
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What a compaction came to (the generator's return value).
+
+    ``outcome`` is ``compacted``, ``skipped`` or ``failed``; ``reason`` a stable slug.
+    ``messages`` is the new view after the system message, only when compacted, with
+    ``sources`` per message (None for the summary, the anchor and the state block).
+    """
+
+    outcome: str
+    reason: str
+    messages: list[dict] | None
+    summary: str | None
+    metrics: dict[str, Any]
+    sources: list[Source] | None = None
+
+
+@dataclass(frozen=True)
+class CommitDecision:
+    """CTX-38: whether a candidate view replaces the old one, and why."""
+
+    commit: bool
+    outcome: str
+    reason: str
+    target_reached: bool

@@ -1,0 +1,155 @@
+"""Compaction in the worker (CTX-30 … CTX-44), end to end against the strict fake provider."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agentloom.runloop.loop import run_execute
+from context.compaction import SUMMARIZER_SYSTEM
+from sessions.models import CompactionSnapshot, Instance, Run, RunEvent, SessionMessage, SessionView
+from sessions.services.history import question_ask
+from tests.fakes.fake_provider import chat_stream
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LONG = "Please keep this detail in mind: " + "the quarterly figures show steady growth across regions. " * 7
+# A 4,000-token window counted with tiktoken (an OpenAI model id behind the fake endpoint).
+SMALL = {"tools": (), "window": 4_000, "provider": "openai", "model": "gpt-4o-mini"}
+VERY_LONG = LONG * 4
+
+
+def is_summary_request(request) -> bool:
+    return request.json["messages"][0]["content"] == SUMMARIZER_SYSTEM
+
+
+def scripted_summary(request) -> str:
+    """A summarizer that fills section 6 with every user message it was shown."""
+    prompt = request.json["messages"][-1]["content"]
+    asked = re.findall(r"Question (\d+)", prompt)
+    sections = [f"{n}. Section {n}: noted." for n in range(1, 10)]
+    sections[5] = "6. All user messages: " + ", ".join(f"Question {q}" for q in dict.fromkeys(asked))
+    return "<summary>\n" + "\n".join(sections) + "\n</summary>"
+
+
+class Provider:
+    """Answers questions; summarizes with ``summarize`` (a function of the request)."""
+
+    def __init__(self, summarize=scripted_summary) -> None:
+        self.summarize = summarize
+        self.summary_calls = 0
+        self.action_calls = 0
+
+    def __call__(self, request):
+        if is_summary_request(request):
+            self.summary_calls += 1
+            text = self.summarize(request)
+            return chat_stream([text] if text else [])
+        self.action_calls += 1
+        return chat_stream([f"Noted, answer {self.action_calls}. " + "Growth is steady. " * 6])
+
+
+def ask(session, content):
+    run = question_ask(session=session, content=content)
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_ctx30_a_small_window_agent_answers_six_long_questions_compacting_without_an_invalid_request(
+        fake_session, fake, strict):
+    provider = Provider()
+    strict.handler = provider
+    session = fake_session(**SMALL)
+    for number in range(1, 7):
+        run = ask(session, f"Question {number}. {VERY_LONG}")
+        assert run.status == Run.Status.COMPLETED, (number, run.error)
+    assert strict.rejections == []
+    assert provider.summary_calls >= 1
+    snapshots = CompactionSnapshot.objects.filter(instance__run__session=session)
+    assert snapshots.exists()
+    metrics = snapshots.order_by("-id").first().metrics
+    assert metrics["tokens_after"] < metrics["tokens_before"] and metrics["tokens_after"] < metrics["threshold"]
+    assert metrics["estimator_id"].startswith("tiktoken") and metrics["summary_calls"] >= 1
+    assert any(segment["consumed"] for segment in metrics["segments"])  # CTX-41: traceable to records
+    assert RunEvent.objects.filter(run__session=session, type="compacted").exists()
+    assert SessionMessage.objects.filter(session=session, kind="compaction_summary").exists()
+    last_action = [r.json for r in fake.requests if not is_summary_request(r)][-1]
+    assert last_action["messages"][-1]["content"].startswith("Question 6.")
+    assert any("This session is being continued" in (m.get("content") or "") for m in last_action["messages"])
+
+
+def test_ctx35_a_summarizer_that_returns_nothing_fails_the_compaction_and_keeps_the_old_view(fake_session, strict):
+    provider = Provider(summarize=lambda request: "")
+    strict.handler = provider
+    session = fake_session(**SMALL)
+    outcomes = [ask(session, f"Question {n}. {VERY_LONG}") for n in range(1, 6)]
+    failed = RunEvent.objects.filter(run__session=session, type="compaction_failed")
+    assert failed.exists()
+    assert not CompactionSnapshot.objects.filter(instance__run__session=session).exists()
+    assert not SessionView.objects.filter(session=session).exists()
+    assert provider.summary_calls <= 3 * len(outcomes)  # at most three attempts per preparation
+    for run in outcomes:  # under the hard limit the run goes on; over it, a clear overflow
+        assert run.status == Run.Status.COMPLETED or run.error["code"] == "context_overflow"
+    assert strict.rejections == []
+
+
+def test_ctx44_after_a_failure_later_steps_back_off_instead_of_paying_for_more_summaries(fake_session, strict):
+    state = {"summaries": 0}
+
+    def handler(request):
+        if is_summary_request(request):
+            state["summaries"] += 1
+            return chat_stream([])  # empty: a failed summary
+        messages = request.json["messages"]
+        questions = [m for m in messages if m["role"] == "user" and m["content"].startswith("Question")]
+        steps = sum(1 for m in messages if m["role"] == "tool")
+        if questions[-1]["content"].startswith("Question 2") and steps < 4:
+            return chat_stream(tool_calls=[{"id": f"c{steps}", "name": "calculator",
+                                            "arguments": '{"expression": "1+1"}'}])
+        return chat_stream(["Done."])
+
+    strict.handler = handler
+    session = fake_session(**{**SMALL, "tools": ("calculator",)})
+    assert ask(session, f"Question 1. {LONG * 12}").status == Run.Status.COMPLETED
+    assert state["summaries"] == 0
+    run = ask(session, f"Question 2. {LONG * 9}")  # now over the trigger, under the hard limit
+    assert run.status == Run.Status.COMPLETED, run.error
+    assert state["summaries"] == 3  # one failing preparation, three attempts, then back-off
+    skipped = RunEvent.objects.filter(run=run, type="compaction_skipped")
+    assert skipped.count() >= 3 and {e.payload["reason"] for e in skipped} == {"throttled_after_failure"}
+    # The failure is remembered persistently: the next run of the session starts with it.
+    follow_up = question_ask(session=session, content="Question 3. Short one.")
+    inherited = Instance.objects.get(run=follow_up, key="main").frame["compaction_failure"]
+    assert inherited == Instance.objects.get(run=run, key="main").frame["compaction_failure"]
+    assert inherited["reason"] == "summary_failed"
+
+
+def test_ctx39_a_window_too_small_for_the_system_prompt_stops_at_once_with_nothing_sent(fake_session, fake, strict):
+    strict.handler = Provider()
+    session = fake_session(tools=(), window=2_100)  # 2,100 - 1,024 output - 1,024 margin: 52 units of input
+    run = ask(session, "Hello there, a question that cannot fit.")
+    assert run.status == Run.Status.FAILED and run.error["code"] == "context_overflow"
+    assert fake.requests == []
+
+
+def test_ctx43_manual_compaction_of_a_finished_session_saves_a_view(fake_session, strict, alice):
+    from rest_framework.test import APIClient
+
+    from agentloom.runloop.compaction import compaction_manual
+
+    strict.handler = Provider()
+    session = fake_session(**SMALL, context_policy={"target_ratio": 0.2})  # history above target, under trigger
+    for n in range(1, 3):
+        assert ask(session, f"Question {n}. {VERY_LONG}").status == Run.Status.COMPLETED
+    assert not CompactionSnapshot.objects.exists()
+    client = APIClient()
+    client.force_authenticate(alice)
+    response = client.post(f"/api/v1/sessions/{session.pk}/compact")
+    assert response.status_code == 202 and response.json()["status"] == "queued"
+    assert compaction_manual(run_id=response.json()["run"]) == "compacted"
+    view = SessionView.objects.get(session=session)
+    assert view.watermark == session.records.order_by("-seq").first().seq - 1  # up to the summary record
+    follow_up = ask(session, "Question 4. What did I say first?")
+    assert follow_up.status == Run.Status.COMPLETED
+    assert strict.rejections == []
