@@ -18,7 +18,7 @@ from django.utils import timezone
 from agentloom.runloop.errors import RunStopped
 from agentloom.runloop.events import event_emit
 from context import ContextPolicy, Counters, LegacyCharPolicy, build_request_body, evaluate_triggers
-from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact
+from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive
 from models_catalog.client import StreamEnd, collect, get_chat_client
 from models_catalog.errors import ProviderError
 from sessions.models import Instance, ModelCall, SessionMessage
@@ -146,19 +146,14 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
         max_summary_calls=max(0, min(policy.max_compaction_calls, remaining)),
         provider=_adapter_provider(state.provider),
     )
-    flow = compact(request)
-    retries = 0
-    try:
-        call = next(flow)
-        while True:
-            reply = _summary_call(state, instance, call, _close_log)
-            if call.attempt > 1:
-                retries += 1
-            event_emit(run_id=state.run.pk, type="compaction_progress",
-                       data={"segment": call.segment, "attempt": call.attempt, "ok": bool(reply.text)})
-            call = flow.send(reply)
-    except StopIteration as stop:
-        result = stop.value
+    def summarize(call) -> SummaryReply:
+        reply = _summary_call(state, instance, call, _close_log)
+        event_emit(run_id=state.run.pk, type="compaction_progress",
+                   data={"segment": call.segment, "of": call.planned_segments, "attempt": call.attempt,
+                         "ok": bool(reply.text)})
+        return reply
+
+    result = drive(compact(request), summarize)
     metrics = {**result.metrics, "duration_ms": int((time.monotonic() - started) * 1000), "trigger": trigger,
                "tokens_before_calibrated": tokens}
     if result.outcome == "compacted":
