@@ -1,6 +1,8 @@
 """Run endpoints of the loop: events (SSE or a JSON page) and the context inspector."""
 from __future__ import annotations
 
+from itertools import zip_longest
+
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -87,8 +89,10 @@ def run_context(request, run_id: int):
             "id": call.id, "instance": call.instance_id, "purpose": call.purpose, "provider": call.provider,
             "model": call.model, "estimator_id": call.estimator_id, "estimated_tokens": call.estimated_tokens,
             "usage": call.usage, "outcome": call.outcome, "created_at": call.created_at,
+            # Summary and verification calls store no per-message estimates: show the messages anyway.
             "messages": [{"message": message, "estimated_tokens": estimate} for message, estimate in
-                         zip(request_data.get("messages", []), request_data.get("estimates", []))],
+                         zip_longest(request_data.get("messages", []), request_data.get("estimates", []))
+                         if message is not None],
             "tools": request_data.get("tools", []),
         })
     return Response({"run": run.pk, "calls": calls})

@@ -1,0 +1,10 @@
+"""The operator console for sessions and runs (SPEC §10).
+
+- ``console``: the ModelAdmins (read-only system rows, lists that never decrypt, actions
+  that call services) and the URLs of the console pages;
+- ``pages``: the records, compactions, event-timeline and context-inspector pages, each
+  audited when it shows decrypted content;
+- ``display`` and ``chart``: plain-Python presentation (messages, events, the SVG chart);
+- ``reads`` and ``audit``: the console's own reads and its one write.
+"""
+from sessions.admin import console  # noqa: F401  (registers the ModelAdmins)

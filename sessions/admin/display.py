@@ -1,0 +1,453 @@
+"""How the console shows decrypted records, model-call messages and run events.
+
+Plain Python, no Django: dict in, small frozen dataclasses out, which the templates render
+(auto-escaped). Nothing here decides who may see what; the views do, and audit it.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+
+# What a long text shows before its "Show all": enough to recognise it, small enough for
+# a page of 200 records to stay readable.
+HEAD_CHARS = 1_500
+HEAD_LINES = 24
+# A value inside an event's one-line summary.
+SHORT_VALUE_CHARS = 160
+
+
+@dataclass(frozen=True)
+class Text:
+    """One piece of text, cut for display when long: ``full`` is set only when ``head`` is cut."""
+
+    label: str
+    head: str
+    full: str | None
+    chars: int
+    mono: bool = False
+
+
+@dataclass(frozen=True)
+class ToolCallView:
+    call_id: str
+    name: str
+    arguments: Text
+
+
+@dataclass(frozen=True)
+class MessageView:
+    """A record's (or a sent message's) content, readably: role, status, texts, tool calls."""
+
+    role: str
+    kind: str
+    status: str = ""
+    badges: tuple[str, ...] = ()
+    texts: tuple[Text, ...] = ()
+    tool_calls: tuple[ToolCallView, ...] = ()
+    tool_call_id: str = ""
+    tool_name: str = ""
+
+    @property
+    def kind_differs(self) -> bool:
+        """Whether the record kind says more than the role ("tool" / "tool_result" does; "user" / "user" does not)."""
+        return bool(self.kind) and self.kind != self.role.replace(" ", "_")
+
+
+def text(value: str, *, label: str = "", mono: bool = False, head_chars: int = HEAD_CHARS,
+         head_lines: int = HEAD_LINES) -> Text:
+    """A Text whose head is at most ``head_chars`` characters and ``head_lines`` lines (cut on
+    a line end when one is near); ``full`` keeps the whole text when the head is cut."""
+    line_end = -1
+    for _ in range(head_lines):
+        line_end = value.find("\n", line_end + 1)
+        if line_end < 0:
+            break
+    limit = min(head_chars, line_end) if line_end >= 0 and value[line_end + 1:].strip() else head_chars
+    if len(value) <= limit:
+        return Text(label=label, head=value, full=None, chars=len(value), mono=mono)
+    cut = value.rfind("\n", max(0, limit - 200), limit + 1)
+    head = value[: cut if cut > 0 else limit].rstrip() + " …"
+    return Text(label=label, head=head, full=value, chars=len(value), mono=mono)
+
+
+def as_json(value: Any) -> str:
+    """Pretty JSON for people; never fails (odd values are shown with ``repr``)."""
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _image_note(part: dict[str, Any]) -> str:
+    image = part.get("image_url")
+    url = image.get("url", "") if isinstance(image, dict) else str(image or "")
+    if url.startswith("data:"):
+        media = url[5:].split(";", 1)[0] or "image"
+        # base64: four characters carry three bytes
+        size = len(url.split(",", 1)[-1]) * 3 // 4
+        return f"[image: {media}, {size / 1024:.0f} KB inline]"
+    return f"[image: {url[:200]}]" if url else "[image]"
+
+
+def content_text(content: Any) -> str:
+    """The text of an OpenAI-style content: a string, or parts (text kept, images as a note)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        pieces = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                pieces.append(str(part.get("text", "")))
+            elif isinstance(part, dict) and part.get("type") == "image_url":
+                pieces.append(_image_note(part))
+            elif isinstance(part, dict):
+                pieces.append(f"[{part.get('type', 'part')}]")
+            else:
+                pieces.append(str(part))
+        return "\n".join(pieces)
+    return as_json(content)
+
+
+def _arguments(raw: Any) -> Text:
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            # The model's own malformed arguments (CTX-6): show them exactly as sent.
+            return text(raw, label="arguments (not JSON)", mono=True)
+        return text(as_json(parsed), mono=True)
+    return text(as_json(raw), mono=True)
+
+
+def _tool_calls(calls: Any) -> tuple[ToolCallView, ...]:
+    views = []
+    for call in calls if isinstance(calls, list) else []:
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        views.append(ToolCallView(call_id=str(call.get("id", "")), name=str(function.get("name", "?")),
+                                  arguments=_arguments(function.get("arguments", ""))))
+    return tuple(views)
+
+
+# Keys a known message shape explains itself; anything else is listed as "other fields".
+_CHAT_KEYS = {"role", "content", "tool_calls", "tool_call_id", "name", "status", "reasoning", "reasoning_content",
+              "partial", "supplement"}
+
+
+def _others(message: dict[str, Any], known: set[str]) -> tuple[Text, ...]:
+    rest = {key: value for key, value in message.items() if key not in known}
+    return (text(as_json(rest), label="other fields", mono=True),) if rest else ()
+
+
+def message_view(message: Any, *, kind: str = "") -> MessageView:
+    """A record's ``message`` (SPEC §3 record kinds) or a message sent to a model, for people."""
+    if not isinstance(message, dict):
+        return MessageView(role=kind or "?", kind=kind, texts=(text(as_json(message), mono=True),))
+    role = str(message.get("role") or kind or "?")
+    kind = kind or role
+    if kind == "run_status":
+        texts = [text(str(message.get("reason", "")), label="reason")] if message.get("reason") else []
+        if message.get("error"):
+            texts.append(text(as_json(message["error"]), label="error", mono=True))
+        return MessageView(role="run status", kind=kind, status=str(message.get("status", "")),
+                           texts=(*texts, *_others(message, {"status", "reason", "error"})))
+    if kind == "command":
+        texts = [text(f"$ {message.get('command', '')}", mono=True)]
+        if message.get("output"):
+            texts.append(text(str(message["output"]), label="output", mono=True))
+        badges = ("excluded from the model",) if message.get("exclude") else ()
+        exit_code = message.get("exit_code")
+        return MessageView(role="command", kind=kind, status="" if exit_code is None else f"exit {exit_code}",
+                           badges=badges,
+                           texts=(*texts, *_others(message, {"command", "output", "exit_code", "exclude"})))
+    if kind == "compaction":
+        messages = message.get("messages") or []
+        texts = [text(str(message.get("summary", "")), label="summary")] if message.get("summary") else []
+        texts.append(text(as_json(messages), label=f"view after the checkpoint ({len(messages)} messages)",
+                          mono=True, head_chars=600))
+        badges = (f"covers up to #{message['covered_seq']}",) if message.get("covered_seq") is not None else ()
+        return MessageView(role="checkpoint", kind=kind, badges=badges,
+                           texts=(*texts, *_others(message, {"messages", "summary", "covered_seq"})))
+    if kind == "compaction_summary":
+        texts = [text(str(message.get("summary") or ""), label="summary")]
+        if message.get("metrics"):
+            texts.append(text(as_json(message["metrics"]), label="metrics", mono=True, head_chars=600))
+        return MessageView(role="compaction summary", kind=kind,
+                           texts=(*texts, *_others(message, {"summary", "metrics"})))
+    if "role" not in message and "content" not in message:
+        # Metadata kinds (label, model_change, context, extension_state…): never a chat role.
+        return MessageView(role=kind, kind=kind, texts=(text(as_json(message), mono=True),))
+
+    badges: list[str] = []
+    if message.get("partial"):
+        badges.append("interrupted")
+    if message.get("supplement") or kind == "supplement":
+        badges.append("supplement")
+    texts = []
+    body = content_text(message.get("content"))
+    if body:
+        texts.append(text(body, mono=role == "tool"))
+    reasoning = message.get("reasoning") or message.get("reasoning_content")
+    if reasoning:
+        texts.append(text(reasoning if isinstance(reasoning, str) else as_json(reasoning), label="reasoning",
+                          head_chars=300))
+    calls = _tool_calls(message.get("tool_calls"))
+    if not body and not calls and not reasoning:
+        texts.append(Text(label="", head="(empty)", full=None, chars=0))
+    is_result = role == "tool"
+    if message.get("name") and not is_result:
+        badges.append(f"name: {message['name']}")
+    return MessageView(
+        role=role, kind=kind, status=str(message.get("status") or ""), badges=tuple(badges),
+        texts=(*texts, *_others(message, _CHAT_KEYS)), tool_calls=calls,
+        tool_call_id=str(message.get("tool_call_id") or "") if is_result else "",
+        tool_name=str(message.get("name") or "") if is_result else "",
+    )
+
+
+# --- The event timeline -----------------------------------------------------------------------
+
+DELTA_TYPES = frozenset({"message_delta", "thinking_delta"})
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One line of a run's timeline: an event, or consecutive deltas folded into their text."""
+
+    type: str
+    first_seq: int
+    last_seq: int
+    at: datetime
+    count: int = 1
+    fields: tuple[tuple[str, str], ...] = ()
+    text: Text | None = None
+    full_json: str | None = None
+
+    @property
+    def tone(self) -> str:
+        if self.type in {"error", "compaction_failed"}:
+            return "bad"
+        if self.type.startswith("compaction") or self.type == "compacted":
+            return "compaction"
+        if self.type.startswith("tool_") or self.type.startswith("sub_instance"):
+            return "tool"
+        if self.type in {"run_started", "run_finished"}:
+            return "run"
+        return "plain"
+
+
+def _short(value: Any) -> tuple[str, bool]:
+    """A value on one line; True when it was cut."""
+    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
+    shown = " ".join(shown.split())
+    if len(shown) > SHORT_VALUE_CHARS:
+        return shown[: SHORT_VALUE_CHARS - 1] + "…", True
+    return shown, False
+
+
+def _event_fields(payload: Any) -> tuple[tuple[tuple[str, str], ...], bool]:
+    if not isinstance(payload, dict):
+        shown, cut = _short(payload)
+        return (("data", shown),), cut
+    out, any_cut = [], False
+    for key, value in payload.items():
+        shown, cut = _short(value)
+        out.append((str(key), shown))
+        any_cut = any_cut or cut or isinstance(value, (dict, list))
+    return tuple(out), any_cut
+
+
+def timeline(events: Iterable[tuple[int, str, datetime, Any]]) -> list[EventRow]:
+    """Events ``(seq, type, at, payload)`` in seq order, consecutive deltas of one kind and
+    one instance folded into a single row with their joined text."""
+    rows: list[EventRow] = []
+    pending: list[tuple[int, str, datetime, dict[str, Any]]] = []
+
+    def flush() -> None:
+        if not pending:
+            return
+        first, kind, at, payload = pending[0]
+        joined = "".join(str(p.get("text", "")) for *_, p in pending)
+        extra = tuple((k, _short(v)[0]) for k, v in payload.items() if k != "text")
+        rows.append(EventRow(type=kind, first_seq=first, last_seq=pending[-1][0], at=at, count=len(pending),
+                             fields=extra, text=text(joined, head_chars=600)))
+        pending.clear()
+
+    for seq, kind, at, payload in events:
+        if kind in DELTA_TYPES and isinstance(payload, dict):
+            same = pending and pending[0][1] == kind and pending[0][3].get("instance") == payload.get("instance")
+            if not same:
+                flush()
+            pending.append((seq, kind, at, payload))
+            continue
+        flush()
+        fields, cut = _event_fields(payload)
+        rows.append(EventRow(type=kind, first_seq=seq, last_seq=seq, at=at, fields=fields,
+                             full_json=as_json(payload) if cut else None))
+    flush()
+    return rows
+
+
+# --- The context inspector --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    index: int
+    estimate: int | None
+    view: MessageView
+
+
+@dataclass(frozen=True)
+class SentTool:
+    name: str
+    description: str
+    parameters: Text
+
+
+@dataclass(frozen=True)
+class CallFigures:
+    """CTX-25: our estimate beside the provider's own prompt count."""
+
+    estimated: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    ratio: float | None
+    per_message_sum: int | None
+
+    @property
+    def ratio_tone(self) -> str:
+        # An estimate below the real count is the dangerous side (the request may overflow).
+        if self.ratio is None:
+            return ""
+        if self.ratio > 1.10:
+            return "under"
+        if self.ratio < 0.80:
+            return "over"
+        return "close"
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def call_figures(*, estimated: int, usage: Any, estimates: Sequence[Any]) -> CallFigures:
+    usage = usage if isinstance(usage, dict) else {}
+    prompt = _int_or_none(usage.get("prompt_tokens", usage.get("input_tokens")))
+    completion = _int_or_none(usage.get("completion_tokens", usage.get("output_tokens")))
+    numbers = [e for e in estimates if _int_or_none(e) is not None]
+    ratio = prompt / estimated if prompt is not None and estimated > 0 else None
+    return CallFigures(estimated=estimated, prompt_tokens=prompt, completion_tokens=completion, ratio=ratio,
+                       per_message_sum=sum(numbers) if numbers else None)
+
+
+def sent_messages(request: Any) -> list[SentMessage]:
+    """Each message of a model call's request with its own estimate (None when not kept,
+    e.g. summary calls), in the order it was sent."""
+    request = request if isinstance(request, dict) else {}
+    messages = request.get("messages") or []
+    estimates = request.get("estimates") or []
+    return [SentMessage(index=i, estimate=_int_or_none(estimates[i]) if i < len(estimates) else None,
+                        view=message_view(message))
+            for i, message in enumerate(messages)]
+
+
+def sent_tools(request: Any) -> list[SentTool]:
+    request = request if isinstance(request, dict) else {}
+    tools = []
+    for tool in request.get("tools") or []:
+        spec = tool.get("function", tool) if isinstance(tool, dict) else {}
+        spec = spec if isinstance(spec, dict) else {}
+        tools.append(SentTool(name=str(spec.get("name", "?")), description=str(spec.get("description", "")),
+                              parameters=text(as_json(spec.get("parameters", {})), mono=True, head_chars=400)))
+    return tools
+
+
+# --- Compaction metrics (CTX-41) --------------------------------------------------------------
+
+
+def metric_number(value: Any) -> int | None:
+    """A token figure from the metrics: a number, or the estimated part of {estimated, calibrated}."""
+    if isinstance(value, dict):
+        value = value.get("estimated", value.get("value"))
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    return None
+
+
+@dataclass(frozen=True)
+class Segment:
+    index: int
+    first_seq: int | None
+    last_seq: int | None
+    messages: int | None
+
+
+@dataclass(frozen=True)
+class CompactionFigures:
+    trigger: str
+    tokens_before: int | None
+    tokens_after: int | None
+    tokens_before_calibrated: int | None
+    threshold: int | None
+    target: int | None
+    target_reached: bool | None
+    summary_calls: int | None
+    retries: int | None
+    summary_chars: int | None
+    duration_ms: int | None
+    estimator_id: str
+    segments: tuple[Segment, ...] = field(default_factory=tuple)
+
+    @property
+    def saved_percent(self) -> int | None:
+        """How much smaller the view became, in percent of the tokens before."""
+        if self.tokens_before and self.tokens_after is not None:
+            return round(100 * (1 - self.tokens_after / self.tokens_before))
+        return None
+
+    @property
+    def duration_text(self) -> str:
+        if self.duration_ms is None:
+            return "–"
+        if self.duration_ms < 1_000:
+            return f"{self.duration_ms} ms"
+        return f"{self.duration_ms / 1_000:.1f} s"
+
+
+def compaction_figures(metrics: Any, *, estimator_id: str = "") -> CompactionFigures:
+    """The CTX-41 metrics of a snapshot, tolerant of missing keys (older snapshots have fewer)."""
+    m = metrics if isinstance(metrics, dict) else {}
+    segments = []
+    for position, raw in enumerate(m.get("segments") or []):
+        raw = raw if isinstance(raw, dict) else {}
+        consumed = raw.get("consumed")
+        first = last = None
+        if isinstance(consumed, (list, tuple)) and len(consumed) == 2:
+            first, last = _int_or_none(consumed[0]), _int_or_none(consumed[1])
+        index = _int_or_none(raw.get("index"))
+        segments.append(Segment(index=position if index is None else index, first_seq=first, last_seq=last,
+                                messages=_int_or_none(raw.get("messages"))))
+    reached = m.get("target_reached")
+    return CompactionFigures(
+        trigger=str(m.get("trigger") or "?"),
+        tokens_before=metric_number(m.get("tokens_before")),
+        tokens_after=metric_number(m.get("tokens_after")),
+        tokens_before_calibrated=metric_number(m.get("tokens_before_calibrated")),
+        threshold=metric_number(m.get("threshold", m.get("trigger_tokens"))),
+        target=metric_number(m.get("target", m.get("target_tokens"))),
+        target_reached=reached if isinstance(reached, bool) else None,
+        summary_calls=_int_or_none(m.get("summary_calls")),
+        retries=_int_or_none(m.get("retries")),
+        summary_chars=_int_or_none(m.get("summary_chars")),
+        duration_ms=_int_or_none(m.get("duration_ms")),
+        estimator_id=str(m.get("estimator_id") or estimator_id),
+        segments=tuple(segments),
+    )

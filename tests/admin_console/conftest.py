@@ -1,0 +1,106 @@
+"""Fixtures of the admin-console tests: the operator, a console client, and a session whose
+rows were all made by the services (records, events, model calls, compactions).
+
+People come from tests/conftest.py: alice owns the session, bob shares her space.
+olivia is the operator: a staff superuser who reads other people's sessions in the console.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from sessions.models import Instance, ModelCall, Run, Session
+from sessions.selectors import main_instance
+from sessions.services.history import checkpoint_commit, question_ask
+from sessions.services.records import record_append
+from sessions.services.runs import run_finish
+from tests.sessions.helpers import answer, call_tool, claim, tool_result
+
+SECRET = "The vault code is 7-4-1-9"  # only ever readable decrypted
+
+
+@pytest.fixture
+def olivia(django_user_model):
+    return django_user_model.objects.create_superuser(username="olivia", password="olivia-password-1",
+                                                      email="olivia@example.com")
+
+
+@pytest.fixture
+def console(olivia) -> Client:
+    client = Client()
+    client.force_login(olivia)
+    return client
+
+
+@dataclass
+class Story:
+    """alice's session: a finished first run with a tool call, a sub-instance and a second run."""
+
+    session: Session
+    first: Run
+    second: Run
+    sub: Instance
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def finish(run: Run) -> None:
+    assert run_finish(run=run, status=Run.Status.COMPLETED)
+
+
+@pytest.fixture
+def story(make_session, alice) -> Story:
+    session = make_session(alice)
+    first = claim(question_ask(session=session, content=f"Remember this: {SECRET}"))  # seq 1
+    call_tool(first, "call_1", "calculator", "s1")  # seq 2
+    tool_result(first, "call_1", "calculator", "42")  # seq 3
+    sub = Instance.objects.create(run=first, parent=main_instance(run=first), key="sub-1", depth=1)
+    record_append(session=session, run=first, instance=sub, kind="user",
+                  message={"role": "user", "content": "Sub-task: count the pages"}, entry_key="sub-q")  # seq 4
+    answer(first, "Noted. It is 42.", "s2")  # seq 5
+    finish(first)  # seq 6: run_status
+    second = claim(question_ask(session=session, content="And now?"))  # seq 7
+    session.refresh_from_db()
+    return Story(session=session, first=first, second=second, sub=sub)
+
+
+def model_call(run: Run, *, purpose: str = "action", estimate: int = 1000, prompt_tokens: int | None = 1100,
+               messages: list[dict] | None = None, estimates: list[int] | None = None,
+               tools: list[dict] | None = None) -> ModelCall:
+    """A ModelCall row as the loop writes it (request = messages, tools, estimates)."""
+    messages = messages if messages is not None else [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": f"Remember this: {SECRET}"}]
+    return ModelCall.objects.create(
+        run=run, instance=main_instance(run=run), purpose=purpose, provider="openai_compatible",
+        model="qwen3-8b", estimator_id="tiktoken:o200k_base", estimated_tokens=estimate,
+        request={"messages": messages, "tools": tools or [], "estimates": estimates if estimates is not None
+                 else [10 * (i + 1) for i in range(len(messages))]},
+        usage={"prompt_tokens": prompt_tokens, "completion_tokens": 12} if prompt_tokens is not None else None,
+        outcome="ok")
+
+
+def metrics(*, trigger: str = "budget", before: int = 90_000, after: int = 30_000,
+            segments: list[dict] | None = None, **extra: Any) -> dict[str, Any]:
+    """The CTX-41 figures, as the compaction worker stores them."""
+    return {
+        "trigger": trigger, "tokens_before": before, "tokens_after": after, "threshold": 80_000,
+        "target": 40_000, "target_reached": after <= 40_000, "summary_calls": 2, "retries": 1,
+        "summary_chars": 4_321, "duration_ms": 2_500, "estimator_id": "tiktoken:o200k_base",
+        "segments": segments if segments is not None else [
+            {"index": 0, "consumed": [1, 3], "messages": 3}, {"index": 1, "consumed": None, "messages": 1}],
+        "covered": 5, **extra,
+    }
+
+
+def compaction(run: Run, *, covered_seq: int, **figures: Any):
+    """A committed compaction (RUN-10) with its summary record, as the worker saves it."""
+    from sessions.services.records import NewRecord
+
+    values = metrics(**figures)
+    return checkpoint_commit(
+        run=run, instance=main_instance(run=run), covered_seq=covered_seq, estimator_id="tiktoken:o200k_base",
+        messages=[{"role": "user", "content": "summary of the earlier conversation"}], metrics=values,
+        records=[NewRecord("compaction_summary", {"summary": "Earlier: the user shared a code.", "metrics": values},
+                           f"compaction-{covered_seq}-{values['trigger']}")])

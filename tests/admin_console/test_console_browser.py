@@ -1,0 +1,133 @@
+"""The console in a real browser (issue 8): an operator pages through 500 records, opens a
+long one, and finds hostile text inert on every console page. Screenshots of each page
+land in var/screenshots/ (git-ignored) to be looked at.
+
+Debian's Chromium driven by Playwright against uvicorn in this process; skipped with the
+reason when either is missing (never `playwright install`).
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.admin_console.conftest import SECRET, compaction, model_call
+
+CHROMIUM = os.environ.get("AGENTLOOM_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))"
+
+
+@pytest.fixture
+def chromium_page():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright package is not installed (pip install -c constraints.txt -e '.[dev]')")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls
+    # are still synchronous, so Django's async guard is off while it runs.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    playwright = sync_playwright().start()
+    try:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(10_000)
+        page.dialogs = []
+        page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+        yield page
+        browser.close()
+    finally:
+        playwright.stop()
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def live_server_url(transactional_db):
+    from tests.runloop.livesrv import LiveServer
+
+    with LiveServer() as live:
+        yield live.url
+
+
+def shoot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"console-{name}.png"), full_page=True)
+
+
+def test_an_operator_pages_through_500_records_and_every_console_page_is_inert(
+        chromium_page, live_server_url, make_session, alice, olivia):
+    from agentloom.runloop.events import event_emit
+    from sessions.models import AccessAudit
+    from sessions.selectors import main_instance
+    from sessions.services.history import question_ask
+    from sessions.services.records import NewRecord, records_append
+    from tests.sessions.helpers import claim
+
+    session = make_session(alice)
+    run = claim(question_ask(session=session, content=HOSTILE))
+    records_append(session=session, run=run, instance=main_instance(run=run), records=[
+        NewRecord("assistant", {"role": "assistant", "content": f"Answer {n}: {SECRET}" if n != 450 else
+                                "\n".join(f"log line {i}" for i in range(300))}, f"a-{n}")
+        for n in range(2, 500)])  # with the question and the summary below: 500 records
+    event_emit(run_id=run.pk, type="message_delta", data={"instance": "main", "text": HOSTILE})
+    model_call(run, messages=[{"role": "user", "content": HOSTILE}], estimates=[20])
+    compaction(run, covered_seq=400)
+    page, base = chromium_page, live_server_url
+
+    page.goto(f"{base}/admin/login/?next=/admin/")
+    page.get_by_label("Username").fill("olivia")
+    page.get_by_label("Password").fill("olivia-password-1")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base}/admin/")
+
+    page.goto(f"{base}/admin/agent_sessions/session/{session.pk}/change/")
+    page.get_by_role("link", name="Records").first.click()
+    page.get_by_label("Per page").select_option("100")
+    page.get_by_role("button", name="Show").click()
+    seen: list[int] = []
+    pages = 0
+    while True:
+        page.wait_for_selector("ol.records li.record")
+        seen += [int(re.sub(r"\D", "", i)) for i in page.locator("ol.records li.record").evaluate_all(
+            "items => items.map(item => item.id)")]
+        pages += 1
+        if pages == 1:
+            shoot(page, "records")
+        if page.locator('a[rel="next"]').count() == 0:
+            break
+        page.locator('a[rel="next"]').first.click()
+    assert seen == list(range(1, 501)) and pages == 5
+
+    record = page.locator("#seq-450")  # on the last page
+    assert "log line 299" not in record.inner_text()
+    record.get_by_text("Show all").click()
+    assert "log line 299" in record.inner_text()
+    assert not record.locator("pre.head").is_visible()
+    page.locator('a[rel="prev"]').first.click()
+    assert page.locator("ol.records li.record").first.get_attribute("id") == "seq-301"
+
+    for name, path in (("compactions", f"session/{session.pk}/compactions/"),
+                       ("events", f"run/{run.pk}/events/"), ("context", f"run/{run.pk}/context/")):
+        page.goto(f"{base}/admin/agent_sessions/{path}")
+        page.wait_for_load_state("load")
+        shoot(page, name)
+    assert page.locator("svg.compaction-chart").count() == 0  # the last page opened is the inspector
+    page.goto(f"{base}/admin/agent_sessions/session/{session.pk}/compactions/")
+    assert page.locator("svg.compaction-chart polyline").count() == 4
+
+    assert page.dialogs == []
+    assert page.locator("img[src=x]").count() == 0
+    # The Records link, Show, four times Next, once Previous ("Show all" asks nothing).
+    assert AccessAudit.objects.filter(user=olivia, what="records").count() == 7
+    assert AccessAudit.objects.filter(what="events").count() == 1
+    assert AccessAudit.objects.filter(what="context_inspector").count() == 1
