@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "models_catalog",
     "sessions.apps.SessionsConfig",
     "agentloom.runloop",
+    "agentloom.web",
 ]
 
 MIDDLEWARE = [

@@ -15,3 +15,10 @@ os.environ.setdefault("AGENTLOOM_VAR_DIR", os.path.join(os.path.dirname(__file__
 from agentloom.settings import *  # noqa: E402,F401,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # A file, not shared-cache memory: live-server and worker-thread tests then lock like
+    # production SQLite (busy timeout) instead of failing with "table is locked". One file
+    # per test process, so parallel runs never share a database.
+    os.makedirs(VAR_DIR, exist_ok=True)  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}  # noqa: F405

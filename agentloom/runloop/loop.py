@@ -147,11 +147,8 @@ def run_execute(*, run_id: int) -> None:
 def _finish(state: RunState, status: str, *, error: dict | None = None, reason: str = "") -> None:
     if error:
         event_emit(run_id=state.run.pk, type="error", data=error)
-    run_finish(run=state.run, status=status, error=error, reason=reason)
-    data = {"status": status, "error": error}
-    if "verification" in state.counters:
-        data["verification"] = state.counters["verification"]
-    event_emit(run_id=state.run.pk, type="run_finished", data=data)
+    extra = {"verification": state.counters["verification"]} if "verification" in state.counters else None
+    run_finish(run=state.run, status=status, error=error, reason=reason, event_data=extra)
 
 
 def _verify(state: RunState, instance: Instance, answer: str) -> None:

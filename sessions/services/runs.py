@@ -77,12 +77,16 @@ def run_claim(*, run_id: int) -> Run | None:
     return Run.objects.select_related("session", "version").get(pk=run_id)
 
 
-def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str = "") -> bool:
-    """Record a run's terminal state once: the status row and a ``run_status`` record.
+def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str = "",
+               event_data: dict | None = None) -> bool:
+    """Record a run's terminal state once: the status row, a ``run_status`` record, and the
+    ``run_finished`` event every stream waits for (whoever ends the run: the loop, a Stop
+    of a queued run, the reaper).
 
     Idempotent (RUN-10): the record's entry key names the attempt, so finishing the same
-    attempt twice writes one record; a run already finished is left as it is.
+    attempt twice writes one record and one event; a run already finished is left as it is.
     """
+    from agentloom.runloop.events import event_emit
     from sessions.services.records import record_append
 
     with transaction.atomic():
@@ -96,6 +100,7 @@ def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str 
             message["error"] = {"code": error.get("code"), "message": error.get("message")}
         record_append(session=run.session, run=run, instance=Instance.objects.get(run=run, key=Instance.MAIN),
                       kind="run_status", message=message, entry_key=f"status-{run.attempt}")
+        event_emit(run_id=run.pk, type="run_finished", data={"status": status, "error": error, **(event_data or {})})
     return True
 
 

@@ -98,3 +98,18 @@ def test_the_context_inspector_shows_what_each_call_received(fake_session, stric
     assert all(m["estimated_tokens"] > 0 for m in second["messages"])
     client.force_authenticate(mallory)
     assert client.get(f"/api/v1/runs/{run.pk}/context").status_code == 404
+
+
+def test_loop5_every_way_a_run_ends_closes_its_stream_with_run_finished(fake_session, strict):
+    from agentloom.runloop.reaper import runs_reap_interrupted
+    from sessions.services.runs import run_cancel, run_claim
+
+    session = fake_session()
+    queued = question_ask(session=session, content="Never mind")
+    run_cancel(run=queued)  # a Stop before any worker took it
+    assert list(RunEvent.objects.filter(run=queued).values_list("type", flat=True)) == ["run_finished"]
+    running = question_ask(session=session, content="Lost worker")
+    run_claim(run_id=running.pk)
+    assert runs_reap_interrupted(stale_after=0) == [running.pk]  # a vanished worker
+    finished = RunEvent.objects.get(run=running, type="run_finished")
+    assert finished.payload["status"] == "interrupted" and finished.payload["error"]["code"] == "interrupted"

@@ -1,0 +1,45 @@
+"""Loads what the transcript needs for a set of runs and hands it to ``transcript``."""
+from __future__ import annotations
+
+from agentloom.web.selectors import (
+    compacted_run_ids,
+    last_event_seqs,
+    main_records_of_runs,
+    queued_supplements,
+    tool_durations,
+)
+from agentloom.web.transcript import (
+    COMPACTED_NOTICE,
+    Notice,
+    RunView,
+    items_from_records,
+    items_written,
+    run_is_resumable,
+)
+from sessions.models import Run
+
+
+def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
+    """One view per run, in the given order. A working run shows only what the person
+    wrote (the browser streams the rest); only the session's latest run offers Resume."""
+    ids = [run.pk for run in runs]
+    records = main_records_of_runs(run_ids=ids)
+    durations = tool_durations(run_ids=ids)
+    last_seqs = last_event_seqs(run_ids=ids)
+    compacted = compacted_run_ids(run_ids=ids)
+    views = []
+    for run in runs:
+        view = RunView(run=run, last_seq=last_seqs.get(run.pk, 0))
+        if run.status in Run.ACTIVE_STATUSES:
+            view.live = True
+            view.items = items_written(records.get(run.pk, []), queued=queued_supplements(run=run))
+        else:
+            own = {call_id: ms for (run_id, call_id), ms in durations.items() if run_id == run.pk}
+            view.items = items_from_records(records.get(run.pk, []), durations=own)
+            if run.pk in compacted and not any(r.kind == "compaction" for r in records.get(run.pk, [])):
+                # The run's context was compacted (a `compacted` event) but no checkpoint
+                # record says where: say it once, after the question.
+                view.items.insert(1 if view.items else 0, Notice(COMPACTED_NOTICE))
+            view.resumable = run.pk == latest_run_id and run_is_resumable(run)
+        views.append(view)
+    return views

@@ -1,0 +1,58 @@
+"""Browser-side defences of the chat pages: a strict Content-Security-Policy and a limit
+on failed logins (SPEC §11).
+
+The CSP is a second wall behind the Markdown sanitiser: the pages load scripts and
+styles only from our own origin and carry no inline script, so even markup that slipped
+through could not run.
+"""
+from __future__ import annotations
+
+from functools import wraps
+from typing import Callable
+
+from django.core.cache import cache
+
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+])
+
+LOGIN_FAILURES_ALLOWED = 10
+LOGIN_FAILURE_WINDOW_SECONDS = 60
+
+
+def with_csp(view: Callable) -> Callable:
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        return response
+
+    return wrapped
+
+
+def _client_key(request) -> str:
+    return f"web-login-failures:{request.META.get('REMOTE_ADDR', '?')}"
+
+
+def login_blocked(request) -> bool:
+    """True after too many failed logins from this address within the window."""
+    return (cache.get(_client_key(request)) or 0) >= LOGIN_FAILURES_ALLOWED
+
+
+def login_failed(request) -> None:
+    key = _client_key(request)
+    if cache.add(key, 1, LOGIN_FAILURE_WINDOW_SECONDS):
+        return
+    try:
+        cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, LOGIN_FAILURE_WINDOW_SECONDS)

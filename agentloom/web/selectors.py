@@ -1,0 +1,98 @@
+"""Reads for the chat pages. Reach is always the caller's own sessions (SPEC §11): the
+session and run look-ups go through ``sessions.selectors``, which answer 404 otherwise."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Max, OuterRef, QuerySet, Subquery
+
+from agentloom.agents.models import Agent, AgentVersion
+from agentloom.agents.selectors import agent_list_for_user
+from sessions.models import Instance, Run, RunEvent, Session, SessionMessage
+from sessions.selectors import session_list_for_user
+
+SIDEBAR_SESSIONS = 50
+RUNS_PER_PAGE = 20
+
+
+def sessions_for_sidebar(*, user) -> list[Session]:
+    """The caller's most recent sessions, newest first."""
+    return list(session_list_for_user(user=user)[:SIDEBAR_SESSIONS])
+
+
+def agents_startable(*, user) -> QuerySet[Agent]:
+    """Agents of the caller's spaces that have a published version (a session needs one),
+    with the provider and model of that version (``latest_provider``, ``latest_model``):
+    a new session binds the latest version, whatever the draft says today."""
+    latest = AgentVersion.objects.filter(agent=OuterRef("pk")).order_by("-version")
+    return (agent_list_for_user(user=user).filter(latest_version__isnull=False)
+            .annotate(latest_provider=Subquery(latest.values("provider")[:1]),
+                      latest_model=Subquery(latest.values("model")[:1])))
+
+
+@dataclass(frozen=True)
+class RunsPage:
+    runs: list[Run]
+    earlier_before: int | None  # a run id to page back from, when there are earlier runs
+    is_latest_page: bool
+
+
+def runs_page(*, session: Session, before: int | None = None, limit: int = RUNS_PER_PAGE) -> RunsPage:
+    """Up to ``limit`` runs of the session, oldest first, ending before run ``before`` (or at the last)."""
+    query = Run.objects.filter(session=session)
+    if before is not None:
+        query = query.filter(pk__lt=before)
+    newest_first = list(query.order_by("-id")[: limit + 1])
+    has_earlier = len(newest_first) > limit
+    runs = list(reversed(newest_first[:limit]))
+    return RunsPage(runs=runs, earlier_before=runs[0].pk if has_earlier and runs else None,
+                    is_latest_page=before is None)
+
+
+def session_last_run(*, session: Session) -> Run | None:
+    return Run.objects.filter(session=session).order_by("-id").first()
+
+
+def main_records_of_runs(*, run_ids: list[int]) -> dict[int, list[SessionMessage]]:
+    """Main-instance records per run, in seq order (sub-instances' internals are not the chat)."""
+    grouped: dict[int, list[SessionMessage]] = defaultdict(list)
+    for record in SessionMessage.objects.filter(run_id__in=run_ids, in_main=True).order_by("seq"):
+        grouped[record.run_id].append(record)
+    return grouped
+
+
+def tool_durations(*, run_ids: list[int]) -> dict[tuple[int, str], int]:
+    """``(run, call_id) → duration_ms`` from the runs' ``tool_finished`` events."""
+    durations: dict[tuple[int, str], int] = {}
+    for event in RunEvent.objects.filter(run_id__in=run_ids, type="tool_finished").order_by("run_id", "seq"):
+        payload = event.payload or {}
+        if isinstance(payload.get("duration_ms"), int) and payload.get("call_id"):
+            durations[(event.run_id, str(payload["call_id"]))] = payload["duration_ms"]
+    return durations
+
+
+def compacted_run_ids(*, run_ids: list[int]) -> set[int]:
+    """Runs whose context was compacted while they worked (a ``compacted`` event)."""
+    return set(RunEvent.objects.filter(run_id__in=run_ids, type="compacted").values_list("run_id", flat=True))
+
+
+def last_event_seqs(*, run_ids: list[int]) -> dict[int, int]:
+    rows = RunEvent.objects.filter(run_id__in=run_ids).values("run_id").annotate(last=Max("seq"))
+    return {row["run_id"]: row["last"] for row in rows}
+
+
+def queued_supplements(*, run: Run) -> list[dict[str, Any]]:
+    """Supplements sent to an active run and not yet taken into its records (RUN-5)."""
+    instance = Instance.objects.filter(run=run, key=Instance.MAIN).first()
+    if instance is None:
+        return []
+    return [item for item in (instance.frame or {}).get("supplements") or [] if isinstance(item, dict)]
+
+
+def delta_events(*, run: Run, after: int, upto: int) -> list[RunEvent]:
+    """The events that shape a streamed text block: main-instance text deltas and the
+    retry errors that discard an attempt's partial text, with ``after < seq <= upto``."""
+    return list(RunEvent.objects.filter(run=run, seq__gt=after, seq__lte=upto,
+                                        type__in=("message_delta", "error")).order_by("seq"))

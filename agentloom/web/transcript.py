@@ -1,0 +1,226 @@
+"""From a run's source records to what the chat shows (SPEC §3: how each kind is displayed).
+
+Display is not projection: this never decides what a model sees. A finished run is
+rendered from its main-instance records — questions, supplements, answers (Markdown,
+rendered and sanitised here), tool steps with their results and durations, and its end
+(stopped, interrupted, failed with a worded error). A run that is still working shows
+only what the person wrote; the browser builds the rest from the run's events and swaps
+in this rendering when the run ends.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from agentloom.web.errors import error_explain
+from agentloom.web.markdown import render_markdown
+from sessions.models import Run, SessionMessage
+
+COMPACTED_NOTICE = ("Earlier messages were compacted to fit the model's context window. "
+                    "The full history is still kept.")
+RESULT_PREVIEW_CHARS = 4_000
+ARGUMENTS_PREVIEW_CHARS = 2_000
+
+STEP_STATUS_LABELS = {
+    "ok": "done",
+    "error": "error",
+    "cancelled": "cancelled",
+    "timeout": "timed out",
+    "unknown": "outcome unknown",
+    None: "no result",
+}
+
+
+@dataclass
+class Bubble:
+    """Something the person wrote: the question, or a supplement."""
+
+    kind: str  # "user" | "supplement"
+    text: str
+    queued: bool = False
+
+
+@dataclass
+class Answer:
+    html: str
+    partial: bool = False
+    kind: str = "answer"
+
+
+@dataclass
+class Thinking:
+    text: str
+    kind: str = "thinking"
+
+
+@dataclass
+class Step:
+    """One tool call and, once it came, its result."""
+
+    call_id: str
+    name: str
+    arguments: str
+    status: str | None = None
+    result: str = ""
+    result_omitted: int = 0
+    duration_ms: int | None = None
+    kind: str = "step"
+
+    @property
+    def status_label(self) -> str:
+        return STEP_STATUS_LABELS.get(self.status, self.status or "no result")
+
+    @property
+    def status_class(self) -> str:
+        return self.status or "none"
+
+    @property
+    def duration_label(self) -> str:
+        return duration_label(self.duration_ms)
+
+
+@dataclass
+class Notice:
+    text: str
+    tone: str = "quiet"  # "quiet" | "stopped"
+    kind: str = "notice"
+
+
+@dataclass
+class ErrorBox:
+    code: str
+    title: str
+    hint: str
+    message: str
+    kind: str = "error"
+
+
+@dataclass
+class RunView:
+    run: Run
+    items: list[Any] = field(default_factory=list)
+    live: bool = False
+    resumable: bool = False
+    last_seq: int = 0
+
+
+def duration_label(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    if ms < 1000:
+        return f"{ms} ms"
+    return f"{ms / 1000:.1f} s"
+
+
+def text_of(content: Any) -> str:
+    """A message's text: a string, or the text parts of a content list (images named, not shown)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, dict):
+                parts.append(f"[{part.get('type', 'attachment')}]")
+        return "\n".join(parts)
+    return "" if content is None else str(content)
+
+
+def _clip(text: str, limit: int) -> tuple[str, int]:
+    if len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
+
+
+def run_is_resumable(run: Run) -> bool:
+    """Mirrors the resume service's rule (RUN-4): stopped, interrupted, or failed for a reason a retry can fix."""
+    if run.status in (Run.Status.CANCELLED, Run.Status.INTERRUPTED):
+        return True
+    return run.status == Run.Status.FAILED and (run.error or {}).get("retryable") is not False
+
+
+def _status_item(message: dict[str, Any]) -> Notice | ErrorBox | None:
+    status = message.get("status")
+    if status == Run.Status.CANCELLED:
+        return Notice("You stopped this answer.", tone="stopped")
+    if status == Run.Status.INTERRUPTED:
+        return Notice("This run was interrupted: the worker running it stopped. Nothing is lost; resume to continue.",
+                      tone="stopped")
+    if status == Run.Status.FAILED:
+        return ErrorBox(**error_explain(message.get("error")))
+    return None
+
+
+def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str, int] | None = None) -> list[Any]:
+    """A finished run's main-instance records → display items, in record order."""
+    durations = durations or {}
+    items: list[Any] = []
+    steps: dict[str, Step] = {}
+    for record in records:
+        message = record.message if isinstance(record.message, dict) else {}
+        kind = record.kind
+        if kind in ("user", "supplement"):
+            items.append(Bubble(kind=kind, text=text_of(message.get("content"))))
+        elif kind == "assistant":
+            reasoning = message.get("reasoning")
+            if isinstance(reasoning, str) and reasoning.strip():
+                items.append(Thinking(reasoning))
+            text = text_of(message.get("content"))
+            if text.strip():
+                items.append(Answer(html=render_markdown(text), partial=bool(message.get("partial"))))
+            for call in message.get("tool_calls") or []:
+                if not isinstance(call, dict):
+                    continue
+                function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                call_id = str(call.get("id", ""))
+                arguments, _ = _clip(str(function.get("arguments", "")), ARGUMENTS_PREVIEW_CHARS)
+                step = Step(call_id=call_id, name=str(function.get("name", "tool")), arguments=arguments,
+                            duration_ms=durations.get(call_id))
+                steps[call_id] = step
+                items.append(step)
+        elif kind in ("tool_result", "delegation_result"):
+            call_id = str(message.get("tool_call_id", ""))
+            step = steps.get(call_id)
+            if step is None:  # a result whose call is outside this run's records (e.g. resolved on resume)
+                step = Step(call_id=call_id, name=str(message.get("name", "tool")), arguments="",
+                            duration_ms=durations.get(call_id))
+                steps[call_id] = step
+                items.append(step)
+            step.status = message.get("status") or "ok"
+            step.result, step.result_omitted = _clip(text_of(message.get("content")), RESULT_PREVIEW_CHARS)
+        elif kind == "run_status":
+            item = _status_item(message)
+            if item is not None:
+                items.append(item)
+        elif kind == "compaction":
+            items.append(Notice(COMPACTED_NOTICE))
+        # Everything else (metadata kinds, compaction summaries) is not part of the chat.
+    return items
+
+
+def items_written(records: Iterable[SessionMessage], *, queued: Iterable[dict[str, Any]] = ()) -> list[Bubble]:
+    """What the person wrote to a run that is still working: its question, the supplements
+    already taken, then the ones still queued."""
+    bubbles = [Bubble(kind=r.kind, text=text_of((r.message or {}).get("content")))
+               for r in records if r.kind in ("user", "supplement")]
+    bubbles += [Bubble(kind="supplement", text=str(item.get("content", "")), queued=True) for item in queued]
+    return bubbles
+
+
+def text_from_deltas(events: Iterable[tuple[str, dict[str, Any]]]) -> str:
+    """The text a stretch of events streamed into the main instance's answer.
+
+    ``message_delta`` events append; an ``error`` marked ``reset`` (a retried attempt)
+    discards what the failed attempt had streamed, as the browser does live.
+    Sub-instances' deltas are not the main answer.
+    """
+    parts: list[str] = []
+    for type_, data in events:
+        if (data.get("instance") or "main") != "main":
+            continue
+        if type_ == "message_delta":
+            parts.append(str(data.get("text", "")))
+        elif type_ == "error" and data.get("reset"):
+            parts = []
+    return "".join(parts)

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from agentloom.web import fragments, views
+
+app_name = "web"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("login/", views.ChatLoginView.as_view(), name="login"),
+    path("logout/", views.chat_logout, name="logout"),
+    path("sessions/new", views.session_new, name="session-new"),
+    path("sessions/<int:session_id>/", views.session_page, name="session"),
+    path("chat/runs/<int:run_id>/fragment", fragments.run_fragment, name="run-fragment"),
+    path("chat/runs/<int:run_id>/text", fragments.run_text, name="run-text"),
+]

@@ -1,0 +1,138 @@
+"""The chat's pages: log in and out, the sessions list with "new chat", one session."""
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView, LogoutView
+from django.http import Http404, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse, reverse_lazy
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import ensure_csrf_cookie
+from django.views.decorators.http import require_GET, require_POST
+
+from agentloom.errors import NotFound, ValidationFailed
+from agentloom.web.errors import error_table
+from agentloom.web.presenters import run_views
+from agentloom.web.security import login_blocked, login_failed, with_csp
+from agentloom.web.selectors import agents_startable, runs_page, session_last_run, sessions_for_sidebar
+from agentloom.web.transcript import COMPACTED_NOTICE, STEP_STATUS_LABELS
+from sessions.models import Session
+from sessions.selectors import session_get_for_user
+from sessions.services.sessions import session_create
+
+LOGIN_URL = reverse_lazy("web:login")
+DEMO_PROVIDER = "demo"
+
+_ID = 987654321  # a placeholder id, replaced by "{id}" in the URL templates handed to the browser
+
+
+@method_decorator(with_csp, name="dispatch")
+class ChatLoginView(LoginView):
+    """Django's login, our template, a limit on failed attempts per address (SPEC §11)."""
+
+    template_name = "registration/login.html"
+    redirect_authenticated_user = True
+    next_page = reverse_lazy("web:home")
+
+    def post(self, request, *args, **kwargs):
+        if login_blocked(request):
+            # An unbound form: the password is not even checked while the address is blocked.
+            form = self.get_form_class()(request)
+            return self.render_to_response(self.get_context_data(form=form, blocked=True), status=429)
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form):
+        login_failed(self.request)
+        return super().form_invalid(form)
+
+
+chat_logout = LogoutView.as_view(next_page=reverse_lazy("web:login"))
+
+
+class NewSessionForm(forms.Form):
+    agent = forms.IntegerField(min_value=1)
+
+
+def _url_template(name: str) -> str:
+    return reverse(name, args=[_ID]).replace(str(_ID), "{id}")
+
+
+def _shell(request, **extra: Any) -> dict[str, Any]:
+    """What every chat page shows around its content: the sessions and the agents to start with."""
+    return {
+        "sidebar_sessions": sessions_for_sidebar(user=request.user),
+        "agents": list(agents_startable(user=request.user)),
+        **extra,
+    }
+
+
+def _own_session(request, session_id: int) -> Session:
+    try:
+        return session_get_for_user(session_id=session_id, user=request.user)
+    except NotFound:
+        raise Http404("Session not found.") from None
+
+
+@with_csp
+@ensure_csrf_cookie
+@login_required(login_url=LOGIN_URL)
+@require_GET
+def home(request):
+    return render(request, "web/home.html", _shell(request))
+
+
+@with_csp
+@login_required(login_url=LOGIN_URL)
+@require_POST
+def session_new(request):
+    """Start a session with an agent of the caller's spaces, bound to its latest version."""
+    form = NewSessionForm(request.POST)
+    if not form.is_valid():
+        return render(request, "web/home.html", _shell(request, new_session_error="Pick an agent first."), status=400)
+    try:
+        session = session_create(user=request.user, agent_id=form.cleaned_data["agent"])
+    except ValidationFailed as exc:
+        return render(request, "web/home.html", _shell(request, new_session_error=exc.message), status=400)
+    return HttpResponseRedirect(reverse("web:session", args=[session.pk]))
+
+
+@with_csp
+@ensure_csrf_cookie
+@login_required(login_url=LOGIN_URL)
+@require_GET
+def session_page(request, session_id: int):
+    session = _own_session(request, session_id)
+    before = request.GET.get("before", "")
+    page = runs_page(session=session, before=int(before) if before.isdigit() and len(before) < 19 else None)
+    latest = session_last_run(session=session)
+    views = run_views(runs=page.runs, latest_run_id=latest.pk if latest else None)
+    config = {
+        "sessionId": session.pk,
+        "agentName": session.version.name,
+        "csrfCookie": settings.CSRF_COOKIE_NAME,
+        "urls": {
+            "questions": reverse("session-questions", args=[session.pk]),
+            "run": _url_template("run-detail"),
+            "events": _url_template("run-events"),
+            "cancel": _url_template("run-cancel"),
+            "resume": _url_template("run-resume"),
+            "supplements": _url_template("run-supplements"),
+            "fragment": _url_template("web:run-fragment"),
+            "text": _url_template("web:run-text"),
+        },
+        "errors": error_table(),
+        "compactedNotice": COMPACTED_NOTICE,
+        "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
+    }
+    return render(request, "web/session.html", _shell(
+        request,
+        session=session,
+        runs=views,
+        page=page,
+        is_demo=session.version.provider == DEMO_PROVIDER,
+        chat_config=config,
+    ))

