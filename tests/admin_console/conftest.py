@@ -16,6 +16,7 @@ from sessions.models import Instance, ModelCall, Run, Session
 from sessions.selectors import main_instance
 from sessions.services.history import checkpoint_commit, question_ask
 from sessions.services.records import record_append
+from sessions.models import RunEvent
 from sessions.services.runs import run_finish
 from tests.sessions.helpers import answer, call_tool, claim, tool_result
 
@@ -63,6 +64,9 @@ def story(make_session, alice) -> Story:
     finish(first)  # seq 6: run_status
     second = claim(question_ask(session=session, content="And now?"))  # seq 7
     session.refresh_from_db()
+    # Finishing a run logs its run_finished event; the timeline tests script their own
+    # events from seq 1, so the story starts with an empty event log.
+    RunEvent.objects.filter(run__session=session).delete()
     return Story(session=session, first=first, second=second, sub=sub)
 
 

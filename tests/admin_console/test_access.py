@@ -86,7 +86,7 @@ def test_list_and_change_pages_never_show_decrypted_content_nor_audit(console, s
     rows = {"session": story.session, "run": story.first, "instance": story.sub,
             "sessionmessage": SessionMessage.objects.get(session=story.session, seq=1),
             "compactionsnapshot": CompactionSnapshot.objects.get(), "sessionview": SessionView.objects.get(),
-            "runevent": RunEvent.objects.get(), "modelcall": ModelCall.objects.get()}
+            "runevent": RunEvent.objects.get(type="message_delta"), "modelcall": ModelCall.objects.get()}
     assert isinstance(rows["instance"], Instance)
     urls += [f"/admin/agent_sessions/{model}/{row.pk}/change/" for model, row in rows.items()]
     for url in urls:
