@@ -6,20 +6,35 @@ adding one is a registration, not an edit of the callers.
 """
 from __future__ import annotations
 
+import threading
+
 from models_catalog.errors import InvalidRequestError
 from models_catalog.providers.base import Listing, ListingContext, ProviderSpec, RawModel
 
 _REGISTRY: dict[str, ProviderSpec] = {}
 _BUILTINS_LOADED = False
+_LOADING = False
+# Worker threads make their first model calls at the same moment: without the lock one
+# thread could see the "loaded" flag while another is still registering the built-ins,
+# and fail a run with "unknown provider" (found by the load run).
+_LOCK = threading.RLock()
 
 
 def _ensure_builtins() -> None:
     """Register the built-in providers on first use (importing them eagerly would make
     ``models_catalog.demo`` and this package import each other)."""
-    global _BUILTINS_LOADED
-    if not _BUILTINS_LOADED:
+    global _BUILTINS_LOADED, _LOADING
+    if _BUILTINS_LOADED:
+        return
+    with _LOCK:
+        if _BUILTINS_LOADED or _LOADING:  # done, or this thread is inside the import below
+            return
+        _LOADING = True
+        try:
+            from models_catalog.providers import builtin  # noqa: F401  (registers on import)
+        finally:
+            _LOADING = False
         _BUILTINS_LOADED = True
-        from models_catalog.providers import builtin  # noqa: F401  (registers on import)
 
 
 def register_provider(spec: ProviderSpec, *, replace: bool = False) -> ProviderSpec:
