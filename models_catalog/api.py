@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from agentloom.api.fields import id_from_text
 from agentloom.errors import ValidationFailed
 from models_catalog.selectors import (
     connection_get_for_admin,
@@ -86,9 +87,10 @@ def connections_collection(request):
     """Connections of the caller's spaces; POST creates one (space admins; the key is write-only)."""
     if request.method == "GET":
         raw_space = request.query_params.get("space")
-        if raw_space is not None and not raw_space.isdigit():
+        space_id = id_from_text(raw_space) if raw_space is not None else None
+        if raw_space is not None and space_id is None:
             raise ValidationFailed("The space filter is not valid.", fields={"space": "must be a space id"})
-        connections = connection_list_for_user(user=request.user, space_id=int(raw_space) if raw_space else None)
+        connections = connection_list_for_user(user=request.user, space_id=space_id)
         return Response(ConnectionOut(connections[:500], many=True).data)
     data = ConnectionCreateIn(data=request.data)
     data.is_valid(raise_exception=True)

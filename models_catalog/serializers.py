@@ -10,7 +10,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agentloom.api.fields import StrictCharField
+from agentloom.api.fields import MAX_ID, StrictCharField
 from models_catalog.discovery import DiscoveryResult
 from models_catalog.models import ModelConnection, Provider
 from models_catalog.services import MAX_KEY_LENGTH, discovery_token_make
@@ -30,20 +30,27 @@ class RejectUnknownFields(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+def _key_is_header_safe(value: str) -> None:
+    # The key travels in an HTTP header, which carries only visible ASCII: anything else
+    # would fail while the request is built, after the key had been accepted.
+    if any(not "!" <= character <= "~" for character in value):
+        raise serializers.ValidationError("must be printable ASCII without spaces")
+
+
 def _key_field(**kwargs: Any) -> StrictCharField:
     # write_only keeps it out of any representation, even if someone reuses this serializer
     # for output; the style hint keeps it out of the browsable API's echo.
     return StrictCharField(required=False, allow_blank=True, max_length=MAX_KEY_LENGTH, write_only=True,
-                           style={"input_type": "password"}, **kwargs)
+                           style={"input_type": "password"}, validators=[_key_is_header_safe], **kwargs)
 
 
 class DiscoverIn(RejectUnknownFields):
     provider = serializers.ChoiceField(choices=Provider.choices)
     base_url = StrictCharField(required=False, allow_blank=True, max_length=500)
     api_key = _key_field()
-    resource_id = serializers.IntegerField(required=False, min_value=1,
+    resource_id = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                            help_text="A stored connection whose key to reuse (same provider and base URL only).")
-    space = serializers.IntegerField(required=False, min_value=1,
+    space = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                      help_text="The space you discover for; default: any space you administer.")
 
 
@@ -64,7 +71,7 @@ class ConnectionUpdateIn(RejectUnknownFields):
 
 
 class ConnectionCreateIn(ConnectionUpdateIn):
-    space = serializers.IntegerField(required=False, min_value=1,
+    space = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                      help_text="Default: the one space you administer.")
     name = StrictCharField(max_length=200)
     provider = serializers.ChoiceField(choices=Provider.choices)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from agentloom.api.fields import StrictCharField
+from agentloom.api.fields import StrictCharField, id_from_text
 
 from sessions.models import Run, Session, SessionMessage
 from sessions.selectors import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, instance_label
@@ -21,6 +21,12 @@ class RecordsQueryIn(serializers.Serializer):
     after = serializers.IntegerField(min_value=0, default=0, max_value=2**62)
     limit = serializers.IntegerField(min_value=1, max_value=RECORDS_PAGE_MAX, default=RECORDS_PAGE_DEFAULT)
     instance = serializers.CharField(required=False, max_length=32)
+
+    def validate_instance(self, value: str) -> str:
+        # "main" or an id; anything else ("²" passes str.isdigit) never reaches the query.
+        if value != "main" and not id_from_text(value):
+            raise serializers.ValidationError("use main or a sub-instance id of this session")
+        return value
 
 
 class RunBriefOut(serializers.ModelSerializer):

@@ -18,6 +18,7 @@ from agentloom.agents.selectors import (
     version_list_for_agent,
 )
 from agentloom.agents.serializers import AgentCreateIn, AgentOut, AgentUpdateIn, VersionOut
+from agentloom.api.fields import id_from_text
 from agentloom.agents.services import agent_draft_create, agent_publish, agent_update
 from agentloom.errors import ValidationFailed
 from models_catalog.selectors import space_get_for_admin
@@ -27,9 +28,10 @@ def _space_filter(request) -> int | None:
     raw = request.query_params.get("space")
     if raw is None:
         return None
-    if not raw.isdigit():
+    space_id = id_from_text(raw)
+    if space_id is None:
         raise ValidationFailed("The space filter is not valid.", fields={"space": "must be a space id"})
-    return int(raw)
+    return space_id
 
 
 @extend_schema(

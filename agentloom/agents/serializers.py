@@ -14,7 +14,7 @@ from rest_framework import serializers
 
 from agentloom.agents.models import Agent, AgentVersion
 from agentloom.agents.selectors import agent_budget, version_budget
-from agentloom.api.fields import StrictCharField
+from agentloom.api.fields import MAX_ID, StrictCharField
 from agentloom.errors import NotFound
 from models_catalog.selectors import connection_get_for_user
 from models_catalog.serializers import RejectUnknownFields
@@ -50,7 +50,7 @@ class AgentUpdateIn(RejectUnknownFields):
 
 
 class AgentCreateIn(AgentUpdateIn):
-    space = serializers.IntegerField(required=False, min_value=1,
+    space = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                      help_text="Default: the model connection's space.")
     name = StrictCharField(max_length=200)
     model_connection = ConnectionRefField(min_value=1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -66,9 +67,19 @@ def exception_handler(exc, context) -> Response:
         return Response(error_body("not_found", "Not found."), status=404)
     if isinstance(exc, DjangoPermissionDenied):
         return Response(error_body("forbidden", "You do not have permission to do this."), status=403)
+    if isinstance(exc, RequestDataTooBig):  # raised while DRF reads a body past AGENTLOOM_MAX_REQUEST_BYTES
+        return Response(error_body("too_large", "The request body is larger than this server accepts."), status=413)
+    if isinstance(exc, SuspiciousOperation):  # e.g. too many form fields: Django itself answers these with 400
+        return Response(error_body("invalid", "Bad request."), status=400)
     if isinstance(exc, drf.ValidationError):
         fields = _flatten(exc.detail)
         return Response(error_body("invalid", "The request is not valid.", fields), status=400)
+    if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):
+        # DRF turns these into 403 when its first authenticator (the browser session) names
+        # no scheme; SPEC §9 says 401, with the scheme an API client can use.
+        message = exc.detail if isinstance(exc.detail, str) else "Authentication required."
+        return Response(error_body("not_authenticated", str(message)), status=401,
+                        headers={"WWW-Authenticate": "Token"})
     if isinstance(exc, drf.APIException):
         status = exc.status_code
         message = exc.detail if isinstance(exc.detail, str) else "Request refused."

@@ -3,6 +3,18 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+# The largest id a database column holds (signed 64 bits). SQLite cannot even bind a larger
+# Python int, so a bigger number typed by a client is refused as input, never sent.
+MAX_ID = 2**63 - 1
+
+
+def id_from_text(raw: str) -> int | None:
+    """A non-negative id typed as text, or None. ASCII digits only: ``"²".isdigit()`` is True."""
+    if not raw.isascii() or not raw.isdigit():
+        return None
+    value = int(raw)
+    return value if value <= MAX_ID else None
+
 
 class StrictCharField(serializers.CharField):
     """A CharField that refuses numbers, booleans and objects instead of stringifying them."""

@@ -10,6 +10,7 @@ from rest_framework.decorators import api_view, renderer_classes
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
+from agentloom.api.fields import MAX_ID, id_from_text
 from agentloom.errors import NotFound, ValidationFailed
 from agentloom.runloop.stream import event_as_dict, events_after, run_event_stream
 from sessions.models import AccessAudit, ModelCall, Run
@@ -27,7 +28,7 @@ class EventStreamRenderer(BaseRenderer):
 
 
 class EventsQueryIn(serializers.Serializer):
-    after = serializers.IntegerField(min_value=0, default=0)
+    after = serializers.IntegerField(min_value=0, default=0, max_value=MAX_ID)
     limit = serializers.IntegerField(min_value=1, max_value=500, default=200)
 
 
@@ -35,9 +36,10 @@ def _last_event_id(request) -> int | None:
     raw = request.headers.get("Last-Event-ID")
     if raw is None:
         return None
-    if not raw.strip().isdigit():
+    seq = id_from_text(raw.strip())
+    if seq is None:
         raise ValidationFailed("Last-Event-ID must be a non-negative integer.", fields={"Last-Event-ID": "invalid"})
-    return int(raw)
+    return seq
 
 
 @extend_schema(

@@ -1,0 +1,57 @@
+"""Entry point of the fault suite's worker process: the real Celery worker, plus hooks.
+
+``python -m tests.faults.worker_main --concurrency=2`` with, in the environment:
+
+- ``AGENTLOOM_FAULT_KILL_AT=<event type>[#n]``: SIGKILL this process right after the n-th
+  event of that type is committed (a sink, the public extension point of LOOP-6);
+- ``AGENTLOOM_FAULT_KILL_IN_TOOL=1``: the ``fault_probe`` tool kills the process after
+  its side effect;
+- ``AGENTLOOM_FAULT_PROBE_FILE``: where ``fault_probe`` logs its executions;
+- ``AGENTLOOM_FAULT_LOGLEVEL``: the worker's log level (default WARNING).
+
+Only ever started by ``tests.faults.support.FaultWorker``.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+
+def _killer(spec: str):
+    event_type, _, nth = spec.partition("#")
+    wanted = int(nth or 1)
+    seen = {"count": 0}
+    lock = threading.Lock()
+
+    def sink(event) -> None:
+        if event.type != event_type:
+            return
+        with lock:
+            seen["count"] += 1
+            if seen["count"] == wanted:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    return sink
+
+
+def main(argv: list[str]) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentloom.settings_test")
+    import django
+
+    django.setup()
+    from agentloom.celery import app
+    from agentloom.runloop import events
+    from tests.faults.probe import probe_install
+
+    probe_install()
+    kill_at = os.environ.get("AGENTLOOM_FAULT_KILL_AT")
+    if kill_at:
+        events.sinks.insert(0, _killer(kill_at))
+    app.worker_main(["worker", "--pool=threads", "--without-heartbeat", "--without-mingle", "--without-gossip",
+                     f"--loglevel={os.environ.get('AGENTLOOM_FAULT_LOGLEVEL', 'WARNING')}", *argv])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,186 @@
+"""Who reaches what (SPEC §11, RUN-11): every endpoint × owner, space admin, member, outsider, anonymous.
+
+A session and its runs, records, events and context belong to their creator alone:
+everyone else gets 404 (never 403, which would confirm the id exists), space admins
+included, and nothing changes. Connections and agents belong to a space: members read,
+admins write, outsiders get 404. Anonymous callers get 401 in the error shape.
+"""
+from __future__ import annotations
+
+import pytest
+
+from agentloom.runloop.events import event_emit
+from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
+from sessions.services.history import question_ask
+from sessions.services.records import record_append
+from sessions.services.runs import run_finish
+from tests.security.conftest import assert_error_shape
+
+pytestmark = pytest.mark.django_db
+
+ANONYMOUS = None
+
+
+@pytest.fixture
+def story(alice, make_session):
+    """Alice's session with one finished run: records, events and a logged model call."""
+    session = make_session(alice)
+    run = question_ask(session=session, content="Private question")
+    main = Instance.objects.get(run=run, key=Instance.MAIN)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    run.refresh_from_db()
+    event_emit(run_id=run.pk, type="run_started", data={"attempt": 0})
+    record_append(session=session, run=run, instance=main, kind="assistant",
+                  message={"role": "assistant", "content": "Private answer"}, entry_key="assistant-1")
+    ModelCall.objects.create(run=run, instance=main, provider="demo", model="m", estimator_id="bytes-v1",
+                             estimated_tokens=3, request={"messages": [{"role": "user", "content": "Private question"}],
+                                                          "tools": [], "estimates": [3]})
+    run_finish(run=run, status=Run.Status.COMPLETED)
+    event_emit(run_id=run.pk, type="run_finished", data={"status": "completed"})
+    return {"session": session, "run": run}
+
+
+SESSION_ENDPOINTS = [
+    # (method, path, body, owner's status)
+    ("get", "/api/v1/sessions/{session}", None, 200),
+    ("get", "/api/v1/sessions/{session}/messages", None, 200),
+    ("get", "/api/v1/runs/{run}", None, 200),
+    ("get", "/api/v1/runs/{run}/events?format=json", None, 200),
+    ("get", "/api/v1/runs/{run}/events", None, 200),  # the SSE stream
+    ("get", "/api/v1/runs/{run}/context", None, 200),
+    ("post", "/api/v1/runs/{run}/resume", None, 409),  # a completed run: refused, but only to its owner
+    ("post", "/api/v1/runs/{run}/supplements", {"content": "psst"}, 409),
+    ("post", "/api/v1/runs/{run}/cancel", None, 202),
+    ("post", "/api/v1/sessions/{session}/compact", None, 202),
+    ("post", "/api/v1/sessions/{session}/questions", {"content": "Another"}, 202),
+]
+
+
+def _state(story) -> tuple:
+    run = Run.objects.get(pk=story["run"].pk)
+    return (Run.objects.count(), SessionMessage.objects.count(), RunEvent.objects.count(), run.status,
+            run.cancel_requested, run.attempt)
+
+
+@pytest.mark.parametrize("method, path, body, owner_status", SESSION_ENDPOINTS,
+                         ids=[f"{m.upper()} {p}" for m, p, _, _ in SESSION_ENDPOINTS])
+def test_only_the_creator_reaches_a_session_and_everything_in_it(
+        api, story, alice, bob, carol, mallory, mallory_space, method, path, body, owner_status, monkeypatch):
+    from agentloom.runloop import stream
+
+    monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)
+    url = path.format(session=story["session"].pk, run=story["run"].pk)
+    before = _state(story)
+    for person, expected in ((ANONYMOUS, 401), (mallory, 404), (bob, 404), (carol, 404)):
+        response = getattr(api(person), method)(url, body, format="json")
+        assert_error_shape(response, expected)
+        assert "Private" not in response.content.decode()
+    assert _state(story) == before  # nobody else changed anything
+    response = getattr(api(alice), method)(url, body, format="json")
+    assert response.status_code == owner_status, response.content[:300]
+    if owner_status >= 400:
+        assert_error_shape(response)
+
+
+def test_the_session_list_shows_only_the_callers_own(api, story, alice, bob, carol, mallory, mallory_space,
+                                                     make_session):
+    bobs = make_session(bob)
+    assert [s["id"] for s in api(alice).get("/api/v1/sessions").json()] == [story["session"].pk]
+    assert [s["id"] for s in api(bob).get("/api/v1/sessions").json()] == [bobs.pk]
+    assert api(carol).get("/api/v1/sessions").json() == []
+    assert api(mallory).get("/api/v1/sessions").json() == []
+
+
+def test_staff_reading_the_context_inspector_of_someone_elses_run_is_audited(api, story, django_user_model):
+    from sessions.models import AccessAudit
+
+    operator = django_user_model.objects.create_user(username="olga", password="olga-password-1", is_staff=True)
+    response = api(operator).get(f"/api/v1/runs/{story['run'].pk}/context")
+    assert response.status_code == 200
+    assert AccessAudit.objects.filter(user=operator, run=story["run"], what="context_inspector").count() == 1
+    # …and staff status opens nothing else of the session.
+    assert_error_shape(api(operator).get(f"/api/v1/sessions/{story['session'].pk}/messages"), 404)
+
+
+# --- connections and agents: a space's members read, its admins write ----------------------------
+
+
+@pytest.fixture
+def spare_connection(space):
+    from models_catalog.services import connection_create
+
+    return connection_create(space=space, data={"name": "Spare", "provider": "demo", "model": "agentloom-demo"})
+
+
+CATALOG_ENDPOINTS = [
+    # (method, path, body, admin, member)
+    ("get", "/api/v1/model-connections/{connection}", None, 200, 200),
+    ("patch", "/api/v1/model-connections/{connection}", {"name": "Renamed"}, 200, 403),
+    ("delete", "/api/v1/model-connections/{spare}", None, 204, 403),
+    ("get", "/api/v1/agents/{agent}", None, 200, 200),
+    ("get", "/api/v1/agents/{agent}/versions", None, 200, 200),
+    ("patch", "/api/v1/agents/{agent}", {"instructions": "Changed."}, 200, 403),
+    ("post", "/api/v1/agents/{agent}/publish", None, 201, 403),
+]
+
+
+@pytest.mark.parametrize("method, path, body, admin_status, member_status", CATALOG_ENDPOINTS,
+                         ids=[f"{m.upper()} {p}" for m, p, *_ in CATALOG_ENDPOINTS])
+def test_members_read_admins_write_and_outsiders_see_nothing_of_a_space(
+        api, alice, bob, carol, mallory, mallory_space, agent, version, demo_connection, spare_connection,
+        method, path, body, admin_status, member_status):
+    from agentloom.agents.models import Agent, AgentVersion
+    from models_catalog.models import ModelConnection
+
+    url = path.format(connection=demo_connection.pk, agent=agent.pk, spare=spare_connection.pk)
+
+    def state():
+        return (list(ModelConnection.objects.order_by("pk").values_list("pk", "name")),
+                list(Agent.objects.values_list("pk", "instructions")), AgentVersion.objects.count())
+
+    before = state()
+    for person, expected in ((ANONYMOUS, 401), (mallory, 404), (bob, member_status)):
+        response = getattr(api(person), method)(url, body, format="json")
+        if expected >= 400:
+            assert_error_shape(response, expected)
+            assert "sk-" not in response.content.decode()
+        else:
+            assert response.status_code == expected
+    if member_status >= 400:
+        assert state() == before
+    assert getattr(api(carol), method)(url, body, format="json").status_code == admin_status  # any admin of the space
+
+
+def test_lists_and_creates_stay_inside_the_callers_spaces(api, alice, bob, mallory, mallory_space, agent,
+                                                         demo_connection):
+    from models_catalog.models import ModelConnection
+
+    assert api(mallory).get("/api/v1/model-connections").json() == []
+    assert api(mallory).get("/api/v1/agents").json() == []
+    assert [c["id"] for c in api(bob).get("/api/v1/model-connections").json()] == [demo_connection.pk]
+    count = ModelConnection.objects.count()
+    response = api(bob).post("/api/v1/model-connections", {"name": "Mine", "provider": "demo", "model": "m"},
+                             format="json")
+    assert response.status_code in (403, 404)
+    assert_error_shape(response)
+    response = api(mallory).post("/api/v1/agents", {"name": "Hijack", "model_connection": demo_connection.pk},
+                                 format="json")
+    assert_error_shape(response, 400)  # "no such model connection in your spaces": the id is not confirmed
+    response = api(mallory).post("/api/v1/sessions", {"agent": agent.pk}, format="json")
+    assert response.status_code in (400, 404)
+    assert_error_shape(response)
+    assert ModelConnection.objects.count() == count
+
+
+def test_discovery_is_for_space_admins_only(api, alice, bob, mallory, mallory_space, space, outbound):
+    body = {"provider": "demo"}
+    assert api(alice).post("/api/models/discover", body, format="json").status_code == 200
+    assert_error_shape(api(bob).post("/api/models/discover", {**body, "space": space.pk}, format="json"), 403)
+    assert_error_shape(api(mallory).post("/api/models/discover", {**body, "space": space.pk}, format="json"), 404)
+    assert_error_shape(api(ANONYMOUS).post("/api/models/discover", body, format="json"), 401)
+
+
+def test_a_bad_token_is_a_401_naming_the_scheme(client):
+    response = client.get("/api/v1/sessions", HTTP_AUTHORIZATION="Token not-a-real-token")
+    assert_error_shape(response, 401)
+    assert response["WWW-Authenticate"] == "Token"
