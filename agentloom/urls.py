@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agentloom.api.views import obtain_token
 from agentloom.health import healthz
+from agentloom.web.security import limited_login
 from models_catalog.api import models_discover_view
 
 admin.site.site_header = "AgentLoom console"
@@ -14,6 +15,7 @@ admin.site.index_title = "Models, agents, sessions"
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("admin/login/", limited_login(admin.site.login), name="admin-login-limited"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from sessions.models import RunEvent
+from sessions.models import Run, RunEvent
 
 logger = logging.getLogger("agentloom.events")
 
@@ -72,6 +72,9 @@ def event_emit(*, run_id: int, type: str, data: dict[str, Any] | None = None) ->
     for _ in range(20):
         try:
             with transaction.atomic():
+                # The run row is the lock: producers of one run (the loop, the API's
+                # supplement_received, the reaper) take turns instead of racing for a seq.
+                Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True).first()
                 last = RunEvent.objects.filter(run_id=run_id).aggregate(n=Max("seq"))["n"] or 0
                 event = RunEvent.objects.create(run_id=run_id, seq=last + 1, type=type, payload=data or {})
             break

@@ -138,10 +138,20 @@ def run_execute(*, run_id: int) -> None:
         _finish(state, Run.Status.FAILED, error=stop.to_error())
     except Exception:
         logger.exception("run %s failed unexpectedly", run.pk)
+        _drop_dead_connection()
         _finish(state, Run.Status.FAILED, error={"code": "internal_error", "retryable": True,
                                                  "message": "Something went wrong on our side; you can resume the run."})
     else:
         _finish(state, Run.Status.COMPLETED)
+
+
+def _drop_dead_connection() -> None:
+    """A database connection cut mid-run is unusable; reconnect before recording the
+    failure, or the run would stay "running" until the reaper finds it."""
+    from django.db import connection
+
+    if connection.connection is not None and not connection.is_usable():
+        connection.close()
 
 
 def _finish(state: RunState, status: str, *, error: dict | None = None, reason: str = "") -> None:
@@ -212,8 +222,8 @@ def instance_loop(state: RunState, instance: Instance, *, depth: int) -> str:
         step = _assistant_count(instance) + 1
         message = state.redactor.message(end.assistant_message())
         calls = [call for call in end.tool_calls if call.complete] if not end.cut else []
-        if calls:
-            message["tool_calls"] = [call.to_message_dict() for call in calls]
+        if calls:  # stored redacted (LOOP-8); the tools themselves run with what the model wrote
+            message["tool_calls"] = [state.redactor.message(call.to_message_dict()) for call in calls]
         else:
             message.pop("tool_calls", None)
         if end.cut:  # stopped mid-stream
@@ -431,6 +441,10 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
     """RUN-6: calls left without a result by an earlier attempt. Idempotent tools run
     again; the others get an ``unknown`` result and are never re-run automatically. A call
     that already has a stored result is never repeated (results are keyed by step)."""
+    if (instance.frame or {}).get("pending_calls"):
+        # Whatever the last attempt left pending is settled below (or had already been):
+        # a stale list would keep RUN-7 from ever saving a view for this run.
+        _frame_pending(instance, [])
     last = (SessionMessage.objects.filter(instance=instance, kind="assistant").order_by("-seq").first())
     if last is None or not last.message.get("tool_calls") or last.message.get("partial"):
         return

@@ -12,7 +12,8 @@ def run_execute_task(run_id: int) -> None:
 
 
 def dispatch_run(run_id: int) -> None:
-    """Queue a committed run for any worker (registered with the history service)."""
+    """Queue a committed run for any worker (registered with the history service; a
+    broker failure here fails the run cleanly, see ``sessions.services.dispatch``)."""
     from agentloom.celery import prepare_broker_folders
 
     prepare_broker_folders()

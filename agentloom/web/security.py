@@ -56,3 +56,21 @@ def login_failed(request) -> None:
         cache.incr(key)
     except ValueError:  # expired between add and incr
         cache.set(key, 1, LOGIN_FAILURE_WINDOW_SECONDS)
+
+
+def limited_login(view: Callable) -> Callable:
+    """The same failed-login limit for any login view (the admin console's included)."""
+    from django.http import HttpResponse
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if request.method == "POST" and login_blocked(request):
+            return HttpResponse("Too many failed logins from this address; wait a minute and try again.\n",
+                                status=429, content_type="text/plain; charset=utf-8",
+                                headers={"Retry-After": str(LOGIN_FAILURE_WINDOW_SECONDS)})
+        response = view(request, *args, **kwargs)
+        if request.method == "POST" and not request.user.is_authenticated:
+            login_failed(request)
+        return response
+
+    return wrapped

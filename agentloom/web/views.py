@@ -14,10 +14,11 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_POST
 
+from agentloom.api.fields import id_from_text
 from agentloom.errors import NotFound, ValidationFailed
 from agentloom.web.errors import error_table
 from agentloom.web.presenters import run_views
-from agentloom.web.security import login_blocked, login_failed, with_csp
+from agentloom.web.security import LOGIN_FAILURE_WINDOW_SECONDS, login_blocked, login_failed, with_csp
 from agentloom.web.selectors import agents_startable, runs_page, session_last_run, sessions_for_sidebar
 from agentloom.web.transcript import COMPACTED_NOTICE, STEP_STATUS_LABELS
 from sessions.models import Session
@@ -42,7 +43,9 @@ class ChatLoginView(LoginView):
         if login_blocked(request):
             # An unbound form: the password is not even checked while the address is blocked.
             form = self.get_form_class()(request)
-            return self.render_to_response(self.get_context_data(form=form, blocked=True), status=429)
+            response = self.render_to_response(self.get_context_data(form=form, blocked=True), status=429)
+            response["Retry-After"] = str(LOGIN_FAILURE_WINDOW_SECONDS)
+            return response
         return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form):
@@ -107,7 +110,7 @@ def session_new(request):
 def session_page(request, session_id: int):
     session = _own_session(request, session_id)
     before = request.GET.get("before", "")
-    page = runs_page(session=session, before=int(before) if before.isdigit() and len(before) < 19 else None)
+    page = runs_page(session=session, before=id_from_text(before))
     latest = session_last_run(session=session)
     views = run_views(runs=page.runs, latest_run_id=latest.pk if latest else None)
     config = {

@@ -198,9 +198,6 @@ def test_event_readers_during_concurrent_producers_see_every_event_once_in_order
     assert texts == sorted(f"{i}:{n}" for i in range(producers) for n in range(per_producer))
 
 
-@pytest.mark.xfail(strict=False, reason="event_emit allocates seqs optimistically (max+1, retry on conflict) and "
-                   "gives up after 20 conflicts: with many producers on one run some usually raise RuntimeError. "
-                   "Not strict: a race, it sometimes passes (see docs/reliability.md)")
 def test_many_producers_on_one_run_all_get_their_events_written(make_session, alice):
     session = make_session(alice)
     run = run_create(session=session)

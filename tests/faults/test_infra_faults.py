@@ -185,10 +185,6 @@ def test_a_connection_cut_during_a_commit_fails_the_run_clearly_with_no_half_sta
     assert strict.rejections == []
 
 
-@pytest.mark.xfail(strict=True, reason="run_execute's failure handler reuses the dead connection: when the cut is "
-                   "first met outside a transaction (the Stop check while streaming), _finish raises too, the task "
-                   "dies and the run stays 'running' until its heartbeat is stale and another run starts the reaper "
-                   "(see docs/reliability.md)")
 def test_a_connection_cut_first_met_outside_a_transaction_still_ends_the_run_clearly(
         session_with_history, strict, private_redis, tmp_path):
     session = session_with_history()
@@ -200,10 +196,6 @@ def test_a_connection_cut_first_met_outside_a_transaction_still_ends_the_run_cle
     assert_appended(session, before, [("user", "question"), ("run_status", "status-0")])
 
 
-@pytest.mark.xfail(strict=True, reason="the run is queued on commit; when the broker is down the on-commit "
-                   "dispatch raises inside the view: the client gets a 500 while the run stays 'queued' with its "
-                   "question saved and no task anywhere, blocking the session (409) until someone cancels it "
-                   "(see docs/reliability.md)")
 def test_a_question_asked_while_redis_is_down_is_refused_cleanly_or_delivered_later(make_session, alice,
                                                                                      private_redis):
     from rest_framework.test import APIClient
@@ -223,3 +215,8 @@ def test_a_question_asked_while_redis_is_down_is_refused_cleanly_or_delivered_la
         assert Run.objects.filter(session=session).count() == 0 and ledger(session) == []
     else:
         assert response.status_code == 202, response.content[:200]
+        # Never left queued forever: the run fails at once, clearly and resumably.
+        run = Run.objects.get(session=session)
+        assert run.status == Run.Status.FAILED and run.error["code"] == "queue_unavailable"
+        assert run.error["retryable"] is True
+        assert [kind for _, kind, _ in ledger(session)] == ["user", "run_status"]

@@ -165,9 +165,6 @@ def test_a_worker_killed_right_after_claiming_the_run_resumes_from_the_question(
                                       ("assistant", "assistant-1"), ("run_status", "status-1")])
 
 
-@pytest.mark.xfail(strict=True, reason="loop.resolve_pending_calls returns before clearing the frame when every "
-                   "pending call already has a result: the finished run keeps pending_calls, so RUN-7 never lets "
-                   "it become a session view (see docs/reliability.md)")
 def test_a_resumed_run_leaves_no_stale_pending_call_in_its_frame(session_with_history, strict, private_redis,
                                                                  tmp_path, probe):
     from sessions.models import Instance

@@ -102,8 +102,6 @@ def test_browser_login_failures_are_limited(alice):
     assert "_auth_user_id" not in client.session
 
 
-@pytest.mark.xfail(strict=True, reason="the admin console's login (/admin/login/, also settings.LOGIN_URL) has no "
-                   "limit on failed attempts; the API and chat logins do (see docs/reliability.md)")
 def test_admin_login_failures_are_limited(django_user_model):
     django_user_model.objects.create_user(username="root", password="root-password-1", is_staff=True)
     client = Client()

@@ -39,10 +39,7 @@ TRACE_MARKERS = ("Traceback", 'File "', "/work/", "site-packages", "RuntimeError
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("echo_in_arguments", [
     False,
-    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-        "LOOP-8 leak: instance_loop redacts the assistant message, then overwrites its tool_calls with the raw "
-        "calls, so a key in a tool call's arguments is stored and shown in the records API, the context inspector "
-        "and the chat page (see docs/reliability.md)"))),
+    True,
 ], ids=["echoed-in-text-reasoning-and-errors", "echoed-in-tool-call-arguments"])
 def test_the_api_key_appears_in_no_log_event_record_response_page_or_column(fake_session, strict, alice, caplog,
                                                                              echo_in_arguments):
