@@ -82,3 +82,17 @@ def test_a_token_is_issued_for_good_credentials_only(client, alice):
     assert good.status_code == 200 and len(good.json()["token"]) >= 20
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "bad_credentials"
     assert empty.status_code == 400 and set(empty.json()["error"]["fields"]) == {"username", "password"}
+
+
+def test_production_mode_behind_tls_passes_the_deploy_checks(tmp_path):
+    import secrets
+
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=REPO,
+        env={**{k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DEBUG"}},
+             "DJANGO_SETTINGS_MODULE": "agentloom.settings", "SECRET_KEY": secrets.token_urlsafe(50),
+             "AGENTLOOM_ENCRYPTION_KEY": secrets.token_urlsafe(50), "AGENTLOOM_HTTPS": "true",
+             "ALLOWED_HOSTS": "agentloom.example.com", "AGENTLOOM_VAR_DIR": str(tmp_path)},
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
