@@ -49,12 +49,22 @@ class AgentAdmin(admin.ModelAdmin):
         number = getattr(obj, "latest_version_number", None)
         return f"v{number}" if number else "unpublished"
 
+    class Media:
+        js = ["agentloom/admin/agent_budget.js"]
+
     @admin.display(description="Budget (CTX-21)")
     def budget_figures(self, obj: Agent) -> str:
-        """What the draft's policy means in tokens with its connection's figures today."""
-        if obj.pk is None:
-            return "Shown after saving."
-        return _budget_text(agent_budget(agent=obj))
+        """What the draft's policy means in tokens with its connection's figures; the
+        script recomputes it live as the connection or the ratios change."""
+        from django.utils.html import format_html, json_script
+
+        from models_catalog.models import ModelConnection
+
+        figures = {str(row["id"]): row for row in ModelConnection.objects.values(
+            "id", "context_window", "max_output_tokens", "safety_margin_tokens")}
+        text = _budget_text(agent_budget(agent=obj)) if obj.pk is not None else "Pick a model connection."
+        return format_html('<span id="live-budget" aria-live="polite">{}</span>{}', text,
+                           json_script(figures, "agent-connection-figures"))
 
     def save_model(self, request, obj: Agent, form: AgentAdminForm, change: bool) -> None:
         """Save through the services (CTX-20 normalisation, tools, limits)."""

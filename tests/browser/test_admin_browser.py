@@ -211,6 +211,11 @@ def test_an_admin_discovers_models_saves_a_connection_and_publishes_an_agent_wit
     assert not Agent.objects.exists()
 
     page.locator("#id_target_ratio").fill("0.5")
+    # The budget line follows the form live, before anything is saved (CTX-21).
+    effective = connection.context_window - connection.max_output_tokens - connection.safety_margin_tokens
+    expect(page.locator("#live-budget")).to_have_text(
+        f"effective input {effective:,} tokens · compaction at {int(effective * 0.7 + 1e-9):,}, "
+        f"target {int(effective * 0.5 + 1e-9):,}")
     page.get_by_role("button", name="Save and continue editing").click()
     expect(page.locator(".messagelist")).to_contain_text("was added successfully")
     agent = Agent.objects.get()
