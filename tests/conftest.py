@@ -20,6 +20,16 @@ if (SHARED / "tiktoken").is_dir():
 
 
 @pytest.fixture(autouse=True)
+def _fresh_throttles():
+    """Rate-limit counters live in the cache, and user ids repeat across tests."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def dispatched_runs():
     """Runs queued for a worker, recorded instead of sent to a broker nobody consumes.
 

@@ -6,11 +6,10 @@ mallory is an outsider with her own space.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from tests.fakes.fake_provider import fake_provider  # noqa: F401  (the fixture)
@@ -19,13 +18,6 @@ API_KEY = "sk-live-CATALOG-API-SECRET-0042"
 OTHER_KEY = "sk-live-ROTATED-SECRET-9876"
 PROVIDER_SECRET = "PROVIDER-SAYS-SECRET-do-not-echo"
 
-
-@pytest.fixture(autouse=True)
-def _fresh_throttles() -> Iterator[None]:
-    """Throttle counters live in the cache and user ids repeat across tests."""
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture

@@ -70,3 +70,9 @@ def _close_stray_connections() -> None:
 def dispatched_compactions() -> list:
     """The engine dispatches no compactions; nothing to record."""
     return []
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles() -> None:
+    """The engine has no rate limits; nothing to clear."""
+    return None

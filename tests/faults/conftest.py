@@ -9,7 +9,6 @@ import shutil
 from typing import Iterator
 
 import pytest
-from django.core.cache import cache
 
 from tests.fakes.fake_provider import chat_stream
 from tests.faults.probe import PROBE_FILE_ENV, probe_install, probe_uninstall
@@ -24,12 +23,6 @@ def _fast_provider_limits(settings):
     settings.AGENTLOOM_PROVIDER_ATTEMPTS = 3
     settings.AGENTLOOM_RETRY_BASE_DELAY = 0.01
 
-
-@pytest.fixture(autouse=True)
-def _fresh_throttles() -> Iterator[None]:
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture

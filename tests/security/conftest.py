@@ -8,22 +8,13 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
 SECRET_KEY_OF_PROVIDER = "sk-live-SECURITY-SUITE-KEY-7781"
 
-
-@pytest.fixture(autouse=True)
-def _fresh_throttles() -> Iterator[None]:
-    """Throttle counters live in the cache and user ids repeat across tests."""
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture
