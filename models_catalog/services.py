@@ -322,8 +322,11 @@ def _validate_key(*, connection: ModelConnection | None, data: Mapping[str, Any]
         key = (data["api_key"] or "").strip()  # pasted keys often carry a trailing newline
         if len(key) > MAX_KEY_LENGTH:
             errors["api_key"] = f"at most {MAX_KEY_LENGTH} characters"
-        elif any(ch.isspace() or ord(ch) < 32 for ch in key):
-            errors["api_key"] = "must not contain spaces or control characters"
+        elif not key.isascii() or any(ch.isspace() or ord(ch) < 32 for ch in key):
+            # A key must fit an Authorization header: printable ASCII only (the API's
+            # serializers say the same; this keeps the admin form from saving a key that
+            # would fail every run).
+            errors["api_key"] = "must be printable ASCII without spaces or control characters"
         out["api_key"] = key
         out["api_key_hint"] = api_key_hint(key)
         has_key = bool(key)

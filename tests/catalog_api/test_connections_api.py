@@ -264,3 +264,17 @@ def test_cat6_the_key_is_in_no_response_page_log_or_clear_text_column(api, alice
         raw = repr(cursor.fetchall())
     assert_no_secret(raw, API_KEY, OTHER_KEY)
     assert_logs_clean(all_logs, API_KEY, OTHER_KEY)
+
+
+def test_cat6_a_key_that_cannot_go_in_a_header_is_refused_by_the_service_too(space, alice):
+    """The admin form saves through the same service as the API: a non-ASCII key is a field error."""
+    from agentloom.errors import ValidationFailed
+    from models_catalog.models import ModelConnection
+    from models_catalog.services import connection_create
+
+    with pytest.raises(ValidationFailed) as refused:
+        connection_create(space=space, data={"name": "K", "provider": "openai_compatible",
+                                             "base_url": "http://127.0.0.1:9/v1", "model": "m",
+                                             "api_key": "sk-clé-secrète"})
+    assert "api_key" in refused.value.fields
+    assert not ModelConnection.objects.exists()
