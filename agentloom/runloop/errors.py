@@ -15,3 +15,8 @@ class RunStopped(Exception):
 
     def to_error(self) -> dict:
         return {"code": self.code, "message": self.message, "retryable": self.retryable}
+
+
+class RunLost(Exception):
+    """This worker no longer owns the run (reaped as interrupted, or resumed elsewhere):
+    it stops at once and writes nothing more."""

@@ -87,28 +87,49 @@ def event_emit(*, run_id: int, type: str, data: dict[str, Any] | None = None) ->
 
 
 class DeltaBuffer:
-    """Coalesces stream deltas into a few events a second instead of one per token."""
+    """Coalesces stream deltas into a few events a second instead of one per token.
+
+    With a ``redact`` function and the ``secrets`` it knows, the text is redacted as a
+    whole before it leaves: a key split across chunks (tokenizers always split keys) is
+    caught, because a tail that could be the beginning of a secret waits for the next
+    flush (LOOP-8). Ordinary text is never held back.
+    """
 
     def __init__(self, run_id: int, type: str, *, flush_chars: int = 200, flush_seconds: float = 0.15,
-                 clock: Callable[[], float] | None = None, extra: dict[str, Any] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, extra: dict[str, Any] | None = None,
+                 redact: Callable[[str], str] | None = None, secrets: list[str] | None = None) -> None:
         import time
 
         self.run_id, self.type, self.extra = run_id, type, extra or {}
         self.flush_chars, self.flush_seconds = flush_chars, flush_seconds
         self.clock = clock or time.monotonic
-        self.parts: list[str] = []
-        self.size = 0
+        self.redact = redact or (lambda text: text)
+        self.secrets = [secret for secret in (secrets or []) if secret]
+        self.text = ""
         self.since = self.clock()
 
     def add(self, text: str) -> None:
         if not text:
             return
-        self.parts.append(text)
-        self.size += len(text)
-        if self.size >= self.flush_chars or self.clock() - self.since >= self.flush_seconds:
+        self.text += text
+        if len(self.text) >= self.flush_chars or self.clock() - self.since >= self.flush_seconds:
             self.flush()
 
-    def flush(self) -> None:
-        if self.parts:
-            event_emit(run_id=self.run_id, type=self.type, data={**self.extra, "text": "".join(self.parts)})
-        self.parts, self.size, self.since = [], 0, self.clock()
+    def _cut(self, final: bool) -> int:
+        """Where the text may be cut: before any tail that could still grow into a secret."""
+        if final:
+            return len(self.text)
+        held = 0
+        for secret in self.secrets:
+            for size in range(min(len(secret) - 1, len(self.text)), held, -1):
+                if self.text.endswith(secret[:size]):
+                    held = size
+                    break
+        return len(self.text) - held
+
+    def flush(self, *, final: bool = False) -> None:
+        cut = self._cut(final)
+        ready, self.text = self.text[:cut], self.text[cut:]
+        if ready:
+            event_emit(run_id=self.run_id, type=self.type, data={**self.extra, "text": self.redact(ready)})
+        self.since = self.clock()

@@ -16,10 +16,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agentloom.runloop import compaction
-from agentloom.runloop.errors import RunCancelled, RunStopped
+from agentloom.runloop.errors import RunCancelled, RunLost, RunStopped
 from agentloom.runloop.events import DeltaBuffer, event_emit
 from agentloom.runloop.reaper import runs_reap_interrupted
 from agentloom.runloop.redaction import Redactor
@@ -34,7 +35,7 @@ from sessions.models import Instance, ModelCall, Run, SessionMessage
 from sessions.selectors import main_instance
 from sessions.services.history import ContextCache, context_project, step_save_assistant, supplements_take
 from sessions.services.records import NewRecord, record_append, records_append
-from sessions.services.runs import run_claim, run_finish
+from sessions.services.runs import SupplementsPending, run_claim, run_finish
 
 logger = logging.getLogger("agentloom.runloop")
 
@@ -77,12 +78,18 @@ class RunState:
     def counters(self) -> dict[str, int]:
         return self.run.counters
 
+    def ensure_owned(self) -> None:
+        self.watch.beat(force=True)
+        if self.watch.lost:
+            raise RunLost()
+
     def bump(self, name: str, by: int = 1) -> None:
         self.run.counters[name] = self.run.counters.get(name, 0) + by
         Run.objects.filter(pk=self.run.pk).update(counters=self.run.counters, heartbeat_at=timezone.now())
 
     def check(self) -> None:
-        """Between steps: a Stop request, then the per-run bounds (LOOP-2)."""
+        """Between steps: ownership, a Stop request, then the per-run bounds (LOOP-2)."""
+        self.ensure_owned()
         if self.watch.cancel_requested(fresh=True):
             raise RunCancelled()
         self.watch.beat()
@@ -108,7 +115,7 @@ def _state_for(run: Run) -> RunState:
                       max_output_tokens=budget_figures.get("max_output_tokens", version.max_output_tokens),
                       safety_margin_tokens=budget_figures.get("safety_margin_tokens", version.safety_margin_tokens)),
         tools=[registry[name] for name in names],
-        watch=RunWatch(run.pk),
+        watch=RunWatch(run.pk, attempt=run.attempt),
         redactor=Redactor([api_key]),
         api_key=api_key,
         base_url=version.base_url,
@@ -124,14 +131,40 @@ def run_execute(*, run_id: int) -> None:
     run = run_claim(run_id=run_id)
     if run is None:
         return
-    state = _state_for(run)
-    event_emit(run_id=run.pk, type="run_started", data={"attempt": run.attempt})
-    main = main_instance(run=run)
     try:
+        state = _state_for(run)
+    except Exception:  # e.g. a key that no longer decrypts: fail clearly, never hang "running"
+        logger.exception("run %s could not start", run.pk)
+        run_finish(run=run, status=Run.Status.FAILED, error={
+            "code": "internal_error", "retryable": True,
+            "message": "The run could not start on our side; an operator has the details."})
+        return
+    state.watch.start_background()
+    try:
+        _drive(state)
+    except RunLost:
+        logger.warning("run %s is no longer owned by this worker; stopping without writing", run.pk)
+    finally:
+        state.watch.stop_background()
+
+
+def _drive(state: RunState) -> None:
+    run = state.run
+    try:
+        event_emit(run_id=run.pk, type="run_started", data={"attempt": run.attempt})
+        main = main_instance(run=run)
         resolve_pending_calls(state, main)
-        answer = instance_loop(state, main, depth=0)
-        if run.version.verify_before_complete:
-            _verify(state, main, answer)
+        while True:
+            answer = instance_loop(state, main, depth=0)
+            if run.version.verify_before_complete:
+                _verify(state, main, answer)
+            try:
+                _finish(state, Run.Status.COMPLETED)
+                break
+            except SupplementsPending:
+                continue  # a supplement arrived while finishing: answer it too (RUN-5)
+    except RunLost:
+        raise
     except RunCancelled:
         _finish(state, Run.Status.CANCELLED, reason="stopped by user")
     except RunStopped as stop:
@@ -141,8 +174,6 @@ def run_execute(*, run_id: int) -> None:
         _drop_dead_connection()
         _finish(state, Run.Status.FAILED, error={"code": "internal_error", "retryable": True,
                                                  "message": "Something went wrong on our side; you can resume the run."})
-    else:
-        _finish(state, Run.Status.COMPLETED)
 
 
 def _drop_dead_connection() -> None:
@@ -155,10 +186,12 @@ def _drop_dead_connection() -> None:
 
 
 def _finish(state: RunState, status: str, *, error: dict | None = None, reason: str = "") -> None:
+    """Record the end, only from ``running`` and only while this worker's attempt owns it."""
     if error:
         event_emit(run_id=state.run.pk, type="error", data=error)
     extra = {"verification": state.counters["verification"]} if "verification" in state.counters else None
-    run_finish(run=state.run, status=status, error=error, reason=reason, event_data=extra)
+    run_finish(run=state.run, status=status, error=error, reason=reason, event_data=extra,
+               expected_from=(Run.Status.RUNNING,), where=Q(attempt=state.run.attempt))
 
 
 def _verify(state: RunState, instance: Instance, answer: str) -> None:
@@ -185,7 +218,8 @@ def _verify(state: RunState, instance: Instance, answer: str) -> None:
     state.run.counters["verification"] = verdict
     Run.objects.filter(pk=state.run.pk).update(counters=state.run.counters)
     record_append(session=state.run.session, run=state.run, instance=instance, kind="context",
-                  entry_key=f"verification-{state.run.attempt}", message={"verification": verdict})
+                  entry_key=f"verification-{state.run.attempt}-{_assistant_count(instance)}",
+                  message={"verification": verdict})
 
 
 # --- one instance: the step machine ---------------------------------------------------------------
@@ -226,6 +260,7 @@ def instance_loop(state: RunState, instance: Instance, *, depth: int) -> str:
             message["tool_calls"] = [state.redactor.message(call.to_message_dict()) for call in calls]
         else:
             message.pop("tool_calls", None)
+        state.ensure_owned()  # the call may have outlived this worker's claim on the run
         if end.cut:  # stopped mid-stream
             if message.get("content"):
                 step_save_assistant(run=state.run, instance=instance, message=message, entry_key=f"assistant-{step}")
@@ -270,8 +305,9 @@ def _call_model(state: RunState, instance: Instance, body: dict[str, Any]) -> St
     source = {"instance": "main" if instance.parent_id is None else str(instance.pk)}
 
     def attempt() -> StreamEnd:
-        text = DeltaBuffer(state.run.pk, "message_delta", extra=source)
-        thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source)
+        redaction = {"redact": state.redactor.text, "secrets": state.redactor.secrets}
+        text = DeltaBuffer(state.run.pk, "message_delta", extra=source, **redaction)
+        thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source, **redaction)
         pieces: list[str] = []
         end: StreamEnd | None = None
         limits = replace(CHAT_LIMITS, read_timeout=settings.AGENTLOOM_PROVIDER_READ_TIMEOUT)
@@ -282,21 +318,21 @@ def _call_model(state: RunState, instance: Instance, body: dict[str, Any]) -> St
                 for event in stream:
                     if isinstance(event, TextDelta):
                         pieces.append(event.text)
-                        text.add(state.redactor.text(event.text))
+                        text.add(event.text)
                     elif isinstance(event, ReasoningDelta):
-                        thinking.add(state.redactor.text(event.text))
+                        thinking.add(event.text)
                     elif isinstance(event, StreamEnd):
                         end = event
                     state.watch.beat()
                     if end is None and state.watch.cancel_requested():
                         # LOOP-7 mid-stream: keep what was said, marked interrupted; calls whose
                         # arguments were still streaming are dropped and never executed (CTX-6).
-                        text.flush()
+                        text.flush(final=True)
                         return StreamEnd(finish_reason="cancelled", usage=None, cut=True, text="".join(pieces))
             finally:
                 stream.close()
-        text.flush()
-        thinking.flush()
+        text.flush(final=True)
+        thinking.flush(final=True)
         if end is None:
             raise ProviderError("The provider's answer ended without a final event.", permanent=False,
                                 code="provider_unavailable")
@@ -369,25 +405,40 @@ def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list, 
     else:
         for index, call in plain:
             outcomes[index] = invoke(index, call)
-    for index, call in enumerate(calls):
-        if call.name == "delegate" and call.name in allowed:
-            started[index] = time.monotonic()
-            event_emit(run_id=state.run.pk, type="tool_started", data={"call_id": call.id, "name": call.name})
-            outcomes[index] = _delegate(state, instance, call, depth=depth)
-
+    saved: set[int] = set()
     cancelled = False
-    for index, (call, outcome) in enumerate(zip(calls, outcomes)):
-        if outcome is None:  # stopped mid-tool and its effect cannot be known: no invented result
-            cancelled = True
-            continue
-        outcome = ToolOutcome(outcome.status, state.redactor.content(outcome.content))
-        kind = "delegation_result" if call.name == "delegate" else "tool_result"
-        record_append(session=state.run.session, run=state.run, instance=instance, kind=kind,
-                      entry_key=f"result-{step}-{index}", message=_result_message(call.id, call.name, outcome))
-        event_emit(run_id=state.run.pk, type="tool_finished", data={
-            "call_id": call.id, "name": call.name, "status": outcome.status,
-            "duration_ms": int((time.monotonic() - started[index]) * 1000)})
-        cancelled = cancelled or outcome.status == "cancelled"
+
+    def save_finished() -> None:
+        """Save every outcome known so far, in call order, before anything else can fail:
+        a Stop or a crash inside a sub-agent must not lose the other tools' results."""
+        nonlocal cancelled
+        state.ensure_owned()
+        for index, (call, outcome) in enumerate(zip(calls, outcomes)):
+            if index in saved or outcome is None:
+                continue
+            saved.add(index)
+            outcome = ToolOutcome(outcome.status, state.redactor.content(outcome.content))
+            kind = "delegation_result" if call.name == "delegate" else "tool_result"
+            record_append(session=state.run.session, run=state.run, instance=instance, kind=kind,
+                          entry_key=f"result-{step}-{index}", message=_result_message(call.id, call.name, outcome))
+            event_emit(run_id=state.run.pk, type="tool_finished", data={
+                "call_id": call.id, "name": call.name, "status": outcome.status,
+                "duration_ms": int((time.monotonic() - started[index]) * 1000)})
+            cancelled = cancelled or outcome.status == "cancelled"
+
+    save_finished()
+    try:
+        for index, call in enumerate(calls):
+            if call.name == "delegate" and call.name in allowed:
+                started[index] = time.monotonic()
+                event_emit(run_id=state.run.pk, type="tool_started", data={"call_id": call.id, "name": call.name})
+                outcomes[index] = _delegate(state, instance, call, depth=depth, key=f"sub-{instance.pk}-{step}-{index}")
+                save_finished()
+    finally:
+        if not state.watch.lost:
+            save_finished()
+    if any(outcome is None for outcome in outcomes):  # stopped mid-tool: its effect cannot be known
+        cancelled = True
     _frame_pending(instance, [])
     if cancelled or state.watch.cancel_requested(fresh=True):
         raise RunCancelled()
@@ -408,7 +459,7 @@ def _frame_pending(instance: Instance, call_ids: list[str]) -> None:
     instance.frame = fresh.frame
 
 
-def _delegate(state: RunState, parent: Instance, call, *, depth: int) -> ToolOutcome:
+def _delegate(state: RunState, parent: Instance, call, *, depth: int, key: str) -> ToolOutcome:
     """RUN-3: a sub-instance with its own context and counters; its answer is the result."""
     arguments = call.parsed_arguments() or {}
     task = arguments.get("task")
@@ -419,8 +470,8 @@ def _delegate(state: RunState, parent: Instance, call, *, depth: int) -> ToolOut
     if state.sub_instances >= state.limits["max_sub_instances"]:
         return ToolOutcome("error", f"This run may start at most {state.limits['max_sub_instances']} sub-agents.")
     state.sub_instances += 1
-    sub, _ = Instance.objects.get_or_create(run=state.run, key=f"sub-{parent.pk}-{call.id}"[:64],
-                                            defaults={"parent": parent, "depth": depth + 1})
+    # Keyed by the parent's step and the call's position, like its result: call ids repeat.
+    sub, _ = Instance.objects.get_or_create(run=state.run, key=key[:64], defaults={"parent": parent, "depth": depth + 1})
     record_append(session=state.run.session, run=state.run, instance=sub, kind="user", entry_key="task",
                   message={"role": "user", "content": task})
     event_emit(run_id=state.run.pk, type="sub_instance_started", data={"instance": str(sub.pk), "call_id": call.id})

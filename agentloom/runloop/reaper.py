@@ -4,6 +4,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from sessions.models import Run
@@ -20,7 +21,10 @@ def runs_reap_interrupted(*, stale_after: float | None = None) -> list[int]:
     cutoff = timezone.now() - timedelta(seconds=seconds)
     reaped = []
     for run in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff).select_related("session"):
+        # The heartbeat is checked again in the UPDATE itself: a run that beat since the
+        # query above is alive and keeps running.
         if run_finish(run=run, status=Run.Status.INTERRUPTED, reason="the worker stopped responding",
+                      expected_from=(Run.Status.RUNNING,), where=Q(heartbeat_at__lt=cutoff),
                       error={"code": "interrupted", "message": "The worker running this stopped; resume to continue.",
                              "retryable": True}):
             reaped.append(run.pk)

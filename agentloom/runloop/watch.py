@@ -1,6 +1,7 @@
 """Cheap, throttled checks the loop makes while it works: Stop requests and heartbeats."""
 from __future__ import annotations
 
+import threading
 import time
 
 from django.db import connections
@@ -15,8 +16,12 @@ class RunWatch:
     Safe to call from tool threads: each thread closes its own connection when done.
     """
 
-    def __init__(self, run_id: int, *, interval: float = 0.3, heartbeat_every: float = 5.0) -> None:
+    def __init__(self, run_id: int, *, attempt: int = 0, interval: float = 0.3, heartbeat_every: float = 5.0) -> None:
         self.run_id = run_id
+        self.attempt = attempt
+        self.lost = False  # the run is no longer ours: reaped, stopped elsewhere, resumed by another
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self.interval, self.heartbeat_every = interval, heartbeat_every
         self._checked_at = 0.0
         self._beat_at = 0.0
@@ -36,7 +41,28 @@ class RunWatch:
         now = time.monotonic()
         if force or now - self._beat_at >= self.heartbeat_every:
             self._beat_at = now
-            Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+            owned = Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING, attempt=self.attempt).update(
+                heartbeat_at=timezone.now())
+            if not owned:
+                self.lost = True
+
+    def start_background(self) -> None:
+        """Beat from a thread too, so long waits (a slow first token, summary and
+        verification calls, back-off sleeps) never look like a vanished worker."""
+        def run() -> None:
+            try:
+                while not self._stop.wait(self.heartbeat_every):
+                    self.beat(force=True)
+            finally:
+                connections.close_all()
+
+        self._thread = threading.Thread(target=run, name=f"heartbeat-{self.run_id}", daemon=True)
+        self._thread.start()
+
+    def stop_background(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.heartbeat_every + 5)
 
     def cancel_requested_from_thread(self) -> bool:
         try:

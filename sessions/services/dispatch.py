@@ -41,7 +41,7 @@ def _dispatch_or_fail(dispatcher: Callable[[int], None], run_id: int) -> None:
 
         run = Run.objects.filter(pk=run_id).select_related("session").first()
         if run is not None:
-            run_finish(run=run, status=Run.Status.FAILED, error={
+            run_finish(run=run, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error={
                 "code": "queue_unavailable", "retryable": True,
                 "message": "The task queue is unavailable, so this could not start; resume it in a moment."})
 

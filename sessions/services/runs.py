@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agentloom.agents.models import AgentVersion
@@ -51,14 +52,22 @@ def run_create(*, session: Session) -> Run:
     return run
 
 
-def run_transition(*, run: Run, to: str, **changes) -> bool:
+def run_transition(*, run: Run, to: str, expected_from: tuple[str, ...] | None = None,
+                   where: Q | None = None, **changes) -> bool:
     """Move a run to ``to`` if that is legal from its current status (RUN_TRANSITIONS).
 
     A conditional UPDATE: two workers racing for the same transition cannot both win.
-    Returns False when the run was not in a state that allows it.
+    ``expected_from`` narrows the legal sources to what the caller saw (a Stop of a
+    *queued* run must not end a run a worker has just claimed); ``where`` adds a condition
+    checked in the same statement. Returns False when the run did not match.
     """
     sources = [status for status, targets in RUN_TRANSITIONS.items() if to in targets]
-    updated = Run.objects.filter(pk=run.pk, status__in=sources).update(status=to, **changes)
+    if expected_from is not None:
+        sources = [status for status in sources if status in expected_from]
+    query = Run.objects.filter(pk=run.pk, status__in=sources)
+    if where is not None:
+        query = query.filter(where)
+    updated = query.update(status=to, **changes)
     if updated:
         run.status = to
         for name, value in changes.items():
@@ -77,8 +86,13 @@ def run_claim(*, run_id: int) -> Run | None:
     return Run.objects.select_related("session", "version").get(pk=run_id)
 
 
+class SupplementsPending(Exception):
+    """A supplement arrived before the run could complete: the loop must take it (RUN-5)."""
+
+
 def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str = "",
-               event_data: dict | None = None) -> bool:
+               event_data: dict | None = None, expected_from: tuple[str, ...] | None = None,
+               where: Q | None = None) -> bool:
     """Record a run's terminal state once: the status row, a ``run_status`` record, and the
     ``run_finished`` event every stream waits for (whoever ends the run: the loop, a Stop
     of a queued run, the reaper).
@@ -90,9 +104,16 @@ def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str 
     from sessions.services.records import record_append
 
     with transaction.atomic():
-        moved = run_transition(run=run, to=status, error=error, finished_at=timezone.now())
+        moved = run_transition(run=run, to=status, expected_from=expected_from, where=where, error=error,
+                               finished_at=timezone.now())
         if not moved:
             return False
+        if status == Run.Status.COMPLETED:
+            # supplement_add locks the run row before queueing, and the UPDATE above holds
+            # that lock now: a supplement is either seen here or refused with 409 (RUN-5).
+            frame = Instance.objects.filter(run=run, key=Instance.MAIN).values_list("frame", flat=True).first() or {}
+            if frame.get("supplements"):
+                raise SupplementsPending()
         message: dict = {"status": status}
         if reason:
             message["reason"] = reason
@@ -107,7 +128,8 @@ def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str 
 def run_cancel(*, run: Run) -> Run:
     """Stop a run (LOOP-7). A queued run ends now; a running one is asked to stop and the
     loop ends it at the next safe point (mid-stream, between tools, inside a tool)."""
-    if run.status == Run.Status.QUEUED and run_finish(run=run, status=Run.Status.CANCELLED, reason="stopped by user"):
+    if run.status == Run.Status.QUEUED and run_finish(run=run, status=Run.Status.CANCELLED, reason="stopped by user",
+                                                      expected_from=(Run.Status.QUEUED,)):
         return run
     Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True)
     run.refresh_from_db()
