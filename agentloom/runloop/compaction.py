@@ -223,6 +223,10 @@ def compaction_manual(*, run_id: int) -> str:
     run = Run.objects.select_related("session", "version").get(pk=run_id)
     if run.status in Run.ACTIVE_STATUSES:
         return "active"  # the loop picks the request up at its next preparation
+    if Run.objects.filter(session_id=run.session_id, pk__gt=run.pk).exists():
+        # A newer question started meanwhile: it will compact by its own triggers; writing
+        # into this older run now would put a foreign record inside the newer run's prefix.
+        return "superseded"
     state = _state_for(run)
     instance = main_instance(run=run)
     policy = policy_of(state) or ContextPolicy()
