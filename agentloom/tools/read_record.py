@@ -22,15 +22,19 @@ def record_text(message: dict[str, Any]) -> str:
 
 
 def _run(arguments: dict, context) -> str:
-    from sessions.models import SessionMessage
+    from sessions.models import Instance
+    from sessions.selectors import visible_records_query
 
     seq, offset = arguments["seq"], arguments.get("offset", 0)
     length = min(arguments.get("length", 8_000), MAX_LENGTH)
     if seq < 1 or offset < 0 or length < 1:
         raise ToolError("seq must be ≥ 1, offset ≥ 0 and length ≥ 1.")
-    record = SessionMessage.objects.filter(session_id=context.session_id, seq=seq).first()
+    # Only what this instance may see (RUN-3, RUN-4): its run's inherited prefix and its
+    # own records — never a later question's, never a sub-agent's internals.
+    instance = Instance.objects.select_related("run").get(pk=context.instance_id)
+    record = visible_records_query(run=instance.run, instance=instance).filter(seq=seq).first()
     if record is None:
-        raise ToolError(f"This session has no record {seq}.")
+        raise ToolError(f"Record {seq} is not part of this conversation's history.")
     text = record_text(record.message)
     chunk = text[offset:offset + length]
     end = offset + len(chunk)

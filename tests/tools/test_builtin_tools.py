@@ -89,3 +89,29 @@ def test_loop4_a_tool_past_its_time_out_ends_with_status_timeout():
     finally:
         release.set()
     assert outcome.status == "timeout"
+
+
+@pytest.mark.django_db(transaction=True)  # the tool reads from its own thread
+def test_ctx7_read_record_reads_only_what_the_instance_may_see(make_session, alice):
+    from sessions.models import Instance
+    from sessions.selectors import main_instance
+    from sessions.services.history import question_ask
+    from sessions.services.records import record_append
+    from sessions.services.runs import run_claim, run_finish
+
+    session = make_session(alice)
+    first = run_claim(run_id=question_ask(session=session, content="First question").pk)
+    sub = Instance.objects.create(run=first, parent=main_instance(run=first), key="sub-x", depth=1)
+    internal = record_append(session=session, run=first, instance=sub, kind="user",
+                             message={"role": "user", "content": "sub-agent internals"}, entry_key="t")
+    run_finish(run=first, status="completed")
+    second = question_ask(session=session, content="Second question")
+    read = lambda seq, instance: tool_invoke(registry["read_record"], json.dumps({"seq": seq}),  # noqa: E731
+                                             ToolContext(run_id=instance.run_id, session_id=session.pk,
+                                                         instance_id=instance.pk))
+    first_main, second_main = main_instance(run=first), main_instance(run=second)
+    assert "First question" in read(1, second_main).content  # inherited history
+    assert read(internal.seq, second_main).status == "error"  # a sub-agent's internals
+    later = second.records.get(kind="user").seq
+    assert read(later, first_main).status == "error"  # a later question, from the earlier run
+    assert "sub-agent internals" in read(internal.seq, sub).content  # the sub-agent's own
