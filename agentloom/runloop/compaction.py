@@ -7,6 +7,7 @@ only then report that the run cannot continue.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,15 +50,38 @@ def policy_of(state: RunState) -> ContextPolicy | None:
 
 
 def calibration(state: RunState, instance: Instance) -> float:
-    """CTX-25: the provider's real count over our estimate, from recent calls; the
-    estimate may be tightened by it but the result is never below the real count."""
+    """CTX-25: the provider's real count over our estimate, from the session's recent
+    action calls with this model (the largest ratio, so a calibrated figure is never below
+    what the provider counted for those requests)."""
     ratios = []
-    for estimate, usage in (ModelCall.objects.filter(instance=instance, purpose="action", usage__isnull=False)
-                            .order_by("-id").values_list("estimated_tokens", "usage")[:5]):
+    recent = (ModelCall.objects.filter(run__session_id=state.run.session_id, model=state.model, purpose="action",
+                                       usage__isnull=False).order_by("-id").values_list("estimated_tokens", "usage")[:5])
+    for estimate, usage in recent:
         prompt = (usage or {}).get("prompt_tokens")
         if isinstance(prompt, int) and estimate > 0:
             ratios.append(prompt / estimate)
     return max(ratios) if ratios else 1.0
+
+
+class CalibratedEstimator:
+    """CTX-25: the run's estimator scaled by what the provider really counted, so the
+    trigger, the engine's commit rule (strictly smaller, below the threshold) and its
+    segment budgets all judge the same calibrated figures. Keeps the base estimator's id."""
+
+    def __init__(self, base: Any, ratio: float) -> None:
+        self.base, self.ratio, self.id = base, ratio, base.id
+
+    def _scale(self, units: int) -> int:
+        return units if self.ratio == 1.0 else math.ceil(units * self.ratio)
+
+    def message(self, message: dict[str, Any]) -> int:
+        return self._scale(self.base.message(message))
+
+    def tools(self, tools: list[dict[str, Any]]) -> int:
+        return self._scale(self.base.tools(tools))
+
+    def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
+        return self._scale(self.base.request(messages, tools))
 
 
 def prepare(state: RunState, instance: Instance, prepared: PreparedContext, system: dict[str, Any],
@@ -70,7 +94,9 @@ def prepare(state: RunState, instance: Instance, prepared: PreparedContext, syst
         messages = list(LegacyCharPolicy().select(messages))
         return Preparation(messages, estimator.request(messages, schemas))
     estimate = estimator.request(messages, schemas)
-    calibrated = int(estimate * calibration(state, instance))
+    state.calibration = calibration(state, instance)
+    calibrated_estimator = CalibratedEstimator(estimator, state.calibration)
+    calibrated = calibrated_estimator.request(messages, schemas)
     fresh = Instance.objects.get(pk=instance.pk)
     frame = fresh.frame or {}
     counters = Counters(fresh.user_turns, fresh.model_steps, fresh.baseline_user_turns, fresh.baseline_model_steps)
@@ -83,7 +109,8 @@ def prepare(state: RunState, instance: Instance, prepared: PreparedContext, syst
         event_emit(run_id=state.run.pk, type="compaction_skipped",
                    data={"reason": "throttled_after_failure", "tokens": calibrated})
         return Preparation(messages, estimate)
-    result = _run_compaction(state, instance, prepared, system, schemas, policy, trigger, calibrated, depth=depth)
+    result = _run_compaction(state, instance, prepared, system, schemas, policy, trigger, calibrated, depth=depth,
+                             estimator=calibrated_estimator)
     if result is None:
         return Preparation(messages, estimate)
     return Preparation(result, estimator.request(result, schemas))
@@ -132,7 +159,7 @@ def _runtime_state(instance: Instance) -> RuntimeState:
 
 def _run_compaction(state: RunState, instance: Instance, prepared: PreparedContext, system: dict[str, Any],
                     schemas: list[dict[str, Any]], policy: ContextPolicy, trigger: str, tokens: int, *,
-                    depth: int) -> list[dict[str, Any]] | None:
+                    depth: int, estimator: Any = None) -> list[dict[str, Any]] | None:
     from agentloom.runloop.loop import _adapter_provider, _close_log
 
     started = time.monotonic()
@@ -142,7 +169,7 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
         system=system, messages=prepared.messages, sources=list(prepared.sources or [None] * len(prepared.messages)),
         task_anchor=_task_anchor(instance), runtime_state=_runtime_state(instance),
         budget=state.budget,
-        policy=policy, estimator=state.estimator(), tools=schemas, trigger=trigger,
+        policy=policy, estimator=estimator or state.estimator(), tools=schemas, trigger=trigger,
         max_summary_calls=max(0, min(policy.max_compaction_calls, remaining)),
         provider=_adapter_provider(state.provider),
     )

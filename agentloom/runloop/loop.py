@@ -9,6 +9,7 @@ next model or tool call starts.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -67,6 +68,7 @@ class RunState:
     sub_instances: int = 0
     caches: dict[int, ContextCache] = field(default_factory=dict)
     estimates: EstimateCache | None = None
+    calibration: float = 1.0  # provider count / our estimate, set at each preparation (CTX-25)
 
     def estimator(self) -> EstimateCache:
         """One estimate cache per run: each step estimates only what is new (CTX-24)."""
@@ -286,9 +288,12 @@ def _request_body(state: RunState, messages: list[dict], schemas: list[dict]) ->
     estimator = state.estimator()
     estimate = estimator.request(body["messages"], body.get("tools"))
     hard_limit = state.budget.context_window - state.budget.safety_margin_tokens
-    if estimate + state.budget.max_output_tokens > hard_limit:  # CTX-39: checked before anything is sent
+    # CTX-39, checked before anything is sent; with the provider's own counts when they say
+    # we under-estimate (CTX-25), so a request the provider would refuse is not sent.
+    checked = max(estimate, math.ceil(estimate * state.calibration))
+    if checked + state.budget.max_output_tokens > hard_limit:
         raise RunStopped("context_overflow", "The conversation is too long for this model's context window "
-                         f"(about {estimate:,} tokens plus {state.budget.max_output_tokens:,} reserved for the answer).")
+                         f"(about {checked:,} tokens plus {state.budget.max_output_tokens:,} reserved for the answer).")
     body["_estimate"] = (estimator.id, estimate, [estimator.message(m) for m in body["messages"]])
     return body
 

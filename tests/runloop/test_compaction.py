@@ -153,3 +153,32 @@ def test_ctx43_manual_compaction_of_a_finished_session_saves_a_view(fake_session
     follow_up = ask(session, "Question 4. What did I say first?")
     assert follow_up.status == Run.Status.COMPLETED
     assert strict.rejections == []
+
+
+def test_ctx25_a_provider_counting_twice_our_estimate_moves_the_trigger_and_the_commit_rule(fake_session, fake, strict):
+    from context import get_estimator
+
+    estimator = get_estimator("gpt-4o-mini", "openai")
+
+    def handler(request):
+        if is_summary_request(request):
+            return chat_stream([scripted_summary(request)])
+        counted = 2 * estimator.request(request.json["messages"], request.json.get("tools"))
+        return chat_stream(["Noted."], usage={"prompt_tokens": counted, "completion_tokens": 2})
+
+    strict.handler = handler
+    session = fake_session(**SMALL)
+    assert ask(session, f"Question 1. {LONG * 9}").status == Run.Status.COMPLETED
+    assert not CompactionSnapshot.objects.exists()  # under the trigger, calibrated or not
+    second = ask(session, f"Question 2. {LONG * 3}")  # under the trigger by our count, over it by theirs
+    assert second.status == Run.Status.COMPLETED, second.error
+    snapshot = CompactionSnapshot.objects.get(instance__run=second)
+    metrics = snapshot.metrics
+    assert metrics["tokens_before"] >= metrics["threshold"] > metrics["tokens_after"]  # calibrated figures
+    before_compaction = [{"role": "system", "content": "Be brief."},
+                         {"role": "user", "content": f"Question 1. {LONG * 9}"},
+                         {"role": "assistant", "content": "Noted."},
+                         {"role": "user", "content": f"Question 2. {LONG * 3}"}]
+    assert estimator.request(before_compaction) < metrics["threshold"]  # our count alone would not compact
+    assert is_summary_request(fake.requests[1])  # the summary came before the second answer
+    assert strict.rejections == []
