@@ -7,48 +7,27 @@ reason when either is missing (never `playwright install`).
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 
 from tests.admin_console.conftest import SECRET, compaction, model_call
+from tests.browser.conftest import browser  # noqa: F401  (the shared browser fixture)
 
-CHROMIUM = os.environ.get("AGENTLOOM_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))"
 
 
 @pytest.fixture
-def chromium_page():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("the playwright package is not installed (pip install -c constraints.txt -e '.[dev]')")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls
-    # are still synchronous, so Django's async guard is off while it runs.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    playwright = sync_playwright().start()
-    try:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.set_default_timeout(10_000)
-        page.dialogs = []
-        page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
-        yield page
-        browser.close()
-    finally:
-        playwright.stop()
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+def chromium_page(browser):
+    """A page of the shared browser harness (tests/browser: Chromium, skips, async guard)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(10_000)
+    page.dialogs = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    yield page
+    page.close()
 
 
 @pytest.fixture
