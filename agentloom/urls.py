@@ -21,6 +21,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/auth/token", obtain_token, name="auth-token"),
     path("api/v1/", include("sessions.urls")),
+    path("api/v1/", include("agentloom.runloop.urls")),
     path("api/models/discover", models_discover_view, name="models-discover"),
     path("api/v1/", include("models_catalog.urls")),
     path("api/v1/", include("agentloom.agents.urls")),

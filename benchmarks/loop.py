@@ -143,7 +143,7 @@ def bench_event_latency(count: int = 200) -> None:
     import httpx
     from rest_framework.authtoken.models import Token
 
-    from agentloom.runloop.events import event_emit
+    from sessions.services.events import event_emit
     from sessions.models import Run, RunEvent
     from sessions.services.runs import run_finish
     from tests.fakes.fake_provider import FakeProvider

@@ -17,13 +17,12 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from agentloom.api.fields import id_from_text
 from agentloom.errors import ValidationFailed
+from agentloom.spaces.selectors import space_default_for_admin, space_get_for_admin
 from models_catalog.selectors import (
     connection_get_for_admin,
     connection_get_for_user,
     connection_list_for_user,
     discovery_key_for_user,
-    space_default_for_admin,
-    space_get_for_admin,
 )
 from models_catalog.serializers import (
     ConnectionCreateIn,

@@ -1,10 +1,8 @@
-"""Reads for model connections and the space checks their API needs. Nothing here writes.
+"""Reads for model connections. Nothing here writes.
 
-Reach rules (SPEC §9, §11): a connection is visible to the members of its space; only the
-space's admins may change it or read its stored key for discovery. Anything outside the
-caller's spaces is reported as not found (404), never as forbidden, so ids do not leak
-which spaces exist; a member who tries an admin-only write gets 403, because they can
-already see the object.
+Reach rules (SPEC §9, §11, see ``agentloom.spaces.selectors``): a connection is visible
+to the members of its space; only the space's admins may change it or read its stored
+key for discovery.
 
 API permissions come from space membership only: a Django superuser who is not a member
 of a space has no API reach into it (the admin console is the operator's tool).
@@ -13,63 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
+from agentloom.api.fields import id_from_text
 from agentloom.errors import Forbidden, NotFound, ValidationFailed
-from agentloom.spaces.models import Membership, Space
-from agentloom.spaces.selectors import space_role_for_user
+from agentloom.spaces.models import Membership
+from agentloom.spaces.selectors import space_get_for_admin, space_require_admin, user_administers_a_space
 from models_catalog.errors import ProviderError
 from models_catalog.manifest import normalise_base_url
 from models_catalog.models import ModelConnection
 from models_catalog.providers import get_provider
-
-ADMINS_ONLY = "Only admins of this space can do this."
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-# --- spaces ---------------------------------------------------------------------------
-# These three belong with agentloom/spaces/selectors.py; they live here because that
-# package is owned elsewhere right now. Agents import them from here.
-
-
-def space_get_for_admin(*, user, space_id: Any) -> Space:
-    """The space when ``user`` administers it: 404 for outsiders, 403 for plain members."""
-    pk = _int_or_none(space_id)
-    role = space_role_for_user(space_id=pk, user=user) if pk is not None else None
-    if role is None:
-        raise NotFound("Space not found.")
-    if role != Membership.Role.ADMIN:
-        raise Forbidden(ADMINS_ONLY)
-    return Space.objects.get(pk=pk)
-
-
-def space_default_for_admin(*, user) -> Space:
-    """The one space ``user`` administers, for requests that name no space.
-
-    403 when they administer none; 400 naming ``space`` when they administer several,
-    because guessing would put a key or an agent into the wrong workspace.
-    """
-    spaces = list(
-        Space.objects.filter(memberships__user=user, memberships__role=Membership.Role.ADMIN).order_by("id")[:2]
-    )
-    if not spaces:
-        raise Forbidden("Only space admins can do this, and you administer no space.")
-    if len(spaces) > 1:
-        raise ValidationFailed(
-            "You administer several spaces: say which one.", fields={"space": "required when you administer several spaces"}
-        )
-    return spaces[0]
-
-
-def user_administers_a_space(*, user) -> bool:
-    return Membership.objects.filter(user=user, role=Membership.Role.ADMIN).exists()
-
 
 # --- connections ----------------------------------------------------------------------
 
@@ -85,7 +36,7 @@ def connection_list_for_user(*, user, space_id: int | None = None) -> QuerySet[M
 
 def connection_get_for_user(*, connection_id: Any, user) -> ModelConnection:
     """A connection of one of the caller's spaces; 404 for anything else."""
-    pk = _int_or_none(connection_id)
+    pk = id_from_text(str(connection_id))
     if pk is None:
         raise NotFound("Model connection not found.")
     connection = connection_list_for_user(user=user).filter(pk=pk).first()
@@ -97,8 +48,7 @@ def connection_get_for_user(*, connection_id: Any, user) -> ModelConnection:
 def connection_get_for_admin(*, connection_id: Any, user) -> ModelConnection:
     """A connection the caller may change: 404 outside their spaces, 403 for plain members."""
     connection = connection_get_for_user(connection_id=connection_id, user=user)
-    if space_role_for_user(space_id=connection.space_id, user=user) != Membership.Role.ADMIN:
-        raise Forbidden(ADMINS_ONLY)
+    space_require_admin(space_id=connection.space_id, user=user)
     return connection
 
 
@@ -106,14 +56,12 @@ def connection_in_use_by(*, connection: ModelConnection) -> list[str]:
     """Names of the agents whose draft or published versions read this connection.
 
     A published version reads its key from here at run time (RUN-4), so deleting a
-    connection that only an old version still uses would break those sessions too.
+    connection that only an old version still uses would break those sessions too. Read
+    through the reverse relations agents declare, so the catalog never imports them.
     """
-    from agentloom.agents.models import Agent  # agents depend on the catalog, not the reverse
-
-    return list(
-        Agent.objects.filter(Q(model_connection=connection) | Q(versions__model_connection=connection))
-        .order_by("name").values_list("name", flat=True).distinct()
-    )
+    drafts = connection.agents.values_list("name", flat=True)
+    versions = connection.versions.values_list("agent__name", flat=True)
+    return sorted(set(drafts) | set(versions))
 
 
 def effective_base_url(*, provider: str, base_url: str | None) -> str:

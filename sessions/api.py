@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
 from agentloom.errors import ValidationFailed
-from agentloom.runloop.events import event_emit
+from sessions.services.events import event_emit
 from sessions.selectors import (
     instance_in_session,
     records_page,

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agentloom.runloop import api as loop_api
 from sessions import api
 
 urlpatterns = [
@@ -16,6 +15,4 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel", api.run_cancel_view, name="run-cancel"),
     path("runs/<int:run_id>/resume", api.run_resume_view, name="run-resume"),
     path("runs/<int:run_id>/supplements", api.run_supplements, name="run-supplements"),
-    path("runs/<int:run_id>/events", loop_api.run_events, name="run-events"),
-    path("runs/<int:run_id>/context", loop_api.run_context, name="run-context"),
 ]

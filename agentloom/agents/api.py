@@ -21,7 +21,7 @@ from agentloom.agents.serializers import AgentCreateIn, AgentOut, AgentUpdateIn,
 from agentloom.api.fields import id_from_text
 from agentloom.agents.services import agent_draft_create, agent_publish, agent_update
 from agentloom.errors import ValidationFailed
-from models_catalog.selectors import space_get_for_admin
+from agentloom.spaces.selectors import space_get_for_admin
 
 
 def _space_filter(request) -> int | None:

@@ -11,7 +11,7 @@ from typing import Any
 from django import forms
 
 from agentloom.agents.models import Agent
-from agentloom.agents.selectors import tool_names_available
+from agentloom.agents.tool_registry import tool_names_available
 from agentloom.agents.services import agent_draft_validate, context_policy_normalize
 from agentloom.errors import ValidationFailed
 from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS

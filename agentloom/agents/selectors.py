@@ -10,24 +10,10 @@ from typing import Any
 from django.db.models import Max, QuerySet
 
 from agentloom.agents.models import Agent, AgentVersion
-from agentloom.errors import Forbidden, NotFound
+from agentloom.errors import NotFound
 from agentloom.spaces.models import Membership
-from agentloom.spaces.selectors import space_role_for_user
+from agentloom.spaces.selectors import space_require_admin
 from context.policy import Budget, ContextPolicy, PolicyError
-
-# LOOP-4's built-in tools. The registry is filled by the tools package as it loads; these
-# names are always accepted so drafts can be written before (or without) that import.
-BUILTIN_TOOL_NAMES = ("calculator", "current_time", "http_fetch", "delegate", "read_record")
-
-
-def tool_names_available() -> list[str]:
-    """Tool names an agent may choose: the registry's keys, read now, plus the built-ins."""
-    try:
-        from agentloom.tools.registry import registry
-    except ImportError:  # the tools package is optional for reading drafts
-        registry = {}
-    return sorted(set(registry) | set(BUILTIN_TOOL_NAMES))
-
 
 def agent_list_for_user(*, user, space_id: int | None = None) -> QuerySet[Agent]:
     """Agents of the caller's spaces, each with ``latest_version`` (None before publishing)."""
@@ -50,8 +36,7 @@ def agent_get_for_user(*, agent_id: Any, user) -> Agent:
 def agent_get_for_admin(*, agent_id: Any, user) -> Agent:
     """An agent the caller may change or publish: 404 outside their spaces, 403 for members."""
     agent = agent_get_for_user(agent_id=agent_id, user=user)
-    if space_role_for_user(space_id=agent.space_id, user=user) != Membership.Role.ADMIN:
-        raise Forbidden("Only admins of this space can do this.")
+    space_require_admin(space_id=agent.space_id, user=user)
     return agent
 
 

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from agentloom.agents.models import Agent, AgentVersion
+from agentloom.agents.tool_registry import tool_names_available
 from agentloom.errors import ValidationFailed
 from context.policy import ContextPolicy, PolicyError
 
@@ -89,8 +90,6 @@ def agent_tools_normalize(tools: Any) -> list[str]:
 
     Read at call time, so tools registered after start-up are accepted without a restart.
     """
-    from agentloom.agents.selectors import tool_names_available
-
     if not isinstance(tools, (list, tuple)) or not all(isinstance(name, str) for name in tools):
         raise ValidationFailed("The tools are not valid.", fields={"tools": "must be a list of tool names"})
     available = set(tool_names_available())

@@ -7,6 +7,7 @@ class RunLoopConfig(AppConfig):
     verbose_name = "Run loop"
 
     def ready(self) -> None:
+        import agentloom.tools  # noqa: F401  (registers the built-in tools agents choose from)
         from agentloom.runloop.tasks import dispatch_compaction, dispatch_run
         from sessions.services.dispatch import compaction_dispatcher_set, dispatcher_set
 

@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
-from agentloom.runloop.errors import RunStopped
-from agentloom.runloop.events import event_emit
+from sessions.services.events import event_emit
 from context import ContextPolicy, Counters, LegacyCharPolicy, build_request_body, evaluate_triggers
 from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive
 from models_catalog.client import StreamEnd, collect, get_chat_client

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from agentloom.runloop import compaction
 from agentloom.runloop.errors import RunCancelled, RunLost, RunStopped
-from agentloom.runloop.events import DeltaBuffer, event_emit
+from sessions.services.events import DeltaBuffer, event_emit
 from agentloom.runloop.reaper import runs_reap_interrupted
 from agentloom.runloop.redaction import Redactor
 from agentloom.runloop.watch import RunWatch

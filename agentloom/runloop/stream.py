@@ -15,7 +15,7 @@ from typing import Any, AsyncIterator
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from agentloom.runloop.events import channel_for
+from sessions.services.events import channel_for
 from sessions.models import RunEvent
 
 logger = logging.getLogger("agentloom.stream")

@@ -1,16 +1,10 @@
-"""Tools agents can call (LOOP-4): a registry of specs and the built-in implementations."""
-from agentloom.tools.registry import (
-    Tool,
-    ToolContext,
-    ToolError,
-    ToolOutcome,
-    registry,
-    tool_invoke,
-    tool_schemas,
-)
+"""The built-in tools (LOOP-4) and how a tool is run.
+
+Importing this package registers the built-ins in the agents' tool registry
+(``agentloom.agents.tool_registry``); the run loop's app does so at start-up.
+"""
+from agentloom.agents.tool_registry import Tool, ToolContext, ToolError, ToolOutcome, registry, tool_schemas
+from agentloom.tools import calculator, clock, delegate, http_fetch, read_record  # noqa: F401  (register)
+from agentloom.tools.invoke import tool_invoke
 
 __all__ = ["Tool", "ToolContext", "ToolError", "ToolOutcome", "registry", "tool_invoke", "tool_schemas"]
-
-from agentloom.tools.registry import load_builtins as _load_builtins
-
-_load_builtins()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from agentloom.tools.registry import Tool, ToolError, register
+from agentloom.agents.tool_registry import Tool, ToolError, register
 
 MAX_EXPRESSION = 500
 MAX_EXPONENT = 1000

@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agentloom.tools.registry import Tool, ToolError, register
+from agentloom.agents.tool_registry import Tool, ToolError, register
 
 
 def _run(arguments: dict, context) -> str:

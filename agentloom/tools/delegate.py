@@ -6,7 +6,7 @@ The registry entry carries the schema and flags; calling ``run`` directly is a b
 """
 from __future__ import annotations
 
-from agentloom.tools.registry import Tool, ToolError, register
+from agentloom.agents.tool_registry import Tool, ToolError, register
 
 MAX_DEPTH = 2
 
@@ -23,5 +23,6 @@ delegate = register(Tool(
                 "required": ["task"], "additionalProperties": False},
     run=_run,
     idempotent=False,
+    delegates=True,
     timeout_seconds=600,
 ))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
-from agentloom.tools.registry import Tool, ToolError, register
+from agentloom.agents.tool_registry import Tool, ToolError, register
 from models_catalog.errors import ProviderError
 from models_catalog.http import fetch_url
 

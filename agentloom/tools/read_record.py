@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloom.tools.registry import Tool, ToolError, register
+from agentloom.agents.tool_registry import Tool, ToolError, register
 
 MAX_LENGTH = 20_000
 

@@ -23,9 +23,8 @@ from sessions.selectors import (
     view_best_for_run,
     visible_records_query,
 )
-from sessions.services.dispatch import run_dispatch_on_commit
 from sessions.services.records import NewRecord, record_append, records_append
-from sessions.services.runs import run_create
+from sessions.services.runs import run_create, run_dispatch_on_commit
 
 MAX_QUESTION_CHARS = 100_000
 

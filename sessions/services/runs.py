@@ -1,14 +1,20 @@
 """Creating runs and moving them through their states (RUN-1, RUN_TRANSITIONS)."""
 from __future__ import annotations
 
+import logging
+
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from agentloom.agents.models import AgentVersion
-from agentloom.errors import ActiveRunConflict
+from agentloom.errors import ActiveRunConflict, Conflict
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
-from sessions.services.dispatch import run_dispatch_on_commit
+from sessions.services import dispatch
+from sessions.services.events import event_emit
+from sessions.services.records import record_append
+
+logger = logging.getLogger("agentloom.dispatch")
 
 
 def budget_freeze(*, version: AgentVersion) -> dict:
@@ -86,6 +92,27 @@ def run_claim(*, run_id: int) -> Run | None:
     return Run.objects.select_related("session", "version").get(pk=run_id)
 
 
+def run_dispatch_on_commit(run_id: int) -> None:
+    """Queue the run for a worker once the current transaction commits (at once outside one)."""
+    dispatcher = dispatch.dispatcher_get()
+    if dispatcher is not None:
+        transaction.on_commit(lambda: _dispatch_or_fail(dispatcher, run_id))
+
+
+def _dispatch_or_fail(dispatcher: dispatch.Dispatcher, run_id: int) -> None:
+    """When the broker cannot take the run, fail it at once with a retryable error rather
+    than leave it queued forever, blocking the session (a resume queues it again)."""
+    try:
+        dispatcher(run_id)
+    except Exception:  # the broker boundary: any transport error means "not queued"
+        logger.exception("run %s could not be queued", run_id)
+        run = Run.objects.filter(pk=run_id).select_related("session").first()
+        if run is not None:
+            run_finish(run=run, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error={
+                "code": "queue_unavailable", "retryable": True,
+                "message": "The task queue is unavailable, so this could not start; resume it in a moment."})
+
+
 class SupplementsPending(Exception):
     """A supplement arrived before the run could complete: the loop must take it (RUN-5)."""
 
@@ -100,9 +127,6 @@ def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str 
     Idempotent (RUN-10): the record's entry key names the attempt, so finishing the same
     attempt twice writes one record and one event; a run already finished is left as it is.
     """
-    from agentloom.runloop.events import event_emit
-    from sessions.services.records import record_append
-
     with transaction.atomic():
         moved = run_transition(run=run, to=status, expected_from=expected_from, where=where, error=error,
                                finished_at=timezone.now())
@@ -142,8 +166,6 @@ RESUMABLE = (Run.Status.CANCELLED, Run.Status.INTERRUPTED, Run.Status.FAILED)
 def run_resume(*, run: Run) -> Run:
     """Continue a stopped, interrupted or failed run with its frozen version, budget and
     inherited history (RUN-4). 409 while another run of the session is active."""
-    from agentloom.errors import Conflict
-
     if run.status not in RESUMABLE:
         raise Conflict(f"A {run.status} run cannot be resumed.", code="not_resumable")
     if run.status == Run.Status.FAILED and run.error and run.error.get("retryable") is False:

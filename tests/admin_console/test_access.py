@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from agentloom.runloop.events import event_emit
+from sessions.services.events import event_emit
 from sessions.models import AccessAudit
 from tests.admin_console.conftest import SECRET, compaction, model_call
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from agentloom.runloop.events import event_emit
+from sessions.services.events import event_emit
 from sessions.models import AccessAudit
 from tests.admin_console.conftest import SECRET, model_call
 

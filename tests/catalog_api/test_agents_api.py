@@ -80,7 +80,7 @@ def test_bad_draft_input_is_a_400_naming_the_field(api, alice, space, demo_conne
 
 
 def test_loop4_tools_are_read_from_the_registry_at_request_time(api, alice, space, demo_connection):
-    from agentloom.tools.registry import Tool, registry
+    from agentloom.agents.tool_registry import Tool, registry
 
     tool = Tool(name="lookup_order", description="Find an order.", parameters={"type": "object"},
                 run=lambda arguments, context: "ok", idempotent=True)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
-from agentloom.runloop.events import event_emit
+from sessions.services.events import event_emit
 from sessions.api import AskThrottle
 from sessions.models import Instance, Run, RunEvent, SessionMessage
 from sessions.services.dispatch import dispatcher_set

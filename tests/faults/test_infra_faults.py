@@ -17,7 +17,7 @@ import pytest
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
-from agentloom.runloop import events
+from sessions.services import events
 from agentloom.runloop.loop import run_execute
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.dispatch import dispatcher_set

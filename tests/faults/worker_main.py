@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
 
     django.setup()
     from agentloom.celery import app
-    from agentloom.runloop import events
+    from sessions.services import events
     from tests.faults.probe import probe_install
 
     probe_install()

@@ -5,7 +5,7 @@ from typing import Iterator
 
 import pytest
 
-from agentloom.runloop import events as events_module
+from sessions.services import events as events_module
 from tests.fakes.fake_provider import FakeProvider
 from tests.fakes.strict import StrictProvider
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from agentloom.runloop.loop import run_execute
-from agentloom.tools.registry import Tool, ToolCancelled, register, registry
+from agentloom.agents.tool_registry import Tool, ToolCancelled, register, registry
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, error, sequence

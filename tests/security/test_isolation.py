@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.runloop.events import event_emit
+from sessions.services.events import event_emit
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from sessions.services.records import record_append

@@ -144,7 +144,7 @@ def test_a_server_error_outside_the_api_is_a_bare_page():
 def test_over_a_real_socket_errors_carry_no_trace_and_a_broken_stream_just_ends(alice, make_session, monkeypatch):
     import sessions.api
     from agentloom.runloop import stream
-    from agentloom.runloop.events import event_emit
+    from sessions.services.events import event_emit
     from sessions.services.runs import run_create
 
     session = make_session(alice)

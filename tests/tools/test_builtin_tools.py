@@ -79,7 +79,7 @@ def test_loop4_http_fetch_reads_a_public_page_as_text_and_reports_redirects():
 
 
 def test_loop4_a_tool_past_its_time_out_ends_with_status_timeout():
-    from agentloom.tools.registry import Tool
+    from agentloom.agents.tool_registry import Tool
 
     release = threading.Event()
     slow = Tool(name="sleepy", description="", parameters={"type": "object", "properties": {}},

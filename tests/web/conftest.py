@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from agentloom.runloop.events import event_emit
+from sessions.services.events import event_emit
 from sessions.models import Run
 from sessions.selectors import main_instance
 from sessions.services.history import question_ask, step_save_assistant

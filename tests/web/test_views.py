@@ -259,7 +259,7 @@ def test_the_run_fragment_of_a_working_run_is_live(client_for, alice, make_sessi
 
 
 def test_the_text_fragment_renders_what_was_streamed_between_two_seqs(client_for, alice, make_session):
-    from agentloom.runloop.events import event_emit
+    from sessions.services.events import event_emit
 
     run = finished_run(make_session(alice), status=Run.Status.RUNNING, steps=[])
     first = event_emit(run_id=run.pk, type="message_delta", data={"text": "Wrong", "instance": "main"})

@@ -1,78 +1,18 @@
-"""The tool registry: JSON-schema parameters, idempotency, screen flag, time-out, output cap.
+"""Running a tool (LOOP-4): argument checks, its time-out, Stop, and an output cap.
 
-A tool is a plain function ``(arguments, context) -> str | list[content parts]``. It raises
-``ToolError`` for a failure the model should read; any other exception is caught too, so a
-broken tool gives a result with ``status: error`` and never crashes the run (LOOP-4).
+Any exception a tool raises is caught, so a broken tool gives a result with
+``status: error`` and never crashes the run.
 """
 from __future__ import annotations
 
 import json
 import logging
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+
+from agentloom.agents.tool_registry import Content, Tool, ToolCancelled, ToolContext, ToolError, ToolOutcome
 
 logger = logging.getLogger("agentloom.tools")
-
-Content = str | list[dict[str, Any]]
-
-
-class ToolError(Exception):
-    """A failure to report to the model as the tool's result (``status: error``)."""
-
-
-class ToolCancelled(Exception):
-    """Raised by a tool that noticed ``context.cancelled()`` and stopped."""
-
-
-@dataclass
-class ToolContext:
-    """What a running tool may know: where it runs, and whether it should stop."""
-
-    run_id: int
-    session_id: int
-    instance_id: int
-    cancel_event: threading.Event = field(default_factory=threading.Event)
-    services: dict[str, Any] = field(default_factory=dict)
-
-    def cancelled(self) -> bool:
-        return self.cancel_event.is_set()
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    run: Callable[[dict[str, Any], ToolContext], Content]
-    idempotent: bool
-    observes_screen: bool = False
-    timeout_seconds: float = 30.0
-    output_limit: int = 200_000
-
-    def schema(self) -> dict[str, Any]:
-        """The OpenAI ``tools`` entry for this tool."""
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    status: str  # ok | error | cancelled | timeout
-    content: Content
-
-
-registry: dict[str, Tool] = {}
-
-
-def register(tool: Tool) -> Tool:
-    registry[tool.name] = tool
-    return tool
-
-
-def tool_schemas(names: list[str]) -> list[dict[str, Any]]:
-    """Schemas of the named tools, in the agent's order; unknown names are skipped."""
-    return [registry[name].schema() for name in names if name in registry]
 
 
 def _check_arguments(tool: Tool, raw: str) -> dict[str, Any]:
@@ -151,8 +91,3 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
     if "error" in box:
         return ToolOutcome("error", box["error"])
     return ToolOutcome("ok", _cap(box.get("content", ""), tool.output_limit))
-
-
-def load_builtins() -> None:
-    """Import the built-in tools so they register themselves."""
-    from agentloom.tools import calculator, clock, delegate, http_fetch, read_record  # noqa: F401

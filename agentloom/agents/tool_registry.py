@@ -1,0 +1,82 @@
+"""The tool registry (LOOP-4): what a tool is, and which tools agents may choose.
+
+A tool is a plain function ``(arguments, context) -> str | list[content parts]`` with
+JSON-schema parameters and flags: ``idempotent`` (re-run on resume, RUN-6),
+``observes_screen`` (CTX-8), ``delegates`` (run by the loop as a sub-agent, RUN-3), a
+time-out and an output cap. It raises ``ToolError`` for a failure the model should read.
+
+The registry belongs to the agents domain: drafts are validated against it. The built-in
+tools live in ``agentloom.tools`` and register themselves when that package loads (the
+run loop's app loads it at start-up); running them is ``agentloom.tools.invoke``.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+Content = str | list[dict[str, Any]]
+
+
+class ToolError(Exception):
+    """A failure to report to the model as the tool's result (``status: error``)."""
+
+
+class ToolCancelled(Exception):
+    """Raised by a tool that noticed ``context.cancelled()`` and stopped."""
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may know: where it runs, and whether it should stop."""
+
+    run_id: int
+    session_id: int
+    instance_id: int
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    services: dict[str, Any] = field(default_factory=dict)
+
+    def cancelled(self) -> bool:
+        return self.cancel_event.is_set()
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    run: Callable[[dict[str, Any], ToolContext], Content]
+    idempotent: bool
+    observes_screen: bool = False
+    delegates: bool = False  # the loop runs it as a sub-agent instead of calling ``run``
+    timeout_seconds: float = 30.0
+    output_limit: int = 200_000
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry for this tool."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    status: str  # ok | error | cancelled | timeout
+    content: Content
+
+
+registry: dict[str, Tool] = {}
+
+
+def register(tool: Tool) -> Tool:
+    registry[tool.name] = tool
+    return tool
+
+
+def tool_schemas(names: list[str]) -> list[dict[str, Any]]:
+    """Schemas of the named tools, in the agent's order; unknown names are skipped."""
+    return [registry[name].schema() for name in names if name in registry]
+
+
+def tool_names_available() -> list[str]:
+    """Tool names an agent may choose."""
+    return sorted(registry)

@@ -1,0 +1,11 @@
+"""Routes of the run loop's own endpoints: the event stream and the context inspector."""
+from __future__ import annotations
+
+from django.urls import path
+
+from agentloom.runloop import api
+
+urlpatterns = [
+    path("runs/<int:run_id>/events", api.run_events, name="run-events"),
+    path("runs/<int:run_id>/context", api.run_context, name="run-context"),
+]
