@@ -53,7 +53,7 @@ def summarize(call) -> SummaryReply:
 
 
 def run(steps: int, compacting: bool) -> dict:
-    estimator = get_estimator("gpt-4o", "openai")
+    estimator = get_estimator("gpt-4o")
     budget = Budget(context_window=128_000, max_output_tokens=4_096, safety_margin_tokens=1_024)
     policy = ContextPolicy()
     records = records_for(steps)

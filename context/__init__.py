@@ -31,7 +31,7 @@ from context.policy import (
 )
 from context.projector import project_records
 from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, truncate_content, truncate_text
-from context.validate import MODES, Problem, validate_request
+from context.validate import DIALECTS, Problem, validate_request
 
 # Compaction last: it is built on the modules above.
 from context.compaction import (  # noqa: E402
@@ -61,7 +61,7 @@ __all__ = [
     "DEFAULT_LEGACY_CHAR_LIMIT",
     "DEFAULT_SCREEN_TOOLS",
     "DEFAULT_TOOL_RESULT_LIMIT",
-    "MODES",
+    "DIALECTS",
     "POLICY_DEFAULTS",
     "Budget",
     "BytesEstimator",

@@ -4,11 +4,11 @@ Each adapter works on its own deep copy, applies that provider's rules, and the 
 checked with validate_request in that provider's mode before it is returned: a body this
 module hands out has passed CTX-10, and one that would not is an error, never a request.
 
-Providers: ``openai`` (chat completions, ``max_completion_tokens``), ``deepseek``
-(``max_tokens``, reasoning_content and same-role merging), ``openai_compatible``
-(``max_tokens``; Ollama, vLLM, llama.cpp, LM Studio, OpenRouter) and ``anthropic``
-(an OpenAI-compatible body whose messages follow Anthropic's turn rules, for Claude
-models reached through a compatible endpoint).
+Dialects (``ProviderSpec.dialect`` says which one a provider speaks): ``openai``
+(chat completions: OpenAI and every compatible server — Ollama, vLLM, llama.cpp, LM
+Studio, OpenRouter), ``deepseek`` (reasoning_content and same-role merging) and
+``anthropic`` (an OpenAI-shaped body whose messages follow Anthropic's turn rules). The
+output-limit field is the provider's (``ProviderSpec.output_limit_field``), passed in.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from context.records import EMPTY_RESULT_TEXT, is_image_part, is_text_part
-from context.validate import Problem, mode_for, validate_request
+from context.validate import Problem, check_dialect, validate_request
 
 IMAGE_UNSUPPORTED_NOTE = "[image omitted: this model cannot read images]"
 CONTINUE_NOTE = "[Continue from where the conversation left off.]"
@@ -173,17 +173,17 @@ def _flatten(messages: list[dict[str, Any]]) -> None:
 def adapt_messages(
     messages: Sequence[Mapping[str, Any]],
     *,
-    provider: str,
+    dialect: str,
     supports_images: bool | None = None,
     thinking: bool = False,
 ) -> list[dict[str, Any]]:
-    """Return a fresh copy of ``messages`` following ``provider``'s rules (CTX-11).
+    """Return a fresh copy of ``messages`` following ``dialect``'s rules (CTX-11).
 
     ``supports_images`` None means the provider's default: DeepSeek models read text
     only, the others are assumed to read images. The result never ends on an assistant
     turn: a short continuation note is added when the history does.
     """
-    mode = mode_for(provider)
+    mode = check_dialect(dialect)
     images_ok = supports_images if supports_images is not None else mode != "deepseek"
     out = _place_images(copy.deepcopy([dict(m) for m in messages]), images_ok)
     _reasoning(out, mode, thinking)
@@ -201,30 +201,32 @@ def adapt_messages(
 def build_request_body(
     messages: Sequence[Mapping[str, Any]],
     *,
-    provider: str,
+    dialect: str,
     model: str,
     max_output_tokens: int,
+    output_limit_field: str = "max_tokens",
     tools: Sequence[Mapping[str, Any]] | None = None,
     stream: bool = True,
     supports_images: bool | None = None,
     thinking: bool = False,
 ) -> dict[str, Any]:
-    """Build a chat-completions request body for ``provider`` from projected messages.
+    """Build a chat-completions request body in ``dialect`` from projected messages, with
+    the output limit in the provider's ``output_limit_field`` (CTX-11).
 
     Raises RequestValidationError when the result would break CTX-10 (nothing invalid is
-    ever returned for sending) and ValueError for an unknown provider or a bad limit.
+    ever returned for sending) and ValueError for an unknown dialect or a bad limit.
     DeepSeek reasoner models are always in thinking mode.
     """
-    mode = mode_for(provider)
+    mode = check_dialect(dialect)
     if isinstance(max_output_tokens, bool) or not isinstance(max_output_tokens, int) or max_output_tokens < 1:
         raise ValueError("max_output_tokens must be a positive integer")
     thinking = thinking or (mode == "deepseek" and "reasoner" in model)
-    adapted = adapt_messages(messages, provider=provider, supports_images=supports_images, thinking=thinking)
-    problems = validate_request(adapted, provider, thinking=thinking if mode == "deepseek" else None)
+    adapted = adapt_messages(messages, dialect=mode, supports_images=supports_images, thinking=thinking)
+    problems = validate_request(adapted, mode, thinking=thinking if mode == "deepseek" else None)
     if problems:
         raise RequestValidationError(problems)
     body: dict[str, Any] = {"model": model, "messages": adapted}
-    body["max_completion_tokens" if provider == "openai" else "max_tokens"] = max_output_tokens
+    body[output_limit_field] = max_output_tokens
     if tools:
         body["tools"] = copy.deepcopy(list(tools))
     body["stream"] = stream

@@ -173,15 +173,16 @@ def tiktoken_estimator(encoding_name: str) -> TiktokenEstimator:
     return TiktokenEstimator(_encodings[encoding_name])
 
 
-def get_estimator(model_id: str | None = None, provider: str | None = None) -> Estimator:
+def get_estimator(model_id: str | None = None, *, exact_tokenizer: bool = True) -> Estimator:
     """The estimator for a model: tiktoken for OpenAI models, ``bytes-v1`` otherwise.
 
-    ``provider`` None or ``openai`` lets the model id decide; any other provider gets
-    ``bytes-v1`` because its tokenizer is not tiktoken (even when the id looks like
-    ``gpt-4o`` behind a proxy, bytes-v1 stays the conservative choice). If tiktoken or its
-    vocabulary cannot be loaded, one warning is logged and ``bytes-v1`` is returned.
+    ``exact_tokenizer`` says the provider counts with the tokenizer the model id names
+    (``ProviderSpec.exact_tokenizer``); without it the estimator is ``bytes-v1``, because
+    the tokenizer is not tiktoken (even when the id looks like ``gpt-4o`` behind a proxy,
+    bytes-v1 stays the conservative choice). If tiktoken or its vocabulary cannot be
+    loaded, one warning is logged and ``bytes-v1`` is returned.
     """
-    encoding = encoding_for_model(model_id) if provider in (None, "openai") else None
+    encoding = encoding_for_model(model_id) if exact_tokenizer else None
     if encoding is None:
         return BytesEstimator()
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 # Kinds that become chat messages. Everything else -- including kinds added later that
@@ -64,6 +64,35 @@ def is_text_part(part: Any) -> bool:
 def is_image_part(part: Any) -> bool:
     """Return True for an OpenAI ``image_url`` content part (a data URL or a link)."""
     return isinstance(part, dict) and part.get("type") == "image_url"
+
+
+def content_text(content: Any, *, image: str | Callable[[dict[str, Any]], str] = "[image]",
+                 separator: str = "\n") -> str:
+    """The readable text of an OpenAI-style ``content``: a string as it is; of a part list,
+    the text parts in order, each image as ``image`` (a note, or a function of the part
+    that writes one) and any other part as ``[its type]``, joined by ``separator``.
+
+    The one place content becomes text: the summarizer's input, the completion check's
+    evidence, ``read_record``, the demo model, the chat transcript and the console all
+    read it through here.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return json.dumps(content, ensure_ascii=False, default=str)
+    pieces: list[str] = []
+    for part in content:
+        if is_text_part(part):
+            pieces.append(part["text"])
+        elif is_image_part(part):
+            pieces.append(image(part) if callable(image) else image)
+        elif isinstance(part, dict):
+            pieces.append(f"[{part.get('type', 'part')}]")
+        elif isinstance(part, str):
+            pieces.append(part)
+    return separator.join(pieces)
 
 
 def copy_part(part: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ The validator reads OpenAI-shaped message lists -- the projector's output, or th
 list means the request may be sent. A non-empty list is a bug in whatever built the
 request: the caller logs the problems and fails the run; it never sends the request.
 
-Modes:
+Dialects (a provider's ``ProviderSpec.dialect`` names the one it speaks):
   openai     OpenAI chat completions and OpenAI-compatible servers.
   anthropic  Anthropic-style rules, for Claude models behind an OpenAI-compatible
              endpoint: system text only at the start, the first turn from the user, tool
@@ -26,11 +26,7 @@ from typing import Any
 from context.ids import is_portable_id
 from context.records import is_image_part, is_role, is_text_part
 
-MODES = ("openai", "anthropic", "deepseek")
-_PROVIDER_MODES = {
-    "openai": "openai", "openai_compatible": "openai", "openai-compatible": "openai",
-    "anthropic": "anthropic", "deepseek": "deepseek",
-}
+DIALECTS = ("openai", "anthropic", "deepseek")
 
 
 @dataclass(frozen=True)
@@ -43,13 +39,11 @@ class Problem:
     message: str
 
 
-def mode_for(provider: str) -> str:
-    """Map a provider name (``openai``, ``openai_compatible``, ``deepseek``,
-    ``anthropic``) to the validation mode that applies to it."""
-    try:
-        return _PROVIDER_MODES[provider]
-    except KeyError:
-        raise ValueError(f"unknown provider {provider!r}; expected one of {sorted(_PROVIDER_MODES)}") from None
+def check_dialect(dialect: str) -> str:
+    """Return ``dialect`` when the engine knows its rules; ValueError otherwise."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect {dialect!r}; expected one of {list(DIALECTS)}")
+    return dialect
 
 
 def _text_blank(content: Any) -> bool:
@@ -122,18 +116,19 @@ def _check_calls(i: int, calls: Any, seen_ids: set[str], out: list[Problem]) -> 
 
 def validate_request(
     messages: Sequence[Mapping[str, Any]] | Mapping[str, Any],
-    provider: str = "openai",
+    dialect: str = "openai",
     *,
     thinking: bool | None = None,
+    provider: str | None = None,
 ) -> list[Problem]:
-    """Return the protocol problems of ``messages`` for ``provider``; empty when valid.
+    """Return the protocol problems of ``messages`` in ``dialect``; empty when valid.
 
-    ``messages`` may also be a request body holding a ``messages`` list. ``provider`` is a
-    mode (``openai``, ``anthropic``, ``deepseek``) or a provider name mapped to one.
-    ``thinking`` selects DeepSeek's thinking mode; None infers it from the presence of
-    ``reasoning_content`` on any assistant message.
+    ``messages`` may also be a request body holding a ``messages`` list. ``dialect`` is
+    ``openai``, ``anthropic`` or ``deepseek`` (``provider=`` is SPEC §3's name for the
+    same argument). ``thinking`` selects DeepSeek's thinking mode; None infers it from the
+    presence of ``reasoning_content`` on any assistant message.
     """
-    mode = mode_for(provider)
+    mode = check_dialect(provider if provider is not None else dialect)
     if isinstance(messages, Mapping):
         messages = messages.get("messages") or []
     out: list[Problem] = []

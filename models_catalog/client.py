@@ -21,7 +21,7 @@ import json
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -42,7 +42,7 @@ from models_catalog.http import (
     read_limited,
     transport_error,
 )
-from models_catalog.providers import ProviderSpec, get_provider
+from models_catalog.providers import ChatClient, ProviderSpec, get_provider
 from models_catalog.providers.events import (
     ChatEvent,
     ReasoningDelta,
@@ -60,14 +60,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class ChatClient(Protocol):
-    """What the run loop needs from any provider."""
-
-    def stream_chat(self, request_body: Mapping[str, Any]) -> Iterator[ChatEvent]: ...
-
-    def close(self) -> None: ...
 
 
 def get_chat_client(

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from context.records import content_text
 from models_catalog.providers.events import ChatEvent, StreamEnd, TextDelta, ToolCall, ToolCallDelta, Usage, as_dict
 
 DEMO_MODEL_ID = "agentloom-demo"
@@ -152,15 +153,7 @@ def _time_arguments(function: dict[str, Any]) -> dict[str, Any]:
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
-            return _text_of(message.get("content"))
-    return ""
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+            return _words(message.get("content"))
     return ""
 
 
@@ -179,7 +172,7 @@ def _trailing_tool_results(messages: list[dict[str, Any]]) -> list[tuple[str, st
             if isinstance(call, dict) and isinstance(call.get("function"), dict):
                 names[str(call.get("id"))] = str(call["function"].get("name", "tool"))
     return [(message.get("name") or names.get(str(message.get("tool_call_id")), "tool"),
-             _text_of(message.get("content")).strip()) for message in tail]
+             _words(message.get("content")).strip()) for message in tail]
 
 
 def _describe_result(name: str, content: str) -> str:
@@ -198,3 +191,8 @@ def _pieces(text: str, count: int = 5) -> list[str]:
         return []
     size = max(1, -(-len(words) // count))
     return ["".join(words[i:i + size]) for i in range(0, len(words), size)]
+
+
+def _words(content: Any) -> str:
+    """What the demo reads of a message: its text, images left out."""
+    return content_text(content, image="", separator=" ")

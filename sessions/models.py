@@ -107,8 +107,10 @@ RUN_TRANSITIONS: dict[str, frozenset[str]] = {
 class Instance(models.Model):
     """The main instance of a run, or a delegated sub-instance with its parent.
 
-    ``frame`` (encrypted) holds the model-visible view and the execution state: plan,
-    pending tool calls, queued supplements, candidate answer, terminal state.
+    ``frame`` (encrypted) holds the execution state — what code must remember between
+    steps; its keys are typed in ``sessions.frames.Frame`` and it is written only through
+    ``sessions.services.frames``. The model-visible view is not here: it is projected from
+    the records and checkpoints at every step.
     """
 
     MAIN = "main"
@@ -261,7 +263,8 @@ class ModelCall(models.Model):
     """What one model call received and what it cost — the context inspector's source.
 
     ``request`` (encrypted) holds the exact messages and tools sent and the estimate per
-    message; ``usage`` is the provider's own count when it came back (CTX-25).
+    message; ``usage`` is the provider's own count when it came back (CTX-25). Written by
+    ``sessions.services.model_calls``, read through ``sessions.selectors.model_call_entries``.
     """
 
     class Purpose(models.TextChoices):

@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from agentloom.errors import NotFound
-from sessions.models import CompactionSnapshot, Instance, Run, Session, SessionMessage, SessionView
+from sessions.models import CompactionSnapshot, Instance, ModelCall, Run, Session, SessionMessage, SessionView
 
 RECORDS_PAGE_MAX = 200
 RECORDS_PAGE_DEFAULT = 100
@@ -110,3 +110,38 @@ def view_best_for_run(*, run: Run) -> SessionView | None:
         .order_by("-watermark", "-id")
         .first()
     )
+
+
+# --- the model-call log (the context inspector) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class SentEntry:
+    """One message of a model call as it was sent, with our estimate (None when not kept,
+    e.g. summary and verification calls)."""
+
+    message: dict[str, Any]
+    estimated_tokens: int | None
+
+
+def model_call_entries(*, call: ModelCall) -> list[SentEntry]:
+    """The messages a call sent, in order, each with its estimate."""
+    request = call.request if isinstance(call.request, dict) else {}
+    estimates = request.get("estimates") or []
+    return [SentEntry(message=message,
+                      estimated_tokens=estimates[i] if i < len(estimates) and isinstance(estimates[i], int) else None)
+            for i, message in enumerate(request.get("messages") or []) if isinstance(message, dict)]
+
+
+def model_call_tools(*, call: ModelCall) -> list[dict[str, Any]]:
+    """The tool schemas a call sent."""
+    request = call.request if isinstance(call.request, dict) else {}
+    return [tool for tool in request.get("tools") or [] if isinstance(tool, dict)]
+
+
+def model_call_recent_usage(*, session_id: int, model: str, limit: int = 5) -> list[tuple[int, dict[str, Any]]]:
+    """(our estimate, the provider's usage) of the session's latest action calls with
+    ``model`` that reported usage, newest first (CTX-25 calibration reads these)."""
+    rows = (ModelCall.objects.filter(run__session_id=session_id, model=model, purpose=ModelCall.Purpose.ACTION,
+                                     usage__isnull=False).order_by("-id").values_list("estimated_tokens", "usage")[:limit])
+    return [(estimate, usage) for estimate, usage in rows]

@@ -1,8 +1,6 @@
 """Run endpoints of the loop: events (SSE or a JSON page) and the context inspector."""
 from __future__ import annotations
 
-from itertools import zip_longest
-
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -14,7 +12,7 @@ from agentloom.api.fields import MAX_ID, id_from_text
 from agentloom.errors import NotFound, ValidationFailed
 from agentloom.runloop.stream import event_as_dict, events_after, run_event_stream
 from sessions.models import AccessAudit, ModelCall, Run
-from sessions.selectors import run_get_for_user
+from sessions.selectors import model_call_entries, model_call_tools, run_get_for_user
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -86,15 +84,13 @@ def run_context(request, run_id: int):
         run = run_get_for_user(run_id=run_id, user=request.user)
     calls = []
     for call in ModelCall.objects.filter(run=run).order_by("id"):
-        request_data = call.request or {}
         calls.append({
             "id": call.id, "instance": call.instance_id, "purpose": call.purpose, "provider": call.provider,
             "model": call.model, "estimator_id": call.estimator_id, "estimated_tokens": call.estimated_tokens,
             "usage": call.usage, "outcome": call.outcome, "created_at": call.created_at,
             # Summary and verification calls store no per-message estimates: show the messages anyway.
-            "messages": [{"message": message, "estimated_tokens": estimate} for message, estimate in
-                         zip_longest(request_data.get("messages", []), request_data.get("estimates", []))
-                         if message is not None],
-            "tools": request_data.get("tools", []),
+            "messages": [{"message": entry.message, "estimated_tokens": entry.estimated_tokens}
+                         for entry in model_call_entries(call=call)],
+            "tools": model_call_tools(call=call),
         })
     return Response({"run": run.pk, "calls": calls})

@@ -10,22 +10,19 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from django.conf import settings
-from django.db import transaction
-
-from sessions.services.events import event_emit
-from context import ContextPolicy, Counters, LegacyCharPolicy, build_request_body, evaluate_triggers
+from agentloom.runloop.calls import body_build, collected_call, hard_limit
+from agentloom.runloop.state import RunState, run_state_build, system_message
+from context import ContextPolicy, Counters, LegacyCharPolicy, evaluate_triggers
 from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive
-from models_catalog.client import StreamEnd, collect, get_chat_client
 from models_catalog.errors import ProviderError
-from sessions.models import Instance, ModelCall, SessionMessage
-from sessions.services.history import PreparedContext, checkpoint_commit
+from sessions.models import Instance, ModelCall, Run, SessionMessage
+from sessions.selectors import main_instance, model_call_recent_usage
+from sessions.services.events import event_emit
+from sessions.services.frames import frame_update
+from sessions.services.history import ContextCache, PreparedContext, checkpoint_commit, context_project
 from sessions.services.records import NewRecord
-
-if TYPE_CHECKING:
-    from agentloom.runloop.loop import RunState
 
 logger = logging.getLogger("agentloom.compaction")
 
@@ -52,9 +49,7 @@ def calibration(state: RunState, instance: Instance) -> float:
     action calls with this model (the largest ratio, so a calibrated figure is never below
     what the provider counted for those requests)."""
     ratios = []
-    recent = (ModelCall.objects.filter(run__session_id=state.run.session_id, model=state.model, purpose="action",
-                                       usage__isnull=False).order_by("-id").values_list("estimated_tokens", "usage")[:5])
-    for estimate, usage in recent:
+    for estimate, usage in model_call_recent_usage(session_id=state.run.session_id, model=state.target.model):
         prompt = (usage or {}).get("prompt_tokens")
         if isinstance(prompt, int) and estimate > 0:
             ratios.append(prompt / estimate)
@@ -120,22 +115,8 @@ def _throttled(frame: dict[str, Any], tokens: int, state: RunState) -> bool:
         return False
     grown = tokens >= failure.get("tokens", 0) * (1 + RETRY_GROWTH)
     waited = time.time() - failure.get("at", 0) >= RETRY_AFTER_SECONDS
-    over_hard_limit = tokens + state.budget.max_output_tokens > state.budget.context_window - state.budget.safety_margin_tokens
+    over_hard_limit = tokens + state.budget.max_output_tokens > hard_limit(state)
     return not (grown or waited or over_hard_limit)
-
-
-def _frame_update(instance: Instance, **changes: Any) -> None:
-    with transaction.atomic():
-        fresh = Instance.objects.select_for_update().get(pk=instance.pk)
-        frame = dict(fresh.frame or {})
-        for key, value in changes.items():
-            if value is None:
-                frame.pop(key, None)
-            else:
-                frame[key] = value
-        fresh.frame = frame
-        fresh.save(update_fields=["frame"])
-    instance.frame = frame
 
 
 def _task_anchor(instance: Instance) -> dict[str, Any] | None:
@@ -158,8 +139,6 @@ def _runtime_state(instance: Instance) -> RuntimeState:
 def _run_compaction(state: RunState, instance: Instance, prepared: PreparedContext, system: dict[str, Any],
                     schemas: list[dict[str, Any]], policy: ContextPolicy, trigger: str, tokens: int, *,
                     depth: int, estimator: Any = None) -> list[dict[str, Any]] | None:
-    from agentloom.runloop.loop import _adapter_provider, _close_log
-
     started = time.monotonic()
     event_emit(run_id=state.run.pk, type="compaction_started", data={"trigger": trigger, "tokens": tokens})
     remaining = state.limits["max_model_calls"] - state.counters.get("model_calls", 0) - 1
@@ -169,10 +148,10 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
         budget=state.budget,
         policy=policy, estimator=estimator or state.estimator(), tools=schemas, trigger=trigger,
         max_summary_calls=max(0, min(policy.max_compaction_calls, remaining)),
-        provider=_adapter_provider(state.provider),
+        dialect=state.target.dialect,
     )
     def summarize(call) -> SummaryReply:
-        reply = _summary_call(state, instance, call, _close_log)
+        reply = _summary_call(state, instance, call)
         event_emit(run_id=state.run.pk, type="compaction_progress",
                    data={"segment": call.segment, "of": call.planned_segments, "attempt": call.attempt,
                          "ok": bool(reply.text)})
@@ -188,7 +167,7 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
             estimator_id=state.estimator().id, metrics=metrics,
             records=[NewRecord("compaction_summary", {"summary": result.summary, "metrics": metrics},
                                f"compaction-{covered}-{trigger}")])
-        _frame_update(instance, compaction_failure=None, compact_requested=None)
+        frame_update(instance=instance, compaction_failure=None, compact_requested=None)
         event_emit(run_id=state.run.pk, type="compacted", data={
             "trigger": trigger, "tokens_before": metrics.get("tokens_before"), "tokens_after": metrics.get("tokens_after"),
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
@@ -196,10 +175,10 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
         state.caches.pop(instance.pk, None)
         return [system, *result.messages]
     if result.outcome == "skipped":
-        _frame_update(instance, compact_requested=None)
+        frame_update(instance=instance, compact_requested=None)
         event_emit(run_id=state.run.pk, type="compaction_skipped", data={"reason": result.reason, "metrics": metrics})
     else:
-        _frame_update(instance, compact_requested=None,
+        frame_update(instance=instance, compact_requested=None,
                       compaction_failure={"tokens": tokens, "at": time.time(), "reason": result.reason})
         event_emit(run_id=state.run.pk, type="compaction_failed", data={"reason": result.reason, "metrics": metrics})
     return None
@@ -210,41 +189,25 @@ def _last_seq(state: RunState, instance: Instance) -> int:
     return cache.last_seq if cache is not None else 0
 
 
-def _summary_call(state: RunState, instance: Instance, call, close_log) -> SummaryReply:
+def _summary_call(state: RunState, instance: Instance, call) -> SummaryReply:
     """One summarizer request: the hard limit first (CTX-39), then the provider."""
-    from agentloom.runloop.loop import _adapter_provider
-
     estimator = state.estimator()
     estimate = estimator.request(call.messages)
     output = state.budget.max_output_tokens  # the engine sized the request for this reserve
-    if estimate + output > state.budget.context_window - state.budget.safety_margin_tokens:
+    if estimate + output > hard_limit(state):
         return SummaryReply(text=None, error_code="context_overflow", deterministic=True)
-    body = build_request_body(call.messages, provider=_adapter_provider(state.provider), model=state.model,
-                              max_output_tokens=output)
-    log = ModelCall.objects.create(run=state.run, instance=instance, purpose=ModelCall.Purpose.COMPACTION,
-                                   provider=state.provider, model=state.model, estimator_id=estimator.id,
-                                   estimated_tokens=estimate,
-                                   request={"messages": body["messages"], "tools": [], "estimates": []})
-    state.bump("model_calls")
+    body = body_build(state.target, call.messages, max_output_tokens=output)
     try:
-        with get_chat_client(provider=state.provider, base_url=state.base_url or None, api_key=state.api_key or None,
-                             allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS) as client:
-            end: StreamEnd = collect(client.stream_chat(body)).raise_if_cut()
+        end = collected_call(state, instance, purpose=ModelCall.Purpose.COMPACTION, body=body,
+                             estimator_id=estimator.id, estimate=estimate, counts_as_model_call=True)
     except ProviderError as exc:
-        close_log(log, exc.code)
         return SummaryReply(text=None, error_code=exc.code, deterministic=exc.permanent)
-    close_log(log, "ok", end.usage.raw if end.usage else None)
     return SummaryReply(text=state.redactor.text(end.text or ""))
 
 
 def compaction_manual(*, run_id: int) -> str:
     """CTX-43 for a session with no active run: compact its latest run's main history now,
     under the same commit rules; a compliant result becomes the next run's starting view."""
-    from agentloom.runloop.loop import _state_for, _system_message
-    from sessions.models import Run
-    from sessions.selectors import main_instance
-    from sessions.services.history import ContextCache, context_project
-
     run = Run.objects.select_related("session", "version").get(pk=run_id)
     if run.status in Run.ACTIVE_STATUSES:
         return "active"  # the loop picks the request up at its next preparation
@@ -252,12 +215,12 @@ def compaction_manual(*, run_id: int) -> str:
         # A newer question started meanwhile: it will compact by its own triggers; writing
         # into this older run now would put a foreign record inside the newer run's prefix.
         return "superseded"
-    state = _state_for(run)
+    state = run_state_build(run)
     instance = main_instance(run=run)
     policy = policy_of(state) or ContextPolicy()
     cache = state.caches.setdefault(instance.pk, ContextCache())
     prepared = context_project(run=run, instance=instance, cache=cache)
-    system = _system_message(state, 0)
+    system = system_message(state, 0)
     tokens = state.estimator().request([system, *prepared.messages])
     result = _run_compaction(state, instance, prepared, system, [], policy, "manual", tokens, depth=0)
     return "compacted" if result is not None else "not_compacted"

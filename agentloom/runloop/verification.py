@@ -10,19 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from context import build_request_body, get_estimator
-from models_catalog.client import StreamEnd, call_with_retries, collect, get_chat_client
+from agentloom.runloop.calls import body_build, collected_call, hard_limit
+from agentloom.runloop.state import RunState
+from context.records import content_text
 from models_catalog.errors import ProviderError
+from sessions.models import Instance, ModelCall, Run, SessionMessage
+from sessions.services.records import record_append
 
 VERIFY_SYSTEM = ("You check a candidate answer against the evidence gathered while answering. Reply with the "
                  "first line exactly VERIFIED or NOT VERIFIED, then one short sentence saying why.")
 EVIDENCE_CHARS = 2_000
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "[image]") for p in content if isinstance(p, dict))
-    return content or ""
 
 
 def verification_messages(*, task: str, plan: str | None, evidence: list[str], candidate: str,
@@ -61,33 +58,40 @@ def parse_verdict(text: str) -> dict[str, str]:
     return {"status": "not_done", "reason": "the check gave no clear verdict"}
 
 
-def verify_candidate(*, provider: str, adapter_provider: str, model: str, base_url: str | None, api_key: str | None,
-                     allow_private: bool, context_window: int, max_output_tokens: int, safety_margin_tokens: int,
-                     task: str, plan: str | None, evidence: list[str], candidate: str,
-                     base_delay: float, log_call) -> dict[str, Any]:
-    """Run the check; always returns a verdict dict, ``not_done`` when it could not run."""
-    estimator = get_estimator(model, provider)
-    hard_limit = context_window - safety_margin_tokens
+def run_verify(state: RunState, instance: Instance, answer: str) -> dict[str, Any]:
+    """Check the candidate ``answer`` of ``instance``; the verdict is recorded in the run's
+    counters and as a ``context`` record, and returned. Always a verdict: ``not_done``
+    when the check could not run. Not a model step (it is logged as a verification call)."""
+    task = SessionMessage.objects.filter(instance=instance, kind="user").order_by("-seq").first()
+    evidence = evidence_from_records(SessionMessage.objects.filter(instance=instance, kind="tool_result").order_by("seq"))
+    verdict = _verdict(state, instance, task=content_text((task.message.get("content") if task else "") or ""),
+                       plan=(instance.frame or {}).get("plan"), evidence=evidence, candidate=answer)
+    state.run.counters["verification"] = verdict
+    Run.objects.filter(pk=state.run.pk).update(counters=state.run.counters)
+    steps = SessionMessage.objects.filter(instance=instance, kind="assistant").count()
+    record_append(session=state.run.session, run=state.run, instance=instance, kind="context",
+                  entry_key=f"verification-{state.run.attempt}-{steps}", message={"verification": verdict})
+    return verdict
 
-    def fits(messages: list[dict[str, Any]]) -> bool:
-        return estimator.request(messages) + max_output_tokens <= hard_limit
+
+def _verdict(state: RunState, instance: Instance, *, task: str, plan: str | None, evidence: list[str],
+             candidate: str) -> dict[str, Any]:
+    estimator = state.estimator()
+    output = state.budget.max_output_tokens
+
+    def fits(messages: list[dict[str, Any]]) -> bool:  # the hard limit applies (CTX-39)
+        return estimator.request(messages) + output <= hard_limit(state)
 
     messages = verification_messages(task=task, plan=plan, evidence=evidence, candidate=candidate, fits=fits)
     if messages is None:
         return {"status": "not_done", "reason": "the check does not fit the model's context window"}
-    body = build_request_body(messages, provider=adapter_provider, model=model, max_output_tokens=max_output_tokens)
-    finish = log_call(body, estimator.id, estimator.request(messages))
-
-    def attempt() -> StreamEnd:
-        with get_chat_client(provider=provider, base_url=base_url, api_key=api_key, allow_private=allow_private) as client:
-            return collect(client.stream_chat(body)).raise_if_cut()
-
+    body = body_build(state.target, messages, max_output_tokens=output)
     try:
-        end = call_with_retries(attempt, max_attempts=2, base_delay=base_delay, max_delay=5.0)
+        end = collected_call(state, instance, purpose=ModelCall.Purpose.VERIFICATION, body=body,
+                             estimator_id=estimator.id, estimate=estimator.request(messages),
+                             counts_as_model_call=False, max_attempts=2)
     except ProviderError as exc:
-        finish("failed", None)
         return {"status": "not_done", "reason": f"the check could not run ({exc.code})"}
-    finish("ok", end.usage.raw if end.usage else None)
     return parse_verdict(end.text)
 
 
@@ -96,5 +100,5 @@ def evidence_from_records(records) -> list[str]:
     items = []
     for record in records:
         message = record.message
-        items.append(f"[{message.get('name', 'tool')} → {message.get('status', 'ok')}] {_text(message.get('content'))}")
+        items.append(f"[{message.get('name', 'tool')} → {message.get('status', 'ok')}] {content_text(message.get('content'))}")
     return list(reversed(items))

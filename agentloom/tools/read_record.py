@@ -8,17 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from agentloom.agents.tool_registry import Tool, ToolError, register
+from context.records import content_text
 
 MAX_LENGTH = 20_000
 
 
 def record_text(message: dict[str, Any]) -> str:
-    """The readable text of a stored record's message, whatever its shape."""
-    content = message.get("content", message.get("output", ""))
-    if isinstance(content, list):
-        return "\n".join(part.get("text", "[image]" if part.get("type") == "image_url" else "")
-                         for part in content if isinstance(part, dict))
-    return content if isinstance(content, str) else ""
+    """The readable text of a stored record's message (a command record keeps its output)."""
+    return content_text(message.get("content", message.get("output", "")))
 
 
 def _run(arguments: dict, context) -> str:

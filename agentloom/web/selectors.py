@@ -6,10 +6,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Max, OuterRef, QuerySet, Subquery
+from django.db.models import Max, OuterRef, Subquery
 
 from agentloom.agents.models import Agent, AgentVersion
 from agentloom.agents.selectors import agent_list_for_user
+from models_catalog.providers import provider_is_offline
 from sessions.models import Instance, Run, RunEvent, Session, SessionMessage
 from sessions.selectors import session_list_for_user
 
@@ -22,14 +23,18 @@ def sessions_for_sidebar(*, user) -> list[Session]:
     return list(session_list_for_user(user=user)[:SIDEBAR_SESSIONS])
 
 
-def agents_startable(*, user) -> QuerySet[Agent]:
+def agents_startable(*, user) -> list[Agent]:
     """Agents of the caller's spaces that have a published version (a session needs one),
-    with the provider and model of that version (``latest_provider``, ``latest_model``):
-    a new session binds the latest version, whatever the draft says today."""
+    with the provider and model of that version (``latest_provider``, ``latest_model``)
+    and whether it is the offline demo (``latest_offline``): a new session binds the
+    latest version, whatever the draft says today."""
     latest = AgentVersion.objects.filter(agent=OuterRef("pk")).order_by("-version")
-    return (agent_list_for_user(user=user).filter(latest_version__isnull=False)
-            .annotate(latest_provider=Subquery(latest.values("provider")[:1]),
-                      latest_model=Subquery(latest.values("model")[:1])))
+    agents = list(agent_list_for_user(user=user).filter(latest_version__isnull=False)
+                  .annotate(latest_provider=Subquery(latest.values("provider")[:1]),
+                            latest_model=Subquery(latest.values("model")[:1])))
+    for agent in agents:
+        agent.latest_offline = provider_is_offline(agent.latest_provider)
+    return agents
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from agentloom.web.errors import error_explain
 from agentloom.web.markdown import render_markdown
+from context.records import content_text
 from sessions.models import Run, SessionMessage
 
 COMPACTED_NOTICE = ("Earlier messages were compacted to fit the model's context window. "
@@ -112,19 +113,6 @@ def duration_label(ms: int | None) -> str:
     return f"{ms / 1000:.1f} s"
 
 
-def text_of(content: Any) -> str:
-    """A message's text: a string, or the text parts of a content list (images named, not shown)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, dict):
-                parts.append(f"[{part.get('type', 'attachment')}]")
-        return "\n".join(parts)
-    return "" if content is None else str(content)
 
 
 def _clip(text: str, limit: int) -> tuple[str, int]:
@@ -161,12 +149,12 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         message = record.message if isinstance(record.message, dict) else {}
         kind = record.kind
         if kind in ("user", "supplement"):
-            items.append(Bubble(kind=kind, text=text_of(message.get("content"))))
+            items.append(Bubble(kind=kind, text=content_text(message.get("content"))))
         elif kind == "assistant":
             reasoning = message.get("reasoning")
             if isinstance(reasoning, str) and reasoning.strip():
                 items.append(Thinking(reasoning))
-            text = text_of(message.get("content"))
+            text = content_text(message.get("content"))
             if text.strip():
                 items.append(Answer(html=render_markdown(text), partial=bool(message.get("partial"))))
             for call in message.get("tool_calls") or []:
@@ -188,7 +176,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                 steps[call_id] = step
                 items.append(step)
             step.status = message.get("status") or "ok"
-            step.result, step.result_omitted = _clip(text_of(message.get("content")), RESULT_PREVIEW_CHARS)
+            step.result, step.result_omitted = _clip(content_text(message.get("content")), RESULT_PREVIEW_CHARS)
         elif kind == "run_status":
             item = _status_item(message)
             if item is not None:
@@ -202,7 +190,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
 def items_written(records: Iterable[SessionMessage], *, queued: Iterable[dict[str, Any]] = ()) -> list[Bubble]:
     """What the person wrote to a run that is still working: its question, the supplements
     already taken, then the ones still queued."""
-    bubbles = [Bubble(kind=r.kind, text=text_of((r.message or {}).get("content")))
+    bubbles = [Bubble(kind=r.kind, text=content_text((r.message or {}).get("content")))
                for r in records if r.kind in ("user", "supplement")]
     bubbles += [Bubble(kind="supplement", text=str(item.get("content", "")), queued=True) for item in queued]
     return bubbles

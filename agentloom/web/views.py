@@ -21,12 +21,12 @@ from agentloom.web.presenters import run_views
 from agentloom.web.security import LOGIN_FAILURE_WINDOW_SECONDS, login_blocked, login_failed, with_csp
 from agentloom.web.selectors import agents_startable, runs_page, session_last_run, sessions_for_sidebar
 from agentloom.web.transcript import COMPACTED_NOTICE, STEP_STATUS_LABELS
+from models_catalog.providers import provider_is_offline
 from sessions.models import Session
 from sessions.selectors import session_get_for_user
 from sessions.services.sessions import session_create
 
 LOGIN_URL = reverse_lazy("web:login")
-DEMO_PROVIDER = "demo"
 
 _ID = 987654321  # a placeholder id, replaced by "{id}" in the URL templates handed to the browser
 
@@ -68,7 +68,7 @@ def _shell(request, **extra: Any) -> dict[str, Any]:
     """What every chat page shows around its content: the sessions and the agents to start with."""
     return {
         "sidebar_sessions": sessions_for_sidebar(user=request.user),
-        "agents": list(agents_startable(user=request.user)),
+        "agents": agents_startable(user=request.user),
         **extra,
     }
 
@@ -136,6 +136,6 @@ def session_page(request, session_id: int):
         session=session,
         runs=views,
         page=page,
-        is_demo=session.version.provider == DEMO_PROVIDER,
+        is_demo=provider_is_offline(session.version.provider),
         chat_config=config,
     ))

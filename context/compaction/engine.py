@@ -314,7 +314,7 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
                          runtime_state_message=state_message, retained=retained)
     tokens_after = estimator.request([r.system, *view], r.tools)
     metrics["tokens_after"] = tokens_after
-    decision = commit_decision(problems=view_problems(r.system, view, r.provider), tokens_before=tokens_before,
+    decision = commit_decision(problems=view_problems(r.system, view, r.dialect), tokens_before=tokens_before,
                                tokens_after=tokens_after, threshold=threshold, target=target, trigger=r.trigger)
     metrics["target_reached"] = decision.commit and decision.target_reached
     if not decision.commit:

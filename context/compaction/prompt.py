@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from context.records import COMMAND_HEADER, UNKNOWN_OUTCOME_TEXT, is_image_part, is_text_part
+from context.records import COMMAND_HEADER, UNKNOWN_OUTCOME_TEXT, content_text, is_image_part, is_text_part
 
 from .cleaning import neutralize_control_tags
 from .view import continuation_summary, is_continuation_message, is_runtime_state_message, restates_anchor
@@ -59,21 +59,6 @@ _LATE_PREFIX = "[late tool result]"
 _WHITESPACE_RE = re.compile(r"\s+")
 
 
-def _text(content: Any) -> tuple[str, int]:
-    """Content as text with images as ``[image]``, and the number of images."""
-    if content is None:
-        return "", 0
-    if isinstance(content, str):
-        return content, 0
-    pieces: list[str] = []
-    images = 0
-    for part in content if isinstance(content, list) else ():
-        if is_text_part(part):
-            pieces.append(part["text"])
-        elif is_image_part(part):
-            pieces.append("[image]")
-            images += 1
-    return "\n".join(pieces), images
 
 
 def _clip(text: str, limit: int) -> str:
@@ -96,7 +81,7 @@ def _excerpt(text: str, limit: int) -> str:
 
 def _tool_note(message: Mapping[str, Any], calls: Mapping[str, tuple[str, str]], excerpt: int) -> str:
     content = message.get("content")
-    _, images = _text(content)
+    images = sum(1 for part in content if is_image_part(part)) if isinstance(content, list) else 0
     # Size and excerpt describe the text; images are counted apart.
     body = "\n".join(p["text"] for p in content if is_text_part(p)) if isinstance(content, list) else (
         content if isinstance(content, str) else "")
@@ -172,7 +157,7 @@ def _entry(message: Mapping[str, Any], previous: Mapping[str, Any] | None, calls
             return "[earlier summary]\n" + continuation_summary(message)
     if role == "tool":
         return _tool_note(message, calls, excerpt)
-    text, _ = _text(message.get("content"))
+    text = content_text(message.get("content"))
     if role == "assistant":
         lines = [f"[assistant] {_cut(text, text_limit)}"] if text.strip() else []
         names = [(call.get("function") or {}).get("name", "?") for call in message.get("tool_calls") or ()

@@ -64,7 +64,7 @@ class CompactionRequest:
     tools: list[dict]
     trigger: str
     max_summary_calls: int
-    provider: str = "openai_compatible"
+    dialect: str = "openai"
     summary_share: float = 0.15
 
 

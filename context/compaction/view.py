@@ -157,11 +157,11 @@ def assemble_view(
 
 
 def view_problems(system: Mapping[str, Any], messages: Sequence[Mapping[str, Any]],
-                  provider: str = "openai_compatible") -> list[Problem]:
-    """CTX-10 for a view: the problems of the request it becomes for ``provider``.
+                  dialect: str = "openai") -> list[Problem]:
+    """CTX-10 for a view: the problems of the request it becomes in ``dialect``.
 
     The view is adapted as ``build_request_body`` would (images moved out of tool
-    messages, same-role merging for DeepSeek, …) and validated in the provider's mode.
+    messages, same-role merging for DeepSeek, …) and validated in that dialect.
     """
-    adapted = adapt_messages([system, *messages], provider=provider)
-    return validate_request(adapted, provider)
+    adapted = adapt_messages([system, *messages], dialect=dialect)
+    return validate_request(adapted, dialect)

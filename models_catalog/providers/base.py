@@ -1,16 +1,22 @@
 """Shared shapes of the provider adapters: what a model list yields, what a spec holds."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
 from models_catalog.http import HttpLimits, request_json
+from models_catalog.providers.events import ChatEvent
 
-if TYPE_CHECKING:
-    from models_catalog.client import ChatClient
+
+class ChatClient(Protocol):
+    """What the run loop needs from any provider: one narrow method, and ``close``."""
+
+    def stream_chat(self, request_body: Mapping[str, Any]) -> Iterator[ChatEvent]: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -73,17 +79,21 @@ class ListingContext:
 
 
 ListModels = Callable[[ListingContext], Listing]
-ChatFactory = Callable[..., "ChatClient"]
+ChatFactory = Callable[..., ChatClient]
 
 
 @dataclass(frozen=True)
 class ProviderSpec:
-    """One provider: its defaults, its list adapter and (optionally) its own chat client.
+    """One provider: everything the platform knows about it, in one place.
 
     ``list_models`` is the one narrow method discovery calls. ``chat_factory`` is None for
     providers spoken to over OpenAI-style ``/chat/completions`` by ``HttpChatClient``.
-    ``output_limit_field`` is the request field that carries ``max_output_tokens``
-    (CTX-11): ``max_completion_tokens`` for OpenAI, ``max_tokens`` elsewhere.
+    ``dialect`` names the request rules the context engine applies (CTX-10, CTX-11:
+    ``openai``, ``deepseek`` or ``anthropic``) and ``output_limit_field`` the request
+    field that carries ``max_output_tokens`` (``max_completion_tokens`` for OpenAI,
+    ``max_tokens`` elsewhere). ``exact_tokenizer`` says the model ids name the tokenizer
+    the provider counts with (OpenAI's), so tiktoken's count is the provider's own.
+    Nothing outside this package compares a provider's name: it reads these fields.
     """
 
     name: str
@@ -91,7 +101,9 @@ class ProviderSpec:
     list_models: ListModels
     default_base_url: str | None = None
     requires_api_key: bool = True
+    dialect: str = "openai"
     output_limit_field: str = "max_tokens"
+    exact_tokenizer: bool = False
     stream_usage_option: bool = True
     offline: bool = False
     chat_factory: ChatFactory | None = None

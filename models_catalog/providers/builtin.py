@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from models_catalog.demo import DEMO_BASE_URL, DEMO_MODEL_ID, DemoChatClient
 from models_catalog.errors import AuthenticationError, ProviderError, UnsafeURLError
-from models_catalog.providers import register_provider
 from models_catalog.providers.base import Listing, ListingContext, ProviderSpec, RawModel
 from models_catalog.providers.model_lists import has_figures, parse_model_list
 from models_catalog.providers.ollama import list_ollama, looks_like_ollama, merge_ollama, ollama_root
@@ -55,19 +54,23 @@ def list_demo(ctx: ListingContext) -> Listing:  # noqa: ARG001 - same signature 
     return Listing(models=[RawModel(id=DEMO_MODEL_ID, chat_capable=True, supports_images=False)], api_shape="demo")
 
 
-register_provider(ProviderSpec(
-    name="openai", label="OpenAI", list_models=list_openai_style,
-    default_base_url="https://api.openai.com/v1", output_limit_field="max_completion_tokens",
-))
-register_provider(ProviderSpec(
-    name="deepseek", label="DeepSeek", list_models=list_openai_style,
-    default_base_url="https://api.deepseek.com",
-))
-register_provider(ProviderSpec(
-    name="openai_compatible", label="The OpenAI-compatible server", list_models=list_openai_compatible,
-    requires_api_key=False,
-))
-register_provider(ProviderSpec(
-    name="demo", label="The offline demo model", list_models=list_demo, default_base_url=DEMO_BASE_URL,
-    requires_api_key=False, offline=True, stream_usage_option=False, chat_factory=DemoChatClient,
-))
+BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
+    ProviderSpec(
+        name="openai", label="OpenAI", list_models=list_openai_style,
+        default_base_url="https://api.openai.com/v1", output_limit_field="max_completion_tokens",
+        exact_tokenizer=True,
+    ),
+    ProviderSpec(
+        name="deepseek", label="DeepSeek", list_models=list_openai_style,
+        default_base_url="https://api.deepseek.com", dialect="deepseek",
+    ),
+    ProviderSpec(
+        name="openai_compatible", label="The OpenAI-compatible server", list_models=list_openai_compatible,
+        requires_api_key=False,
+    ),
+    # The demo answers OpenAI-shaped requests like any compatible server.
+    ProviderSpec(
+        name="demo", label="The offline demo model", list_models=list_demo, default_base_url=DEMO_BASE_URL,
+        requires_api_key=False, offline=True, stream_usage_option=False, chat_factory=DemoChatClient,
+    ),
+)

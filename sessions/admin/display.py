@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
+from context.records import content_text as records_content_text
+from sessions.selectors import SentEntry
+
 # What a long text shows before its "Show all": enough to recognise it, small enough for
 # a page of 200 records to stay readable.
 HEAD_CHARS = 1_500
@@ -92,24 +95,8 @@ def _image_note(part: dict[str, Any]) -> str:
 
 
 def content_text(content: Any) -> str:
-    """The text of an OpenAI-style content: a string, or parts (text kept, images as a note)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        pieces = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                pieces.append(str(part.get("text", "")))
-            elif isinstance(part, dict) and part.get("type") == "image_url":
-                pieces.append(_image_note(part))
-            elif isinstance(part, dict):
-                pieces.append(f"[{part.get('type', 'part')}]")
-            else:
-                pieces.append(str(part))
-        return "\n".join(pieces)
-    return as_json(content)
+    """The text of an OpenAI-style content, images as a note of their type and size."""
+    return records_content_text(content, image=_image_note)
 
 
 def _arguments(raw: Any) -> Text:
@@ -346,21 +333,16 @@ def call_figures(*, estimated: int, usage: Any, estimates: Sequence[Any]) -> Cal
                        per_message_sum=sum(numbers) if numbers else None)
 
 
-def sent_messages(request: Any) -> list[SentMessage]:
-    """Each message of a model call's request with its own estimate (None when not kept,
-    e.g. summary calls), in the order it was sent."""
-    request = request if isinstance(request, dict) else {}
-    messages = request.get("messages") or []
-    estimates = request.get("estimates") or []
-    return [SentMessage(index=i, estimate=_int_or_none(estimates[i]) if i < len(estimates) else None,
-                        view=message_view(message))
-            for i, message in enumerate(messages)]
+def sent_messages(entries: Sequence[SentEntry]) -> list[SentMessage]:
+    """Each message a model call sent with its own estimate (None when not kept, e.g.
+    summary calls), in the order it was sent (``selectors.model_call_entries``)."""
+    return [SentMessage(index=i, estimate=entry.estimated_tokens, view=message_view(entry.message))
+            for i, entry in enumerate(entries)]
 
 
-def sent_tools(request: Any) -> list[SentTool]:
-    request = request if isinstance(request, dict) else {}
+def sent_tools(schemas: Sequence[dict[str, Any]]) -> list[SentTool]:
     tools = []
-    for tool in request.get("tools") or []:
+    for tool in schemas:
         spec = tool.get("function", tool) if isinstance(tool, dict) else {}
         spec = spec if isinstance(spec, dict) else {}
         tools.append(SentTool(name=str(spec.get("name", "?")), description=str(spec.get("description", "")),

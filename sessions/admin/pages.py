@@ -53,7 +53,14 @@ from sessions.admin.reads import (
     session_sub_instances,
 )
 from sessions.models import CompactionSnapshot, Instance, ModelCall, Run, RunEvent, Session, SessionMessage
-from sessions.selectors import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, instance_in_session, records_page
+from sessions.selectors import (
+    RECORDS_PAGE_DEFAULT,
+    RECORDS_PAGE_MAX,
+    instance_in_session,
+    model_call_entries,
+    model_call_tools,
+    records_page,
+)
 
 TEMPLATES = "admin/agent_sessions"
 CURSOR_MAX = 2**62
@@ -342,12 +349,12 @@ def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) 
                            detail={"after": after, "calls": page_ids})
         details = []
         for call in run_calls(run=run, ids=page_ids):
-            request_data = call.request if isinstance(call.request, dict) else {}
+            entries = model_call_entries(call=call)
             details.append(CallDetail(
                 call=call, instance=_instance_label(call.instance),
                 figures=call_figures(estimated=call.estimated_tokens, usage=call.usage,
-                                     estimates=request_data.get("estimates") or ()),
-                messages=sent_messages(request_data), tools=sent_tools(request_data)))
+                                     estimates=[entry.estimated_tokens for entry in entries]),
+                messages=sent_messages(entries), tools=sent_tools(model_call_tools(call=call))))
     position = ids.index(page_ids[0]) if page_ids else len(ids)
     previous_start = max(0, position - CALLS_PAGE)
     more = bool(page_ids) and ids[-1] > page_ids[-1]

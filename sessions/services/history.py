@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agentloom.errors import Conflict, ValidationFailed
 from context import project_records
+from sessions.frames import CompactionFailure, QueuedSupplement, frame_initial
 from sessions.models import CompactionSnapshot, Instance, Run, Session, SessionMessage, SessionView
 from sessions.selectors import (
     main_instance,
@@ -23,6 +24,7 @@ from sessions.selectors import (
     view_best_for_run,
     visible_records_query,
 )
+from sessions.services.frames import frame_locked, frame_update
 from sessions.services.records import NewRecord, record_append, records_append
 from sessions.services.runs import run_create, run_dispatch_on_commit
 
@@ -58,10 +60,8 @@ def question_ask(*, session: Session, content: Any) -> Run:
         instance.model_steps = model_steps
         instance.baseline_user_turns = view.baseline_user_turns if view else 0
         instance.baseline_model_steps = view.baseline_model_steps if view else 0
-        instance.frame = {"supplements": [], "pending_calls": [], "plan": None}
-        failure = _last_compaction_failure(session=session, before_run=run)
-        if failure:  # CTX-44: a session whose summaries keep failing keeps backing off
-            instance.frame["compaction_failure"] = failure
+        # CTX-44: a session whose summaries keep failing keeps backing off
+        instance.frame = frame_initial(compaction_failure=_last_compaction_failure(session=session, before_run=run))
         instance.save()
         record_append(session=session, run=run, instance=instance, kind="user",
                       message={"role": "user", "content": content}, entry_key="question")
@@ -72,7 +72,7 @@ def question_ask(*, session: Session, content: Any) -> Run:
     return run
 
 
-def _last_compaction_failure(*, session: Session, before_run: Run) -> dict[str, Any] | None:
+def _last_compaction_failure(*, session: Session, before_run: Run) -> CompactionFailure | None:
     previous = (Instance.objects.filter(run__session=session, parent__isnull=True, run_id__lt=before_run.pk)
                 .order_by("-run_id").first())
     return (previous.frame or {}).get("compaction_failure") if previous else None
@@ -86,13 +86,10 @@ def supplement_add(*, run: Run, content: Any) -> dict[str, Any]:
         locked = Run.objects.select_for_update().get(pk=run.pk)
         if locked.status not in Run.ACTIVE_STATUSES:
             raise Conflict("This run has finished; ask a new question instead.", code="run_not_active")
-        instance = Instance.objects.select_for_update().get(run=run, key=Instance.MAIN)
-        frame = dict(instance.frame or {})
-        item = {"id": uuid.uuid4().hex, "content": content, "at": timezone.now().isoformat()}
-        frame["supplements"] = [*frame.get("supplements", []), item]
-        instance.frame = frame
-        instance.save(update_fields=["frame"])
-    return item
+        item = QueuedSupplement(id=uuid.uuid4().hex, content=content, at=timezone.now().isoformat())
+        with frame_locked(instance=main_instance(run=run)) as frame:
+            frame["supplements"] = [*frame.get("supplements", []), item]
+    return dict(item)
 
 
 def supplements_take(*, run: Run, instance: Instance) -> list[SessionMessage]:
@@ -101,21 +98,16 @@ def supplements_take(*, run: Run, instance: Instance) -> list[SessionMessage]:
     The caller guarantees no tool group is pending (CTX-30 order: finish the tool group,
     then take supplements, then prepare the context).
     """
-    with transaction.atomic():
-        locked = Instance.objects.select_for_update().get(pk=instance.pk)
-        frame = dict(locked.frame or {})
+    with frame_locked(instance=instance) as frame:
         queued = frame.get("supplements") or []
         if not queued:
             return []
         rows = records_append(
-            session=run.session, run=run, instance=locked,
+            session=run.session, run=run, instance=instance,
             records=[NewRecord("supplement", {"role": "user", "content": s["content"], "supplement": True},
                                f"supplement-{s['id']}") for s in queued],
         )
         frame["supplements"] = []
-        locked.frame = frame
-        locked.save(update_fields=["frame"])
-    instance.frame = frame
     return rows
 
 
@@ -258,9 +250,6 @@ def compaction_request(*, session: Session) -> tuple[str, Run]:
     if run is None:
         raise Conflict("There is nothing to compact yet.", code="nothing_to_compact")
     if run.status in Run.ACTIVE_STATUSES:
-        with transaction.atomic():
-            instance = Instance.objects.select_for_update().get(run=run, key=Instance.MAIN)
-            instance.frame = {**(instance.frame or {}), "compact_requested": True}
-            instance.save(update_fields=["frame"])
+        frame_update(instance=main_instance(run=run), compact_requested=True)
         return "scheduled", run
     return "queued", run

@@ -5,6 +5,7 @@ import re
 from datetime import datetime, timezone
 
 from sessions.admin.chart import ChartPoint, compaction_chart, nice_step, tokens_label
+from sessions.selectors import SentEntry
 from sessions.admin.display import (
     call_figures,
     compaction_figures,
@@ -109,8 +110,8 @@ def test_call_figures_put_the_providers_count_beside_the_estimate():
 
 
 def test_sent_messages_without_estimates_still_show_every_message():
-    sent = sent_messages({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
-                          "estimates": []})
+    sent = sent_messages([SentEntry({"role": "system", "content": "s"}, None),
+                          SentEntry({"role": "user", "content": "u"}, None)])
     assert [(m.index, m.estimate, m.view.role) for m in sent] == [(0, None, "system"), (1, None, "user")]
 
 

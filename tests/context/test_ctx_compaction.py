@@ -56,7 +56,7 @@ SYSTEM = {"role": "system", "content": "You are a careful assistant."}
 # effective 13,600; threshold 10,880; target 8,160; summary cap 2,000
 BUDGET = Budget(context_window=16_000, max_output_tokens=2_000, safety_margin_tokens=400)
 POLICY = ContextPolicy()
-PROVIDERS = ("openai", "openai_compatible", "anthropic", "deepseek")
+DIALECTS = ("openai", "anthropic", "deepseek")
 LOG = "line of log output\n" * 60
 
 
@@ -135,18 +135,18 @@ def rounds(count: int, *, log: str = LOG, start: int = 1) -> list[dict]:
 
 
 def request(messages: list[dict], *, sources=None, anchor=None, state=RuntimeState(), budget=BUDGET,
-            policy=POLICY, trigger="budget", max_calls=4, provider="openai_compatible", tools=()) -> CompactionRequest:
+            policy=POLICY, trigger="budget", max_calls=4, dialect="openai", tools=()) -> CompactionRequest:
     """A compaction request over ``messages`` with record seqs 1, 2, … unless given."""
     return CompactionRequest(
         system=SYSTEM, messages=messages,
         sources=sources if sources is not None else [(i + 1, i + 1) for i in range(len(messages))],
         task_anchor=anchor, runtime_state=state, budget=budget, policy=policy, estimator=EST,
-        tools=list(tools), trigger=trigger, max_summary_calls=max_calls, provider=provider)
+        tools=list(tools), trigger=trigger, max_summary_calls=max_calls, dialect=dialect)
 
 
 def valid_everywhere(view: list[dict]) -> bool:
-    """CTX-10 for a view in every provider mode, as the adapters would send it."""
-    return all(validate_request(adapt_messages([SYSTEM, *view], provider=p), p) == [] for p in PROVIDERS)
+    """CTX-10 for a view in every dialect, as the adapters would send it."""
+    return all(validate_request(adapt_messages([SYSTEM, *view], dialect=d), d) == [] for d in DIALECTS)
 
 
 # -- CTX-31: what stays verbatim --------------------------------------------------------------------
@@ -353,8 +353,8 @@ def test_ctx34_the_prompt_asks_for_one_summary_with_nine_numbered_sections() -> 
     assert "every real user message, in order" in prompt and "quoting the latest user words" in prompt
     assert block(prompt, "previous_summary") == "earlier" and block(prompt, "conversation") == "[user] Q1"
     assert prompt.index("<previous_summary>") < prompt.index("<conversation>")
-    for provider in PROVIDERS:
-        assert validate_request(messages, provider) == []
+    for dialect in DIALECTS:
+        assert validate_request(messages, dialect) == []
 
 
 def test_ctx34_cleaning_drops_the_analysis_keeps_the_body_and_caps_with_a_marker() -> None:
@@ -598,8 +598,8 @@ def test_ctx39_every_summary_request_is_valid_and_under_the_hard_limit() -> None
     assert result.outcome == "compacted" and len(calls) >= 3
     for c in calls:
         assert c.estimated_tokens == EST.request(c.messages) <= WIDE.effective_input
-        for provider in PROVIDERS:
-            assert validate_request(c.messages, provider) == []
+        for dialect in DIALECTS:
+            assert validate_request(c.messages, dialect) == []
 
 
 # -- CTX-41: metrics and sources -------------------------------------------------------------------

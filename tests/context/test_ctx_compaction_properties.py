@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from recordkit import assistant, call, record, result, user
 from test_ctx_compaction import (
     EST,
-    PROVIDERS,
+    DIALECTS,
     SYSTEM,
     drive_recording,
     nine,
@@ -152,7 +152,7 @@ def scenarios(draw):
         policy=ContextPolicy(context_ratio=context_ratio, target_ratio=target_ratio), estimator=EST,
         tools=draw(st.sampled_from([[], TOOLS])), trigger=draw(st.sampled_from(["budget", "user_turns", "manual",
                                                                                "tool_output_overflow"])),
-        max_summary_calls=draw(st.integers(1, 8)), provider=draw(st.sampled_from(PROVIDERS)))
+        max_summary_calls=draw(st.integers(1, 8)), dialect=draw(st.sampled_from(DIALECTS)))
     style = draw(st.sampled_from(["faithful", "faithful", "long", "flaky", "hostile", "broken"]))
     return request, style
 
@@ -178,7 +178,7 @@ def test_ctx38_a_committed_view_is_valid_smaller_below_the_threshold_and_keeps_t
     assert len(calls) <= request.max_summary_calls
     for summary_call in calls:  # CTX-10, CTX-39 for the summary requests themselves
         assert summary_call.estimated_tokens == EST.request(summary_call.messages) <= effective
-        assert all(view_problems(summary_call.messages[0], summary_call.messages[1:], p) == [] for p in PROVIDERS)
+        assert all(view_problems(summary_call.messages[0], summary_call.messages[1:], d) == [] for d in DIALECTS)
     metrics = outcome.metrics
     assert metrics["summary_calls"] == len(calls)
     if outcome.outcome != "compacted":

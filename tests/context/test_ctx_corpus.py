@@ -11,8 +11,7 @@ from corpus import load_pi, load_tau, pi_records, tau_records, user_texts
 from context import build_request_body, project_records, validate_request
 from context.records import EMPTY_RESULT_TEXT, UNKNOWN_OUTCOME_TEXT
 
-PROVIDERS = (("openai", "openai"), ("openai_compatible", "openai"), ("anthropic", "anthropic"),
-             ("deepseek", "deepseek"))
+DIALECTS = ("openai", "anthropic", "deepseek")
 
 
 def _text_of(message: dict) -> str:
@@ -35,9 +34,9 @@ def _assert_user_messages_kept(records: list[dict], messages: list[dict]) -> Non
 def _check_everywhere(system: str, records: list[dict]) -> list[dict]:
     projected = project_records(records)
     request = ([{"role": "system", "content": system}] if system else []) + projected
-    for provider, mode in PROVIDERS:
-        body = build_request_body(request, provider=provider, model="m", max_output_tokens=1024)
-        assert validate_request(body, mode) == [], provider
+    for dialect in DIALECTS:
+        body = build_request_body(request, dialect=dialect, model="m", max_output_tokens=1024)
+        assert validate_request(body, dialect) == [], dialect
         _assert_user_messages_kept(records, body["messages"])
     return projected
 
@@ -99,9 +98,9 @@ def test_ctx3_the_pi_session_read_as_complete_responses_gets_unknown_placeholder
             record["message"]["partial"] = False
     projected = project_records(complete)
     assert sum(m.get("content") == UNKNOWN_OUTCOME_TEXT for m in projected) == 18
-    for provider, mode in PROVIDERS:
-        body = build_request_body(projected, provider=provider, model="m", max_output_tokens=1024)
-        assert validate_request(body, mode) == []
+    for dialect in DIALECTS:
+        body = build_request_body(projected, dialect=dialect, model="m", max_output_tokens=1024)
+        assert validate_request(body, dialect) == []
 
 
 def test_ctx1_the_pi_sessions_metadata_never_reaches_the_model(pi) -> None:

@@ -77,10 +77,10 @@ def test_ctx24_bytes_v1_never_counts_less_than_tiktoken(o200k) -> None:
 
 
 def test_ctx24_openai_models_get_tiktoken_and_others_get_bytes(o200k) -> None:
-    assert get_estimator("gpt-4o", "openai").id == "tiktoken-o200k_base-v1"
-    assert get_estimator("gpt-4", None).id == "tiktoken-cl100k_base-v1"
-    assert get_estimator("deepseek-chat", "deepseek").id == "bytes-v1"
-    assert get_estimator("gpt-4o", "openai_compatible").id == "bytes-v1"
+    assert get_estimator("gpt-4o").id == "tiktoken-o200k_base-v1"
+    assert get_estimator("gpt-4").id == "tiktoken-cl100k_base-v1"
+    assert get_estimator("deepseek-chat", exact_tokenizer=False).id == "bytes-v1"
+    assert get_estimator("gpt-4o", exact_tokenizer=False).id == "bytes-v1"
     assert get_estimator().id == "bytes-v1"
 
 
@@ -92,8 +92,8 @@ def test_ctx24_a_tiktoken_load_failure_falls_back_to_bytes_with_one_warning(monk
     monkeypatch.setattr(est, "_encodings", {})
     monkeypatch.setattr(est, "_warned", set())
     with caplog.at_level(logging.WARNING, logger="context.estimators"):
-        first = get_estimator("gpt-4o", "openai")
-        second = get_estimator("gpt-4o-mini", "openai")
+        first = get_estimator("gpt-4o")
+        second = get_estimator("gpt-4o-mini")
     assert first.id == second.id == "bytes-v1"
     assert len([r for r in caplog.records if "falling back to bytes-v1" in r.getMessage()]) == 1
 

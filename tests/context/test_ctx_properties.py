@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from context import build_request_body, project_records, truncate_text, validate_request
 from context.records import UNKNOWN_OUTCOME_TEXT
 
-PROVIDERS = (("openai", "openai"), ("openai_compatible", "openai"), ("anthropic", "anthropic"),
-             ("deepseek", "deepseek"))
+DIALECTS = ("openai", "anthropic", "deepseek")
 
 
 def _text(message: dict) -> str:
@@ -57,9 +56,9 @@ def test_ctx10_any_history_projects_to_a_request_every_provider_accepts(events: 
     if not projected:
         assert validate_request(projected) == [validate_request([])[0]]
         return
-    for provider, mode in PROVIDERS:
-        body = build_request_body(projected, provider=provider, model="m", max_output_tokens=64)
-        assert validate_request(body, mode) == []
+    for dialect in DIALECTS:
+        body = build_request_body(projected, dialect=dialect, model="m", max_output_tokens=64)
+        assert validate_request(body, dialect) == []
         assert "META" not in json.dumps(body, ensure_ascii=False)
         assert _users_in_order(body["messages"], kept)
 
@@ -72,7 +71,7 @@ def test_ctx9_a_start_view_made_from_a_prefix_still_projects_to_a_valid_request(
     view = project_records(history.records[:cut], open_runs=())
     projected = project_records(history.records, start_view=view, start_watermark=cut)
     if projected:
-        body = build_request_body(projected, provider="anthropic", model="m", max_output_tokens=64)
+        body = build_request_body(projected, dialect="anthropic", model="m", max_output_tokens=64)
         assert validate_request(body, "anthropic") == []
 
 
@@ -122,6 +121,6 @@ _records = st.lists(st.fixed_dictionaries({
 def test_ctx1_garbage_records_never_crash_the_projector_and_still_project_validly(records) -> None:
     projected = project_records(records)
     if projected:
-        for provider, mode in PROVIDERS:
-            body = build_request_body(projected, provider=provider, model="m", max_output_tokens=8)
-            assert validate_request(body, mode) == []
+        for dialect in DIALECTS:
+            body = build_request_body(projected, dialect=dialect, model="m", max_output_tokens=8)
+            assert validate_request(body, dialect) == []

@@ -24,7 +24,7 @@ def tool(call_id: str, content="out") -> dict:
 
 def test_ctx10_a_valid_request_has_no_problems_in_any_mode() -> None:
     messages = [S, U, calls("call_1", "call_2"), tool("call_2"), tool("call_1"), A, U]
-    for mode in ("openai", "anthropic", "deepseek", "openai_compatible"):
+    for mode in ("openai", "anthropic", "deepseek"):
         assert validate_request(messages, mode) == []
 
 
@@ -132,6 +132,6 @@ def test_ctx10_deepseek_mode_rejects_images() -> None:
         "image-unsupported"]
 
 
-def test_ctx10_unknown_providers_are_an_error_not_a_silent_default() -> None:
-    with pytest.raises(ValueError, match="unknown provider"):
+def test_ctx10_unknown_dialects_are_an_error_not_a_silent_default() -> None:
+    with pytest.raises(ValueError, match="unknown dialect"):
         validate_request([U], "gemini")

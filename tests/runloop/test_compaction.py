@@ -158,7 +158,7 @@ def test_ctx43_manual_compaction_of_a_finished_session_saves_a_view(fake_session
 def test_ctx25_a_provider_counting_twice_our_estimate_moves_the_trigger_and_the_commit_rule(fake_session, fake, strict):
     from context import get_estimator
 
-    estimator = get_estimator("gpt-4o-mini", "openai")
+    estimator = get_estimator("gpt-4o-mini")
 
     def handler(request):
         if is_summary_request(request):

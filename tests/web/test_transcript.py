@@ -118,7 +118,7 @@ def test_long_tool_results_are_clipped_with_the_count_of_what_is_not_shown():
 def test_image_parts_are_named_not_shown():
     items = items_from_records([rec("user", role="user", content=[
         {"type": "text", "text": "Look"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}])])
-    assert items[0].text == "Look\n[image_url]"
+    assert items[0].text == "Look\n[image]"
 
 
 def test_a_working_run_shows_what_the_person_wrote_and_the_queued_supplements():

@@ -1,0 +1,178 @@
+"""Model calls of a run: the request body with its hard limit, the streaming action call,
+and the collected calls of summaries and completion checks.
+
+This is the one place a chat client is opened (``chat_client``), so every call of a run —
+action, summary, verification — goes to the run's ``ModelTarget`` with the same
+configured limits (``AGENTLOOM_PROVIDER_READ_TIMEOUT`` included). Each call is logged for
+the context inspector before it is sent and closed with its outcome and usage.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from agentloom.runloop.errors import RunStopped
+from agentloom.runloop.state import RunState
+from context import RequestValidationError, build_request_body
+from models_catalog.client import (
+    ChatClient,
+    ReasoningDelta,
+    StreamEnd,
+    TextDelta,
+    call_with_retries,
+    collect,
+    get_chat_client,
+)
+from models_catalog.errors import ContextOverflowError, ProviderError
+from models_catalog.target import ModelTarget
+from sessions.models import Instance, ModelCall
+from sessions.services.events import DeltaBuffer, event_emit
+from sessions.services.model_calls import model_call_close, model_call_open
+
+logger = logging.getLogger("agentloom.runloop")
+
+
+def chat_client(target: ModelTarget) -> ChatClient:
+    """Open a chat client for ``target`` — the only place the run loop opens one."""
+    return get_chat_client(provider=target.provider, base_url=target.base_url, api_key=target.api_key,
+                           allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=target.limits)
+
+
+def body_build(target: ModelTarget, messages: Sequence[dict[str, Any]], *, max_output_tokens: int,
+               tools: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A request body in the target's dialect; raises RequestValidationError (CTX-10)."""
+    return build_request_body(messages, dialect=target.dialect, output_limit_field=target.output_limit_field,
+                              model=target.model, max_output_tokens=max_output_tokens, tools=tools or None,
+                              supports_images=target.supports_images)
+
+
+def hard_limit(state: RunState) -> int:
+    """The most a whole request (messages, tools and output reserve) may hold (CTX-39)."""
+    return state.budget.context_window - state.budget.safety_margin_tokens
+
+
+@dataclass(frozen=True)
+class ActionRequest:
+    """An action call ready to send: its body and our estimate of it, per message too."""
+
+    body: dict[str, Any]
+    estimator_id: str
+    estimate: int
+    per_message: list[int]
+
+
+def action_request_build(state: RunState, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> ActionRequest:
+    """Build the action request, refuse an invalid one (CTX-10) and one over the hard limit (CTX-39)."""
+    try:
+        body = body_build(state.target, messages, max_output_tokens=state.budget.max_output_tokens, tools=schemas)
+    except RequestValidationError as exc:
+        # CTX-10: an invalid request is a bug. Never send it; say so and keep the records.
+        logger.error("run %s: refusing to send an invalid request: %s", state.run.pk, exc)
+        raise RunStopped("invalid_request", "The conversation could not be turned into a valid request; "
+                         "nothing was sent. This is a bug and has been logged.") from None
+    estimator = state.estimator()
+    estimate = estimator.request(body["messages"], body.get("tools"))
+    # CTX-39, checked before anything is sent; with the provider's own counts when they say
+    # we under-estimate (CTX-25), so a request the provider would refuse is not sent.
+    checked = max(estimate, math.ceil(estimate * state.calibration))
+    if checked + state.budget.max_output_tokens > hard_limit(state):
+        raise RunStopped("context_overflow", "The conversation is too long for this model's context window "
+                         f"(about {checked:,} tokens plus {state.budget.max_output_tokens:,} reserved for the answer).")
+    return ActionRequest(body=body, estimator_id=estimator.id, estimate=estimate,
+                         per_message=[estimator.message(m) for m in body["messages"]])
+
+
+def action_call(state: RunState, instance: Instance, request: ActionRequest) -> StreamEnd:
+    """One streaming action call with bounded retries (LOOP-3), deltas as events, Stop honoured."""
+    log = model_call_open(run=state.run, instance=instance, purpose=ModelCall.Purpose.ACTION,
+                          provider=state.target.provider, model=state.target.model,
+                          estimator_id=request.estimator_id, estimated_tokens=request.estimate,
+                          messages=request.body["messages"], tools=request.body.get("tools") or [],
+                          estimates=request.per_message)
+    state.bump("model_calls")
+    source = {"instance": "main" if instance.parent_id is None else str(instance.pk)}
+
+    def on_retry(number: int, error: ProviderError, delay: float) -> None:
+        event_emit(run_id=state.run.pk, type="error", data={"code": error.code, "message": str(error),
+                                                             "retrying_in": round(delay, 1), "attempt": number,
+                                                             "reset": True, **source})
+
+    try:
+        end = call_with_retries(lambda: _stream_once(state, request.body, source),
+                                max_attempts=settings.AGENTLOOM_PROVIDER_ATTEMPTS,
+                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, max_delay=30.0, on_retry=on_retry)
+    except ContextOverflowError as exc:
+        model_call_close(call=log, outcome="context_overflow")
+        raise RunStopped("context_overflow", str(exc)) from None
+    except ProviderError as exc:
+        model_call_close(call=log, outcome=exc.code)
+        raise RunStopped(exc.code, str(exc), retryable=exc.transient) from None
+    model_call_close(call=log, outcome="cancelled" if end.finish_reason == "cancelled" else "ok",
+                     usage=end.usage.raw if end.usage else None)
+    return end
+
+
+def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str]) -> StreamEnd:
+    """One attempt: stream the answer, publishing text and thinking as they come."""
+    redaction = {"redact": state.redactor.text, "secrets": state.redactor.secrets}
+    text = DeltaBuffer(state.run.pk, "message_delta", extra=source, **redaction)
+    thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source, **redaction)
+    pieces: list[str] = []
+    end: StreamEnd | None = None
+    with chat_client(state.target) as client:
+        stream = client.stream_chat(body)
+        try:
+            for event in stream:
+                if isinstance(event, TextDelta):
+                    pieces.append(event.text)
+                    text.add(event.text)
+                elif isinstance(event, ReasoningDelta):
+                    thinking.add(event.text)
+                elif isinstance(event, StreamEnd):
+                    end = event
+                state.watch.beat()
+                if end is None and state.watch.cancel_requested():
+                    # LOOP-7 mid-stream: keep what was said, marked interrupted; calls whose
+                    # arguments were still streaming are dropped and never executed (CTX-6).
+                    text.flush(final=True)
+                    return StreamEnd(finish_reason="cancelled", usage=None, cut=True, text="".join(pieces))
+        finally:
+            stream.close()
+    text.flush(final=True)
+    thinking.flush(final=True)
+    if end is None:
+        raise ProviderError("The provider's answer ended without a final event.", permanent=False,
+                            code="provider_unavailable")
+    return end.raise_if_cut()
+
+
+def collected_call(state: RunState, instance: Instance, *, purpose: str, body: dict[str, Any], estimator_id: str,
+                   estimate: int, counts_as_model_call: bool, max_attempts: int = 1,
+                   max_delay: float = 5.0) -> StreamEnd:
+    """A summary or verification call: logged, sent, read to the end (no events).
+
+    Raises the ``ProviderError`` of the last attempt after closing the log with its code.
+    """
+    log = model_call_open(run=state.run, instance=instance, purpose=purpose, provider=state.target.provider,
+                          model=state.target.model, estimator_id=estimator_id, estimated_tokens=estimate,
+                          messages=body["messages"])
+    if counts_as_model_call:
+        state.bump("model_calls")
+
+    def attempt() -> StreamEnd:
+        with chat_client(state.target) as client:
+            return collect(client.stream_chat(body)).raise_if_cut()
+
+    try:
+        end = call_with_retries(attempt, max_attempts=max_attempts, base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY,
+                                max_delay=max_delay)
+    except ProviderError as exc:
+        model_call_close(call=log, outcome=exc.code)
+        raise
+    model_call_close(call=log, outcome="ok", usage=end.usage.raw if end.usage else None)
+    return end

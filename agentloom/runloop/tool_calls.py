@@ -1,0 +1,216 @@
+"""Tool calls of a step (LOOP-4, LOOP-7, RUN-3, RUN-6).
+
+A step's calls run concurrently when there are several; their results are saved in call
+order as each is known, before anything else can fail. A tool flagged ``delegates`` runs
+as a sub-agent: a sub-instance driven by the instance loop the caller passes in, so
+nothing here imports the loop back. On resume, the calls an earlier attempt left pending
+are settled: idempotent tools run again, the others get an ``unknown`` outcome.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.db import connections
+
+from agentloom.agents.tool_registry import Tool, ToolContext, ToolOutcome
+from agentloom.runloop.errors import RunCancelled, RunStopped
+from agentloom.runloop.state import RunState
+from agentloom.tools.invoke import tool_invoke
+from models_catalog.providers.events import ToolCall
+from sessions.models import Instance, SessionMessage
+from sessions.services.events import event_emit
+from sessions.services.frames import frame_update
+from sessions.services.records import NewRecord, record_append, records_append
+
+# Drives one instance until it answers: (state, instance, depth) -> the answer text.
+InstanceLoop = Callable[[RunState, Instance, int], str]
+
+UNKNOWN_ON_RESUME = ("[unknown outcome] The run was interrupted while this call was pending, and the tool is not "
+                     "safe to repeat automatically. It may or may not have taken effect: check before relying on it.")
+NOT_STARTED = "[cancelled] The user stopped the run before this tool started; it did not run."
+MAX_TOOL_THREADS = 4
+
+
+def result_message(call_id: str, name: str, outcome: ToolOutcome) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": outcome.content, "status": outcome.status}
+
+
+def _result_key(step: int, index: int) -> str:
+    """Results are keyed by the step and the call's position: call ids repeat."""
+    return f"result-{step}-{index}"
+
+
+def _pending_set(instance: Instance, call_ids: list[str]) -> None:
+    """Record the tool group in flight in the frame (RUN-7 refuses views while one is)."""
+    frame_update(instance=instance, pending_calls=call_ids)
+
+
+class ToolGroup:
+    """The calls of one assistant step and what became of each."""
+
+    def __init__(self, state: RunState, instance: Instance, step: int, calls: list[ToolCall]) -> None:
+        self.state, self.instance, self.step, self.calls = state, instance, step, calls
+        self.allowed = {tool.name: tool for tool in state.tools}
+        self.outcomes: list[ToolOutcome | None] = [None] * len(calls)
+        self.started = [0.0] * len(calls)
+        self.saved: set[int] = set()
+        self.cancelled = False
+
+    def _emit(self, type: str, data: dict[str, Any]) -> None:
+        event_emit(run_id=self.state.run.pk, type=type, data=data)
+
+    def _delegated(self, call: ToolCall) -> bool:
+        tool = self.allowed.get(call.name)
+        return tool is not None and tool.delegates
+
+    def _start(self, index: int) -> None:
+        self.started[index] = time.monotonic()
+        call = self.calls[index]
+        self._emit("tool_started", {"call_id": call.id, "name": call.name})
+
+    def _invoke(self, call: ToolCall) -> ToolOutcome | None:
+        """Run one plain tool (in a worker thread when several run at once)."""
+        try:
+            tool = self.allowed.get(call.name)
+            if tool is None:
+                return ToolOutcome("error", f"This agent has no tool named {call.name!r}.")
+            return tool_invoke(tool, call.arguments, tool_context(self.state, self.instance))
+        finally:
+            connections.close_all()
+
+    def run_plain(self) -> None:
+        """Every call that is not a delegation, concurrently when there are several."""
+        plain = [i for i, call in enumerate(self.calls) if not self._delegated(call)]
+        for index in plain:
+            self._start(index)
+        self.state.bump("tool_calls", len(self.calls))
+        if len(plain) > 1:
+            with ThreadPoolExecutor(max_workers=min(MAX_TOOL_THREADS, len(plain)), thread_name_prefix="tools") as pool:
+                futures = {index: pool.submit(self._invoke, self.calls[index]) for index in plain}
+                for index, future in futures.items():
+                    self.outcomes[index] = future.result()
+        else:
+            for index in plain:
+                self.outcomes[index] = self._invoke(self.calls[index])
+
+    def run_delegations(self, instance_loop: InstanceLoop, depth: int) -> None:
+        """Each delegation in order, saving every finished result after each one."""
+        for index, call in enumerate(self.calls):
+            if self._delegated(call):
+                self._start(index)
+                key = f"sub-{self.instance.pk}-{self.step}-{index}"
+                self.outcomes[index] = _delegate(self.state, self.instance, call, instance_loop, depth=depth, key=key)
+                self.save_finished()
+
+    def save_finished(self) -> None:
+        """Save every outcome known so far, in call order, before anything else can fail:
+        a Stop or a crash inside a sub-agent must not lose the other tools' results."""
+        self.state.ensure_owned()
+        for index, (call, outcome) in enumerate(zip(self.calls, self.outcomes)):
+            if index in self.saved or outcome is None:
+                continue
+            self.saved.add(index)
+            outcome = ToolOutcome(outcome.status, self.state.redactor.content(outcome.content))
+            kind = "delegation_result" if self._delegated(call) else "tool_result"
+            record_append(session=self.state.run.session, run=self.state.run, instance=self.instance, kind=kind,
+                          entry_key=_result_key(self.step, index), message=result_message(call.id, call.name, outcome))
+            self._emit("tool_finished", {"call_id": call.id, "name": call.name, "status": outcome.status,
+                                         "duration_ms": int((time.monotonic() - self.started[index]) * 1000)})
+            self.cancelled = self.cancelled or outcome.status == "cancelled"
+
+    def save_not_started(self) -> None:
+        """LOOP-7: stopped after the calls were announced — none of them ran."""
+        records_append(session=self.state.run.session, run=self.state.run, instance=self.instance, records=[
+            NewRecord("tool_result", result_message(call.id, call.name, ToolOutcome("cancelled", NOT_STARTED)),
+                      _result_key(self.step, index)) for index, call in enumerate(self.calls)])
+
+
+def tool_context(state: RunState, instance: Instance) -> ToolContext:
+    return ToolContext(run_id=state.run.pk, session_id=state.run.session_id, instance_id=instance.pk,
+                       services={"should_cancel": state.watch.cancel_requested_from_thread})
+
+
+def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[ToolCall], *, depth: int,
+                   instance_loop: InstanceLoop) -> None:
+    """Run a step's calls and save their results in call order; RunCancelled after a Stop."""
+    for call in calls:
+        event_emit(run_id=state.run.pk, type="tool_call_detected",
+                   data={"call_id": call.id, "name": call.name, "arguments": state.redactor.text(call.arguments)})
+    _pending_set(instance, [call.id for call in calls])
+    group = ToolGroup(state, instance, step, calls)
+    if state.watch.cancel_requested(fresh=True):
+        group.save_not_started()
+        raise RunCancelled()
+    group.run_plain()
+    group.save_finished()
+    try:
+        group.run_delegations(instance_loop, depth)
+    finally:
+        if not state.watch.lost:
+            group.save_finished()
+    # A call without an outcome was stopped mid-tool: its effect cannot be known.
+    cancelled = group.cancelled or any(outcome is None for outcome in group.outcomes)
+    _pending_set(instance, [])
+    if cancelled or state.watch.cancel_requested(fresh=True):
+        raise RunCancelled()
+
+
+def _delegate(state: RunState, parent: Instance, call: ToolCall, instance_loop: InstanceLoop, *, depth: int,
+              key: str) -> ToolOutcome:
+    """RUN-3: a sub-instance with its own context and counters; its answer is the result."""
+    arguments = call.parsed_arguments() or {}
+    task = arguments.get("task")
+    if not isinstance(task, str) or not task.strip():
+        return ToolOutcome("error", "delegate needs a non-empty 'task' string.")
+    if depth + 1 > state.limits["max_depth"]:
+        return ToolOutcome("error", f"Delegation is limited to a depth of {state.limits['max_depth']}.")
+    if state.sub_instances >= state.limits["max_sub_instances"]:
+        return ToolOutcome("error", f"This run may start at most {state.limits['max_sub_instances']} sub-agents.")
+    state.sub_instances += 1
+    # Keyed by the parent's step and the call's position, like its result: call ids repeat.
+    sub, _ = Instance.objects.get_or_create(run=state.run, key=key[:64], defaults={"parent": parent, "depth": depth + 1})
+    record_append(session=state.run.session, run=state.run, instance=sub, kind="user", entry_key="task",
+                  message={"role": "user", "content": task})
+    event_emit(run_id=state.run.pk, type="sub_instance_started", data={"instance": str(sub.pk), "call_id": call.id})
+    try:
+        answer = instance_loop(state, sub, depth + 1)
+    except RunStopped as stop:
+        event_emit(run_id=state.run.pk, type="sub_instance_finished",
+                   data={"instance": str(sub.pk), "status": "failed"})
+        return ToolOutcome("error", f"The sub-agent could not finish: {stop.message}")
+    event_emit(run_id=state.run.pk, type="sub_instance_finished", data={"instance": str(sub.pk), "status": "completed"})
+    return ToolOutcome("ok", answer or "(the sub-agent gave an empty answer)")
+
+
+def resolve_pending_calls(state: RunState, instance: Instance) -> None:
+    """RUN-6: calls left without a result by an earlier attempt. Idempotent tools run
+    again; the others get an ``unknown`` result and are never re-run automatically. A call
+    that already has a stored result is never repeated (results are keyed by step)."""
+    if (instance.frame or {}).get("pending_calls"):
+        # Whatever the last attempt left pending is settled below (or had already been):
+        # a stale list would keep RUN-7 from ever saving a view for this run.
+        _pending_set(instance, [])
+    last = SessionMessage.objects.filter(instance=instance, kind="assistant").order_by("-seq").first()
+    if last is None or not last.message.get("tool_calls") or last.message.get("partial"):
+        return
+    step = int(last.entry_key.rsplit("-", 1)[-1]) if last.entry_key.startswith("assistant-") else 0
+    done = set(SessionMessage.objects.filter(instance=instance, entry_key__startswith=f"result-{step}-")
+               .values_list("entry_key", flat=True))
+    allowed: dict[str, Tool] = {tool.name: tool for tool in state.tools}
+    for index, raw in enumerate(last.message["tool_calls"]):
+        if _result_key(step, index) in done:
+            continue
+        function = raw.get("function") or {}
+        call = ToolCall(id=raw.get("id", ""), name=function.get("name", ""), arguments=function.get("arguments", ""),
+                        index=index)
+        tool = allowed.get(call.name)
+        if tool is not None and tool.idempotent:
+            outcome = (tool_invoke(tool, call.arguments, tool_context(state, instance))
+                       or ToolOutcome("unknown", UNKNOWN_ON_RESUME))
+        else:
+            outcome = ToolOutcome("unknown", UNKNOWN_ON_RESUME)
+        record_append(session=state.run.session, run=state.run, instance=instance, kind="tool_result",
+                      entry_key=_result_key(step, index), message=result_message(call.id, call.name, outcome))

@@ -1,0 +1,38 @@
+"""Where a run's model calls go: one frozen target, built once per run.
+
+Everything a call needs to reach the model and to shape its request comes from here —
+the provider's dialect and output-limit field (from its ``ProviderSpec``), the model, the
+endpoint and its key, image support and the HTTP limits — so no caller asks "which
+provider is this?" again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from models_catalog.http import CHAT_LIMITS, HttpLimits
+from models_catalog.providers import get_provider
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """A model at an endpoint, with what its requests must look like. The key is kept
+    out of ``repr`` so a target can be logged."""
+
+    provider: str
+    dialect: str
+    output_limit_field: str
+    exact_tokenizer: bool
+    model: str
+    base_url: str | None
+    api_key: str | None = field(default=None, repr=False)
+    supports_images: bool = False
+    limits: HttpLimits = CHAT_LIMITS
+
+
+def model_target(*, provider: str, model: str, base_url: str | None, api_key: str | None,
+                 supports_images: bool = False, limits: HttpLimits = CHAT_LIMITS) -> ModelTarget:
+    """The target for ``model`` of ``provider`` (an unknown provider raises its 400 error)."""
+    spec = get_provider(provider)
+    return ModelTarget(provider=spec.name, dialect=spec.dialect, output_limit_field=spec.output_limit_field,
+                       exact_tokenizer=spec.exact_tokenizer, model=model, base_url=base_url or None,
+                       api_key=api_key or None, supports_images=supports_images, limits=limits)
