@@ -8,6 +8,14 @@ save what they return. See docs/context-engine.md.
 from __future__ import annotations
 
 from context.adapters import RequestValidationError, adapt_messages, build_request_body
+from context.calibration import (
+    CalibratedEstimator,
+    Calibration,
+    calibrated,
+    prior_ratio,
+    ratio_sample,
+    usage_prompt_tokens,
+)
 from context.estimators import (
     BYTES_V1,
     BytesEstimator,
@@ -15,6 +23,7 @@ from context.estimators import (
     Estimator,
     TiktokenEstimator,
     encoding_for_model,
+    estimate_is_exact,
     estimator_by_id,
     get_estimator,
 )
@@ -27,6 +36,7 @@ from context.policy import (
     Counters,
     PolicyError,
     TriggerResult,
+    default_safety_margin,
     evaluate_triggers,
 )
 from context.projector import project_records
@@ -58,6 +68,14 @@ from context.compaction import (  # noqa: E402
 
 __all__ = [
     "BYTES_V1",
+    "CalibratedEstimator",
+    "Calibration",
+    "calibrated",
+    "default_safety_margin",
+    "estimate_is_exact",
+    "prior_ratio",
+    "ratio_sample",
+    "usage_prompt_tokens",
     "DEFAULT_LEGACY_CHAR_LIMIT",
     "DEFAULT_SCREEN_TOOLS",
     "DEFAULT_TOOL_RESULT_LIMIT",

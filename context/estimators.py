@@ -1,13 +1,17 @@
 """CTX-24: token estimators with versioned ids, and a per-message estimate cache.
 
-``bytes-v1`` counts UTF-8 bytes of the JSON of each message and tool schema plus fixed
-overheads. Every token covers at least one byte, so it never undercounts a BPE tokenizer
-(tests check it against tiktoken); it overcounts, which only makes compaction start early.
+``tiktoken-<encoding>-v1`` counts BPE tokens. It is the exact count for OpenAI models
+(o200k_base or cl100k_base by model id) and the *proxy* for every other model (o200k_base):
+a real tokenizer is far closer to any other real tokenizer than a byte count is, and the
+difference is corrected by calibration against the provider's own counts
+(``context.calibration``, CTX-25), with a safety factor until the first count arrives.
+tiktoken's two vocabularies ship inside this package (``context/vocab/``), so this works
+offline on a fresh machine with nothing beside the repository.
 
-The tiktoken estimator is used for OpenAI models. tiktoken is imported lazily, and its
-vocabulary comes from ``TIKTOKEN_CACHE_DIR`` when set (tiktoken reads that variable
-itself); if it cannot be loaded the factory falls back to ``bytes-v1`` and logs one
-warning per encoding -- estimation never crashes a run.
+``bytes-v1`` counts UTF-8 bytes of the JSON of each message and tool schema plus fixed
+overheads. Every token covers at least one byte, so it never undercounts a BPE tokenizer;
+it overcounts about four times on English text. It is the fallback when tiktoken cannot
+load (one warning per encoding): estimation never crashes a run.
 
 An estimate is only comparable with estimates of the same id: a checkpoint or view made
 with another estimator is re-estimated, never trusted.
@@ -18,8 +22,11 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import re
+import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from context.records import is_image_part, is_text_part
@@ -27,6 +34,9 @@ from context.records import is_image_part, is_text_part
 log = logging.getLogger(__name__)
 
 BYTES_V1 = "bytes-v1"
+# The tokenizer that stands in for models whose own tokenizer is unknown (CTX-24).
+PROXY_ENCODING = "o200k_base"
+VOCAB_DIR = Path(__file__).resolve().parent / "vocab"
 # bytes-v1 constants. They are part of the estimator's definition: changing any of them
 # means a new id (bytes-v2), because stored estimates were made with these.
 BYTES_MESSAGE_OVERHEAD = 16
@@ -156,10 +166,30 @@ def encoding_for_model(model_id: str | None) -> str | None:
     return None
 
 
+_vocab_lock = threading.Lock()
+
+
 def _load_encoding(name: str) -> Any:
+    """Load an encoding from the vocabularies shipped in ``context/vocab``.
+
+    tiktoken finds a vocabulary in the folder ``TIKTOKEN_CACHE_DIR`` names, under the
+    SHA-1 of its download URL, and checks its SHA-256 before use; the shipped files are
+    named that way, so pointing the variable at them for the load is all it takes, and
+    nothing is ever downloaded. The variable is restored at once (under a lock: another
+    thread loading at the same moment must not see it half-changed).
+    """
     import tiktoken  # lazy: importing the engine must not pay for (or need) tiktoken
 
-    return tiktoken.get_encoding(name)
+    with _vocab_lock:
+        before = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(VOCAB_DIR)
+        try:
+            return tiktoken.get_encoding(name)
+        finally:
+            if before is None:
+                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = before
 
 
 _encodings: dict[str, Any] = {}
@@ -174,17 +204,14 @@ def tiktoken_estimator(encoding_name: str) -> TiktokenEstimator:
 
 
 def get_estimator(model_id: str | None = None, *, exact_tokenizer: bool = True) -> Estimator:
-    """The estimator for a model: tiktoken for OpenAI models, ``bytes-v1`` otherwise.
+    """The estimator for a model: the tokenizer its id names when the provider counts
+    with it (``exact_tokenizer``, OpenAI), else the ``o200k_base`` proxy.
 
-    ``exact_tokenizer`` says the provider counts with the tokenizer the model id names
-    (``ProviderSpec.exact_tokenizer``); without it the estimator is ``bytes-v1``, because
-    the tokenizer is not tiktoken (even when the id looks like ``gpt-4o`` behind a proxy,
-    bytes-v1 stays the conservative choice). If tiktoken or its vocabulary cannot be
+    Whether a figure is exact or a proxy's is ``estimate_is_exact``; calibration decides
+    how far to trust it (``context.calibration``). If tiktoken or its vocabulary cannot be
     loaded, one warning is logged and ``bytes-v1`` is returned.
     """
-    encoding = encoding_for_model(model_id) if exact_tokenizer else None
-    if encoding is None:
-        return BytesEstimator()
+    encoding = (encoding_for_model(model_id) if exact_tokenizer else None) or PROXY_ENCODING
     try:
         return tiktoken_estimator(encoding)
     except Exception as exc:  # noqa: BLE001 - any loader failure must degrade, never crash
@@ -193,6 +220,13 @@ def get_estimator(model_id: str | None = None, *, exact_tokenizer: bool = True) 
             log.warning("tiktoken %s unavailable (%s: %s); falling back to %s",
                         encoding, type(exc).__name__, exc, BYTES_V1)
         return BytesEstimator()
+
+
+def estimate_is_exact(estimator_id: str, model_id: str | None, *, exact_tokenizer: bool) -> bool:
+    """Whether ``estimator_id`` counts with the model's own tokenizer (so no safety factor
+    is needed before the provider's first count)."""
+    encoding = encoding_for_model(model_id) if exact_tokenizer else None
+    return encoding is not None and estimator_id == f"tiktoken-{encoding}-v1"
 
 
 def estimator_by_id(estimator_id: str) -> Estimator:

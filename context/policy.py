@@ -20,6 +20,17 @@ MAX_COMPACTION_CALLS = 16
 PLATFORM_CONTEXT_WINDOW = 32_768
 PLATFORM_MAX_OUTPUT_TOKENS = 4_096
 PLATFORM_SAFETY_MARGIN = 1_024
+# CAT-3: the default safety margin is a share of the window with a floor and a cap, so a
+# 2,048-token model does not give half its input to a fixed margin, and a 32,768-token
+# one keeps the platform's 1,024.
+SAFETY_MARGIN_SHARE = 32  # one thirty-second of the window
+SAFETY_MARGIN_FLOOR = 64
+SAFETY_MARGIN_CAP = 4_096
+
+
+def default_safety_margin(context_window: int) -> int:
+    """The safety margin a connection gets unless an admin sets one (CAT-3)."""
+    return max(SAFETY_MARGIN_FLOOR, min(SAFETY_MARGIN_CAP, context_window // SAFETY_MARGIN_SHARE))
 
 
 class PolicyError(ValueError):

@@ -14,6 +14,7 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 
 from agentloom.errors import DomainError
+from context import Calibration
 from models_catalog.forms import DiscoverForm, ModelConnectionAdminForm
 from models_catalog.models import ModelConnection
 from models_catalog.selectors import connection_stored_key_for_discovery
@@ -35,14 +36,15 @@ class ModelConnectionAdmin(admin.ModelAdmin):
     # The key column is encrypted and write-only: never listed, never shown. The form's
     # own api_key input replaces the model field, so the form never writes it directly.
     exclude = ["api_key"]
-    readonly_fields = ["api_key_hint", "figures_source", "manifest_version", "effective_input", "created_at",
-                       "updated_at"]
+    readonly_fields = ["api_key_hint", "figures_source", "manifest_version", "learned_window", "effective_input",
+                       "calibration", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["space", "name", "provider", "base_url"]}),
         ("API key", {"fields": ["api_key", "api_key_hint", "clear_api_key"]}),
         ("Model and window figures", {"fields": [
             "model", "context_window", "max_output_tokens", "safety_margin_tokens", "supports_images",
-            "figures_source", "manifest_version", "effective_input", "discovery_token",
+            "figures_source", "manifest_version", "learned_window", "effective_input", "calibration",
+            "discovery_token",
         ]}),
         ("Record", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]
@@ -54,11 +56,29 @@ class ModelConnectionAdmin(admin.ModelAdmin):
         # Moving a connection between spaces would move its key with it: not an edit.
         return [*self.readonly_fields, "space"] if obj is not None else self.readonly_fields
 
-    @admin.display(description="Effective input (CTX-21)")
+    @admin.display(description="Effective input")
     def effective_input(self, obj: ModelConnection) -> str:
         if obj.pk is None:
             return "-"
-        return f"{obj.context_window - obj.max_output_tokens - obj.safety_margin_tokens:,} tokens"
+        return f"{obj.effective_context_window() - obj.max_output_tokens - obj.safety_margin_tokens:,} tokens"
+
+    @admin.display(description="Window the server keeps")
+    def learned_window(self, obj: ModelConnection) -> str:
+        """A window learned from the provider's own refusal (provenance: provider_refusal)."""
+        if not obj.learned_context_window:
+            return "No refusal seen: the configured window is used."
+        when = obj.learned_window_at.strftime("%Y-%m-%d %H:%M UTC") if obj.learned_window_at else "?"
+        return (f"{obj.learned_context_window:,} tokens — learned from the provider's refusal on {when} "
+                f"({obj.learned_window_note}). Saving a new context window forgets it.")
+
+    @admin.display(description="Calibration")
+    def calibration(self, obj: ModelConnection) -> str:
+        """What the provider counted against our estimates for this model (CTX-25)."""
+        rows = list(obj.calibrations.filter(model=obj.model).order_by("-updated_at")) if obj.pk else []
+        if not rows:
+            return "No provider counts yet: estimates carry a safety factor until the first answer."
+        return "; ".join(f"{row.estimator_id}: the provider counts ×{Calibration(ratios=tuple(row.ratios)).ratio:.2f} "
+                         f"of our estimate ({row.samples} answers)" for row in rows)
 
     @method_decorator(sensitive_post_parameters("api_key"))
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):

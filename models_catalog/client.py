@@ -157,37 +157,39 @@ class HttpChatClient:
         deadline = time.monotonic() + limits.total_timeout
         assembler = StreamAssembler()
         done = False
+        received = 0
         try:
             with self._client.stream("POST", self.url, headers=self._headers(stream=True), json=body) as response:
                 self._raise_for_status(response)
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     # The server ignored "stream": read it as one JSON answer.
                     raw = read_limited(response, max_bytes=limits.max_response_bytes, deadline=deadline)
-                    yield from events_from_completion(_json(raw, label), provider_label=label)
-                    return
-                decoder = SSEDecoder()
-                received = 0
-                for chunk in response.iter_bytes():
-                    received += len(chunk)
-                    if received > limits.max_response_bytes:
-                        raise ResponseTooLargeError(
-                            f"The answer stream exceeded the {limits.max_response_bytes:,}-byte limit."
-                        )
-                    if time.monotonic() > deadline:
-                        raise ProviderUnavailableError(f"{label} took longer than the time limit to answer.")
-                    for message in decoder.feed(chunk):
-                        if message.data.strip() == "[DONE]":
-                            done = True
+                    if raw.strip():
+                        yield from events_from_completion(_json(raw, label), provider_label=label)
+                        return
+                else:
+                    decoder = SSEDecoder()
+                    for chunk in response.iter_bytes():
+                        received += len(chunk)
+                        if received > limits.max_response_bytes:
+                            raise ResponseTooLargeError(
+                                f"The answer stream exceeded the {limits.max_response_bytes:,}-byte limit."
+                            )
+                        if time.monotonic() > deadline:
+                            raise ProviderUnavailableError(f"{label} took longer than the time limit to answer.")
+                        for message in decoder.feed(chunk):
+                            if message.data.strip() == "[DONE]":
+                                done = True
+                                break
+                            yield from assembler.feed(parse_chunk(message.data, message.event, provider_label=label))
+                        if done:
                             break
-                        yield from assembler.feed(parse_chunk(message.data, message.event, provider_label=label))
-                    if done:
-                        break
-                if not done:
-                    for message in decoder.flush():
-                        if message.data.strip() == "[DONE]":
-                            done = True
-                            break
-                        yield from assembler.feed(parse_chunk(message.data, message.event, provider_label=label))
+                    if not done:
+                        for message in decoder.flush():
+                            if message.data.strip() == "[DONE]":
+                                done = True
+                                break
+                            yield from assembler.feed(parse_chunk(message.data, message.event, provider_label=label))
         except ProviderError as err:
             if not assembler.emitted:
                 raise
@@ -198,6 +200,13 @@ class HttpChatClient:
             if not assembler.emitted:
                 raise fault from exc
             yield assembler.finish(cut=True, error=fault)
+            return
+        if received == 0 and not done and not assembler.emitted:
+            # A 200 with an empty body: llama.cpp's server answers a streamed prompt over its
+            # window this way. Ask once without streaming to learn why (there it says
+            # "exceeds the available context size" with the figures) before this counts
+            # as a provider fault.
+            yield from self._complete({k: v for k, v in body.items() if k != "stream_options"} | {"stream": False})
             return
         if not done and assembler.finish_reason is None:
             cut_error = ProviderUnavailableError(f"The answer from {label} ended before it was complete.")

@@ -66,9 +66,18 @@ class InvalidRequestError(ProviderError):
 
 
 class ContextOverflowError(InvalidRequestError):
-    """The request was larger than the model's window: compaction, not a retry, is the fix."""
+    """The request was larger than the model's window: compaction, not a retry, is the fix.
+
+    ``prompt_tokens`` and ``window`` are the provider's own figures when its message had
+    them (CAT-3 learns the real window from them; CTX-25 learns a calibration sample).
+    """
 
     default_code = "context_overflow"
+
+    def __init__(self, message: str, *, prompt_tokens: int | None = None, window: int | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.prompt_tokens, self.window = prompt_tokens, window
 
 
 class QuotaExceededError(ProviderError):
@@ -105,10 +114,26 @@ class UnsafeURLError(ProviderError):
 # against the error code, type and message of the body; never echoed.
 _OVERFLOW_MARKERS = re.compile(
     r"maximum context length|context_length_exceeded|context length|context window"
+    r"|exceed_context_size|available context size"
     r"|too many tokens|prompt is too long|input tokens exceed|tokens exceed"
     r"|reduce the length of the messages|exceeds the model's maximum|string_above_max_length",
     re.IGNORECASE,
 )
+# Where providers put the figures of an overflow (read as numbers only, never echoed):
+# OpenAI and vLLM "maximum context length is 8192 tokens. However, your messages resulted
+# in 9000 tokens" / "you requested 9500 tokens (9000 in the messages, 500 in the
+# completion)" / "your request has 9000 input tokens"; llama.cpp "request (4476 tokens)
+# exceeds the available context size (4096 tokens)" plus n_prompt_tokens / n_ctx fields;
+# Anthropic "prompt is too long: 210000 tokens > 200000 maximum".
+_N = r"(\d[\d,]*)"
+_WINDOW_PATTERNS = (re.compile(rf"maximum context length is {_N}", re.I),
+                    re.compile(rf"available context size \({_N} tokens?\)", re.I),
+                    re.compile(rf"tokens? > {_N} maximum", re.I))
+_PROMPT_PATTERNS = (re.compile(rf"\({_N} in the messages", re.I),
+                    re.compile(rf"resulted in {_N} tokens", re.I),
+                    re.compile(rf"request has {_N} input tokens", re.I),
+                    re.compile(rf"request \({_N} tokens?\) exceeds", re.I),
+                    re.compile(rf"prompt is too long: {_N} tokens", re.I))
 _QUOTA_MARKERS = re.compile(r"insufficient_quota|exceeded your current quota|billing", re.IGNORECASE)
 _BODY_SNIFF_LIMIT = 64 * 1024
 
@@ -136,6 +161,38 @@ def parse_retry_after(value: str | None, *, now: Callable[[], float] = time.time
     if seconds != seconds or seconds in (float("inf"), float("-inf")):  # NaN / inf
         return None
     return max(0.0, seconds)
+
+
+def _first_number(patterns: tuple[re.Pattern[str], ...], text: str) -> int | None:
+    for pattern in patterns:
+        found = pattern.search(text)
+        if found:
+            return int(found.group(1).replace(",", ""))
+    return None
+
+
+def _body_number(body: bytes, key: str) -> int | None:
+    try:
+        data = json.loads(body[:_BODY_SNIFF_LIMIT].decode("utf-8", errors="replace"))
+    except ValueError:
+        return None
+    err = data.get("error", data) if isinstance(data, dict) else None
+    value = err.get(key) if isinstance(err, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def overflow_error(text: str, body: bytes, *, status: int | None = None) -> ContextOverflowError:
+    """The overflow error with the provider's figures, when its answer carries them."""
+    prompt = _body_number(body, "n_prompt_tokens") or _first_number(_PROMPT_PATTERNS, text)
+    window = _body_number(body, "n_ctx") or _first_number(_WINDOW_PATTERNS, text)
+    details = [str(status)] if status is not None else []
+    if prompt:
+        details.append(f"the provider counted {prompt:,} tokens")
+    if window:
+        details.append(f"its window is {window:,}")
+    where = f" ({'; '.join(details)})" if details else ""
+    return ContextOverflowError(f"The request is larger than the model's context window{where}.",
+                                status=status, prompt_tokens=prompt, window=window)
 
 
 def _error_text(body: bytes) -> str:
@@ -197,9 +254,7 @@ def error_from_status(
             f"{provider_label} is rate limiting requests (429).{wait}", status=status, retry_after=retry_after
         )
     if status in (400, 413, 422) and _OVERFLOW_MARKERS.search(text):
-        return ContextOverflowError(
-            f"The request is larger than the model's context window ({status}).", status=status
-        )
+        return overflow_error(text, body, status=status)
     if status == 404:
         return InvalidRequestError(
             f"{provider_label} does not know this model or endpoint (404). Check the model id and base URL.",
@@ -229,7 +284,7 @@ def error_from_payload(payload: Any, *, provider_label: str = "The model provide
     text = _error_text(body)
     if status is None:
         if _OVERFLOW_MARKERS.search(text):
-            return ContextOverflowError("The request is larger than the model's context window.")
+            return overflow_error(text, body)
         return ProviderUnavailableError(f"{provider_label} reported an error in the middle of the answer.")
     return error_from_status(status, body=body, provider_label=provider_label)
 

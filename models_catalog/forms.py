@@ -11,6 +11,7 @@ from typing import Any
 from django import forms
 
 from agentloom.errors import ValidationFailed
+from context import default_safety_margin
 from models_catalog.models import ModelConnection, Provider
 from models_catalog.services import MAX_KEY_LENGTH, connection_validate
 
@@ -45,6 +46,13 @@ class ModelConnectionAdminForm(forms.ModelForm):
         for name in ("context_window", "max_output_tokens", "safety_margin_tokens"):
             if name in self.fields:
                 self.fields[name].required = False
+        if "safety_margin_tokens" in self.fields:
+            # Blank follows the window (CAT-3); a number typed here is kept as the admin's choice.
+            self.fields["safety_margin_tokens"].help_text = (
+                "Blank: 1/32 of the context window, at least 64 and at most 4,096 tokens.")
+            instance = self.instance
+            if instance.pk is None or instance.safety_margin_tokens == default_safety_margin(instance.context_window):
+                self.initial["safety_margin_tokens"] = None
         if "base_url" in self.fields:
             self.fields["base_url"].label = "Base URL"
             self.fields["base_url"].help_text = "Blank uses the provider's official endpoint (OpenAI, DeepSeek)."

@@ -41,6 +41,12 @@ class ModelConnection(models.Model):
     )
     manifest_version = models.CharField(max_length=64, blank=True, default="")
     supports_images = models.BooleanField(default=False)
+    # CAT-3: a context-overflow refusal below the configured window is a fact about the
+    # server, learned with its provenance (``provider_refusal``) and applied to every run
+    # of this connection, published versions included.
+    learned_context_window = models.PositiveIntegerField(null=True, blank=True)
+    learned_window_at = models.DateTimeField(null=True, blank=True)
+    learned_window_note = models.CharField(max_length=300, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -49,6 +55,32 @@ class ModelConnection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.provider}: {self.model})"
+
+    def effective_context_window(self, configured: int | None = None) -> int:
+        """The window requests may rely on: the configured one (or ``configured``, a
+        version's frozen figure), lowered to what the server was seen to refuse at."""
+        window = self.context_window if configured is None else configured
+        return min(window, self.learned_context_window) if self.learned_context_window else window
+
+
+class TokenCalibration(models.Model):
+    """What a provider really counted against our estimate (CTX-25), per connection, model
+    and estimator, so a new session starts calibrated instead of from nothing.
+
+    ``ratios`` keeps the most recent provider-count / estimate samples, newest last; the
+    figure every decision reads is ``context.Calibration(ratios=...).ratio``.
+    """
+
+    connection = models.ForeignKey(ModelConnection, on_delete=models.CASCADE, related_name="calibrations")
+    model = models.CharField(max_length=200)
+    estimator_id = models.CharField(max_length=64)
+    ratios = models.JSONField(default=list)
+    samples = models.PositiveIntegerField(default=0, help_text="Every sample ever recorded.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["connection", "model", "estimator_id"],
+                                               name="calibration_unique_target")]
 
 
 def api_key_hint(key: str) -> str:

@@ -90,15 +90,18 @@ class ConnectionOut(serializers.ModelSerializer):
         fields = [
             "id", "space", "name", "provider", "base_url", "model", "context_window", "max_output_tokens",
             "safety_margin_tokens", "effective_input_tokens", "figures_source", "manifest_version",
-            "supports_images", "api_key_hint", "has_api_key", "created_at", "updated_at",
+            "supports_images", "learned_context_window", "learned_window_at", "api_key_hint", "has_api_key",
+            "created_at", "updated_at",
         ]
+        read_only_fields = ["learned_context_window", "learned_window_at"]
 
     def get_has_api_key(self, connection: ModelConnection) -> bool:
         return bool(connection.api_key_hint)
 
     def get_effective_input_tokens(self, connection: ModelConnection) -> int:
-        """CTX-21: what a request may use once output and margin are reserved."""
-        return connection.context_window - connection.max_output_tokens - connection.safety_margin_tokens
+        """CTX-21: what a request may use once output and margin are reserved, in the window
+        the server keeps (a learned window, CAT-3, when a refusal taught one)."""
+        return connection.effective_context_window() - connection.max_output_tokens - connection.safety_margin_tokens
 
 
 class DiscoveredModelOut(serializers.Serializer):

@@ -32,6 +32,7 @@ from models_catalog.errors import (
     UnsafeURLError,
 )
 from models_catalog.http import HttpLimits, Resolver
+from context import default_safety_margin
 from models_catalog.models import (
     PLATFORM_DEFAULT_CONTEXT_WINDOW,
     PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS,
@@ -205,6 +206,18 @@ def _check_figure(name: str, value: Any, *, minimum: int, errors: dict[str, str]
         errors[name] = f"must be an integer from {minimum:,} to {MAX_FIGURE:,}"
 
 
+def _safety_margin(*, connection: ModelConnection | None, data: Mapping[str, Any], window: Any) -> Any:
+    """The margin typed, else one an admin set earlier, else the default for the window
+    (CAT-3: a share of the window with a floor and a cap, so it follows the window)."""
+    if "safety_margin_tokens" in data:
+        return data["safety_margin_tokens"]
+    if connection is not None and connection.safety_margin_tokens != default_safety_margin(connection.context_window):
+        return connection.safety_margin_tokens
+    if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+        return default_safety_margin(window)
+    return PLATFORM_DEFAULT_SAFETY_MARGIN
+
+
 @sensitive_variables("key", "data")
 def connection_validate(*, connection: ModelConnection | None, data: Mapping[str, Any]) -> dict[str, Any]:
     """Check a create (``connection`` None) or a partial update; return the fields to write.
@@ -259,7 +272,7 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
     else:
         window = value("context_window", PLATFORM_DEFAULT_CONTEXT_WINDOW)
         output = value("max_output_tokens", PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS)
-    margin = value("safety_margin_tokens", PLATFORM_DEFAULT_SAFETY_MARGIN)
+    margin = _safety_margin(connection=connection, data=data, window=window)
     _check_figure("context_window", window, minimum=1, errors=errors)
     _check_figure("max_output_tokens", output, minimum=1, errors=errors)
     _check_figure("safety_margin_tokens", margin, minimum=0, errors=errors)
@@ -363,6 +376,11 @@ def connection_update(*, connection: ModelConnection, data: ConnectionData | Map
     changed = [name for name, new in fields.items() if name == "api_key" or getattr(connection, name) != new]
     for name in changed:
         setattr(connection, name, fields[name])
+    if "context_window" in changed and connection.learned_context_window:
+        # A new window typed or discovered is a new statement about the server: what an
+        # earlier refusal taught is forgotten (a refusal teaches it again if still true).
+        connection.learned_context_window, connection.learned_window_at, connection.learned_window_note = None, None, ""
+        changed += ["learned_context_window", "learned_window_at", "learned_window_note"]
     if changed:
         connection.save(update_fields=[*changed, "updated_at"])
         logger.info("model connection %s updated: %s", connection.pk, ", ".join(sorted(changed)))

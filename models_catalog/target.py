@@ -27,12 +27,15 @@ class ModelTarget:
     api_key: str | None = field(default=None, repr=False)
     supports_images: bool = False
     limits: HttpLimits = CHAT_LIMITS
+    connection_id: int | None = None  # what is learned about the model is kept per connection
 
 
 def model_target(*, provider: str, model: str, base_url: str | None, api_key: str | None,
-                 supports_images: bool = False, limits: HttpLimits = CHAT_LIMITS) -> ModelTarget:
+                 supports_images: bool = False, limits: HttpLimits = CHAT_LIMITS,
+                 connection_id: int | None = None) -> ModelTarget:
     """The target for ``model`` of ``provider`` (an unknown provider raises its 400 error)."""
     spec = get_provider(provider)
     return ModelTarget(provider=spec.name, dialect=spec.dialect, output_limit_field=spec.output_limit_field,
                        exact_tokenizer=spec.exact_tokenizer, model=model, base_url=base_url or None,
-                       api_key=api_key or None, supports_images=supports_images, limits=limits)
+                       api_key=api_key or None, supports_images=supports_images, limits=limits,
+                       connection_id=connection_id)

@@ -137,11 +137,3 @@ def model_call_tools(*, call: ModelCall) -> list[dict[str, Any]]:
     """The tool schemas a call sent."""
     request = call.request if isinstance(call.request, dict) else {}
     return [tool for tool in request.get("tools") or [] if isinstance(tool, dict)]
-
-
-def model_call_recent_usage(*, session_id: int, model: str, limit: int = 5) -> list[tuple[int, dict[str, Any]]]:
-    """(our estimate, the provider's usage) of the session's latest action calls with
-    ``model`` that reported usage, newest first (CTX-25 calibration reads these)."""
-    rows = (ModelCall.objects.filter(run__session_id=session_id, model=model, purpose=ModelCall.Purpose.ACTION,
-                                     usage__isnull=False).order_by("-id").values_list("estimated_tokens", "usage")[:limit])
-    return [(estimate, usage) for estimate, usage in rows]

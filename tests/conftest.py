@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,6 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
-# Offline tiktoken vocabularies (CI has them beside the repo); the product works without.
-if (SHARED / "tiktoken").is_dir():
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
 
 
 @pytest.fixture(autouse=True)

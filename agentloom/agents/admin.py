@@ -17,7 +17,10 @@ def _budget_text(summary: dict) -> str:
     if summary["trigger_tokens"] is not None:
         parts.append(f"compaction at {summary['trigger_tokens']:,}, target {summary['target_tokens']:,}")
     elif summary["legacy_policy"]:
-        parts.append("legacy character-threshold policy (CTX-40)")
+        parts.append("legacy character-threshold policy")
+    if summary.get("calibration_ratio") is not None:
+        parts.append(f"the provider counts ×{summary['calibration_ratio']:.2f} of our estimate "
+                     f"({summary['calibration_samples']} answers)")
     return " · ".join(parts)
 
 

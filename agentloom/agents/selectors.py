@@ -13,7 +13,9 @@ from agentloom.agents.models import Agent, AgentVersion
 from agentloom.errors import NotFound
 from agentloom.spaces.models import Membership
 from agentloom.spaces.selectors import space_require_admin
+from context import Calibration
 from context.policy import Budget, ContextPolicy, PolicyError
+from models_catalog.learning import calibration_for_connection
 
 def agent_list_for_user(*, user, space_id: int | None = None) -> QuerySet[Agent]:
     """Agents of the caller's spaces, each with ``latest_version`` (None before publishing)."""
@@ -46,15 +48,20 @@ def version_list_for_agent(*, agent: Agent) -> QuerySet[AgentVersion]:
 
 
 def budget_summary(
-    *, context_window: int, max_output_tokens: int, safety_margin_tokens: int, context_policy: dict | None
+    *, context_window: int, max_output_tokens: int, safety_margin_tokens: int, context_policy: dict | None,
+    calibration: Calibration | None = None,
 ) -> dict[str, Any]:
     """CTX-21/22 figures people need beside a draft or a version: the effective input and
-    the token counts where compaction triggers and what it aims for.
+    the token counts where compaction triggers and what it aims for. They are the
+    provider's tokens: runs compare them with calibrated figures (CTX-25), whose ratio is
+    ``calibration_ratio`` (None before the provider has counted anything).
 
     ``trigger_tokens``/``target_tokens`` are None for a version without a policy (the
     legacy character threshold applies, CTX-40) or figures that leave no input room.
     """
     summary: dict[str, Any] = {
+        "calibration_ratio": round(calibration.ratio, 4) if calibration and calibration.samples else None,
+        "calibration_samples": calibration.samples if calibration else 0,
         "context_window": context_window,
         "max_output_tokens": max_output_tokens,
         "safety_margin_tokens": safety_margin_tokens,
@@ -78,18 +85,22 @@ def agent_budget(*, agent: Agent) -> dict[str, Any]:
     """The draft's figures: its connection's budget today, under its policy."""
     connection = agent.model_connection
     return budget_summary(
-        context_window=connection.context_window,
+        context_window=connection.effective_context_window(),
         max_output_tokens=connection.max_output_tokens,
         safety_margin_tokens=connection.safety_margin_tokens,
         context_policy=agent.context_policy or {},
+        calibration=calibration_for_connection(connection=connection),
     )
 
 
 def version_budget(*, version: AgentVersion) -> dict[str, Any]:
-    """A version's frozen figures (RUN-4): what every run bound to it uses."""
+    """A version's frozen figures (RUN-4): what every run bound to it uses, with the window
+    lowered to what the server was seen to keep (CAT-3)."""
+    connection = version.model_connection
     return budget_summary(
-        context_window=version.context_window,
+        context_window=connection.effective_context_window(version.context_window) if connection else version.context_window,
         max_output_tokens=version.max_output_tokens,
         safety_margin_tokens=version.safety_margin_tokens,
         context_policy=version.context_policy,
+        calibration=calibration_for_connection(connection=connection, model=version.model) if connection else None,
     )

@@ -9,16 +9,15 @@ the context inspector before it is sent and closed with its outcome and usage.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
-from agentloom.runloop.errors import RunStopped
+from agentloom.runloop.errors import ContextRefused, RunStopped
 from agentloom.runloop.state import RunState
-from context import RequestValidationError, build_request_body
+from context import RequestValidationError, build_request_body, usage_prompt_tokens
 from models_catalog.client import (
     ChatClient,
     ReasoningDelta,
@@ -77,9 +76,9 @@ def action_request_build(state: RunState, messages: list[dict[str, Any]], schema
                          "nothing was sent. This is a bug and has been logged.") from None
     estimator = state.estimator()
     estimate = estimator.request(body["messages"], body.get("tools"))
-    # CTX-39, checked before anything is sent; with the provider's own counts when they say
-    # we under-estimate (CTX-25), so a request the provider would refuse is not sent.
-    checked = max(estimate, math.ceil(estimate * state.calibration))
+    # CTX-39, checked before anything is sent, on the same calibrated figure as every other
+    # decision (CTX-25): never below what the provider counted for a recent request.
+    checked = state.figure(estimate)
     if checked + state.budget.max_output_tokens > hard_limit(state):
         raise RunStopped("context_overflow", "The conversation is too long for this model's context window "
                          f"(about {checked:,} tokens plus {state.budget.max_output_tokens:,} reserved for the answer).")
@@ -108,12 +107,13 @@ def action_call(state: RunState, instance: Instance, request: ActionRequest) -> 
                                 base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, max_delay=30.0, on_retry=on_retry)
     except ContextOverflowError as exc:
         model_call_close(call=log, outcome="context_overflow")
-        raise RunStopped("context_overflow", str(exc)) from None
+        raise ContextRefused(exc, estimate=request.estimate) from None
     except ProviderError as exc:
         model_call_close(call=log, outcome=exc.code)
         raise RunStopped(exc.code, str(exc), retryable=exc.transient) from None
-    model_call_close(call=log, outcome="cancelled" if end.finish_reason == "cancelled" else "ok",
-                     usage=end.usage.raw if end.usage else None)
+    usage = end.usage.raw if end.usage else None
+    model_call_close(call=log, outcome="cancelled" if end.finish_reason == "cancelled" else "ok", usage=usage)
+    state.learn_usage(estimate=request.estimate, provider_count=usage_prompt_tokens(usage))
     return end
 
 
@@ -174,5 +174,7 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
     except ProviderError as exc:
         model_call_close(call=log, outcome=exc.code)
         raise
-    model_call_close(call=log, outcome="ok", usage=end.usage.raw if end.usage else None)
+    usage = end.usage.raw if end.usage else None
+    model_call_close(call=log, outcome="ok", usage=usage)
+    state.learn_usage(estimate=estimate, provider_count=usage_prompt_tokens(usage))
     return end

@@ -7,18 +7,17 @@ only then report that the run cannot continue.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from agentloom.runloop.calls import body_build, collected_call, hard_limit
 from agentloom.runloop.state import RunState, run_state_build, system_message
-from context import ContextPolicy, Counters, LegacyCharPolicy, evaluate_triggers
+from context import CalibratedEstimator, ContextPolicy, Counters, LegacyCharPolicy, evaluate_triggers
 from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive
 from models_catalog.errors import ProviderError
 from sessions.models import Instance, ModelCall, Run, SessionMessage
-from sessions.selectors import main_instance, model_call_recent_usage
+from sessions.selectors import main_instance
 from sessions.services.events import event_emit
 from sessions.services.frames import frame_update
 from sessions.services.history import ContextCache, PreparedContext, checkpoint_commit, context_project
@@ -44,42 +43,13 @@ def policy_of(state: RunState) -> ContextPolicy | None:
     return ContextPolicy.from_dict(raw) if raw else None
 
 
-def calibration(state: RunState, instance: Instance) -> float:
-    """CTX-25: the provider's real count over our estimate, from the session's recent
-    action calls with this model (the largest ratio, so a calibrated figure is never below
-    what the provider counted for those requests)."""
-    ratios = []
-    for estimate, usage in model_call_recent_usage(session_id=state.run.session_id, model=state.target.model):
-        prompt = (usage or {}).get("prompt_tokens")
-        if isinstance(prompt, int) and estimate > 0:
-            ratios.append(prompt / estimate)
-    return max(ratios) if ratios else 1.0
-
-
-class CalibratedEstimator:
-    """CTX-25: the run's estimator scaled by what the provider really counted, so the
-    trigger, the engine's commit rule (strictly smaller, below the threshold) and its
-    segment budgets all judge the same calibrated figures. Keeps the base estimator's id."""
-
-    def __init__(self, base: Any, ratio: float) -> None:
-        self.base, self.ratio, self.id = base, ratio, base.id
-
-    def _scale(self, units: int) -> int:
-        return units if self.ratio == 1.0 else math.ceil(units * self.ratio)
-
-    def message(self, message: dict[str, Any]) -> int:
-        return self._scale(self.base.message(message))
-
-    def tools(self, tools: list[dict[str, Any]]) -> int:
-        return self._scale(self.base.tools(tools))
-
-    def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
-        return self._scale(self.base.request(messages, tools))
-
-
 def prepare(state: RunState, instance: Instance, prepared: PreparedContext, system: dict[str, Any],
-            schemas: list[dict[str, Any]], *, depth: int) -> Preparation:
-    """CTX-30: decide whether to compact before this action call, and do it at most once."""
+            schemas: list[dict[str, Any]], *, depth: int, force: str | None = None) -> Preparation:
+    """CTX-30: decide whether to compact before this action call, and do it at most once.
+
+    ``force`` names a trigger that fires whatever the figures say: after the provider
+    refused a request as too long (CAT-3), the next one must be smaller.
+    """
     estimator = state.estimator()
     messages = [system, *prepared.messages]
     policy = policy_of(state)
@@ -87,18 +57,19 @@ def prepare(state: RunState, instance: Instance, prepared: PreparedContext, syst
         messages = list(LegacyCharPolicy().select(messages))
         return Preparation(messages, estimator.request(messages, schemas))
     estimate = estimator.request(messages, schemas)
-    state.calibration = calibration(state, instance)
-    calibrated_estimator = CalibratedEstimator(estimator, state.calibration)
-    calibrated = calibrated_estimator.request(messages, schemas)
+    # CTX-25: the trigger, the commit rule, segment budgets and the hard limit all read
+    # the same calibrated figures.
+    calibrated_estimator = CalibratedEstimator(estimator, state.calibration.ratio)
+    calibrated = state.figure(estimate)
     fresh = Instance.objects.get(pk=instance.pk)
     frame = fresh.frame or {}
     counters = Counters(fresh.user_turns, fresh.model_steps, fresh.baseline_user_turns, fresh.baseline_model_steps)
     triggers = evaluate_triggers(policy=policy, budget=state.budget, estimated_tokens=calibrated, counters=counters)
     manual = bool(frame.get("compact_requested"))
-    if not triggers and not manual:
+    if not triggers and not manual and not force:
         return Preparation(messages, estimate)
-    trigger = "manual" if manual else triggers.fired[0]
-    if not manual and _throttled(frame, calibrated, state):
+    trigger = "manual" if manual else force or triggers.fired[0]
+    if not manual and not force and _throttled(frame, calibrated, state):
         event_emit(run_id=state.run.pk, type="compaction_skipped",
                    data={"reason": "throttled_after_failure", "tokens": calibrated})
         return Preparation(messages, estimate)
@@ -158,8 +129,7 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
         return reply
 
     result = drive(compact(request), summarize)
-    metrics = {**result.metrics, "duration_ms": int((time.monotonic() - started) * 1000), "trigger": trigger,
-               "tokens_before_calibrated": tokens}
+    metrics = _metrics(state, result, prepared, system, schemas, trigger=trigger, started=started)
     if result.outcome == "compacted":
         covered = max(prepared.start_watermark, _last_seq(state, instance))
         committed = checkpoint_commit(
@@ -184,6 +154,20 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
     return None
 
 
+def _metrics(state: RunState, result: Any, prepared: PreparedContext, system: dict[str, Any],
+             schemas: list[dict[str, Any]], *, trigger: str, started: float) -> dict[str, Any]:
+    """CTX-41 metrics: the engine's, plus tokens before and after both as our estimator
+    counts them and calibrated, each under its own name, with the ratio used."""
+    estimator = state.estimator()
+    before = estimator.request([system, *prepared.messages], schemas)
+    after = estimator.request([system, *result.messages], schemas) if result.outcome == "compacted" else None
+    return {**result.metrics, "duration_ms": int((time.monotonic() - started) * 1000), "trigger": trigger,
+            "tokens_before_estimated": before, "tokens_before_calibrated": state.figure(before),
+            "tokens_after_estimated": after, "tokens_after_calibrated": state.figure(after) if after is not None else None,
+            "calibration_ratio": round(state.calibration.ratio, 4),
+            "calibration_samples": state.calibration.samples}
+
+
 def _last_seq(state: RunState, instance: Instance) -> int:
     cache = state.caches.get(instance.pk)
     return cache.last_seq if cache is not None else 0
@@ -194,7 +178,7 @@ def _summary_call(state: RunState, instance: Instance, call) -> SummaryReply:
     estimator = state.estimator()
     estimate = estimator.request(call.messages)
     output = state.budget.max_output_tokens  # the engine sized the request for this reserve
-    if estimate + output > hard_limit(state):
+    if state.figure(estimate) + output > hard_limit(state):
         return SummaryReply(text=None, error_code="context_overflow", deterministic=True)
     body = body_build(state.target, call.messages, max_output_tokens=output)
     try:
@@ -221,6 +205,7 @@ def compaction_manual(*, run_id: int) -> str:
     cache = state.caches.setdefault(instance.pk, ContextCache())
     prepared = context_project(run=run, instance=instance, cache=cache)
     system = system_message(state, 0)
-    tokens = state.estimator().request([system, *prepared.messages])
-    result = _run_compaction(state, instance, prepared, system, [], policy, "manual", tokens, depth=0)
+    tokens = state.figure(state.estimator().request([system, *prepared.messages]))
+    result = _run_compaction(state, instance, prepared, system, [], policy, "manual", tokens, depth=0,
+                             estimator=CalibratedEstimator(state.estimator(), state.calibration.ratio))
     return "compacted" if result is not None else "not_compacted"

@@ -19,11 +19,12 @@ from django.db.models import Q
 
 from agentloom.runloop import compaction
 from agentloom.runloop.calls import action_call, action_request_build
-from agentloom.runloop.errors import RunCancelled, RunLost, RunStopped
+from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped
 from agentloom.runloop.reaper import runs_reap_interrupted
 from agentloom.runloop.state import RunState, run_state_build, system_message
 from agentloom.runloop.tool_calls import resolve_pending_calls, run_tool_calls
 from agentloom.runloop.verification import run_verify
+from context import PolicyError
 from sessions.models import Instance, Run, SessionMessage
 from sessions.selectors import main_instance
 from sessions.services.events import event_emit
@@ -100,6 +101,17 @@ def _finish(state: RunState, status: str, *, error: dict | None = None, reason: 
                expected_from=(Run.Status.RUNNING,), where=Q(attempt=state.run.attempt))
 
 
+def _learn_window(state: RunState, refusal: ContextRefused) -> None:
+    """The server keeps less than the configured window: learn what it keeps (CAT-3), then
+    the next preparation compacts under the lowered budget and the call is tried once more."""
+    try:
+        window = state.learn_refusal(refusal.error, estimate=refusal.estimate)
+    except PolicyError:
+        raise RunStopped("context_overflow", "The model's server keeps a context window too small for the "
+                         "reserved answer and safety margin; lower the connection's output limit.") from None
+    logger.warning("run %s: the provider refused a request as too long; window now %s", state.run.pk, window)
+
+
 def _assistant_count(instance: Instance) -> int:
     return SessionMessage.objects.filter(instance=instance, kind="assistant").count()
 
@@ -108,14 +120,24 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
     """Drive one instance until it answers; returns the answer text."""
     tools = state.tools_at(depth)
     schemas = [tool.schema() for tool in tools]
+    refused = False  # the provider refused the last request as too long (CAT-3)
     while True:
         state.check()
         if instance.parent_id is None:
             supplements_take(run=state.run, instance=instance)
         prepared = context_project(run=state.run, instance=instance, cache=state.caches.setdefault(instance.pk, ContextCache()),
                                    screen_tools=["browser_use", *(t.name for t in tools if t.observes_screen)])
-        preparation = compaction.prepare(state, instance, prepared, system_message(state, depth), schemas, depth=depth)
-        end = action_call(state, instance, action_request_build(state, preparation.messages, schemas))
+        preparation = compaction.prepare(state, instance, prepared, system_message(state, depth), schemas, depth=depth,
+                                         force="budget" if refused else None)
+        try:
+            end = action_call(state, instance, action_request_build(state, preparation.messages, schemas))
+        except ContextRefused as refusal:
+            if refused:  # compacted and refused again: never retry forever (CTX-39)
+                raise RunStopped("context_overflow", str(refusal)) from None
+            _learn_window(state, refusal)
+            refused = True
+            continue
+        refused = False
         step = _assistant_count(instance) + 1
         message = state.redactor.message(end.assistant_message())
         calls = [call for call in end.tool_calls if call.complete] if not end.cut else []

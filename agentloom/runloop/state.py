@@ -18,8 +18,16 @@ from agentloom.runloop.errors import RunCancelled, RunLost, RunStopped
 from agentloom.runloop.redaction import Redactor
 from agentloom.runloop.watch import RunWatch
 from agentloom.tools.delegate import MAX_DEPTH
-from context import Budget, EstimateCache, get_estimator
+from context import Budget, Calibration, EstimateCache, estimate_is_exact, get_estimator, prior_ratio, ratio_sample
+from models_catalog.errors import ContextOverflowError
 from models_catalog.http import CHAT_LIMITS
+from models_catalog.learning import (
+    PROVIDER_REFUSAL,
+    calibration_get,
+    calibration_record,
+    window_from_refusal,
+    window_learn,
+)
 from models_catalog.target import ModelTarget, model_target
 from sessions.models import Run
 from sessions.services.history import ContextCache
@@ -45,7 +53,7 @@ class RunState:
     sub_instances: int = 0
     caches: dict[int, ContextCache] = field(default_factory=dict)
     estimates: EstimateCache | None = None
-    calibration: float = 1.0  # provider count / our estimate, set at each preparation (CTX-25)
+    _calibration: Calibration | None = None
 
     def estimator(self) -> EstimateCache:
         """One estimate cache per run: each step estimates only what is new (CTX-24)."""
@@ -53,6 +61,50 @@ class RunState:
             self.estimates = EstimateCache(get_estimator(self.target.model,
                                                          exact_tokenizer=self.target.exact_tokenizer))
         return self.estimates
+
+    # --- one calibrated figure for every decision (CTX-25) ---
+
+    def _prior(self) -> float:
+        estimator_id = self.estimator().id
+        return prior_ratio(estimator_id, exact=estimate_is_exact(estimator_id, self.target.model,
+                                                                 exact_tokenizer=self.target.exact_tokenizer))
+
+    @property
+    def calibration(self) -> Calibration:
+        """What the provider counted against our estimates for this model, read once per run
+        from what every earlier session of the connection taught."""
+        if self._calibration is None:
+            self._calibration = calibration_get(connection_id=self.target.connection_id, model=self.target.model,
+                                                estimator_id=self.estimator().id, prior=self._prior())
+        return self._calibration
+
+    def figure(self, estimate: int) -> int:
+        """The calibrated figure of one of our estimates: what every budget decision reads."""
+        return self.calibration.figure(estimate)
+
+    def learn_usage(self, *, estimate: int, provider_count: int | None) -> None:
+        """Keep a provider's count of a request we estimated (any call: action, summary, check)."""
+        sample = ratio_sample(estimate=estimate, provider_count=provider_count)
+        if sample is not None:
+            self._calibration = calibration_record(
+                connection_id=self.target.connection_id, model=self.target.model, estimator_id=self.estimator().id,
+                prior=self._prior(), sample=sample)
+
+    def learn_refusal(self, error: ContextOverflowError, *, estimate: int) -> int:
+        """CAT-3: a context-overflow refusal. Keep its count as a calibration sample, lower
+        the connection's window to what the server keeps, and this run's budget with it.
+        Returns the window now in force."""
+        self.learn_usage(estimate=estimate, provider_count=error.prompt_tokens)
+        window = window_from_refusal(error=error, refused_tokens=self.figure(estimate),
+                                     max_output_tokens=self.budget.max_output_tokens)
+        window = min(window, self.budget.context_window)
+        note = (f"{PROVIDER_REFUSAL}: refused a request of about {self.figure(estimate):,} tokens"
+                + (f" (it counted {error.prompt_tokens:,})" if error.prompt_tokens else "")
+                + (f"; its window is {error.window:,}" if error.window else ""))
+        window_learn(connection_id=self.target.connection_id, window=window, note=note)
+        if window < self.budget.context_window:
+            self.budget = replace(self.budget, context_window=window)  # PolicyError when no input is left
+        return self.budget.context_window
 
     @property
     def counters(self) -> dict[str, int]:
@@ -92,17 +144,21 @@ def run_state_build(run: Run) -> RunState:
     limits = {**DEFAULT_LIMITS, **{k: v for k, v in (frozen.get("limits") or {}).items() if isinstance(v, int)}}
     connection = version.model_connection
     api_key = connection.api_key if connection is not None else ""
+    window = frozen.get("context_window", version.context_window)
+    if connection is not None:  # what the server was seen to refuse at applies to every version (CAT-3)
+        window = connection.effective_context_window(window)
     target = model_target(
         provider=frozen.get("provider", version.provider), model=frozen.get("model", version.model),
         base_url=version.base_url, api_key=api_key,
         supports_images=bool(connection.supports_images) if connection is not None else False,
         # One set of limits for every call of the run: action, summary and verification.
         limits=replace(CHAT_LIMITS, read_timeout=settings.AGENTLOOM_PROVIDER_READ_TIMEOUT),
+        connection_id=connection.pk if connection is not None else None,
     )
     return RunState(
         run=run,
         limits=limits,
-        budget=Budget(context_window=frozen.get("context_window", version.context_window),
+        budget=Budget(context_window=window,
                       max_output_tokens=frozen.get("max_output_tokens", version.max_output_tokens),
                       safety_margin_tokens=frozen.get("safety_margin_tokens", version.safety_margin_tokens)),
         tools=[registry[name] for name in version.tools if name in registry],

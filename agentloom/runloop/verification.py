@@ -79,8 +79,8 @@ def _verdict(state: RunState, instance: Instance, *, task: str, plan: str | None
     estimator = state.estimator()
     output = state.budget.max_output_tokens
 
-    def fits(messages: list[dict[str, Any]]) -> bool:  # the hard limit applies (CTX-39)
-        return estimator.request(messages) + output <= hard_limit(state)
+    def fits(messages: list[dict[str, Any]]) -> bool:  # the hard limit applies (CTX-39), calibrated
+        return state.figure(estimator.request(messages)) + output <= hard_limit(state)
 
     messages = verification_messages(task=task, plan=plan, evidence=evidence, candidate=candidate, fits=fits)
     if messages is None:

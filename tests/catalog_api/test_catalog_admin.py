@@ -105,7 +105,7 @@ def test_cat6_a_typed_key_replaces_the_stored_one_and_updates_the_hint(operator,
 
 def test_the_connection_form_reports_rule_breaks_on_the_field_and_never_echoes_the_key(operator, space):
     page = operator.post(f"{CONNECTIONS}add/", connection_form(
-        space, provider="openai", base_url="", api_key=API_KEY, context_window="5000", max_output_tokens="4096"))
+        space, provider="openai", base_url="", api_key=API_KEY, context_window="4100", max_output_tokens="4096"))
     assert page.status_code == 200
     errors = page.context["adminform"].form.errors
     assert "context_window" in errors

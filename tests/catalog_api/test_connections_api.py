@@ -278,3 +278,25 @@ def test_cat6_a_key_that_cannot_go_in_a_header_is_refused_by_the_service_too(spa
                                              "api_key": "sk-clé-secrète"})
     assert "api_key" in refused.value.fields
     assert not ModelConnection.objects.exists()
+
+
+def test_cat3_the_default_safety_margin_follows_the_window_and_a_typed_one_stays(api, alice, space):
+    small = api(alice).post(URL, {**NEW, "context_window": 2048, "max_output_tokens": 256}, format="json").json()
+    assert small["safety_margin_tokens"] == 64 and small["effective_input_tokens"] == 1728
+    grown = api(alice).patch(f"{URL}/{small['id']}", {"context_window": 8192}, format="json").json()
+    assert grown["safety_margin_tokens"] == 256  # still the default, for the new window
+    typed = api(alice).patch(f"{URL}/{small['id']}", {"safety_margin_tokens": 500}, format="json").json()
+    assert typed["safety_margin_tokens"] == 500
+    kept = api(alice).patch(f"{URL}/{small['id']}", {"context_window": 16384}, format="json").json()
+    assert kept["safety_margin_tokens"] == 500  # the admin's choice is not overwritten
+
+
+def test_cat3_a_new_window_forgets_what_a_refusal_taught(api, alice, space):
+    body = api(alice).post(URL, {**NEW, "context_window": 4000, "max_output_tokens": 500}, format="json").json()
+    ModelConnection.objects.filter(pk=body["id"]).update(learned_context_window=3000, learned_window_note="x")
+    assert ModelConnection.objects.get(pk=body["id"]).effective_context_window() == 3000
+    shown = api(alice).get(f"{URL}/{body['id']}").json()
+    assert shown["learned_context_window"] == 3000 and shown["effective_input_tokens"] == 3000 - 500 - 125
+    api(alice).patch(f"{URL}/{body['id']}", {"context_window": 3500}, format="json")
+    connection = ModelConnection.objects.get(pk=body["id"])
+    assert connection.learned_context_window is None and connection.effective_context_window() == 3500

@@ -13,11 +13,6 @@ REPO = Path(__file__).resolve().parents[2]
 # data is found relative to the repository, never by an absolute path.
 SHARED = REPO.parent / "shared"
 CORPUS_DIR = SHARED / "corpus"
-TIKTOKEN_DIR = SHARED / "tiktoken"
-
-if TIKTOKEN_DIR.is_dir():
-    # tiktoken reads this variable at load time; offline it is the only source.
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_DIR))
 
 # "ci" runs the main property 2,000 times; "dev" (the default) keeps the loop fast.
 settings.register_profile(
@@ -39,16 +34,10 @@ def corpus_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def o200k():
-    """A tiktoken o200k_base estimator, or a skip naming why neither source worked."""
+    """A tiktoken o200k_base estimator, from the vocabulary shipped in ``context/vocab``."""
     from context.estimators import tiktoken_estimator
 
-    try:
-        return tiktoken_estimator("o200k_base")
-    except Exception as exc:  # noqa: BLE001 - any loader failure means "cannot test here"
-        pytest.skip(
-            f"tiktoken o200k_base unavailable: not in {TIKTOKEN_DIR} (TIKTOKEN_CACHE_DIR="
-            f"{os.environ.get('TIKTOKEN_CACHE_DIR')}) and not downloadable ({exc})"
-        )
+    return tiktoken_estimator("o200k_base")
 
 
 # The project's tests/conftest.py has autouse fixtures that need Django (a database, the

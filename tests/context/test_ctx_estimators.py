@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import subprocess
 import sys
@@ -76,12 +77,29 @@ def test_ctx24_bytes_v1_never_counts_less_than_tiktoken(o200k) -> None:
     assert BytesEstimator().request(_sample(), TOOLS) >= cl100k.request(_sample(), TOOLS)
 
 
-def test_ctx24_openai_models_get_tiktoken_and_others_get_bytes(o200k) -> None:
+def test_ctx24_openai_models_get_their_own_tokenizer_and_every_other_model_the_o200k_proxy(o200k) -> None:
     assert get_estimator("gpt-4o").id == "tiktoken-o200k_base-v1"
     assert get_estimator("gpt-4").id == "tiktoken-cl100k_base-v1"
-    assert get_estimator("deepseek-chat", exact_tokenizer=False).id == "bytes-v1"
-    assert get_estimator("gpt-4o", exact_tokenizer=False).id == "bytes-v1"
-    assert get_estimator().id == "bytes-v1"
+    assert get_estimator("deepseek-chat", exact_tokenizer=False).id == "tiktoken-o200k_base-v1"
+    assert get_estimator("gpt-4", exact_tokenizer=False).id == "tiktoken-o200k_base-v1"  # a proxy, not cl100k
+    assert get_estimator("llama3.2:3b").id == "tiktoken-o200k_base-v1"
+    assert est.estimate_is_exact("tiktoken-cl100k_base-v1", "gpt-4", exact_tokenizer=True)
+    assert not est.estimate_is_exact("tiktoken-o200k_base-v1", "gpt-4o", exact_tokenizer=False)
+    assert not est.estimate_is_exact("tiktoken-o200k_base-v1", "llama3.2:3b", exact_tokenizer=True)
+
+
+def test_ctx24_the_vocabularies_ship_with_the_engine_and_load_offline_with_an_empty_cache(tmp_path) -> None:
+    # An empty cache folder, and every download sent to a closed port: only the files in
+    # context/vocab can make these counts exact.
+    code = ("from context.estimators import get_estimator; e = get_estimator('gpt-4o'); c = get_estimator('gpt-4'); "
+            "print(e.id, c.id, e.request([{'role': 'user', 'content': 'Hello, world'}]))")
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path), "HTTPS_PROXY": "http://127.0.0.1:9",
+           "HTTP_PROXY": "http://127.0.0.1:9"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=env,
+                          timeout=120, check=True)
+    assert done.stdout.split() == ["tiktoken-o200k_base-v1", "tiktoken-cl100k_base-v1", "11"], done.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing downloaded, nothing written
+    assert os.environ.get("TIKTOKEN_CACHE_DIR") != str(est.VOCAB_DIR)  # restored after the load
 
 
 def test_ctx24_a_tiktoken_load_failure_falls_back_to_bytes_with_one_warning(monkeypatch, caplog) -> None:

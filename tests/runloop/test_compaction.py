@@ -127,7 +127,7 @@ def test_ctx44_after_a_failure_later_steps_back_off_instead_of_paying_for_more_s
 
 def test_ctx39_a_window_too_small_for_the_system_prompt_stops_at_once_with_nothing_sent(fake_session, fake, strict):
     strict.handler = Provider()
-    session = fake_session(tools=(), window=2_100)  # 2,100 - 1,024 output - 1,024 margin: 52 units of input
+    session = fake_session(tools=(), window=2_060)  # 2,060 - 1,024 output - 1,024 margin: 12 tokens of input
     run = ask(session, "Hello there, a question that cannot fit.")
     assert run.status == Run.Status.FAILED and run.error["code"] == "context_overflow"
     assert fake.requests == []

@@ -1,0 +1,106 @@
+"""CTX-25: one calibrated figure for every decision.
+
+An estimator counts with its own tokenizer; the provider counts with the model's. After a
+call, the provider's ``usage`` says how many tokens the request really was, and the ratio
+(provider count / our estimate) corrects every later figure of the same model: the
+compaction trigger, the commit rule and segment budgets, and the hard limit of action,
+summary and verification calls all read ``calibrated(estimate, ratio)``.
+
+The ratio is the **largest** of the most recent samples, so a calibrated figure is never
+below what the provider counted for any of those requests. Before the first sample the
+ratio is a *prior*: 1.0 when the estimator is the model's own tokenizer, and a safety
+factor when it is a proxy (``PROXY_PRIOR``), so a model whose tokenizer is unknown is
+not under-counted while nothing is known yet.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from context.estimators import BYTES_V1, Estimator
+
+RECENT_SAMPLES = 5
+# Until a provider has counted, a proxy tokenizer's figure is multiplied by this. Chosen
+# by measurement (benchmarks/estimation.py, docs/context-engine.md "Calibration").
+PROXY_PRIOR = 1.25
+# A ratio outside this range is a provider reporting nonsense (or another request's
+# usage); it is ignored rather than allowed to shrink or blow up every figure.
+MIN_RATIO, MAX_RATIO = 0.05, 20.0
+
+
+def prior_ratio(estimator_id: str, *, exact: bool) -> float:
+    """The ratio to assume before any provider count: none for the model's own tokenizer
+    or for ``bytes-v1`` (it over-counts any BPE tokenizer already), ``PROXY_PRIOR`` else."""
+    return 1.0 if exact or estimator_id == BYTES_V1 else PROXY_PRIOR
+
+
+def ratio_sample(*, estimate: int, provider_count: Any) -> float | None:
+    """provider count / our estimate for one request, or None when it tells nothing."""
+    if isinstance(provider_count, bool) or not isinstance(provider_count, int) or provider_count <= 0:
+        return None
+    if estimate <= 0:
+        return None
+    ratio = provider_count / estimate
+    return ratio if MIN_RATIO <= ratio <= MAX_RATIO else None
+
+
+def usage_prompt_tokens(usage: Mapping[str, Any] | None) -> int | None:
+    """The input a provider counted, from an OpenAI-style ``usage`` (``prompt_tokens``,
+    which for Anthropic-style usage the client fills with uncached + cache read + written)."""
+    if not isinstance(usage, Mapping):
+        return None
+    value = usage.get("prompt_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Recent ratios of one model with one estimator, and the prior used without any."""
+
+    prior: float = 1.0
+    ratios: tuple[float, ...] = field(default_factory=tuple)
+
+    @property
+    def ratio(self) -> float:
+        recent = self.ratios[-RECENT_SAMPLES:]
+        return max(recent) if recent else self.prior
+
+    @property
+    def samples(self) -> int:
+        return len(self.ratios)
+
+    def with_sample(self, sample: float | None) -> Calibration:
+        """This calibration with one more sample (unchanged for None); keeps the recent ones."""
+        if sample is None:
+            return self
+        return Calibration(prior=self.prior, ratios=(*self.ratios, sample)[-RECENT_SAMPLES:])
+
+    def figure(self, estimate: int) -> int:
+        """The calibrated figure of an estimate: what every budget decision reads."""
+        return calibrated(estimate, self.ratio)
+
+
+def calibrated(units: int, ratio: float) -> int:
+    """``units`` scaled by ``ratio``, rounded up (so a figure never drops below a count it
+    was calibrated against)."""
+    return units if ratio == 1.0 else math.ceil(units * ratio)
+
+
+class CalibratedEstimator:
+    """An estimator whose every figure is calibrated: hand it to the compaction engine so
+    the trigger, the commit rule and segment budgets judge the same figures as the hard
+    limit. Keeps the base estimator's id (the figures are still that estimator's, scaled)."""
+
+    def __init__(self, base: Estimator, ratio: float) -> None:
+        self.base, self.ratio, self.id = base, ratio, base.id
+
+    def message(self, message: Mapping[str, Any]) -> int:
+        return calibrated(self.base.message(message), self.ratio)
+
+    def tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
+        return calibrated(self.base.tools(tools), self.ratio)
+
+    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> int:
+        return calibrated(self.base.request(messages, tools), self.ratio)

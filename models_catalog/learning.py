@@ -1,0 +1,88 @@
+"""What the platform learns from a provider's answers, per connection.
+
+- **Calibration** (CTX-25): every answer's real ``usage`` against our estimate for the same
+  request, kept per connection, model and estimator, so a new session starts calibrated.
+- **The real window** (CAT-3): a context-overflow refusal below the configured window
+  lowers the connection's effective window, with provenance ``provider_refusal``.
+
+Both only ever make figures safer: a calibration keeps the largest recent ratio, and a
+learned window only goes down.
+"""
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from context import Calibration, estimate_is_exact, get_estimator, prior_ratio
+from models_catalog.errors import ContextOverflowError
+from models_catalog.models import ModelConnection, TokenCalibration
+from models_catalog.providers import get_provider
+
+PROVIDER_REFUSAL = "provider_refusal"
+# With no figure in the refusal, the window is taken to be this share of what was refused.
+UNCOUNTED_REFUSAL_SHARE = 0.9
+
+
+def calibration_get(*, connection_id: int | None, model: str, estimator_id: str, prior: float) -> Calibration:
+    """The stored calibration of a model behind a connection, or just the prior."""
+    if connection_id is None:
+        return Calibration(prior=prior)
+    ratios = (TokenCalibration.objects.filter(connection_id=connection_id, model=model, estimator_id=estimator_id)
+              .values_list("ratios", flat=True).first())
+    return Calibration(prior=prior, ratios=tuple(float(r) for r in ratios or ()))
+
+
+def calibration_for_connection(*, connection: ModelConnection, model: str | None = None) -> Calibration:
+    """The calibration runs of ``connection`` start from (for its model, or ``model``):
+    the estimator they would use, its prior, and what the provider has counted so far."""
+    model = model or connection.model
+    exact = get_provider(connection.provider).exact_tokenizer
+    estimator_id = get_estimator(model, exact_tokenizer=exact).id
+    prior = prior_ratio(estimator_id, exact=estimate_is_exact(estimator_id, model, exact_tokenizer=exact))
+    return calibration_get(connection_id=connection.pk, model=model, estimator_id=estimator_id, prior=prior)
+
+
+def calibration_record(*, connection_id: int | None, model: str, estimator_id: str, prior: float,
+                       sample: float | None) -> Calibration:
+    """Add one provider-count / estimate sample; returns the calibration now in force.
+
+    The row is locked while its recent samples are updated, so concurrent runs of the
+    same model each add theirs.
+    """
+    if sample is None or connection_id is None:
+        return calibration_get(connection_id=connection_id, model=model, estimator_id=estimator_id, prior=prior)
+    with transaction.atomic():
+        row, _ = TokenCalibration.objects.select_for_update().get_or_create(
+            connection_id=connection_id, model=model, estimator_id=estimator_id)
+        calibration = Calibration(prior=prior, ratios=tuple(float(r) for r in row.ratios or ())).with_sample(sample)
+        row.ratios = list(calibration.ratios)
+        row.samples += 1
+        row.save(update_fields=["ratios", "samples", "updated_at"])
+    return calibration
+
+
+def window_from_refusal(*, error: ContextOverflowError, refused_tokens: int, max_output_tokens: int) -> int:
+    """The window a refusal tells of: the provider's own figure when it gave one; else an
+    upper bound from what it counted (the prompt plus the output reserve did not fit);
+    else a share of what we estimate was refused."""
+    if error.window:
+        return error.window
+    if error.prompt_tokens:
+        return error.prompt_tokens + max_output_tokens - 1
+    return int((refused_tokens + max_output_tokens) * UNCOUNTED_REFUSAL_SHARE)
+
+
+def window_learn(*, connection_id: int | None, window: int, note: str) -> int | None:
+    """Lower the connection's effective window to ``window`` when that is below what it
+    uses now; returns the learned window, or None when nothing changed."""
+    if connection_id is None or window < 1:
+        return None
+    with transaction.atomic():
+        connection = ModelConnection.objects.select_for_update().filter(pk=connection_id).first()
+        if connection is None or window >= connection.effective_context_window():
+            return None
+        connection.learned_context_window = window
+        connection.learned_window_at = timezone.now()
+        connection.learned_window_note = note[:300]
+        connection.save(update_fields=["learned_context_window", "learned_window_at", "learned_window_note"])
+    return window
