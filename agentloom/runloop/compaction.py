@@ -164,7 +164,7 @@ def _metrics(state: RunState, result: Any, prepared: PreparedContext, system: di
     return {**result.metrics, "duration_ms": int((time.monotonic() - started) * 1000), "trigger": trigger,
             "tokens_before_estimated": before, "tokens_before_calibrated": state.figure(before),
             "tokens_after_estimated": after, "tokens_after_calibrated": state.figure(after) if after is not None else None,
-            "calibration_ratio": round(state.calibration.ratio, 4),
+            "calibration_ratio": state.calibration.ratio,
             "calibration_samples": state.calibration.samples}
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from agentloom.runloop.loop import run_execute
-from context import estimators
+from context import calibrated, estimators
 from models_catalog.models import ModelConnection, TokenCalibration
 from sessions.models import CompactionSnapshot, ModelCall, Run
 from sessions.services.history import question_ask
@@ -70,7 +70,13 @@ def test_ctx25_an_unknown_model_answers_six_long_questions_compacting_and_uses_i
     runs = _ask_all(session, 6)
     assert [run.status for run in runs] == [Run.Status.COMPLETED] * 6, [run.error for run in runs]
     assert server.refused == []
-    assert CompactionSnapshot.objects.filter(instance__run__session=session).exists()
+    snapshot = CompactionSnapshot.objects.filter(instance__run__session=session).order_by("id").first()
+    assert snapshot is not None
+    metrics = snapshot.metrics  # CTX-41: both figures, each under its own name, with the ratio used
+    ratio = metrics["calibration_ratio"]
+    assert metrics["tokens_before_calibrated"] == calibrated(metrics["tokens_before_estimated"], ratio)
+    assert metrics["tokens_after_calibrated"] == calibrated(metrics["tokens_after_estimated"], ratio)
+    assert metrics["tokens_after_estimated"] < metrics["tokens_before_estimated"]
     effective_input = 4_000 - 500 - 4_000 // 32
     assert server.largest_before_first_summary() >= 0.6 * effective_input, server.accepted
     expected = "bytes-v1" if tokenizer_setting == "tiktoken-unavailable" else "tiktoken-o200k_base-v1"
