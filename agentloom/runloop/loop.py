@@ -28,7 +28,12 @@ from context import PolicyError
 from sessions.models import Instance, Run, SessionMessage
 from sessions.selectors import main_instance
 from sessions.services.events import event_emit
-from sessions.services.history import ContextCache, context_project, step_save_assistant, supplements_take
+from sessions.services.history import (
+    ContextCache,
+    context_project,
+    step_save_assistant,
+    supplements_take,
+)
 from sessions.services.runs import SupplementsPending, run_claim, run_finish
 
 logger = logging.getLogger("agentloom.runloop")
@@ -42,6 +47,9 @@ def run_execute(*, run_id: int) -> None:
         return
     try:
         state = run_state_build(run)
+    except RunStopped as stop:  # e.g. the connection moved to another endpoint (CAT-6)
+        run_finish(run=run, status=Run.Status.FAILED, error=stop.to_error())
+        return
     except Exception:  # e.g. a key that no longer decrypts: fail clearly, never hang "running"
         logger.exception("run %s could not start", run.pk)
         run_finish(run=run, status=Run.Status.FAILED, error={

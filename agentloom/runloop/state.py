@@ -18,7 +18,15 @@ from agentloom.runloop.errors import RunCancelled, RunLost, RunStopped
 from agentloom.runloop.redaction import Redactor
 from agentloom.runloop.watch import RunWatch
 from agentloom.tools.delegate import MAX_DEPTH
-from context import Budget, Calibration, EstimateCache, estimate_is_exact, get_estimator, prior_ratio, ratio_sample
+from context import (
+    Budget,
+    Calibration,
+    EstimateCache,
+    estimate_is_exact,
+    get_estimator,
+    prior_ratio,
+    ratio_sample,
+)
 from models_catalog.errors import ContextOverflowError
 from models_catalog.http import CHAT_LIMITS
 from models_catalog.learning import (
@@ -28,6 +36,7 @@ from models_catalog.learning import (
     window_from_refusal,
     window_learn,
 )
+from models_catalog.selectors import effective_base_url
 from models_catalog.target import ModelTarget, model_target
 from sessions.models import Run
 from sessions.services.history import ContextCache
@@ -143,6 +152,7 @@ def run_state_build(run: Run) -> RunState:
     frozen = run.budget or {}
     limits = {**DEFAULT_LIMITS, **{k: v for k, v in (frozen.get("limits") or {}).items() if isinstance(v, int)}}
     connection = version.model_connection
+    endpoint_check(version=version)
     api_key = connection.api_key if connection is not None else ""
     window = frozen.get("context_window", version.context_window)
     if connection is not None:  # what the server was seen to refuse at applies to every version (CAT-3)
@@ -166,6 +176,21 @@ def run_state_build(run: Run) -> RunState:
         redactor=Redactor([api_key]),
         target=target,
     )
+
+
+def endpoint_check(*, version: Any) -> None:
+    """CAT-6: a key goes only to the endpoint it was entered for. A version froze its
+    connection's endpoint when it was published; the key is read live. When the connection
+    has since moved (a new base URL or provider, with a key entered for *that* endpoint),
+    the version's endpoint is no longer the key's: refuse, and say who can fix it."""
+    connection = version.model_connection
+    if connection is None:
+        return
+    frozen = (version.provider, effective_base_url(provider=version.provider, base_url=version.base_url))
+    current = (connection.provider, effective_base_url(provider=connection.provider, base_url=connection.base_url))
+    if frozen != current:
+        raise RunStopped("endpoint_changed", "This agent's model connection now points to another endpoint than "
+                         "the published version; nothing was sent. An admin must publish the agent again.")
 
 
 def system_message(state: RunState, depth: int) -> dict[str, Any]:
