@@ -103,10 +103,12 @@ def _claude_code_segments(path: Path) -> list[_Builder]:
     return [s for s in segments if s.records]
 
 
-def _swe_agent(path: Path) -> Conversation:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    builder, system = _Builder(), ""
-    for message in data["history"]:
+def _chat_records(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """(system prompt, records) from an OpenAI-style message list: SWE-agent's (calls in
+    ``tool_calls``, results naming ``tool_call_ids``) or ToolBench's legacy one (a
+    ``function_call`` per assistant message, answered by the next ``function`` message)."""
+    builder, system, last_call = _Builder(), "", None
+    for message in messages:
         role = message["role"]
         if role == "system":
             system = message["content"]
@@ -114,37 +116,34 @@ def _swe_agent(path: Path) -> Conversation:
             builder.add("user", {"role": "user", "content": message["content"]})
         elif role == "assistant":
             body = {"role": "assistant", "content": message.get("content") or None, "partial": False}
-            if message.get("tool_calls"):
-                body["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["function"]}
-                                      for c in message["tool_calls"]]
+            calls = [{"id": c["id"], "type": "function", "function": c["function"]}
+                     for c in message.get("tool_calls") or []]
+            if message.get("function_call"):
+                last_call = f"call_{len(builder.records)}"
+                calls.append({"id": last_call, "type": "function", "function": message["function_call"]})
+            if calls:
+                body["tool_calls"] = calls
             builder.add("assistant", body)
-        elif role == "tool":
-            for call_id in message.get("tool_call_ids") or []:
-                builder.add("tool_result", {"role": "tool", "tool_call_id": call_id, "content": message["content"],
-                                            "status": "ok"})
-    return Conversation("swe-agent", path.name, system, builder.records)
+        elif role in ("tool", "function"):
+            ids = message.get("tool_call_ids") or ([last_call] if role == "function" and last_call else [])
+            for call_id in ids:
+                result = {"role": "tool", "tool_call_id": call_id, "content": message["content"], "status": "ok"}
+                if message.get("name"):
+                    result["name"] = message["name"]
+                builder.add("tool_result", result)
+    return system, builder.records
+
+
+def _swe_agent(path: Path) -> Conversation:
+    system, records = _chat_records(json.loads(path.read_text(encoding="utf-8"))["history"])
+    return Conversation("swe-agent", path.name, system, records)
 
 
 def _toolbench(path: Path) -> Conversation:
     answer = json.loads(path.read_text(encoding="utf-8"))["answer_generation"]
-    builder, system, last_call = _Builder(), "", None
-    for message in answer["train_messages"][-1]:
-        role = message["role"]
-        if role == "system":
-            system = message["content"]
-        elif role == "user":
-            builder.add("user", {"role": "user", "content": message["content"]})
-        elif role == "assistant":
-            body = {"role": "assistant", "content": message.get("content") or None, "partial": False}
-            if message.get("function_call"):
-                last_call = f"call_{len(builder.records)}"
-                body["tool_calls"] = [{"id": last_call, "type": "function", "function": message["function_call"]}]
-            builder.add("assistant", body)
-        elif role == "function" and last_call:
-            builder.add("tool_result", {"role": "tool", "tool_call_id": last_call, "name": message.get("name"),
-                                        "content": message["content"], "status": "ok"})
+    system, records = _chat_records(answer["train_messages"][-1])
     tools = [{"type": "function", "function": f} for f in answer.get("function") or []]
-    return Conversation("toolbench", path.parent.name + "/" + path.name, system, builder.records, tools)
+    return Conversation("toolbench", path.parent.name + "/" + path.name, system, records, tools)
 
 
 def conversations(corpus_dir: Path) -> Iterator[Conversation]:
