@@ -17,6 +17,10 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $@
 
+$(VENV)/.installed-bench: $(VENV)/.installed-dev
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	touch $@
+
 install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
@@ -27,5 +31,5 @@ run: install
 test: install-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-bench: install-dev
+bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks

@@ -24,7 +24,7 @@ from context.estimators import BYTES_V1, Estimator
 RECENT_SAMPLES = 5
 # Until a provider has counted, a proxy tokenizer's figure is multiplied by this. Chosen
 # by measurement (benchmarks/estimation.py, docs/context-engine.md "Calibration").
-PROXY_PRIOR = 1.25
+PROXY_PRIOR = 1.3
 # A ratio outside this range is a provider reporting nonsense (or another request's
 # usage); it is ignored rather than allowed to shrink or blow up every figure.
 MIN_RATIO, MAX_RATIO = 0.05, 20.0
