@@ -147,12 +147,14 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
             continue
         refused = False
         step = _assistant_count(instance) + 1
-        message = state.redactor.message(end.assistant_message())
+        message = end.assistant_message()
         calls = [call for call in end.tool_calls if call.complete] if not end.cut else []
-        if calls:  # stored redacted (LOOP-8); the tools themselves run with what the model wrote
-            message["tool_calls"] = [state.redactor.message(call.to_message_dict()) for call in calls]
+        if calls:
+            message["tool_calls"] = [call.to_message_dict() for call in calls]
         else:
             message.pop("tool_calls", None)
+        # Stored redacted (LOOP-8); the tools themselves run with what the model wrote.
+        message = state.redactor.message(message)
         state.ensure_owned()  # the call may have outlived this worker's claim on the run
         if end.cut:  # stopped mid-stream
             if message.get("content"):

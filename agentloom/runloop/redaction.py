@@ -1,6 +1,12 @@
-"""LOOP-8: credentials the runtime knows become ``[REDACTED]`` before anything is written."""
+"""LOOP-8: credentials the runtime knows become ``[REDACTED]`` before anything is written.
+
+A model can write a key in forms a plain substring search misses; the one a review found
+is tool-call arguments with the key spelled as JSON escapes (``\u0073\u006b…``), which
+decode to the key. Arguments are therefore redacted as decoded JSON, then written back.
+"""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -26,5 +32,26 @@ class Redactor:
             return {key: self.content(item) for key, item in value.items()}
         return value
 
+    def arguments(self, raw: str) -> str:
+        """Tool-call arguments with every secret removed, whether written plainly or as
+        JSON escapes. Arguments that hold a secret only once decoded are written back as
+        JSON of the redacted values (what they mean is kept; their spelling is not)."""
+        plain = self.text(raw)
+        if not self.secrets or "\\" not in plain:
+            return plain
+        try:
+            decoded = json.loads(plain)
+        except ValueError:
+            return plain
+        redacted = self.content(decoded)
+        return plain if redacted == decoded else json.dumps(redacted, ensure_ascii=False)
+
     def message(self, message: dict[str, Any]) -> dict[str, Any]:
-        return self.content(message) if self.secrets else message
+        if not self.secrets:
+            return message
+        redacted = self.content(message)
+        for call in redacted.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+                function["arguments"] = self.arguments(function["arguments"])
+        return redacted

@@ -138,7 +138,7 @@ def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[T
     """Run a step's calls and save their results in call order; RunCancelled after a Stop."""
     for call in calls:
         event_emit(run_id=state.run.pk, type="tool_call_detected",
-                   data={"call_id": call.id, "name": call.name, "arguments": state.redactor.text(call.arguments)})
+                   data={"call_id": call.id, "name": call.name, "arguments": state.redactor.arguments(call.arguments)})
     _pending_set(instance, [call.id for call in calls])
     group = ToolGroup(state, instance, step, calls)
     if state.watch.cancel_requested(fresh=True):
@@ -173,7 +173,7 @@ def _delegate(state: RunState, parent: Instance, call: ToolCall, instance_loop: 
     # Keyed by the parent's step and the call's position, like its result: call ids repeat.
     sub, _ = Instance.objects.get_or_create(run=state.run, key=key[:64], defaults={"parent": parent, "depth": depth + 1})
     record_append(session=state.run.session, run=state.run, instance=sub, kind="user", entry_key="task",
-                  message={"role": "user", "content": task})
+                  message={"role": "user", "content": state.redactor.text(task)})  # LOOP-8
     event_emit(run_id=state.run.pk, type="sub_instance_started", data={"instance": str(sub.pk), "call_id": call.id})
     try:
         answer = instance_loop(state, sub, depth + 1)

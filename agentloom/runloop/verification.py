@@ -66,6 +66,7 @@ def run_verify(state: RunState, instance: Instance, answer: str) -> dict[str, An
     evidence = evidence_from_records(SessionMessage.objects.filter(instance=instance, kind="tool_result").order_by("seq"))
     verdict = _verdict(state, instance, task=content_text((task.message.get("content") if task else "") or ""),
                        plan=(instance.frame or {}).get("plan"), evidence=evidence, candidate=answer)
+    verdict = state.redactor.content(verdict)  # LOOP-8: the reason is the model's own words
     state.run.counters["verification"] = verdict
     Run.objects.filter(pk=state.run.pk).update(counters=state.run.counters)
     steps = SessionMessage.objects.filter(instance=instance, kind="assistant").count()
