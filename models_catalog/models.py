@@ -24,7 +24,14 @@ class FigureSource(models.TextChoices):
 
 
 class ModelConnection(models.Model):
-    """A configured model. The key is encrypted and write-only (CAT-6): only the hint is shown."""
+    """A configured model. The key is encrypted and write-only (CAT-6): only the hint is shown.
+
+    ``server_context_window`` is what the server keeps per request as discovery read it
+    (Ollama's num_ctx / loaded context / default, llama.cpp's n_ctx…), with
+    ``server_context_source`` saying how; it comes only from a discovery token. A
+    configured ``context_window`` above it is allowed but never relied on: requests use
+    :attr:`effective_context_window`.
+    """
 
     space = models.ForeignKey("spaces.Space", on_delete=models.CASCADE, related_name="model_connections")
     name = models.CharField(max_length=200)
@@ -41,6 +48,8 @@ class ModelConnection(models.Model):
     )
     manifest_version = models.CharField(max_length=64, blank=True, default="")
     supports_images = models.BooleanField(default=False)
+    server_context_window = models.PositiveIntegerField(null=True, blank=True)
+    server_context_source = models.CharField(max_length=32, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -49,6 +58,18 @@ class ModelConnection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.provider}: {self.model})"
+
+    @property
+    def effective_context_window(self) -> int:
+        """The window requests may rely on: the configured one, never more than the server keeps."""
+        if self.server_context_window:
+            return min(self.context_window, self.server_context_window)
+        return self.context_window
+
+    @property
+    def exceeds_server_context(self) -> bool:
+        """Whether the configured window is larger than what the server keeps (the admin is warned)."""
+        return bool(self.server_context_window) and self.context_window > self.server_context_window
 
 
 def api_key_hint(key: str) -> str:

@@ -83,22 +83,28 @@ class ConnectionOut(serializers.ModelSerializer):
 
     space = serializers.IntegerField(source="space_id")
     has_api_key = serializers.SerializerMethodField()
+    effective_context_window = serializers.IntegerField(
+        read_only=True, help_text="context_window, never more than server_context_window.")
     effective_input_tokens = serializers.SerializerMethodField()
+    server_context_source = serializers.CharField(
+        read_only=True, help_text="How discovery learned what the server keeps (empty when unknown).")
 
     class Meta:
         model = ModelConnection
         fields = [
             "id", "space", "name", "provider", "base_url", "model", "context_window", "max_output_tokens",
-            "safety_margin_tokens", "effective_input_tokens", "figures_source", "manifest_version",
-            "supports_images", "api_key_hint", "has_api_key", "created_at", "updated_at",
+            "safety_margin_tokens", "server_context_window", "server_context_source", "effective_context_window",
+            "effective_input_tokens", "figures_source", "manifest_version", "supports_images", "api_key_hint",
+            "has_api_key", "created_at", "updated_at",
         ]
 
     def get_has_api_key(self, connection: ModelConnection) -> bool:
         return bool(connection.api_key_hint)
 
     def get_effective_input_tokens(self, connection: ModelConnection) -> int:
-        """CTX-21: what a request may use once output and margin are reserved."""
-        return connection.context_window - connection.max_output_tokens - connection.safety_margin_tokens
+        """CTX-21: what a request may use once output and margin are reserved, within what
+        the server keeps."""
+        return connection.effective_context_window - connection.max_output_tokens - connection.safety_margin_tokens
 
 
 class DiscoveredModelOut(serializers.Serializer):
@@ -115,6 +121,10 @@ class DiscoveredModelOut(serializers.Serializer):
     max_input_tokens = serializers.IntegerField(allow_null=True)
     supports_images = serializers.BooleanField(allow_null=True)
     manifest_version = serializers.CharField(allow_null=True)
+    model_context_window = serializers.IntegerField(allow_null=True, help_text="The model's own maximum.")
+    server_context_window = serializers.IntegerField(
+        allow_null=True, help_text="What the server keeps per request, when it says; context_window never exceeds it.")
+    server_context_source = serializers.CharField(allow_null=True)
     discovery_token = serializers.CharField(
         help_text="Send it with the connection to keep these figures' source (else they count as manual)."
     )

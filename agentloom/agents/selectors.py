@@ -75,10 +75,11 @@ def budget_summary(
 
 
 def agent_budget(*, agent: Agent) -> dict[str, Any]:
-    """The draft's figures: its connection's budget today, under its policy."""
+    """The draft's figures: its connection's budget today (within what the server keeps),
+    under its policy."""
     connection = agent.model_connection
     return budget_summary(
-        context_window=connection.context_window,
+        context_window=connection.effective_context_window,
         max_output_tokens=connection.max_output_tokens,
         safety_margin_tokens=connection.safety_margin_tokens,
         context_policy=agent.context_policy or {},
