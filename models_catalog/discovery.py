@@ -50,7 +50,7 @@ _RANK = {SOURCE_DEFAULT: 0, SOURCE_MANIFEST: 1, SOURCE_PROVIDER: 2}
 SERVER_CONTEXT_SOURCES = {
     OLLAMA_NUM_CTX: "Ollama: the model's num_ctx parameter",
     OLLAMA_LOADED: "Ollama /api/ps: the context of the loaded model",
-    OLLAMA_DEFAULT: "Ollama's default context (no num_ctx set, model not loaded)",
+    OLLAMA_DEFAULT: "Ollama's default context, as no num_ctx is set and the model is not loaded",
     LLAMACPP_PROPS: "llama.cpp /props: n_ctx",
     LMSTUDIO_LOADED: "LM Studio: the loaded context length",
 }
@@ -204,10 +204,8 @@ def resolve_figures(raw: RawModel, *, entry: ManifestEntry | None, manifest_vers
     if served and model_window and served < model_window:
         # What the server keeps bounds every request, whatever the model could take.
         window = served
-        notes.append(
-            f"The server keeps {served:,} tokens per request ({server_context_label(raw.server_context_source)}) "
-            f"of the {model_window:,} this model supports: the window is {served:,}."
-        )
+        notes.insert(0, f"The server keeps {served:,} of the {model_window:,} tokens this model supports "
+                        f"({server_context_label(raw.server_context_source)}): the window is {served:,}.")
     provider_max: int | None
     if raw.max_output_tokens:
         provider_max, output_source = raw.max_output_tokens, SOURCE_PROVIDER

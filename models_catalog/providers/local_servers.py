@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 import httpx
 
 from models_catalog.errors import ProviderError, UnsafeURLError
-from models_catalog.providers.base import Listing, ListingContext, RawModel, merge_details, server_root
+from models_catalog.providers.base import Listing, ListingContext, merge_details, server_root
 from models_catalog.providers.events import as_dict
 from models_catalog.providers.model_lists import parse_model_list, positive_int
 
@@ -101,6 +101,3 @@ def add_server_windows(ctx: ListingContext, listing: Listing) -> Listing:
         return add_lmstudio_figures(ctx, listing)
     return listing
 
-
-def has_server_context(models: list[RawModel]) -> bool:
-    return any(m.server_context_window for m in models)

@@ -128,7 +128,8 @@ def apply_served_context(model: RawModel, *, loaded: dict[str, int], default: in
         model.server_context_window, model.server_context_source = min(figures, key=lambda f: f[0])
     else:
         model.server_context_window, model.server_context_source = default, SOURCE_DEFAULT
-    if model.context_window is None or model.server_context_window < model.context_window:
+    smaller = model.context_window is None or model.server_context_window < model.context_window
+    if smaller and model.chat_capable is not False:
         model.notes.append(TRUNCATION_NOTE)
 
 

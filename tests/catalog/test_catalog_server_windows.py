@@ -67,7 +67,7 @@ def test_ollama_keeps_a_loaded_model_at_its_loaded_context_even_below_num_ctx(fa
     model = discover(fake).models[0]
     assert (model.context_window, model.model_context_window) == (4_096, 40_960)
     assert (model.server_context_window, model.server_context_source) == (4_096, "ollama_loaded")
-    assert "keeps 4,096 tokens" in model.note and "silently drops" in model.note
+    assert "keeps 4,096 of the 40,960 tokens" in model.note and "silently drops" in model.note
     assert model.max_output_tokens == 2_048  # CAT-3: half of what the server keeps
 
 
