@@ -269,16 +269,18 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
     _check_figure("context_window", window, minimum=1, errors=errors)
     _check_figure("max_output_tokens", output, minimum=1, errors=errors)
     _check_figure("safety_margin_tokens", margin, minimum=0, errors=errors)
-    server = _server_context(connection=connection, current=current, token=token, out=out)
-    usable = min(window, server[0]) if server[0] and isinstance(window, int) else window
+    # A window above what the server keeps is allowed (the admin is warned), but the room
+    # for input is what the server keeps.
+    server_window, server_source = _server_context(connection=connection, current=current, token=token, out=out)
+    usable = min(window, server_window) if server_window and isinstance(window, int) else window
     if not {"context_window", "max_output_tokens", "safety_margin_tokens"} & errors.keys() and usable <= output + margin:
         errors["context_window"] = (
             f"must be larger than max_output_tokens + safety_margin_tokens ({output + margin:,}), "
             "or no room is left for input"
-            + (f" (the server keeps only {server[0]:,} tokens)" if usable != window else "")
+            + (f" (the server keeps only {server_window:,} tokens)" if usable != window else "")
         )
     out.update(context_window=window, max_output_tokens=output, safety_margin_tokens=margin,
-               server_context_window=server[0], server_context_source=server[1])
+               server_context_window=server_window, server_context_source=server_source)
     if "supports_images" in data:
         out["supports_images"] = bool(data["supports_images"])
     elif token is not None:

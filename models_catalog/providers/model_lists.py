@@ -33,6 +33,7 @@ from models_catalog.providers.events import as_dict
 _MAX_SANE = 100_000_000  # a bigger "window" is a unit mix-up, not a model
 _WINDOW_KEYS = ("context_window", "context_length", "max_context_length", "max_model_len", "max_sequence_length")
 _OUTPUT_KEYS = ("max_output_tokens", "max_completion_tokens")
+LMSTUDIO_LOADED = "lmstudio_loaded"  # a loaded LM Studio model's context: what the server keeps
 
 
 def positive_int(value: Any) -> int | None:
@@ -151,9 +152,6 @@ def _llamacpp(item: dict[str, Any], model_id: str) -> RawModel:
         model.chat_capable = False
         model.chat_reason = "llama.cpp lists its outputs as " + ", ".join(map(str, outputs))
     return model
-
-
-LMSTUDIO_LOADED = "lmstudio_loaded"
 
 
 def _lmstudio(item: dict[str, Any], model_id: str) -> RawModel:
