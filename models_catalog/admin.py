@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils.decorators import method_decorator
+from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
 from agentloom.errors import DomainError
 from context import Calibration
+from models_catalog.discovery import server_context_label
 from models_catalog.forms import DiscoverForm, ModelConnectionAdminForm
 from models_catalog.models import ModelConnection
 from models_catalog.selectors import connection_stored_key_for_discovery
@@ -36,15 +38,15 @@ class ModelConnectionAdmin(admin.ModelAdmin):
     # The key column is encrypted and write-only: never listed, never shown. The form's
     # own api_key input replaces the model field, so the form never writes it directly.
     exclude = ["api_key"]
-    readonly_fields = ["api_key_hint", "figures_source", "manifest_version", "learned_window", "effective_input",
-                       "calibration", "created_at", "updated_at"]
+    readonly_fields = ["api_key_hint", "figures_source", "manifest_version", "server_context", "learned_window",
+                       "effective_input", "calibration", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["space", "name", "provider", "base_url"]}),
         ("API key", {"fields": ["api_key", "api_key_hint", "clear_api_key"]}),
         ("Model and window figures", {"fields": [
             "model", "context_window", "max_output_tokens", "safety_margin_tokens", "supports_images",
-            "figures_source", "manifest_version", "learned_window", "effective_input", "calibration",
-            "discovery_token",
+            "figures_source", "manifest_version", "server_context", "learned_window", "effective_input",
+            "calibration", "discovery_token",
         ]}),
         ("Record", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]
@@ -62,7 +64,7 @@ class ModelConnectionAdmin(admin.ModelAdmin):
             return "-"
         return f"{obj.effective_context_window() - obj.max_output_tokens - obj.safety_margin_tokens:,} tokens"
 
-    @admin.display(description="Window the server keeps")
+    @admin.display(description="Window learned from a refusal")
     def learned_window(self, obj: ModelConnection) -> str:
         """A window learned from the provider's own refusal (provenance: provider_refusal)."""
         if not obj.learned_context_window:
@@ -79,6 +81,31 @@ class ModelConnectionAdmin(admin.ModelAdmin):
             return "No provider counts yet: estimates carry a safety factor until the first answer."
         return "; ".join(f"{row.estimator_id}: the provider counts ×{Calibration(ratios=tuple(row.ratios)).ratio:.2f} "
                          f"of our estimate ({row.samples} answers)" for row in rows)
+
+    @admin.display(description="Server keeps")
+    def server_context(self, obj: ModelConnection) -> str:
+        """What the server keeps per request, and a warning when the window is set above it."""
+        if not obj.server_context_window:
+            return "Not published by the server (or not discovered)."
+        text = format_html("{} tokens per request ({})", f"{obj.server_context_window:,}",
+                           server_context_label(obj.server_context_source))
+        if obj.exceeds_server_context:
+            return format_html('{}<p class="errornote server-context-warning" role="alert">{}</p>', text,
+                               exceeds_warning(obj))
+        return text
+
+    def response_change(self, request, obj: ModelConnection):
+        self._warn_if_exceeding(request, obj)
+        return super().response_change(request, obj)
+
+    def response_add(self, request, obj: ModelConnection, post_url_continue=None):
+        self._warn_if_exceeding(request, obj)
+        return super().response_add(request, obj, post_url_continue)
+
+    @staticmethod
+    def _warn_if_exceeding(request: HttpRequest, obj: ModelConnection) -> None:
+        if obj.exceeds_server_context:
+            messages.warning(request, exceeds_warning(obj))
 
     @method_decorator(sensitive_post_parameters("api_key"))
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
@@ -131,5 +158,16 @@ class ModelConnectionAdmin(admin.ModelAdmin):
             result = models_discover(provider=provider, base_url=base_url, api_key=key)
         except DomainError as exc:
             return {"error": exc.message, "error_fields": exc.fields}
-        return {"result": discovery_data(result), "provider": provider}
+        data = discovery_data(result)
+        for item in data["models"]:
+            item["server_context_label"] = server_context_label(item["server_context_source"])
+        return {"result": data, "provider": provider}
 
+
+def exceeds_warning(connection: ModelConnection) -> str:
+    return (
+        f"The configured window ({connection.context_window:,} tokens) exceeds what the server keeps "
+        f"({connection.server_context_window:,}): requests use {connection.effective_context_window():,}, because "
+        "the server refuses a longer prompt or, like Ollama, silently drops its start. To use more, raise the "
+        "server's context (Ollama: num_ctx or OLLAMA_CONTEXT_LENGTH; llama.cpp: --ctx-size) and discover again."
+    )

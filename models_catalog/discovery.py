@@ -5,7 +5,11 @@ adapter (registry) for its models and gives each one
 
 * ``context_window`` and the provider's maximum output, from the first source that has
   them: ``provider`` (the list said so) → ``official_manifest`` (exact id, official
-  endpoint) → ``platform_default`` (32,768 / 4,096, flagged for the admin to check);
+  endpoint) → ``platform_default`` (32,768 / 4,096, flagged for the admin to check).
+  Where a local server keeps less than the model supports (Ollama's ``num_ctx``, loaded
+  context or default, llama.cpp's ``n_ctx``, LM Studio's loaded context), the window is
+  what the server keeps: ``model_context_window`` and ``server_context_window`` (with
+  ``server_context_source``) show both figures, so requests never rely on more;
 * ``max_output_tokens`` — the platform setting: 4,096 to start with, never above the
   provider's known maximum (CAT-3), never more than half a small window;
 * ``chat_capable`` — False for models known not to chat (embeddings, audio, image,
@@ -28,6 +32,11 @@ from models_catalog.errors import AuthenticationError, InvalidRequestError
 from models_catalog.http import DISCOVERY_LIMITS, HttpLimits, Resolver, build_client
 from models_catalog.manifest import Manifest, ManifestEntry, load_manifest, normalise_base_url
 from models_catalog.providers import ListingContext, RawModel, get_provider
+from models_catalog.providers.local_servers import LLAMACPP_PROPS
+from models_catalog.providers.model_lists import LMSTUDIO_LOADED
+from models_catalog.providers.ollama import SOURCE_DEFAULT as OLLAMA_DEFAULT
+from models_catalog.providers.ollama import SOURCE_LOADED as OLLAMA_LOADED
+from models_catalog.providers.ollama import SOURCE_NUM_CTX as OLLAMA_NUM_CTX
 
 PLATFORM_DEFAULT_CONTEXT_WINDOW = 32_768
 PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS = 4_096
@@ -36,6 +45,15 @@ SOURCE_PROVIDER = "provider"
 SOURCE_MANIFEST = "official_manifest"
 SOURCE_DEFAULT = "platform_default"
 _RANK = {SOURCE_DEFAULT: 0, SOURCE_MANIFEST: 1, SOURCE_PROVIDER: 2}
+
+# How a server's kept context was learned; stored with a connection, shown to the admin.
+SERVER_CONTEXT_SOURCES = {
+    OLLAMA_NUM_CTX: "Ollama: the model's num_ctx parameter",
+    OLLAMA_LOADED: "Ollama /api/ps: the context of the loaded model",
+    OLLAMA_DEFAULT: "Ollama's default context, as no num_ctx is set and the model is not loaded",
+    LLAMACPP_PROPS: "llama.cpp /props: n_ctx",
+    LMSTUDIO_LOADED: "LM Studio: the loaded context length",
+}
 
 UNVERIFIED_NOTE = "Chat compatibility of this model is unverified: try it before relying on it."
 
@@ -73,6 +91,9 @@ class DiscoveredModel:
     supports_images: bool | None = None
     manifest_version: str | None = None
     notes: tuple[str, ...] = ()
+    model_context_window: int | None = None
+    server_context_window: int | None = None
+    server_context_source: str | None = None
 
     @property
     def source(self) -> str:
@@ -167,6 +188,8 @@ def resolve_figures(raw: RawModel, *, entry: ManifestEntry | None, manifest_vers
         window, window_source = raw.context_window, SOURCE_PROVIDER
         if entry and entry.context_window != raw.context_window:
             notes.append(_disagreement("context window", raw.context_window, entry.context_window, manifest_version))
+    elif raw.server_context_window:
+        window, window_source = raw.server_context_window, SOURCE_PROVIDER
     elif entry:
         window, window_source, used_manifest = entry.context_window, SOURCE_MANIFEST, True
     else:
@@ -176,6 +199,13 @@ def resolve_figures(raw: RawModel, *, entry: ManifestEntry | None, manifest_vers
             f"{PLATFORM_DEFAULT_CONTEXT_WINDOW:,} / {PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS:,} is used. "
             "Please check it and override it if needed."
         )
+    model_window = raw.context_window or (entry.context_window if entry else None)
+    served = raw.server_context_window
+    if served and model_window and served < model_window:
+        # What the server keeps bounds every request, whatever the model could take.
+        window = served
+        notes.insert(0, f"The server keeps {served:,} of the {model_window:,} tokens this model supports "
+                        f"({server_context_label(raw.server_context_source)}): the window is {served:,}.")
     provider_max: int | None
     if raw.max_output_tokens:
         provider_max, output_source = raw.max_output_tokens, SOURCE_PROVIDER
@@ -227,7 +257,15 @@ def resolve_figures(raw: RawModel, *, entry: ManifestEntry | None, manifest_vers
         supports_images=supports_images,
         manifest_version=manifest_version if used_manifest else None,
         notes=tuple(notes),
+        model_context_window=model_window,
+        server_context_window=served,
+        server_context_source=raw.server_context_source if served else None,
     )
+
+
+def server_context_label(source: str | None) -> str:
+    """The admin's words for how a server's kept context was learned."""
+    return SERVER_CONTEXT_SOURCES.get(source or "", source or "the server")
 
 
 def non_chat_reason(model_id: str) -> str | None:
@@ -264,5 +302,6 @@ def _disagreement(what: str, provider_value: int, manifest_value: int, version: 
 
 __all__ = [
     "DiscoveredModel", "DiscoveryResult", "PLATFORM_DEFAULT_CONTEXT_WINDOW", "PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS",
-    "START_MAX_OUTPUT_TOKENS", "classify_chat", "discover_models", "non_chat_reason", "resolve_figures",
+    "SERVER_CONTEXT_SOURCES", "START_MAX_OUTPUT_TOKENS", "classify_chat", "discover_models", "non_chat_reason",
+    "resolve_figures", "server_context_label",
 ]

@@ -24,7 +24,14 @@ class FigureSource(models.TextChoices):
 
 
 class ModelConnection(models.Model):
-    """A configured model. The key is encrypted and write-only (CAT-6): only the hint is shown."""
+    """A configured model. The key is encrypted and write-only (CAT-6): only the hint is shown.
+
+    ``server_context_window`` is what the server keeps per request as discovery read it
+    (Ollama's num_ctx / loaded context / default, llama.cpp's n_ctx…), with
+    ``server_context_source`` saying how; it comes only from a discovery token. A
+    configured ``context_window`` above it is allowed but never relied on: requests use
+    :attr:`effective_context_window`.
+    """
 
     space = models.ForeignKey("spaces.Space", on_delete=models.CASCADE, related_name="model_connections")
     name = models.CharField(max_length=200)
@@ -41,6 +48,10 @@ class ModelConnection(models.Model):
     )
     manifest_version = models.CharField(max_length=64, blank=True, default="")
     supports_images = models.BooleanField(default=False)
+    # What the server itself keeps, as discovery read it (Ollama's loaded context, llama.cpp's
+    # n_ctx…): requests never rely on more, whatever window is configured (CAT-2, CAT-7).
+    server_context_window = models.PositiveIntegerField(null=True, blank=True)
+    server_context_source = models.CharField(max_length=32, blank=True, default="")
     # CAT-3: a context-overflow refusal below the configured window is a fact about the
     # server, learned with its provenance (``provider_refusal``) and applied to every run
     # of this connection, published versions included.
@@ -58,9 +69,18 @@ class ModelConnection(models.Model):
 
     def effective_context_window(self, configured: int | None = None) -> int:
         """The window requests may rely on: the configured one (or ``configured``, a
-        version's frozen figure), lowered to what the server was seen to refuse at."""
+        version's frozen figure), never more than the server keeps (as discovered) nor
+        than what it was seen to refuse at (learned)."""
         window = self.context_window if configured is None else configured
-        return min(window, self.learned_context_window) if self.learned_context_window else window
+        for limit in (self.server_context_window, self.learned_context_window):
+            if limit:
+                window = min(window, limit)
+        return window
+
+    @property
+    def exceeds_server_context(self) -> bool:
+        """Whether the configured window is larger than what the server keeps (the admin is warned)."""
+        return bool(self.server_context_window) and self.context_window > self.server_context_window
 
 
 class TokenCalibration(models.Model):

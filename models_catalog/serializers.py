@@ -83,15 +83,20 @@ class ConnectionOut(serializers.ModelSerializer):
 
     space = serializers.IntegerField(source="space_id")
     has_api_key = serializers.SerializerMethodField()
+    effective_context_window = serializers.SerializerMethodField(
+        help_text="context_window, never more than what the server keeps (server_context_window) or was "
+                  "seen to refuse at (learned_context_window).")
     effective_input_tokens = serializers.SerializerMethodField()
+    server_context_source = serializers.CharField(
+        read_only=True, help_text="How discovery learned what the server keeps (empty when unknown).")
 
     class Meta:
         model = ModelConnection
         fields = [
             "id", "space", "name", "provider", "base_url", "model", "context_window", "max_output_tokens",
-            "safety_margin_tokens", "effective_input_tokens", "figures_source", "manifest_version",
-            "supports_images", "learned_context_window", "learned_window_at", "api_key_hint", "has_api_key",
-            "created_at", "updated_at",
+            "safety_margin_tokens", "server_context_window", "server_context_source", "learned_context_window",
+            "learned_window_at", "effective_context_window", "effective_input_tokens", "figures_source",
+            "manifest_version", "supports_images", "api_key_hint", "has_api_key", "created_at", "updated_at",
         ]
         read_only_fields = ["learned_context_window", "learned_window_at"]
 
@@ -99,9 +104,12 @@ class ConnectionOut(serializers.ModelSerializer):
         return bool(connection.api_key_hint)
 
     def get_effective_input_tokens(self, connection: ModelConnection) -> int:
-        """CTX-21: what a request may use once output and margin are reserved, in the window
-        the server keeps (a learned window, CAT-3, when a refusal taught one)."""
+        """CTX-21: what a request may use once output and margin are reserved, within what
+        the server keeps (discovered, or learned from a refusal, CAT-3)."""
         return connection.effective_context_window() - connection.max_output_tokens - connection.safety_margin_tokens
+
+    def get_effective_context_window(self, connection: ModelConnection) -> int:
+        return connection.effective_context_window()
 
 
 class DiscoveredModelOut(serializers.Serializer):
@@ -118,6 +126,10 @@ class DiscoveredModelOut(serializers.Serializer):
     max_input_tokens = serializers.IntegerField(allow_null=True)
     supports_images = serializers.BooleanField(allow_null=True)
     manifest_version = serializers.CharField(allow_null=True)
+    model_context_window = serializers.IntegerField(allow_null=True, help_text="The model's own maximum.")
+    server_context_window = serializers.IntegerField(
+        allow_null=True, help_text="What the server keeps per request, when it says; context_window never exceeds it.")
+    server_context_source = serializers.CharField(allow_null=True)
     discovery_token = serializers.CharField(
         help_text="Send it with the connection to keep these figures' source (else they count as manual)."
     )

@@ -9,7 +9,10 @@ The key rules (CAT-1, CAT-6) are enforced here, once, for the API and the admin 
 * ``figures_source`` says where the window figures came from. Discovery hands out a
   signed *discovery token* per model; a create or update that carries it and keeps the
   figures it attests keeps their source (``provider``, ``official_manifest`` or
-  ``platform_default``). Any figure typed by hand makes the source ``manual``.
+  ``platform_default``). Any figure typed by hand makes the source ``manual``;
+* what the server keeps per request (``server_context_window``, CAT-7) is a fact about
+  the endpoint and model, also taken only from a token: typing a larger window keeps it,
+  so requests still never rely on more than the server keeps.
 """
 from __future__ import annotations
 
@@ -151,6 +154,8 @@ def discovery_token_make(*, provider: str, base_url: str | None, model: Discover
         "s": model.source,
         "mv": model.manifest_version or "",
         "img": bool(model.supports_images),
+        "sc": model.server_context_window,
+        "ss": model.server_context_source or "",
     }
     return signing.dumps(payload, salt=TOKEN_SALT, compress=True)
 
@@ -231,7 +236,8 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
     if connection is not None:
         current = {name: getattr(connection, name) for name in (
             "name", "provider", "base_url", "model", "context_window", "max_output_tokens",
-            "safety_margin_tokens", "figures_source", "manifest_version", "supports_images")}
+            "safety_margin_tokens", "figures_source", "manifest_version", "supports_images",
+            "server_context_window", "server_context_source")}
 
     def value(name: str, default: Any = None) -> Any:
         return data[name] if name in data else current.get(name, default)
@@ -276,12 +282,18 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
     _check_figure("context_window", window, minimum=1, errors=errors)
     _check_figure("max_output_tokens", output, minimum=1, errors=errors)
     _check_figure("safety_margin_tokens", margin, minimum=0, errors=errors)
-    if not {"context_window", "max_output_tokens", "safety_margin_tokens"} & errors.keys() and window <= output + margin:
+    # A window above what the server keeps is allowed (the admin is warned), but the room
+    # for input is what the server keeps.
+    server_window, server_source = _server_context(connection=connection, current=current, token=token, out=out)
+    usable = min(window, server_window) if server_window and isinstance(window, int) else window
+    if not {"context_window", "max_output_tokens", "safety_margin_tokens"} & errors.keys() and usable <= output + margin:
         errors["context_window"] = (
             f"must be larger than max_output_tokens + safety_margin_tokens ({output + margin:,}), "
             "or no room is left for input"
+            + (f" (the server keeps only {server_window:,} tokens)" if usable != window else "")
         )
-    out.update(context_window=window, max_output_tokens=output, safety_margin_tokens=margin)
+    out.update(context_window=window, max_output_tokens=output, safety_margin_tokens=margin,
+               server_context_window=server_window, server_context_source=server_source)
     if "supports_images" in data:
         out["supports_images"] = bool(data["supports_images"])
     elif token is not None:
@@ -312,6 +324,19 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
     if errors:
         raise ValidationFailed("The model connection is not valid.", fields=errors)
     return out
+
+
+def _server_context(*, connection: ModelConnection | None, current: Mapping[str, Any],
+                    token: Mapping[str, Any] | None, out: Mapping[str, Any]) -> tuple[int | None, str]:
+    """What the server keeps for the model being saved: the token's figure when it attests
+    this endpoint and model, the stored one while neither changes, else unknown."""
+    if token is not None and (token["p"], token["u"], token["m"]) == (
+        out["provider"], effective_base_url(provider=out["provider"], base_url=out["base_url"]), out["model"]
+    ):
+        return token.get("sc") or None, token.get("ss") or ""
+    if connection is not None and out["model"] == current["model"] and not _endpoint_moved(connection, out):
+        return current["server_context_window"], current["server_context_source"]
+    return None, ""
 
 
 def _endpoint_moved(connection: ModelConnection, out: Mapping[str, Any]) -> bool:

@@ -63,8 +63,11 @@ class AgentAdmin(admin.ModelAdmin):
 
         from models_catalog.models import ModelConnection
 
-        figures = {str(row["id"]): row for row in ModelConnection.objects.values(
-            "id", "context_window", "max_output_tokens", "safety_margin_tokens")}
+        figures = {str(c.pk): {"id": c.pk, "context_window": c.effective_context_window(),
+                               "max_output_tokens": c.max_output_tokens,
+                               "safety_margin_tokens": c.safety_margin_tokens}
+                   for c in ModelConnection.objects.only("id", "context_window", "server_context_window",
+                                                         "max_output_tokens", "safety_margin_tokens")}
         text = _budget_text(agent_budget(agent=obj)) if obj.pk is not None else "Pick a model connection."
         return format_html('<span id="live-budget" aria-live="polite">{}</span>{}', text,
                            json_script(figures, "agent-connection-figures"))

@@ -82,7 +82,8 @@ def budget_summary(
 
 
 def agent_budget(*, agent: Agent) -> dict[str, Any]:
-    """The draft's figures: its connection's budget today, under its policy."""
+    """The draft's figures: its connection's budget today (within what the server keeps),
+    under its policy."""
     connection = agent.model_connection
     return budget_summary(
         context_window=connection.effective_context_window(),

@@ -50,6 +50,8 @@ def agent_create(
 def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
     """Freeze the draft and its connection's figures into the next version number.
 
+    The frozen window is the connection's effective one: never more than the server
+    keeps (CAT-7), so no run of the version relies on context the server would drop.
     Locks the agent row so two publishers never get the same number.
     """
     with transaction.atomic():
@@ -66,7 +68,7 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
             provider=connection.provider,
             base_url=connection.base_url,
             model=connection.model,
-            context_window=connection.context_window,
+            context_window=connection.effective_context_window(),
             max_output_tokens=connection.max_output_tokens,
             safety_margin_tokens=connection.safety_margin_tokens,
             context_policy=context_policy_normalize(agent.context_policy),

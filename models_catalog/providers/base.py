@@ -23,6 +23,10 @@ class ChatClient(Protocol):
 class RawModel:
     """One model as a provider's list describes it; None means "the provider did not say".
 
+    ``context_window`` is the model's own maximum (its trained window, ``max_model_len``…);
+    ``server_context_window`` is what the server keeps per request when that is smaller or
+    stated separately (Ollama's ``num_ctx`` or loaded context, llama.cpp's ``n_ctx``, LM
+    Studio's loaded context), with ``server_context_source`` saying how it was learned.
     ``max_output_tokens`` is the provider's *maximum*, not the platform's setting (CAT-3).
     """
 
@@ -34,6 +38,8 @@ class RawModel:
     chat_reason: str | None = None
     supports_images: bool | None = None
     notes: list[str] = field(default_factory=list)
+    server_context_window: int | None = None
+    server_context_source: str | None = None
 
 
 @dataclass
@@ -76,6 +82,44 @@ class ListingContext:
             self.client, "POST", self.url(path, root=root), headers=self.headers(), json_body=body,
             limits=self.limits, provider_label=self.label,
         )
+
+
+def server_root(base_url: str) -> str:
+    """``http://host:11434/v1`` → ``http://host:11434``: where a local server's native API
+    lives (Ollama's ``/api/*``, llama.cpp's ``/props``, LM Studio's ``/api/v0/*``)."""
+    root = base_url.rstrip("/")
+    for suffix in ("/v1", "/api/v0", "/api/v1", "/api"):
+        if root.endswith(suffix):
+            return root[: -len(suffix)]
+    return root
+
+
+def merge_details(listed: list[RawModel], detailed: list[RawModel]) -> list[RawModel]:
+    """The ids ``/v1/models`` listed, with the figures a server's native API adds for them
+    (``x`` = ``x:latest``, Ollama's default tag). Figures the list itself stated win."""
+    by_name = {m.id: m for m in detailed}
+    for m in detailed:
+        if m.id.endswith(":latest"):
+            by_name.setdefault(m.id.removesuffix(":latest"), m)
+    merged: list[RawModel] = []
+    for model in listed:
+        found = by_name.get(model.id) or by_name.get(f"{model.id}:latest")
+        if found is None:
+            merged.append(model)
+            continue
+        merged.append(RawModel(
+            id=model.id,
+            context_window=model.context_window or found.context_window,
+            max_output_tokens=model.max_output_tokens or found.max_output_tokens,
+            max_input_tokens=model.max_input_tokens or found.max_input_tokens,
+            chat_capable=found.chat_capable if model.chat_capable is None else model.chat_capable,
+            chat_reason=model.chat_reason or found.chat_reason,
+            supports_images=found.supports_images if model.supports_images is None else model.supports_images,
+            notes=[*model.notes, *found.notes],
+            server_context_window=model.server_context_window or found.server_context_window,
+            server_context_source=model.server_context_source or found.server_context_source,
+        ))
+    return merged
 
 
 ListModels = Callable[[ListingContext], Listing]

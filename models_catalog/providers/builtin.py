@@ -5,16 +5,19 @@
 * ``openai_compatible`` — ``GET {base_url}/models`` parsed for every known vendor field
   (``model_lists``); when the server looks like Ollama, or ``/models`` has no figures, or
   fails, Ollama's native API at the root is tried as well (``ollama``). If only the
-  native API answers, the listing suggests the ``/v1`` base URL chat needs.
+  native API answers, the listing suggests the ``/v1`` base URL chat needs. Otherwise
+  llama.cpp's ``/props`` and LM Studio's ``/api/v0/models`` add the windows those
+  servers publish (``local_servers``).
 * ``demo`` — the offline demo model; no network at all.
 """
 from __future__ import annotations
 
 from models_catalog.demo import DEMO_BASE_URL, DEMO_MODEL_ID, DemoChatClient
 from models_catalog.errors import AuthenticationError, ProviderError, UnsafeURLError
-from models_catalog.providers.base import Listing, ListingContext, ProviderSpec, RawModel
+from models_catalog.providers.base import Listing, ListingContext, ProviderSpec, RawModel, merge_details
+from models_catalog.providers.local_servers import add_server_windows
 from models_catalog.providers.model_lists import has_figures, parse_model_list
-from models_catalog.providers.ollama import list_ollama, looks_like_ollama, merge_ollama, ollama_root
+from models_catalog.providers.ollama import list_ollama, looks_like_ollama, ollama_root
 
 
 def list_openai_style(ctx: ListingContext) -> Listing:
@@ -24,7 +27,8 @@ def list_openai_style(ctx: ListingContext) -> Listing:
 
 
 def list_openai_compatible(ctx: ListingContext) -> Listing:
-    """``GET /models`` with vendor fields, falling back to Ollama's native API."""
+    """``GET /models`` with vendor fields, then Ollama's native API or the windows
+    llama.cpp and LM Studio publish beside it."""
     listed: list[RawModel] | None = None
     shape = "openai"
     failure: ProviderError | None = None
@@ -39,7 +43,7 @@ def list_openai_compatible(ctx: ListingContext) -> Listing:
     if native is None:
         if failure is not None:
             raise failure
-        return Listing(models=listed or [], api_shape=shape)
+        return add_server_windows(ctx, Listing(models=listed or [], api_shape=shape))
     if listed is None:
         root = ollama_root(ctx.base_url)
         native.suggested_base_url = root + "/v1"
@@ -47,7 +51,7 @@ def list_openai_compatible(ctx: ListingContext) -> Listing:
             f"This server speaks Ollama's API; chat uses its OpenAI-compatible endpoint at {root}/v1."
         )
         return native
-    return Listing(models=merge_ollama(listed, native.models), api_shape="ollama", warnings=native.warnings)
+    return Listing(models=merge_details(listed, native.models), api_shape="ollama", warnings=native.warnings)
 
 
 def list_demo(ctx: ListingContext) -> Listing:  # noqa: ARG001 - same signature as the others

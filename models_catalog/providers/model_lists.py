@@ -8,6 +8,10 @@ server         window                                          max output
 =============  ==============================================  ===========================
 OpenRouter     ``context_length`` (or top_provider's)          ``top_provider.max_completion_tokens`` (may be null)
 vLLM           ``max_model_len``                               —
+llama.cpp      ``meta.n_ctx_train`` (its ``/props`` n_ctx: see  —
+               ``local_servers``)
+LM Studio      ``max_context_length`` (``/api/v0/models``),    —
+               ``loaded_context_length`` when loaded
 Mistral        ``max_context_length``                          —
 Groq           ``context_window``                              ``max_completion_tokens``
 Anthropic      ``max_input_tokens``                            ``max_tokens``
@@ -29,6 +33,7 @@ from models_catalog.providers.events import as_dict
 _MAX_SANE = 100_000_000  # a bigger "window" is a unit mix-up, not a model
 _WINDOW_KEYS = ("context_window", "context_length", "max_context_length", "max_model_len", "max_sequence_length")
 _OUTPUT_KEYS = ("max_output_tokens", "max_completion_tokens")
+LMSTUDIO_LOADED = "lmstudio_loaded"  # a loaded LM Studio model's context: what the server keeps
 
 
 def positive_int(value: Any) -> int | None:
@@ -81,6 +86,10 @@ def parse_model_item(item: dict[str, Any]) -> tuple[RawModel | None, str]:
     model_id = raw_id.strip()
     if "inputTokenLimit" in item or "supportedGenerationMethods" in item:
         return _gemini(item, model_id), "gemini"
+    if item.get("owned_by") == "llamacpp" or "n_ctx_train" in as_dict(item.get("meta")):
+        return _llamacpp(item, model_id), "llamacpp"  # before OpenRouter: newer servers add "architecture"
+    if "state" in item and ("compatibility_type" in item or "arch" in item):
+        return _lmstudio(item, model_id), "lmstudio"  # before Mistral: both say max_context_length
     if "top_provider" in item or "architecture" in item or "context_length" in item:
         return _openrouter(item, model_id), "openrouter"
     if "max_model_len" in item:
@@ -129,6 +138,37 @@ def _openrouter(item: dict[str, Any], model_id: str) -> RawModel:
         model.supports_images = "image" in inputs
     elif isinstance(modality, str) and "->" in modality:
         model.supports_images = "image" in modality.split("->", 1)[0]
+    return model
+
+
+def _llamacpp(item: dict[str, Any], model_id: str) -> RawModel:
+    # n_ctx_train is the model's training length; the server may run a smaller n_ctx (/props).
+    model = RawModel(id=model_id, context_window=positive_int(as_dict(item.get("meta")).get("n_ctx_train")))
+    arch = as_dict(item.get("architecture"))
+    inputs, outputs = arch.get("input_modalities"), arch.get("output_modalities")
+    if isinstance(inputs, list):
+        model.supports_images = "image" in inputs
+    if isinstance(outputs, list) and outputs and "text" not in outputs:
+        model.chat_capable = False
+        model.chat_reason = "llama.cpp lists its outputs as " + ", ".join(map(str, outputs))
+    return model
+
+
+def _lmstudio(item: dict[str, Any], model_id: str) -> RawModel:
+    model = RawModel(id=model_id, context_window=positive_int(item.get("max_context_length")))
+    kind = item.get("type")
+    if kind in ("llm", "vlm"):
+        model.chat_capable, model.supports_images = True, kind == "vlm"
+    elif isinstance(kind, str) and kind:
+        model.chat_capable, model.chat_reason = False, f"LM Studio lists it as an {kind} model"
+    loaded = positive_int(item.get("loaded_context_length"))
+    if item.get("state") == "loaded" and loaded:
+        model.server_context_window, model.server_context_source = loaded, LMSTUDIO_LOADED
+    elif model.chat_capable is not False:
+        model.notes.append(
+            "LM Studio has not loaded this model: it will load it with the context length of its load "
+            "settings, which may be smaller than the model's maximum. Load it and discover again to read it."
+        )
     return model
 
 

@@ -18,8 +18,10 @@ from tests.catalog.support import API_KEY, FAST, SECRET_BODY, public_resolver
 from tests.fakes.fake_provider import (
     error,
     models_list,
+    ollama_ps,
     ollama_show,
     ollama_tags,
+    ollama_version,
     route,
 )
 
@@ -176,12 +178,16 @@ def test_cat2_ollama_figures_come_from_api_show(fake):
         "GET /v1/models": models_list(list(shows)),
         "GET /api/tags": ollama_tags(list(shows)),
         "POST /api/show": lambda request: shows[request.json["model"]],
+        "GET /api/ps": ollama_ps({}),
+        "GET /api/version": ollama_version("0.12.6"),
     })
     result = discover_models(provider="openai_compatible", base_url=fake.base_url, allow_private=True, limits=FAST)
     models = by_id(result)
     assert result.api_shape == "ollama"
     llama = models["llama3.2:latest"]
-    assert llama.context_window == 131_072 and llama.source == "platform_default"  # max output unknown
+    # Neither num_ctx nor loaded: Ollama keeps its default context, not the model's 131,072.
+    assert (llama.context_window, llama.model_context_window) == (4_096, 131_072)
+    assert llama.server_context_source == "ollama_default" and llama.source == "platform_default"  # max output unknown
     assert llama.context_window_source == "provider" and "OLLAMA_CONTEXT_LENGTH" in llama.note
     assert models["qwen3:8b"].context_window == 16_384  # num_ctx is what Ollama serves
     embed = models["nomic-embed-text:latest"]
@@ -194,6 +200,8 @@ def test_cat2_ollama_root_base_url_is_detected_and_v1_suggested(fake):
     fake.handler = route({
         "GET /api/tags": ollama_tags(["llama3.2:latest"]),
         "POST /api/show": ollama_show(context_length=8192),
+        "GET /api/ps": ollama_ps({"llama3.2:latest": 8192}),
+        "GET /api/version": ollama_version(),
     })
     result = discover_models(provider="openai_compatible", base_url=fake.url, allow_private=True, limits=FAST)
     assert result.models[0].context_window == 8_192

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from tests.fakes.fake_provider import fake_provider  # noqa: F401  (the fixture)
@@ -17,6 +18,8 @@ from tests.fakes.fake_provider import fake_provider  # noqa: F401  (the fixture)
 API_KEY = "sk-live-CATALOG-API-SECRET-0042"
 OTHER_KEY = "sk-live-ROTATED-SECRET-9876"
 PROVIDER_SECRET = "PROVIDER-SAYS-SECRET-do-not-echo"
+DISCOVER = "/admin/models_catalog/modelconnection/discover/"
+CONNECTIONS = "/admin/models_catalog/modelconnection/"
 
 
 
@@ -29,6 +32,22 @@ def api() -> Callable[..., APIClient]:
         return client
 
     return make
+
+
+@pytest.fixture
+def operator(django_user_model) -> Client:
+    """The admin console, logged in as a superuser."""
+    user = django_user_model.objects.create_superuser(username="root", password="root-password-1")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def connection_form(space, **overrides):
+    """The admin console's connection form as a browser posts it."""
+    return {"space": space.pk, "name": "Local", "provider": "openai_compatible", "base_url": "http://127.0.0.1:8000/v1",
+            "api_key": "", "model": "qwen3", "context_window": "", "max_output_tokens": "",
+            "safety_margin_tokens": "", "discovery_token": "", **overrides}
 
 
 @pytest.fixture

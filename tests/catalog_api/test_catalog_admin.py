@@ -6,21 +6,11 @@ from django.test import Client
 
 from agentloom.agents.models import Agent, AgentVersion
 from models_catalog.models import ModelConnection
-from tests.catalog_api.conftest import API_KEY, OTHER_KEY, assert_no_secret
+from tests.catalog_api.conftest import API_KEY, CONNECTIONS, DISCOVER, OTHER_KEY, assert_no_secret, connection_form
 from tests.fakes.fake_provider import models_list, route
 
 pytestmark = pytest.mark.django_db
-DISCOVER = "/admin/models_catalog/modelconnection/discover/"
-CONNECTIONS = "/admin/models_catalog/modelconnection/"
 AGENTS = "/admin/agents/agent/"
-
-
-@pytest.fixture
-def operator(django_user_model) -> Client:
-    user = django_user_model.objects.create_superuser(username="root", password="root-password-1")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def listing(fake_provider):
@@ -28,12 +18,6 @@ def listing(fake_provider):
         {"id": "Qwen/Qwen3-8B", "max_model_len": 40960},
         {"id": "text-embedding-3-small"},
     ])})
-
-
-def connection_form(space, **overrides):
-    return {"space": space.pk, "name": "Local", "provider": "openai_compatible", "base_url": "http://127.0.0.1:8000/v1",
-            "api_key": "", "model": "qwen3", "context_window": "", "max_output_tokens": "",
-            "safety_margin_tokens": "", "discovery_token": "", **overrides}
 
 
 def test_cat1_the_admin_discovery_page_lists_the_fake_servers_models_with_source_badges(operator, fake_provider):

@@ -37,8 +37,10 @@ Response specs (all plain dataclasses):
 Helpers build the common ones: :func:`models_list`, :func:`chat_stream` (text,
 reasoning and tool-call deltas split across chunks, usage in the final chunk),
 :func:`chat_completion` (non-stream), :func:`error` (status, ``Retry-After``),
-:func:`redirect`, :func:`ollama_tags`, :func:`ollama_show`, :func:`sequence` (a different
-response per call, e.g. 429 then 200).
+:func:`redirect`, :func:`ollama_tags`, :func:`ollama_show`, :func:`ollama_ps`,
+:func:`ollama_version`, :func:`ollama_error`, :func:`sequence` (a different response per
+call, e.g. 429 then 200). ``tests.fakes.servers`` has the shapes of llama.cpp, LM Studio,
+vLLM and OpenRouter.
 
 Every request is recorded in ``fake.requests`` as :class:`RecordedRequest` (method,
 path, query, lower-cased headers, raw body and parsed JSON).
@@ -73,8 +75,11 @@ from tests.fakes.responses import (  # noqa: F401  (re-exported: tests import he
     encode_event,
     error,
     models_list,
+    ollama_error,
+    ollama_ps,
     ollama_show,
     ollama_tags,
+    ollama_version,
     redirect,
     route,
     sequence,

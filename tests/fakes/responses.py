@@ -199,3 +199,30 @@ def ollama_show(
     if parameters is not None:
         body["parameters"] = parameters
     return JSONResponse(body)
+
+
+def ollama_ps(loaded: Mapping[str, int | None]) -> JSONResponse:
+    """``GET /api/ps``: the loaded models and the context each is kept with (None: a server
+    from before ``context_length`` was reported)."""
+    models = []
+    for name, context in loaded.items():
+        entry: dict[str, Any] = {
+            "name": name, "model": name, "size": 6_591_830_464, "digest": "a" * 64,
+            "details": {"parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"],
+                        "parameter_size": "8.0B", "quantization_level": "Q4_K_M"},
+            "expires_at": "2026-12-01T16:47:07.93355-07:00", "size_vram": 5_333_539_264,
+        }
+        if context is not None:
+            entry["context_length"] = context
+        models.append(entry)
+    return JSONResponse({"models": models})
+
+
+def ollama_version(version: str = "0.12.6") -> JSONResponse:
+    """``GET /api/version``."""
+    return JSONResponse({"version": version})
+
+
+def ollama_error(status: int, message: str) -> JSONResponse:
+    """Ollama's own error body: ``{"error": "<text>"}`` (e.g. 404 "model 'x' not found")."""
+    return JSONResponse({"error": message}, status=status)
