@@ -55,41 +55,53 @@ class Result:
 
 
 class Closures:
-    """When runs ended, as positions in the read.
+    """When runs ended — and were reopened — as positions in the read.
 
     A run ends at its ``run_status`` record, and every run ends when a run never seen
     before starts: only one run of a session is active at a time, so a new run's first
     record means the earlier ones are over, even if a worker died before writing a status.
-    A record that merely carries an older run's id (a late result, a resumed run) starts
-    nothing and ends nothing.
+    A ``run_status`` record saying the run was resumed reopens it: from there on it is
+    going again, so its pending calls are pending, not of a closed run. Any other record
+    that merely carries an older run's id (a late result) starts nothing and ends nothing.
     """
 
     def __init__(self) -> None:
         self._ends: dict[Any, list[int]] = {}
+        self._reopens: dict[Any, list[int]] = {}
         self._starts: list[int] = []
         self._seen: set[Any] = set()
         self.latest_run: Any = None
 
-    def see(self, run: Any, index: int, is_status: bool) -> None:
-        """Note a record of ``run`` at ``index``; ``is_status`` for a run_status record."""
+    def see(self, run: Any, index: int, is_status: bool, reopens: bool = False) -> None:
+        """Note a record of ``run`` at ``index``; ``is_status`` for a run_status record,
+        ``reopens`` for one that says the run was resumed."""
         if run not in self._seen:
             self._seen.add(run)
             self._starts.append(index)
             self.latest_run = run
-        if is_status:
+        if reopens:
+            self._reopens.setdefault(run, []).append(index)
+        elif is_status:
             self._ends.setdefault(run, []).append(index)
 
     @staticmethod
-    def _any_between(marks: list[int], start: int, end: int | None) -> bool:
+    def _last_between(marks: list[int] | None, start: int, end: int | None) -> int | None:
+        """The last mark strictly between ``start`` and ``end`` (None: no end)."""
+        if not marks:
+            return None
         i = bisect_right(marks, start)
-        return i < len(marks) and (end is None or marks[i] < end)
+        j = len(marks) if end is None else bisect_right(marks, end - 1)
+        return marks[j - 1] if j > i else None
 
     def closed_between(self, run: Any, start: int, end: int | None = None) -> bool:
-        """True when ``run`` ended after position ``start`` (and before ``end``, if given)."""
-        if self._any_between(self._starts, start, end):
-            return True
-        ends = self._ends.get(run)
-        return bool(ends) and self._any_between(ends, start, end)
+        """True when ``run`` ended after position ``start`` and was not reopened since, as
+        seen at ``end`` (or at the end of the read)."""
+        ended = [mark for mark in (self._last_between(self._starts, start, end),
+                                   self._last_between(self._ends.get(run), start, end)) if mark is not None]
+        if not ended:
+            return False
+        reopened = self._last_between(self._reopens.get(run), start, end)
+        return reopened is None or reopened < max(ended)
 
 
 class _Waiting:
@@ -112,8 +124,8 @@ def pair(calls_and_results: list[Call | Result], closures: Closures) -> None:
     """Annotate calls with their answer or late result, in read order.
 
     A result answers the earliest unanswered earlier call with its id whose run is still
-    going; if every such call's run has ended, it is the late result of the earliest one
-    (CTX-4). A result with no id, or with no unanswered earlier call of that id, stays
+    going — or going again, resumed since it ended; if every such call's run has ended, it
+    is the late result of the earliest one (CTX-4). A result with no id, or with no unanswered earlier call of that id, stays
     unpaired: an orphan or a second answer, both left out of the view (CTX-2, CTX-6).
     """
     waiting: dict[tuple[Hashable, Any], _Waiting] = {}
@@ -138,13 +150,22 @@ def pair(calls_and_results: list[Call | Result], closures: Closures) -> None:
             call.answer = entry
             entry.call = call
             continue
-        # Calls from a cut stream were never run (LOOP-7): a result cannot be late for one.
-        while queue.closed and queue.closed[0].from_partial:
-            queue.closed.popleft()
-        if queue.closed:
-            call = queue.closed.popleft()
-            call.late = entry
-            entry.call = call
+        # A call whose run ended and was then resumed is pending again: its re-run result
+        # is its answer, not a late one (RUN-6).
+        for position, call in enumerate(queue.closed):
+            if not call.from_partial and not closures.closed_between(call.run, call.index, entry.index):
+                del queue.closed[position]
+                call.answer = entry
+                entry.call = call
+                break
+        else:
+            # Calls from a cut stream were never run (LOOP-7): a result cannot be late for one.
+            while queue.closed and queue.closed[0].from_partial:
+                queue.closed.popleft()
+            if queue.closed:
+                call = queue.closed.popleft()
+                call.late = entry
+                entry.call = call
 
 
 def call_outcome(call: Call, closures: Closures, open_runs: Collection[Any]) -> str:

@@ -67,10 +67,11 @@ class _Reader:
             run = repr(run)  # run ids are keys below; junk must not crash the read
         self.index += 1
         self.any_read = True
+        message = record.get("message")
         if run != self._run or kind == rec.RUN_STATUS:
             self._run = run
-            self.closures.see(run, self.index, kind == rec.RUN_STATUS)
-        message = record.get("message")
+            reopens = kind == rec.RUN_STATUS and isinstance(message, dict) and message.get("status") == rec.RUN_REOPENED
+            self.closures.see(run, self.index, kind == rec.RUN_STATUS, reopens)
         if not isinstance(message, dict):
             return
         if kind == rec.ASSISTANT:

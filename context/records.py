@@ -23,6 +23,10 @@ DELEGATION_RESULT = "delegation_result"
 COMMAND = "command"
 COMPACTION = "compaction"
 RUN_STATUS = "run_status"
+# A run_status record with this status reopens its run: a resumed run (RUN-4, RUN-6)
+# continues, so results written after it answer the calls the run left pending, instead
+# of reading as late results of a run that had ended (CTX-4).
+RUN_REOPENED = "resumed"
 
 METADATA_KINDS = frozenset(
     {"run_status", "model_change", "label", "extension_state", "context", "compaction_summary"}

@@ -34,7 +34,7 @@ from sessions.services.history import (
     step_save_assistant,
     supplements_take,
 )
-from sessions.services.runs import SupplementsPending, run_claim, run_finish
+from sessions.services.runs import SupplementsPending, run_claim, run_finish, run_reopen_record
 
 logger = logging.getLogger("agentloom.runloop")
 
@@ -70,6 +70,7 @@ def _drive(state: RunState) -> None:
     try:
         event_emit(run_id=run.pk, type="run_started", data={"attempt": run.attempt})
         main = main_instance(run=run)
+        run_reopen_record(run=run)
         resolve_pending_calls(state, main)
         while True:
             answer = instance_loop(state, main, 0)

@@ -137,6 +137,8 @@ def _status_item(message: dict[str, Any]) -> Notice | ErrorBox | None:
                       tone="stopped")
     if status == Run.Status.FAILED:
         return ErrorBox(**error_explain(message.get("error")))
+    if status == "resumed":
+        return Notice("Resumed.")
     return None
 
 

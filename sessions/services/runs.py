@@ -149,6 +149,17 @@ def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str 
     return True
 
 
+def run_reopen_record(*, run: Run) -> None:
+    """A resumed attempt starts again: say so in the records (once per attempt), so the
+    projector reads the run as reopened — a call it left pending is pending again, and a
+    re-run result answers it, never as a late result of an ended run (RUN-6, CTX-4)."""
+    if run.attempt < 1:
+        return
+    record_append(session=run.session, run=run, instance=Instance.objects.get(run=run, key=Instance.MAIN),
+                  kind="run_status", message={"status": "resumed", "attempt": run.attempt},
+                  entry_key=f"resumed-{run.attempt}")
+
+
 def run_cancel(*, run: Run) -> Run:
     """Stop a run (LOOP-7). A queued run ends now; a running one is asked to stop and the
     loop ends it at the next safe point (mid-stream, between tools, inside a tool)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from recordkit import assistant, call, result, run_status, tool_call_msg, user
 
-from context import project_records, validate_request
+from context import build_request_body, project_records, validate_request
 from context.records import INTERRUPTED_SUFFIX, LATE_RESULT_HEADER, UNKNOWN_OUTCOME_TEXT
 
 UNKNOWN = {"content": UNKNOWN_OUTCOME_TEXT}
@@ -177,12 +177,95 @@ def test_ctx4_a_late_result_after_the_next_question_is_kept_and_labelled_where_i
 def test_ctx4_a_late_result_does_not_close_the_run_that_is_going_on() -> None:
     records = [
         user(1, "Book"), assistant(2, None, [call("b1", "book")]), run_status(3),
-        user(4, "Also check seats", run="r2"), assistant(5, None, [call("s1", "seats")], run="r2"),
+        user(4, "Also check seats", run="r2"), assistant(5, "Checking seats.", [call("s1", "seats")], run="r2"),
         result(6, "b1", "booked", name="book"),  # late, carries r1's id
     ]
+    header = LATE_RESULT_HEADER.format(call_id="call_1", name="book", seq=6, status="ok")
+    # r2 is still open, so its own unanswered call is pending (left out), not unknown;
+    # r1's call, closed without a result, has the placeholder and its late result.
+    assert project_records(records) == [
+        {"role": "user", "content": "Book"},
+        {"role": "assistant", "content": None, "tool_calls": [tool_call_msg("call_1", "book")]},
+        {"role": "tool", "tool_call_id": "call_1", **UNKNOWN},
+        {"role": "user", "content": "Also check seats"},
+        {"role": "assistant", "content": "Checking seats."},
+        {"role": "user", "content": header + "\nbooked"},
+    ]
+
+
+def resumed(seq: int, run: str = "r1") -> dict:
+    """The record a resumed run writes when it starts again (it reopens the run)."""
+    from recordkit import record
+
+    return record(seq, "run_status", {"status": "resumed", "attempt": 1}, run)
+
+
+def test_run6_a_resumed_run_reads_as_reopened_and_its_rerun_result_is_the_calls_result() -> None:
+    records = [
+        user(1, "Look up the weather"),
+        assistant(2, None, [call("w1", "weather", '{"city": "Oslo"}')]),
+        run_status(3, status="interrupted"),
+        resumed(4),
+        result(5, "w1", "Oslo: 4 °C", name="weather"),  # the idempotent tool, run again
+    ]
     projected = project_records(records)
-    # r2 is still open, so its own unanswered call is pending, not unknown.
-    assert all("seats" not in str(m.get("tool_calls")) for m in projected)
+    assert projected == [
+        {"role": "user", "content": "Look up the weather"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [tool_call_msg("call_1", "weather", '{"city": "Oslo"}')]},
+        tool("call_1", "Oslo: 4 °C"),
+    ]
+    assert validate_request(projected) == []
+
+
+def test_run6_a_resumed_run_says_unknown_once_for_a_call_it_may_not_repeat() -> None:
+    records = [
+        user(1, "Pay the invoice"),
+        assistant(2, None, [call("p1", "pay")]),
+        run_status(3, status="interrupted"),
+        resumed(4),
+        result(5, "p1", "[unknown outcome] It may or may not have taken effect.", name="pay", status="unknown"),
+        assistant(6, "I cannot tell whether the payment went through; please check."),
+    ]
+    projected = project_records(records)
+    texts = [str(m.get("content")) for m in projected]
+    assert sum("unknown outcome" in t or "may or may not" in t for t in texts) == 1
+    assert not any("late tool result" in t for t in texts)
+    build_request_body(projected, dialect="openai", model="m", max_output_tokens=64)  # raises when invalid
+
+
+def test_run9_a_later_question_sees_the_resumed_runs_result_paired_at_its_call() -> None:
+    records = [
+        user(1, "Look up the weather"),
+        assistant(2, None, [call("w1", "weather")]),
+        run_status(3, status="interrupted"),
+        user(4, "Meanwhile: what is 2+2?", run="r2"),
+        assistant(5, "4.", run="r2"),
+        run_status(6, run="r2", status="completed"),
+        resumed(7),
+        result(8, "w1", "Oslo: 4 °C", name="weather"),
+        assistant(9, "It is 4 °C in Oslo."),
+        run_status(10, status="completed"),
+        user(11, "Thanks. And tomorrow?", run="r3"),
+    ]
+    projected = project_records(records)
+    assert projected == [
+        {"role": "user", "content": "Look up the weather"},
+        {"role": "assistant", "content": None, "tool_calls": [tool_call_msg("call_1", "weather")]},
+        tool("call_1", "Oslo: 4 °C"),
+        {"role": "user", "content": "Meanwhile: what is 2+2?"},
+        {"role": "assistant", "content": "4."},
+        {"role": "assistant", "content": "It is 4 °C in Oslo."},
+        {"role": "user", "content": "Thanks. And tomorrow?"},
+    ]
+
+
+def test_run6_a_result_for_a_closed_run_that_was_not_resumed_is_still_late() -> None:
+    records = [user(1, "Book"), assistant(2, None, [call("b1", "book")]), run_status(3, status="interrupted"),
+               result(4, "b1", "booked", name="book")]
+    projected = project_records(records)
+    assert projected[2] == {"role": "tool", "tool_call_id": "call_1", **UNKNOWN}
+    assert projected[3]["content"].startswith("[late tool result]")
 
 
 def test_ctx5_ids_no_provider_accepts_are_rewritten_and_stay_paired() -> None:
