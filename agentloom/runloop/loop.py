@@ -157,7 +157,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         # Stored redacted (LOOP-8); the tools themselves run with what the model wrote.
         message = state.redactor.message(message)
         state.ensure_owned()  # the call may have outlived this worker's claim on the run
-        if end.cut:  # stopped mid-stream
+        if end.cut:  # stopped mid-stream: kept, marked partial, not a step (CTX-6, CTX-23)
             if message.get("content"):
                 step_save_assistant(run=state.run, instance=instance, message=message, entry_key=f"assistant-{step}")
             raise RunCancelled()

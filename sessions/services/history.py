@@ -41,7 +41,8 @@ def _clean_content(content: Any, field: str = "content") -> str:
 def main_counts(*, session_id: int, up_to_seq: int) -> tuple[int, int]:
     """(user_turns, model_steps) from the session's main-instance records up to a seq (CTX-23)."""
     base = SessionMessage.objects.filter(session_id=session_id, in_main=True, seq__lte=up_to_seq)
-    return base.filter(kind="user").count(), base.filter(kind="assistant").count()
+    steps = base.filter(kind="assistant").exclude(entry_key__startswith=PARTIAL_PREFIX)  # cut answers are no steps
+    return base.filter(kind="user").count(), steps.count()
 
 
 def question_ask(*, session: Session, content: Any) -> Run:
@@ -111,15 +112,24 @@ def supplements_take(*, run: Run, instance: Instance) -> list[SessionMessage]:
     return rows
 
 
-def step_save_assistant(*, run: Run, instance: Instance, message: dict[str, Any], entry_key: str) -> SessionMessage | None:
-    """Save an action model response and count it as a model step (CTX-23), atomically.
+PARTIAL_PREFIX = "partial-"
 
-    Saving the same step twice (a retried save after a crash) inserts and counts nothing.
+
+def step_save_assistant(*, run: Run, instance: Instance, message: dict[str, Any], entry_key: str) -> SessionMessage | None:
+    """Save an action model response; a received one counts as a model step (CTX-23).
+
+    A stream cut by a Stop (``message["partial"]``) is kept — the model sees what it had
+    said — but was not received, so it is no step: its entry key gets the ``partial-``
+    prefix, which ``main_counts`` leaves out, as the engine's own counting does (records
+    are encrypted; the key is what a query can read). Atomic; saving the same step twice
+    (a retried save after a crash) inserts and counts nothing.
     """
+    counts = not message.get("partial")
+    entry_key = entry_key if counts else f"{PARTIAL_PREFIX}{entry_key}"
     with transaction.atomic():
         row = record_append(session=run.session, run=run, instance=instance, kind="assistant",
                             message=message, entry_key=entry_key)
-        if row is not None:
+        if row is not None and counts:
             Instance.objects.filter(pk=instance.pk).update(model_steps=F("model_steps") + 1)
             instance.model_steps += 1
     return row

@@ -8,6 +8,7 @@ import pytest
 from agentloom.runloop.loop import run_execute
 from agentloom.agents.tool_registry import Tool, ToolCancelled, register, registry
 from sessions.models import Run, SessionMessage
+from sessions.selectors import main_instance
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, sequence
 
@@ -50,8 +51,11 @@ def test_loop7_stop_mid_stream_keeps_the_partial_text_marked_interrupted(fake_se
     partial = SessionMessage.objects.get(session=session, kind="assistant").message
     assert partial["partial"] is True and partial["content"].startswith("word0 ")
     assert len(partial["content"].split()) < 30
+    assert main_instance(run=run).model_steps == 0  # a cut answer was not received: no step (CTX-23)
     sent = _next_question_is_valid(session, strict, fake)
     assert any(m["role"] == "assistant" and "word0" in (m.get("content") or "") for m in sent)
+    follow_up = Run.objects.filter(session=session).order_by("-id").first()
+    assert main_instance(run=follow_up).model_steps == 1  # inherited 0 from the stopped run, plus its own
 
 
 def test_loop7_stop_after_a_call_is_announced_records_it_as_not_run(fake_session, strict, fake, extra_sink):
