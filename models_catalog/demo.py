@@ -5,7 +5,9 @@ registry and yields the same events as the HTTP client, so the run loop, the eve
 the tool flow can be shown (and tested) end to end:
 
 * the last user message asks arithmetic ("what is 17*23") and a ``calculator`` tool is
-  offered → it calls ``calculator`` first, then answers with the tool's result;
+  offered → it calls ``calculator`` first, then answers with the tool's result; with
+  ``update_plan`` offered too, it writes a two-step plan first and marks it done before
+  it answers, so the plan shows in the chat;
 * it asks the time and ``current_time`` is offered → it calls ``current_time``;
 * otherwise it replies with a short summary of the question and how many messages it
   received.
@@ -84,14 +86,48 @@ class DemoChatClient:
         )
 
 
+def _plan(expression: str, *, done: bool) -> str:
+    first, second = ("done", "done") if done else ("in_progress", "pending")
+    return json.dumps({"steps": [{"step": f"Compute {expression} with the calculator", "status": first},
+                                 {"step": "Give the answer", "status": second}]})
+
+
+def _calls_since_question(messages: list[dict[str, Any]]) -> list[str]:
+    """The names of the tools called since the last user message, in order."""
+    names: list[str] = []
+    for message in reversed(messages):
+        if message.get("role") == "user" and not str(message.get("content", "")).startswith("Images returned"):
+            break
+        for call in reversed(message.get("tool_calls") or []):
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                names.insert(0, str(call["function"].get("name", "")))
+    return names
+
+
+def _planned_reply(messages: list[dict[str, Any]], expression: str) -> tuple[str, tuple[str, str] | None]:
+    """With ``update_plan`` and ``calculator`` offered: plan, compute, mark done, answer."""
+    called = _calls_since_question(messages)
+    if not called:
+        return f"{LABEL} First, a plan.", ("update_plan", _plan(expression, done=False))
+    if called == ["update_plan"]:
+        return f"{LABEL} Let me compute {expression} with the calculator.", ("calculator",
+                                                                             json.dumps({"expression": expression}))
+    if called == ["update_plan", "calculator"]:
+        return f"{LABEL} Marking the plan done.", ("update_plan", _plan(expression, done=True))
+    answers = [content for name, content in _results_since_question(messages) if name == "calculator"]
+    return f"{LABEL} " + _describe_result("calculator", answers[-1] if answers else "(no result)"), None
+
+
 def plan_reply(messages: list[dict[str, Any]], tools: dict[str, dict[str, Any]]) -> tuple[str, tuple[str, str] | None]:
     """The demo's answer: its text and, optionally, one tool call ``(name, arguments)``."""
+    question = _last_user_text(messages)
+    expression = find_arithmetic(question)
+    if expression and "calculator" in tools and "update_plan" in tools:
+        return _planned_reply(messages, expression)
     results = _trailing_tool_results(messages)
     if results:
         lines = [_describe_result(name, content) for name, content in results]
         return f"{LABEL} " + " ".join(lines), None
-    question = _last_user_text(messages)
-    expression = find_arithmetic(question)
     if expression and "calculator" in tools:
         arg = _string_parameter(tools["calculator"], preferred=("expression", "expr", "input", "query"))
         call = ("calculator", json.dumps({arg: expression}))
@@ -173,6 +209,21 @@ def _trailing_tool_results(messages: list[dict[str, Any]]) -> list[tuple[str, st
                 names[str(call.get("id"))] = str(call["function"].get("name", "tool"))
     return [(message.get("name") or names.get(str(message.get("tool_call_id")), "tool"),
              _words(message.get("content")).strip()) for message in tail]
+
+
+def _results_since_question(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(tool name, result text) of every result since the last user message."""
+    names: dict[str, str] = {}
+    results: list[tuple[str, str]] = []
+    for message in messages:
+        if message.get("role") == "user" and not str(message.get("content", "")).startswith("Images returned"):
+            results = []
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                names[str(call.get("id"))] = str(call["function"].get("name", "tool"))
+        if message.get("role") == "tool":
+            results.append((names.get(str(message.get("tool_call_id")), "tool"), _words(message.get("content")).strip()))
+    return results
 
 
 def _describe_result(name: str, content: str) -> str:

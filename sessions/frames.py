@@ -17,6 +17,24 @@ class QueuedSupplement(TypedDict):
     at: str  # ISO time it arrived
 
 
+class PlanStep(TypedDict):
+    """One step of the agent's plan (``update_plan``, LOOP-4)."""
+
+    step: str
+    status: str  # "pending" | "in_progress" | "done"
+
+
+PLAN_STATUSES = ("pending", "in_progress", "done")
+
+
+class PendingCall(TypedDict):
+    """A tool call of the group in flight (RUN-7 refuses views while one is; CTX-36 shows it)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
 class CompactionFailure(TypedDict):
     """The last failed compaction, so the next tries back off (CTX-44)."""
 
@@ -29,18 +47,42 @@ class Frame(TypedDict, total=False):
     """An instance's execution state. Every key may be absent; a missing key means empty.
 
     ``supplements``: queued supplements (main instance only), taken into the records at
-    the next safe point. ``pending_calls``: the ids of the tool group in flight — a view
-    is never saved while one is (RUN-7). ``plan``: the agent's plan, carried through
-    compaction by the runtime-state block (CTX-36). ``compaction_failure``: the back-off
+    the next safe point. ``pending_calls``: the tool group in flight — a view is never
+    saved while one is (RUN-7). ``plan``: the agent's plan as it last wrote it with
+    ``update_plan``, carried verbatim through compaction by the runtime-state block
+    (CTX-36), shown in the chat and handed to the completion check (LOOP-9). ``compaction_failure``: the back-off
     state of CTX-44, inherited by the session's next run. ``compact_requested``: a manual
     compaction asked for while the run works (CTX-43).
     """
 
     supplements: list[QueuedSupplement]
-    pending_calls: list[str]
-    plan: str | None
+    pending_calls: list[PendingCall]
+    plan: list[PlanStep] | None
     compaction_failure: CompactionFailure
     compact_requested: bool
+
+
+def plan_text(plan: object) -> str | None:
+    """The plan as the model and the completion check read it, one numbered line a step."""
+    if isinstance(plan, str):  # a plan stored as text before steps had a status
+        return plan.strip() or None
+    if not isinstance(plan, list) or not plan:
+        return None
+    lines = [f"{n}. [{str(item.get('status', 'pending')).replace('_', ' ')}] {item.get('step', '')}"
+             for n, item in enumerate(plan, 1) if isinstance(item, dict)]
+    return "\n".join(lines) or None
+
+
+def pending_calls_of(frame: Frame) -> list[PendingCall]:
+    """The tool group in flight (frames from before calls had names hold bare ids)."""
+    calls: list[PendingCall] = []
+    for item in frame.get("pending_calls") or []:
+        if isinstance(item, dict):
+            calls.append(PendingCall(id=str(item.get("id", "")), name=str(item.get("name", "")),
+                                     arguments=str(item.get("arguments", ""))))
+        else:
+            calls.append(PendingCall(id=str(item), name="", arguments=""))
+    return calls
 
 
 def frame_initial(*, compaction_failure: CompactionFailure | None = None) -> Frame:

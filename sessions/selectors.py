@@ -81,6 +81,21 @@ def main_instance(*, run: Run) -> Instance:
     return Instance.objects.get(run=run, key=Instance.MAIN)
 
 
+def sub_instances_running(*, instance: Instance) -> list[dict[str, Any]]:
+    """Sub-agents ``instance`` delegated to that have no delegation result yet (CTX-36):
+    ``{"id", "task", "status"}``. A sub-instance is keyed ``sub-<parent>-<step>-<index>``
+    and its result ``result-<step>-<index>`` in the parent (see the run loop's tool calls)."""
+    running = []
+    for child in Instance.objects.filter(parent=instance).order_by("id").defer("frame"):
+        step_and_index = child.key.removeprefix(f"sub-{instance.pk}-")
+        if SessionMessage.objects.filter(instance=instance, entry_key=f"result-{step_and_index}").exists():
+            continue
+        task = SessionMessage.objects.filter(instance=child, kind="user").order_by("seq").first()
+        running.append({"id": str(child.pk), "status": "running",
+                        "task": (task.message.get("content") if task else "") or ""})
+    return running
+
+
 def visible_records_query(*, run: Run, instance: Instance, after_seq: int = 0) -> QuerySet[SessionMessage]:
     """The records an instance's context is built from, after ``after_seq``.
 

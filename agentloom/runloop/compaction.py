@@ -14,10 +14,11 @@ from typing import Any
 from agentloom.runloop.calls import body_build, collected_call, hard_limit
 from agentloom.runloop.state import RunState, run_state_build, system_message
 from context import CalibratedEstimator, ContextPolicy, Counters, LegacyCharPolicy, evaluate_triggers
-from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive
+from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive, unknown_outcome_calls
 from models_catalog.errors import ProviderError
 from sessions.models import Instance, ModelCall, Run, SessionMessage
-from sessions.selectors import main_instance
+from sessions.frames import pending_calls_of, plan_text
+from sessions.selectors import main_instance, sub_instances_running
 from sessions.services.events import event_emit
 from sessions.services.frames import frame_update
 from sessions.services.history import ContextCache, PreparedContext, checkpoint_commit, context_project
@@ -95,16 +96,18 @@ def _task_anchor(instance: Instance) -> dict[str, Any] | None:
     return question.message if question else None
 
 
-def _runtime_state(instance: Instance) -> RuntimeState:
-    """CTX-36 facts from the frame. By CTX-30 the tool group is finished and supplements
-    are taken before compaction, and sub-instances run inside their parent's tool call,
-    so pending calls and running sub-instances are normally empty here — but whatever
-    the frame still holds is rendered, never left to the summary."""
-    frame = instance.frame or {}
-    return RuntimeState(plan=frame.get("plan"),
-                        pending_calls=tuple({"id": call_id, "name": "", "arguments": ""}
-                                            for call_id in frame.get("pending_calls", [])),
-                        queued_supplements=tuple(s["content"] for s in frame.get("supplements", [])))
+def _runtime_state(instance: Instance, prepared: PreparedContext) -> RuntimeState:
+    """CTX-36: the facts the model cannot be trusted to remember, from code — never left to
+    the summary: the agent's plan (verbatim), the tool group in flight (normally settled
+    first, CTX-30), calls whose outcome is unknown, sub-agents still running, and queued
+    supplements."""
+    frame = Instance.objects.get(pk=instance.pk).frame or {}
+    return RuntimeState(
+        plan=plan_text(frame.get("plan")),
+        pending_calls=tuple(dict(call) for call in pending_calls_of(frame)),
+        unknown_calls=unknown_outcome_calls(prepared.messages),
+        sub_instances=tuple(sub_instances_running(instance=instance)),
+        queued_supplements=tuple(item["content"] for item in frame.get("supplements") or []))
 
 
 def _run_compaction(state: RunState, instance: Instance, prepared: PreparedContext, system: dict[str, Any],
@@ -115,7 +118,7 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
     remaining = state.limits["max_model_calls"] - state.counters.get("model_calls", 0) - 1
     request = CompactionRequest(
         system=system, messages=prepared.messages, sources=list(prepared.sources or [None] * len(prepared.messages)),
-        task_anchor=_task_anchor(instance), runtime_state=_runtime_state(instance),
+        task_anchor=_task_anchor(instance), runtime_state=_runtime_state(instance, prepared),
         budget=state.budget,
         policy=policy, estimator=estimator or state.estimator(), tools=schemas, trigger=trigger,
         max_summary_calls=max(0, min(policy.max_compaction_calls, remaining)),

@@ -20,6 +20,7 @@ from agentloom.runloop.errors import RunCancelled, RunStopped
 from agentloom.runloop.state import RunState
 from agentloom.tools.invoke import tool_invoke
 from models_catalog.providers.events import ToolCall
+from sessions.frames import PendingCall
 from sessions.models import Instance, SessionMessage
 from sessions.services.events import event_emit
 from sessions.services.frames import frame_update
@@ -43,9 +44,11 @@ def _result_key(step: int, index: int) -> str:
     return f"result-{step}-{index}"
 
 
-def _pending_set(instance: Instance, call_ids: list[str]) -> None:
-    """Record the tool group in flight in the frame (RUN-7 refuses views while one is)."""
-    frame_update(instance=instance, pending_calls=call_ids)
+def _pending_set(state: RunState, instance: Instance, calls: list[ToolCall]) -> None:
+    """Record the tool group in flight in the frame: RUN-7 refuses views while one is, and
+    CTX-36 shows it, by name and arguments, if a compaction happens meanwhile."""
+    frame_update(instance=instance, pending_calls=[
+        PendingCall(id=call.id, name=call.name, arguments=state.redactor.arguments(call.arguments)) for call in calls])
 
 
 class ToolGroup:
@@ -139,7 +142,7 @@ def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[T
     for call in calls:
         event_emit(run_id=state.run.pk, type="tool_call_detected",
                    data={"call_id": call.id, "name": call.name, "arguments": state.redactor.arguments(call.arguments)})
-    _pending_set(instance, [call.id for call in calls])
+    _pending_set(state, instance, calls)
     group = ToolGroup(state, instance, step, calls)
     if state.watch.cancel_requested(fresh=True):
         group.save_not_started()
@@ -153,7 +156,7 @@ def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[T
             group.save_finished()
     # A call without an outcome was stopped mid-tool: its effect cannot be known.
     cancelled = group.cancelled or any(outcome is None for outcome in group.outcomes)
-    _pending_set(instance, [])
+    _pending_set(state, instance, [])
     if cancelled or state.watch.cancel_requested(fresh=True):
         raise RunCancelled()
 
@@ -192,7 +195,7 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
     if (instance.frame or {}).get("pending_calls"):
         # Whatever the last attempt left pending is settled below (or had already been):
         # a stale list would keep RUN-7 from ever saving a view for this run.
-        _pending_set(instance, [])
+        _pending_set(state, instance, [])
     last = SessionMessage.objects.filter(instance=instance, kind="assistant").order_by("-seq").first()
     if last is None or not last.message.get("tool_calls") or last.message.get("partial"):
         return

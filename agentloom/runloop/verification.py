@@ -14,6 +14,7 @@ from agentloom.runloop.calls import body_build, collected_call, hard_limit
 from agentloom.runloop.state import RunState
 from context.records import content_text
 from models_catalog.errors import ProviderError
+from sessions.frames import plan_text
 from sessions.models import Instance, ModelCall, Run, SessionMessage
 from sessions.services.records import record_append
 
@@ -65,7 +66,8 @@ def run_verify(state: RunState, instance: Instance, answer: str) -> dict[str, An
     task = SessionMessage.objects.filter(instance=instance, kind="user").order_by("-seq").first()
     evidence = evidence_from_records(SessionMessage.objects.filter(instance=instance, kind="tool_result").order_by("seq"))
     verdict = _verdict(state, instance, task=content_text((task.message.get("content") if task else "") or ""),
-                       plan=(instance.frame or {}).get("plan"), evidence=evidence, candidate=answer)
+                       plan=plan_text((Instance.objects.get(pk=instance.pk).frame or {}).get("plan")),
+                       evidence=evidence, candidate=answer)
     verdict = state.redactor.content(verdict)  # LOOP-8: the reason is the model's own words
     state.run.counters["verification"] = verdict
     Run.objects.filter(pk=state.run.pk).update(counters=state.run.counters)

@@ -35,6 +35,7 @@ from .view import (
     is_runtime_state_message,
     render_runtime_state,
     restates_anchor,
+    unknown_outcome_calls,
     view_problems,
 )
 
@@ -72,5 +73,6 @@ __all__ = [
     "summarizer_input",
     "summary_prompt",
     "summary_problem",
+    "unknown_outcome_calls",
     "view_problems",
 ]

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from context.adapters import adapt_messages
+from context.records import UNKNOWN_OUTCOME_TEXT
 from context.validate import Problem, validate_request
 
 from .types import RuntimeState
@@ -95,6 +96,32 @@ def _call_line(call: Mapping[str, Any]) -> str:
     ident = call.get("id")
     where = f" (call {ident})" if ident else ""
     return f"- {name}{where} with arguments {_arguments(call.get('arguments', {}))}"
+
+
+UNKNOWN_STATUS_PREFIX = "[tool status: unknown]"
+
+
+def unknown_outcome_calls(messages: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The calls of a view whose outcome is unknown (CTX-3): answered by the projector's
+    placeholder, or by a result whose status is ``unknown`` (RUN-6). As
+    ``{"id", "name", "arguments"}`` dicts, for the runtime-state block (CTX-36)."""
+    calls: dict[str, dict[str, Any]] = {}
+    found: list[dict[str, Any]] = []
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            calls[str(call.get("id"))] = {"id": str(call.get("id")), "name": str(function.get("name", "")),
+                                          "arguments": str(function.get("arguments", ""))}
+        if message.get("role") != "tool":
+            continue
+        content = message.get("content")
+        text = content if isinstance(content, str) else " ".join(
+            part.get("text", "") for part in content or () if isinstance(part, dict))
+        if text.startswith(UNKNOWN_OUTCOME_TEXT) or text.startswith(UNKNOWN_STATUS_PREFIX):
+            call = calls.get(str(message.get("tool_call_id")))
+            if call is not None:
+                found.append(call)
+    return tuple(found)
 
 
 def render_runtime_state(state: RuntimeState) -> dict[str, Any] | None:

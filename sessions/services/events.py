@@ -22,6 +22,7 @@ EVENT_TYPES = frozenset({
     "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
     "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped",
     "compaction_failed", "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "error",
+    "plan_updated",  # the agent's plan changed (update_plan); the chat shows it beside the run
 })
 
 

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from django.db import transaction
 
-from sessions.frames import Frame
+from sessions.frames import Frame, PlanStep
 from sessions.models import Instance
 
 
@@ -44,3 +44,8 @@ def frame_update(*, instance: Instance, **changes: Any) -> Frame:
             else:
                 frame[key] = value  # type: ignore[literal-required]
     return frame
+
+
+def plan_set(*, instance_id: int, steps: list[PlanStep]) -> None:
+    """Replace the instance's plan (``update_plan``); the caller validated the steps."""
+    frame_update(instance=Instance(pk=instance_id), plan=list(steps))

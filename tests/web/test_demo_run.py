@@ -25,3 +25,28 @@ def test_a_demo_run_reads_as_question_calculator_step_and_answer(client_for, ali
     assert re.search(r'<span class="step-duration">\d+ ms</span>', html)
     assert "17*23 = 391" in html
     assert html.count('class="bubble bubble-assistant markdown"') == 2  # before and after the tool
+
+
+def test_the_demo_agent_writes_its_plan_computes_and_marks_the_plan_done(alice, settings):
+    from django.core.management import call_command
+
+    from agentloom.agents.models import Agent
+    from sessions.models import RunEvent, Session
+    from sessions.selectors import main_instance
+
+    call_command("bootstrap_demo", verbosity=0)
+    agent = Agent.objects.get(name="Demo assistant")
+    assert "update_plan" in agent.versions.get().tools
+    from agentloom.spaces.services import membership_add
+
+    membership_add(space=agent.space, user=alice)
+    session = Session.objects.create(space=agent.space, user=alice, agent=agent, version=agent.versions.get())
+    run = question_ask(session=session, content="What is 17*23?")
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == "completed", run.error
+    plans = [e.payload["steps"] for e in RunEvent.objects.filter(run=run, type="plan_updated").order_by("seq")]
+    assert [[step["status"] for step in plan] for plan in plans] == [["in_progress", "pending"], ["done", "done"]]
+    assert main_instance(run=run).frame["plan"] == plans[-1]
+    answer = run.records.filter(kind="assistant").order_by("-seq").first().message["content"]
+    assert "391" in answer

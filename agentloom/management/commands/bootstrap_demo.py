@@ -53,7 +53,7 @@ class Command(BaseCommand):
                     name=DEMO_AGENT_NAME,
                     model_connection=connection,
                     instructions="You are a helpful assistant. Use tools when they help.",
-                    tools=["calculator", "current_time"],
+                    tools=["calculator", "current_time", "update_plan"],
                     created_by=user,
                 )
             if not agent.versions.exists():
