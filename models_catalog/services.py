@@ -36,6 +36,7 @@ from models_catalog.errors import (
 )
 from models_catalog.http import HttpLimits, Resolver
 from context import default_safety_margin
+from models_catalog.manifest import manifest_lookup
 from models_catalog.models import (
     PLATFORM_DEFAULT_CONTEXT_WINDOW,
     PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS,
@@ -156,6 +157,9 @@ def discovery_token_make(*, provider: str, base_url: str | None, model: Discover
         "img": bool(model.supports_images),
         "sc": model.server_context_window,
         "ss": model.server_context_source or "",
+        # The provider's own maxima, when it said (CAT-3 refuses figures above them).
+        "mx": model.provider_max_output_tokens,
+        "mw": model.model_context_window,
     }
     return signing.dumps(payload, salt=TOKEN_SALT, compress=True)
 
@@ -209,6 +213,26 @@ def _check_base_url(provider: str, raw: str, errors: dict[str, str]) -> str:
 def _check_figure(name: str, value: Any, *, minimum: int, errors: dict[str, str]) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= MAX_FIGURE:
         errors[name] = f"must be an integer from {minimum:,} to {MAX_FIGURE:,}"
+
+
+def _check_known_maxima(*, provider: Any, base_url: Any, model: str, token: dict[str, Any] | None, window: Any,
+                        output: Any, errors: dict[str, str]) -> None:
+    """CAT-3: figures above what the model is known to allow are refused, naming the field
+    and the maximum — every run would otherwise fail at the provider. Known means the
+    official manifest (exact id at the official endpoint) or the provider's own figures in
+    a discovery token; for any other model what the admin enters stands."""
+    if provider not in Provider.values or "provider" in errors:
+        return
+    max_window, max_output, source = None, None, ""
+    entry = manifest_lookup(base_url=effective_base_url(provider=provider, base_url=base_url), model_id=model)
+    if entry is not None:
+        max_window, max_output, source = entry.context_window, entry.max_output_tokens, "the official manifest"
+    elif token is not None and token.get("m") == model:
+        max_window, max_output, source = token.get("mw"), token.get("mx"), "the provider"
+    if isinstance(output, int) and isinstance(max_output, int) and output > max_output and "max_output_tokens" not in errors:
+        errors["max_output_tokens"] = f"at most {max_output:,} for {model} (its maximum, from {source})"
+    if isinstance(window, int) and isinstance(max_window, int) and window > max_window and "context_window" not in errors:
+        errors["context_window"] = f"at most {max_window:,} for {model} (its window, from {source})"
 
 
 def _safety_margin(*, connection: ModelConnection | None, data: Mapping[str, Any], window: Any) -> Any:
@@ -282,6 +306,8 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
     _check_figure("context_window", window, minimum=1, errors=errors)
     _check_figure("max_output_tokens", output, minimum=1, errors=errors)
     _check_figure("safety_margin_tokens", margin, minimum=0, errors=errors)
+    _check_known_maxima(provider=provider, base_url=out.get("base_url"), model=model, token=token,
+                        window=window, output=output, errors=errors)
     # A window above what the server keeps is allowed (the admin is warned), but the room
     # for input is what the server keeps.
     server_window, server_source = _server_context(connection=connection, current=current, token=token, out=out)

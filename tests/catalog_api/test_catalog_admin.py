@@ -163,3 +163,12 @@ def test_cat2_a_picked_model_keeps_its_source_and_a_stale_token_is_reported(oper
     connection = ModelConnection.objects.get()
     assert (connection.model, connection.context_window) == ("Qwen/Qwen3-8B", 40960)
     assert connection.figures_source == "platform_default"  # the weaker of provider window / default output
+
+
+def test_cat3_the_connection_form_refuses_an_output_limit_above_the_models_maximum_on_its_field(operator, space):
+    page = operator.post(f"{CONNECTIONS}add/", connection_form(
+        space, provider="openai", base_url="", api_key=API_KEY, model="gpt-4o", max_output_tokens="100000"))
+    assert page.status_code == 200
+    errors = page.context["adminform"].form.errors
+    assert "at most 16,384 for gpt-4o" in str(errors["max_output_tokens"])
+    assert not ModelConnection.objects.exists()

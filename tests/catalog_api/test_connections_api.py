@@ -300,3 +300,26 @@ def test_cat3_a_new_window_forgets_what_a_refusal_taught(api, alice, space):
     api(alice).patch(f"{URL}/{body['id']}", {"context_window": 3500}, format="json")
     connection = ModelConnection.objects.get(pk=body["id"])
     assert connection.learned_context_window is None and connection.effective_context_window() == 3500
+
+
+def test_cat3_figures_above_a_known_models_maximum_are_refused_naming_the_field_and_the_maximum(api, alice, space):
+    official = {**NEW, "provider": "openai", "base_url": "", "model": "gpt-4o"}
+    too_much = api(alice).post(URL, {**official, "max_output_tokens": 100_000}, format="json")
+    assert too_much.status_code == 400
+    error = too_much.json()["error"]
+    assert error["fields"]["max_output_tokens"].startswith("at most 16,384 for gpt-4o")
+    too_wide = api(alice).post(URL, {**official, "context_window": 200_000}, format="json")
+    assert too_wide.status_code == 400 and "at most 128,000" in too_wide.json()["error"]["fields"]["context_window"]
+    assert not ModelConnection.objects.exists()
+    fine = api(alice).post(URL, {**official, "max_output_tokens": 16_384}, format="json")
+    assert fine.status_code == 201, fine.content
+    patched = api(alice).patch(f"{URL}/{fine.json()['id']}", {"max_output_tokens": 20_000}, format="json")
+    assert patched.status_code == 400 and "max_output_tokens" in patched.json()["error"]["fields"]
+    assert ModelConnection.objects.get().max_output_tokens == 16_384
+
+
+def test_cat3_a_model_nobody_knows_keeps_what_the_admin_enters(api, alice, space):
+    for model, base_url in (("gpt-4o", "http://127.0.0.1:8000/v1"), ("my-local-model", "http://127.0.0.1:8000/v1")):
+        body = api(alice).post(URL, {**NEW, "model": model, "base_url": base_url, "context_window": 1_000_000,
+                                     "max_output_tokens": 100_000}, format="json")
+        assert body.status_code == 201, body.content
