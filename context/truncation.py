@@ -96,6 +96,44 @@ def truncate_text(text: str, limit: int = DEFAULT_TOOL_RESULT_LIMIT, seq: Any = 
     return new_head + marker(omitted, total, seq) + new_tail
 
 
+# What is stored of one result has a bound too (a tool that prints gigabytes must not fill
+# the database). Past it the head and the tail are kept, with this marker between them:
+# unlike the view's marker it cannot point to a fuller text, because none was kept.
+_STORED_MARKER = (
+    "\n\n[... {omitted} of {total} characters omitted from the middle when this result was stored: "
+    "the platform keeps at most {limit} characters of one tool result ...]\n\n"
+)
+
+
+def cap_for_storage(content: str | list[dict[str, Any]], limit: int) -> str | list[dict[str, Any]]:
+    """A tool result as it is stored: whole up to ``limit`` characters, else its head and
+    its tail with a marker saying how much was left out (the error at the end of a long
+    log is kept, CTX-7). Text blocks share the budget fairly; images are left alone."""
+    if isinstance(content, str):
+        return _stored_cut(content, limit)
+    sizes = [len(p["text"]) if is_text_part(p) else 0 for p in content]
+    if sum(sizes) <= limit:
+        return content
+    texts = [i for i, size in enumerate(sizes) if size]
+    out = list(content)
+    for i, share in zip(texts, _allocate([sizes[i] for i in texts], limit)):
+        if sizes[i] > share:
+            out[i] = {**content[i], "text": _stored_cut(content[i]["text"], share)}
+    return out
+
+
+def _stored_cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    total = len(text)
+    # Sized with the largest numbers it can show, so the budget is never exceeded.
+    budget = max(limit - len(_STORED_MARKER.format(omitted=f"{total:,}", total=f"{total:,}", limit=f"{limit:,}")), 2)
+    head = text[:_head_end(text, budget // 2)]
+    tail = text[_tail_start(text, total - (budget - budget // 2)):]
+    return head + _STORED_MARKER.format(omitted=f"{total - len(head) - len(tail):,}", total=f"{total:,}",
+                                        limit=f"{limit:,}") + tail
+
+
 def _allocate(sizes: list[int], budget: int) -> list[int]:
     """Max-min fair split of ``budget``: small blocks stay whole, big ones share the rest."""
     shares = [0] * len(sizes)

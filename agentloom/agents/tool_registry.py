@@ -50,7 +50,9 @@ class Tool:
     observes_screen: bool = False
     delegates: bool = False  # the loop runs it as a sub-agent instead of calling ``run``
     timeout_seconds: float = 30.0
-    output_limit: int = 200_000
+    # Characters of one result kept in the records; past it, head and tail (CTX-7). The
+    # model view shows at most 24,000 of them and read_record pages through the rest.
+    output_limit: int = 1_000_000
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry for this tool."""

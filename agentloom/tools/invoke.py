@@ -10,7 +10,14 @@ import logging
 import threading
 from typing import Any
 
-from agentloom.agents.tool_registry import Content, Tool, ToolCancelled, ToolContext, ToolError, ToolOutcome
+from agentloom.agents.tool_registry import (
+    Tool,
+    ToolCancelled,
+    ToolContext,
+    ToolError,
+    ToolOutcome,
+)
+from context.truncation import cap_for_storage
 
 logger = logging.getLogger("agentloom.tools")
 
@@ -38,12 +45,6 @@ def _check_arguments(tool: Tool, raw: str) -> dict[str, Any]:
                                    (expected in {"integer", "number"} and isinstance(value, bool))):
             raise ToolError(f"Argument {name!r} must be of type {expected}.")
     return arguments
-
-
-def _cap(content: Content, limit: int) -> Content:
-    if isinstance(content, str) and len(content) > limit:
-        return content[:limit] + f"\n[output capped at {limit} characters]"
-    return content
 
 
 def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: float = 0.05,
@@ -90,4 +91,4 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
         return ToolOutcome("cancelled", "Stopped by the user before the tool finished.")
     if "error" in box:
         return ToolOutcome("error", box["error"])
-    return ToolOutcome("ok", _cap(box.get("content", ""), tool.output_limit))
+    return ToolOutcome("ok", cap_for_storage(box.get("content", ""), tool.output_limit))
