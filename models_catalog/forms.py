@@ -13,7 +13,7 @@ from django import forms
 from agentloom.errors import ValidationFailed
 from context import default_safety_margin
 from models_catalog.models import ModelConnection, Provider
-from models_catalog.services import MAX_KEY_LENGTH, connection_validate
+from models_catalog.validation import MAX_KEY_LENGTH, connection_validate
 
 FORM_FIELDS = ["name", "provider", "base_url", "model", "context_window", "max_output_tokens",
                "safety_margin_tokens", "supports_images"]

@@ -13,7 +13,7 @@ from rest_framework import serializers
 from agentloom.api.fields import MAX_ID, StrictCharField
 from models_catalog.discovery import DiscoveryResult
 from models_catalog.models import ModelConnection, Provider
-from models_catalog.services import MAX_KEY_LENGTH, discovery_token_make
+from models_catalog.validation import MAX_KEY_LENGTH, discovery_token_make
 
 
 class RejectUnknownFields(serializers.Serializer):

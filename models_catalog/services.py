@@ -1,6 +1,7 @@
 """Writes for model connections, and discovery as the API and the admin console run it.
 
-The key rules (CAT-1, CAT-6) are enforced here, once, for the API and the admin form:
+Every write goes through ``validation.connection_validate``. The key rules (CAT-1, CAT-6)
+it enforces, once, for the API and the admin form:
 
 * the key is write-only: it goes into the encrypted column and ``api_key_hint``, and no
   function here returns it, logs it or puts it into an error message;
@@ -22,12 +23,11 @@ from typing import Any, TypedDict
 
 import httpx
 from django.conf import settings
-from django.core import signing
 from django.db import transaction
 from django.views.decorators.debug import sensitive_variables
 
 from agentloom.errors import Conflict, DomainError, ValidationFailed
-from models_catalog.discovery import DiscoveredModel, DiscoveryResult, discover_models
+from models_catalog.discovery import DiscoveryResult, discover_models
 from models_catalog.errors import (
     AuthenticationError,
     InvalidRequestError,
@@ -35,27 +35,14 @@ from models_catalog.errors import (
     UnsafeURLError,
 )
 from models_catalog.http import HttpLimits, Resolver
-from context import default_safety_margin
-from models_catalog.manifest import manifest_lookup
 from models_catalog.models import (
-    PLATFORM_DEFAULT_CONTEXT_WINDOW,
-    PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS,
-    PLATFORM_DEFAULT_SAFETY_MARGIN,
-    FigureSource,
     ModelConnection,
-    Provider,
-    api_key_hint,
 )
-from models_catalog.providers import get_provider
-from models_catalog.selectors import connection_in_use_by, effective_base_url
+from models_catalog.selectors import connection_in_use_by
+from models_catalog.validation import connection_validate
 
 logger = logging.getLogger("agentloom.catalog")
 
-MAX_FIGURE = 100_000_000  # far above any real window; keeps PositiveIntegerField from overflowing
-MAX_KEY_LENGTH = 4_096
-TOKEN_SALT = "models_catalog.discovery-figures"
-TOKEN_MAX_AGE = 24 * 3600  # a discovery result older than a day should be looked up again
-FIGURE_FIELDS = ("context_window", "max_output_tokens")
 
 
 class UpstreamFailed(DomainError):
@@ -138,275 +125,6 @@ def models_discover(
         raise UpstreamFailed(message, code=exc.code) from None
     logger.info("discovery listed %d models: provider=%s shape=%s", len(result.models), provider, result.api_shape)
     return result
-
-
-def discovery_token_make(*, provider: str, base_url: str | None, model: DiscoveredModel) -> str:
-    """A signed, expiring attestation of one discovered model's figures and their source.
-
-    It lets a later create/update keep ``provider``/``official_manifest`` provenance
-    without trusting the client to say where its numbers came from.
-    """
-    payload = {
-        "p": provider,
-        "u": effective_base_url(provider=provider, base_url=base_url),
-        "m": model.id,
-        "cw": model.context_window,
-        "mo": model.max_output_tokens,
-        "s": model.source,
-        "mv": model.manifest_version or "",
-        "img": bool(model.supports_images),
-        "sc": model.server_context_window,
-        "ss": model.server_context_source or "",
-        # The provider's own maxima, when it said (CAT-3 refuses figures above them).
-        "mx": model.provider_max_output_tokens,
-        "mw": model.model_context_window,
-    }
-    return signing.dumps(payload, salt=TOKEN_SALT, compress=True)
-
-
-def discovery_token_read(token: str) -> dict[str, Any]:
-    """The payload of a token made by :func:`discovery_token_make`; 400 when forged or stale."""
-    try:
-        return signing.loads(token, salt=TOKEN_SALT, max_age=TOKEN_MAX_AGE)
-    except signing.SignatureExpired:
-        raise ValidationFailed("The discovery result is too old.", fields={"discovery_token": "expired; run discovery again"}) from None
-    except signing.BadSignature:
-        raise ValidationFailed("The discovery token is not valid.", fields={"discovery_token": "not a valid token"}) from None
-
-
-# --- validation -------------------------------------------------------------------------
-
-
-def _text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
-
-
-def _check_base_url(provider: str, raw: str, errors: dict[str, str]) -> str:
-    """The base URL to store: http(s) with a host and no credentials, or the provider's default."""
-    if provider == Provider.DEMO:
-        if raw and not raw.startswith("demo://"):
-            errors["base_url"] = "the offline demo model takes no base URL"
-        return ""
-    if not raw:
-        default = get_provider(provider).default_base_url if provider in Provider.values else None
-        if not default:
-            errors["base_url"] = "required for this provider"
-        return default or ""
-    if len(raw) > 500:
-        errors["base_url"] = "at most 500 characters"
-        return raw
-    try:
-        url = httpx.URL(raw)
-    except (httpx.InvalidURL, TypeError, ValueError):
-        errors["base_url"] = "not a valid URL"
-        return raw
-    if url.scheme not in ("http", "https") or not url.host:
-        errors["base_url"] = "must be an http:// or https:// URL with a host"
-    elif url.userinfo:
-        # Stored in clear and shown to every member: credentials belong in api_key.
-        errors["base_url"] = "must not contain a user name or password; use the API key field"
-    elif url.query or url.fragment:
-        errors["base_url"] = "must not contain a query string or fragment"
-    return raw.rstrip("/")
-
-
-def _check_figure(name: str, value: Any, *, minimum: int, errors: dict[str, str]) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= MAX_FIGURE:
-        errors[name] = f"must be an integer from {minimum:,} to {MAX_FIGURE:,}"
-
-
-def _check_known_maxima(*, provider: Any, base_url: Any, model: str, token: dict[str, Any] | None, window: Any,
-                        output: Any, errors: dict[str, str]) -> None:
-    """CAT-3: figures above what the model is known to allow are refused, naming the field
-    and the maximum — every run would otherwise fail at the provider. Known means the
-    official manifest (exact id at the official endpoint) or the provider's own figures in
-    a discovery token; for any other model what the admin enters stands."""
-    if provider not in Provider.values or "provider" in errors:
-        return
-    max_window, max_output, source = None, None, ""
-    entry = manifest_lookup(base_url=effective_base_url(provider=provider, base_url=base_url), model_id=model)
-    if entry is not None:
-        max_window, max_output, source = entry.context_window, entry.max_output_tokens, "the official manifest"
-    elif token is not None and token.get("m") == model:
-        max_window, max_output, source = token.get("mw"), token.get("mx"), "the provider"
-    if isinstance(output, int) and isinstance(max_output, int) and output > max_output and "max_output_tokens" not in errors:
-        errors["max_output_tokens"] = f"at most {max_output:,} for {model} (its maximum, from {source})"
-    if isinstance(window, int) and isinstance(max_window, int) and window > max_window and "context_window" not in errors:
-        errors["context_window"] = f"at most {max_window:,} for {model} (its window, from {source})"
-
-
-def _safety_margin(*, connection: ModelConnection | None, data: Mapping[str, Any], window: Any) -> Any:
-    """The margin typed, else one an admin set earlier, else the default for the window
-    (CAT-3: a share of the window with a floor and a cap, so it follows the window)."""
-    if "safety_margin_tokens" in data:
-        return data["safety_margin_tokens"]
-    if connection is not None and connection.safety_margin_tokens != default_safety_margin(connection.context_window):
-        return connection.safety_margin_tokens
-    if isinstance(window, int) and not isinstance(window, bool) and window > 0:
-        return default_safety_margin(window)
-    return PLATFORM_DEFAULT_SAFETY_MARGIN
-
-
-@sensitive_variables("key", "data")
-def connection_validate(*, connection: ModelConnection | None, data: Mapping[str, Any]) -> dict[str, Any]:
-    """Check a create (``connection`` None) or a partial update; return the fields to write.
-
-    Every problem is collected and raised together as one 400 whose ``fields`` use the
-    API's field names, so the admin form can attach each message to its input.
-    Pure apart from reading the provider registry: no query, no network.
-    """
-    errors: dict[str, str] = {}
-    current: dict[str, Any] = {}
-    if connection is not None:
-        current = {name: getattr(connection, name) for name in (
-            "name", "provider", "base_url", "model", "context_window", "max_output_tokens",
-            "safety_margin_tokens", "figures_source", "manifest_version", "supports_images",
-            "server_context_window", "server_context_source")}
-
-    def value(name: str, default: Any = None) -> Any:
-        return data[name] if name in data else current.get(name, default)
-
-    out: dict[str, Any] = {}
-    name = _text(value("name"))
-    if not name:
-        errors["name"] = "required"
-    elif len(name) > 200:
-        errors["name"] = "at most 200 characters"
-    out["name"] = name
-
-    provider = value("provider")
-    if provider not in Provider.values:
-        errors["provider"] = f"must be one of {', '.join(Provider.values)}"
-    out["provider"] = provider
-    raw_base = _text(data["base_url"]) if "base_url" in data else (current.get("base_url") or "")
-    out["base_url"] = _check_base_url(provider, raw_base, errors) if "provider" not in errors else raw_base
-
-    model = _text(value("model"))
-    if not model:
-        errors["model"] = "required"
-    elif len(model) > 200:
-        errors["model"] = "at most 200 characters"
-    out["model"] = model
-
-    # Where the figures come from (CAT-2): attested by a discovery token, typed by hand,
-    # unchanged, or the platform default.
-    token: dict[str, Any] | None = None
-    if data.get("discovery_token"):
-        try:
-            token = discovery_token_read(data["discovery_token"])
-        except ValidationFailed as exc:
-            errors.update(exc.fields)
-    if token is not None:
-        window = data.get("context_window", token["cw"])
-        output = data.get("max_output_tokens", token["mo"])
-    else:
-        window = value("context_window", PLATFORM_DEFAULT_CONTEXT_WINDOW)
-        output = value("max_output_tokens", PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS)
-    margin = _safety_margin(connection=connection, data=data, window=window)
-    _check_figure("context_window", window, minimum=1, errors=errors)
-    _check_figure("max_output_tokens", output, minimum=1, errors=errors)
-    _check_figure("safety_margin_tokens", margin, minimum=0, errors=errors)
-    _check_known_maxima(provider=provider, base_url=out.get("base_url"), model=model, token=token,
-                        window=window, output=output, errors=errors)
-    # A window above what the server keeps is allowed (the admin is warned), but the room
-    # for input is what the server keeps.
-    server_window, server_source = _server_context(connection=connection, current=current, token=token, out=out)
-    usable = min(window, server_window) if server_window and isinstance(window, int) else window
-    if not {"context_window", "max_output_tokens", "safety_margin_tokens"} & errors.keys() and usable <= output + margin:
-        errors["context_window"] = (
-            f"must be larger than max_output_tokens + safety_margin_tokens ({output + margin:,}), "
-            "or no room is left for input"
-            + (f" (the server keeps only {server_window:,} tokens)" if usable != window else "")
-        )
-    out.update(context_window=window, max_output_tokens=output, safety_margin_tokens=margin,
-               server_context_window=server_window, server_context_source=server_source)
-    if "supports_images" in data:
-        out["supports_images"] = bool(data["supports_images"])
-    elif token is not None:
-        out["supports_images"] = bool(token["img"])
-    else:
-        out["supports_images"] = bool(current.get("supports_images", False))
-    if token is not None:
-        if (token["p"], token["u"], token["m"]) != (
-            provider, effective_base_url(provider=provider, base_url=out["base_url"]), model
-        ):
-            errors["discovery_token"] = "was issued for another provider, base URL or model"
-        elif (window, output) == (token["cw"], token["mo"]):
-            out.update(figures_source=token["s"], manifest_version=token["mv"])
-        else:
-            out.update(figures_source=FigureSource.MANUAL, manifest_version="")
-    elif connection is None:
-        typed = any(field in data for field in FIGURE_FIELDS)
-        out["figures_source"] = FigureSource.MANUAL if typed else FigureSource.PLATFORM_DEFAULT
-        out["manifest_version"] = ""
-    else:
-        retyped = any(field in data and data[field] != current[field] for field in FIGURE_FIELDS)
-        moved = out["model"] != current["model"] or _endpoint_moved(connection, out)
-        if retyped or (moved and current["figures_source"] != FigureSource.PLATFORM_DEFAULT):
-            # Figures typed by hand, or kept while the model changed: the admin vouches for them.
-            out.update(figures_source=FigureSource.MANUAL, manifest_version="")
-
-    _validate_key(connection=connection, data=data, out=out, errors=errors)
-    if errors:
-        raise ValidationFailed("The model connection is not valid.", fields=errors)
-    return out
-
-
-def _server_context(*, connection: ModelConnection | None, current: Mapping[str, Any],
-                    token: Mapping[str, Any] | None, out: Mapping[str, Any]) -> tuple[int | None, str]:
-    """What the server keeps for the model being saved: the token's figure when it attests
-    this endpoint and model, the stored one while neither changes, else unknown."""
-    if token is not None and (token["p"], token["u"], token["m"]) == (
-        out["provider"], effective_base_url(provider=out["provider"], base_url=out["base_url"]), out["model"]
-    ):
-        return token.get("sc") or None, token.get("ss") or ""
-    if connection is not None and out["model"] == current["model"] and not _endpoint_moved(connection, out):
-        return current["server_context_window"], current["server_context_source"]
-    return None, ""
-
-
-def _endpoint_moved(connection: ModelConnection, out: Mapping[str, Any]) -> bool:
-    """Whether the update points the connection at another provider or base URL.
-
-    Compared in effective, normalised form: a blank base URL stored for OpenAI and the
-    default URL filled in now are the same endpoint.
-    """
-    if out.get("provider") != connection.provider:
-        return True
-    return effective_base_url(provider=connection.provider, base_url=out.get("base_url")) != effective_base_url(
-        provider=connection.provider, base_url=connection.base_url
-    )
-
-
-@sensitive_variables("key", "data")
-def _validate_key(*, connection: ModelConnection | None, data: Mapping[str, Any], out: dict[str, Any],
-                  errors: dict[str, str]) -> None:
-    """Decide the key change: ``api_key`` absent keeps the stored key, ``""`` clears it."""
-    if "api_key" in data:
-        key = (data["api_key"] or "").strip()  # pasted keys often carry a trailing newline
-        if len(key) > MAX_KEY_LENGTH:
-            errors["api_key"] = f"at most {MAX_KEY_LENGTH} characters"
-        elif not key.isascii() or any(ch.isspace() or ord(ch) < 32 for ch in key):
-            # A key must fit an Authorization header: printable ASCII only (the API's
-            # serializers say the same; this keeps the admin form from saving a key that
-            # would fail every run).
-            errors["api_key"] = "must be printable ASCII without spaces or control characters"
-        out["api_key"] = key
-        out["api_key_hint"] = api_key_hint(key)
-        has_key = bool(key)
-    else:
-        has_key = connection is not None and bool(connection.api_key_hint)
-        if connection is not None and has_key and _endpoint_moved(connection, out):
-            # CAT-1's rule for stored keys: they never follow the connection elsewhere.
-            errors.setdefault(
-                "api_key",
-                "enter the key again (or an empty key to clear it) when changing the provider or base URL",
-            )
-    provider = out.get("provider")
-    if provider in Provider.values and "provider" not in errors and not has_key:
-        spec = get_provider(provider)
-        if spec.requires_api_key:
-            errors.setdefault("api_key", f"required for {spec.label}")
 
 
 # --- writes -----------------------------------------------------------------------------

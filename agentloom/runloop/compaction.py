@@ -14,7 +14,15 @@ from typing import Any
 from agentloom.runloop.calls import body_build, collected_call, hard_limit
 from agentloom.runloop.state import RunState, run_state_build, system_message
 from context import CalibratedEstimator, ContextPolicy, Counters, LegacyCharPolicy, evaluate_triggers
-from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive, unknown_outcome_calls
+from context.compaction import (
+    CompactionRequest,
+    RuntimeState,
+    SummaryReply,
+    compact,
+    drive,
+    newest_results_overflow,
+    unknown_outcome_calls,
+)
 from models_catalog.errors import ProviderError
 from sessions.models import Instance, ModelCall, Run, SessionMessage
 from sessions.frames import pending_calls_of, plan_text
@@ -70,6 +78,9 @@ def prepare(state: RunState, instance: Instance, prepared: PreparedContext, syst
     if not triggers and not manual and not force:
         return Preparation(messages, estimate)
     trigger = "manual" if manual else force or triggers.fired[0]
+    if trigger == "budget" and newest_results_overflow(messages, estimator=calibrated_estimator, tools=schemas,
+                                                       threshold=state.budget.trigger_threshold(policy)):
+        trigger = "tool_output_overflow"  # CTX-42: the results just in overflow on their own
     if not manual and not force and _throttled(frame, calibrated, state):
         event_emit(run_id=state.run.pk, type="compaction_skipped",
                    data={"reason": "throttled_after_failure", "tokens": calibrated})
@@ -206,9 +217,13 @@ def compaction_manual(*, run_id: int) -> str:
     instance = main_instance(run=run)
     policy = policy_of(state) or ContextPolicy()
     cache = state.caches.setdefault(instance.pk, ContextCache())
-    prepared = context_project(run=run, instance=instance, cache=cache)
+    tools = state.tools_at(0)
+    prepared = context_project(run=run, instance=instance, cache=cache,
+                               screen_tools=["browser_use", *(t.name for t in tools if t.observes_screen)])
     system = system_message(state, 0)
-    tokens = state.figure(state.estimator().request([system, *prepared.messages]))
-    result = _run_compaction(state, instance, prepared, system, [], policy, "manual", tokens, depth=0,
+    # The commit rule judges what the next request will carry: the agent's tools included.
+    schemas = [tool.schema() for tool in tools]
+    tokens = state.figure(state.estimator().request([system, *prepared.messages], schemas))
+    result = _run_compaction(state, instance, prepared, system, schemas, policy, "manual", tokens, depth=0,
                              estimator=CalibratedEstimator(state.estimator(), state.calibration.ratio))
     return "compacted" if result is not None else "not_compacted"

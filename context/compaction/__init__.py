@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .cleaning import CONTROL_TAG_NAMES, clean_summary, neutralize_control_tags, summary_problem
 from .engine import EMPTY_SUMMARY, MAX_ATTEMPTS, commit_decision, compact, drive
-from .overflow import fit_tool_outputs, omission_result
+from .overflow import fit_tool_outputs, newest_results_overflow, omission_result
 from .planner import merge_sources
 from .prompt import SECTION_TITLES, SUMMARIZER_SYSTEM, summarizer_input, summary_prompt
 from .types import (
@@ -67,6 +67,7 @@ __all__ = [
     "is_runtime_state_message",
     "merge_sources",
     "neutralize_control_tags",
+    "newest_results_overflow",
     "omission_result",
     "render_runtime_state",
     "restates_anchor",

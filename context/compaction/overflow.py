@@ -104,3 +104,16 @@ def fit_tool_outputs(
                 total += cost - costs[i]
                 costs[i] = cost
     return out
+
+
+def newest_results_overflow(messages: Sequence[Mapping[str, Any]], *, estimator: Estimator, threshold: float,
+                            tools: Sequence[Mapping[str, Any]] | None = None) -> bool:
+    """CTX-42: whether the tool results that just came in push the request over
+    ``threshold`` on their own — the request without them would be under it. Such a
+    preparation compacts with the trigger ``tool_output_overflow`` (CTX-41)."""
+    tail = len(messages)
+    while tail > 0 and messages[tail - 1].get("role") == "tool":
+        tail -= 1
+    if tail == len(messages):
+        return False
+    return estimator.request(list(messages[:tail]), tools) < threshold <= estimator.request(list(messages), tools)

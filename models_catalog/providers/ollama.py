@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 
 from models_catalog.errors import AuthenticationError, ProviderError, UnsafeURLError
-from models_catalog.providers.base import Listing, ListingContext, RawModel, merge_details, server_root
+from models_catalog.providers.base import Listing, ListingContext, RawModel, server_root
 from models_catalog.providers.events import as_dict
 from models_catalog.providers.model_lists import positive_int
 

@@ -1,6 +1,7 @@
 """Compaction in the worker (CTX-30 … CTX-44), end to end against the strict fake provider."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -181,4 +182,75 @@ def test_ctx25_a_provider_counting_twice_our_estimate_moves_the_trigger_and_the_
                          {"role": "user", "content": f"Question 2. {LONG * 3}"}]
     assert estimator.request(before_compaction) < metrics["threshold"]  # our count alone would not compact
     assert is_summary_request(fake.requests[1])  # the summary came before the second answer
+    assert strict.rejections == []
+
+
+def test_ctx43_manual_compaction_judges_the_commit_rule_with_the_agents_tool_schemas(fake_session, strict):
+    from agentloom.runloop.compaction import compaction_manual
+    from context import get_estimator
+    from sessions.services.history import compaction_request
+
+    strict.handler = Provider()
+    figures = {}
+    for tools in ((), ("calculator", "current_time", "read_record")):
+        session = fake_session(tools=tools, window=16_000, context_policy={"target_ratio": 0.05})
+        for n in range(1, 4):
+            assert ask(session, f"Question {n}. {VERY_LONG}").status == Run.Status.COMPLETED
+        _, run = compaction_request(session=session)
+        assert compaction_manual(run_id=run.pk) == "compacted"
+        figures[tools] = CompactionSnapshot.objects.get(instance__run=run).metrics["tokens_before_estimated"]
+    from agentloom.agents.tool_registry import tool_schemas
+
+    schemas = tool_schemas(["calculator", "current_time", "read_record"])
+    expected = get_estimator("fake-model", exact_tokenizer=False).tools(schemas)
+    assert figures[("calculator", "current_time", "read_record")] - figures[()] == expected > 0
+
+
+def test_ctx42_a_tool_result_that_alone_overflows_is_cut_to_fit_and_recorded_as_its_own_trigger(fake_session, strict):
+    from agentloom.agents.tool_registry import Tool, register, registry
+
+    huge = "LOG START\n" + "a line of output that goes on and on\n" * 3_000 + "FINAL ERROR: disk full\n"
+    register(Tool(name="dump_log", description="Dump a log.", parameters={"type": "object", "properties": {}},
+                  run=lambda arguments, context: huge, idempotent=True))
+    try:
+        def handler(request):
+            last = request.json["messages"][-1]
+            if is_summary_request(request):
+                return chat_stream([scripted_summary(request)])
+            if last["role"] == "tool" or "Runtime state" in str(last.get("content")):
+                return chat_stream(["The disk is full."])
+            if str(last.get("content")).startswith("Question 2"):
+                return chat_stream(tool_calls=[{"id": "d1", "name": "dump_log", "arguments": "{}"}])
+            return chat_stream(["Noted."])
+
+        strict.handler = handler
+        session = fake_session(tools=("dump_log",), window=8_000)
+        assert ask(session, f"Question 1. {LONG}").status == Run.Status.COMPLETED
+        run = ask(session, "Question 2. Why did the build fail? Dump the log.")
+        assert run.status == Run.Status.COMPLETED, run.error
+        snapshot = CompactionSnapshot.objects.get(instance__run=run)
+        assert snapshot.metrics["trigger"] == "tool_output_overflow"
+        assert strict.rejections == []
+    finally:
+        registry.pop("dump_log", None)
+
+
+def test_ctx40_a_version_without_a_policy_runs_on_the_legacy_character_threshold(fake_session, strict,
+                                                                                            fake):
+    from agentloom.agents.models import AgentVersion
+    from context.legacy import DEFAULT_LEGACY_CHAR_LIMIT
+
+    strict.handler = Provider()
+    session = fake_session(tools=())
+    AgentVersion.objects.filter(pk=session.version_id).update(context_policy=None)  # made before policies existed
+    session.version.refresh_from_db()
+    long = "x" * 25_000
+    for n in range(1, 5):
+        run = ask(session, f"Question {n}. {long}")
+        assert run.status == Run.Status.COMPLETED, run.error
+    sent = fake.requests[-1].json["messages"]
+    assert sum(len(str(m.get("content"))) for m in sent) <= DEFAULT_LEGACY_CHAR_LIMIT + 2_000
+    assert sent[0]["role"] == "system" and sent[-1]["content"].startswith("Question 4.")
+    assert "Question 1." not in json.dumps(sent)  # the oldest groups gave way, whole
+    assert not CompactionSnapshot.objects.exists()  # no summaries: the legacy policy only selects
     assert strict.rejections == []
