@@ -257,6 +257,8 @@ def anthropic_body_problems(body: Any) -> list[Problem]:
         previous = role
     if previous == "assistant":
         c.add(len(messages) - 1, "ends-on-assistant", "the request must not end on an assistant turn")
+        if open_calls:
+            c.add(len(messages) - 1, "unanswered-call", f"tool_use ids without a tool_result: {open_calls}")
     if c.breakpoints > MAX_CACHE_BREAKPOINTS:
         c.add(None, "too-many-breakpoints",
               f"at most {MAX_CACHE_BREAKPOINTS} blocks may carry cache_control; found {c.breakpoints}")
