@@ -7,8 +7,8 @@ Give :class:`AnthropicFake` to a ``FakeProvider`` as its handler (or to ``route`
         client = get_chat_client(provider="anthropic", base_url=fake.base_url, api_key="sk-ant-test",
                                  allow_private=True)
 
-It serves ``GET {base}/models`` (paginated with ``limit`` / ``after_id``, answering
-``data``, ``has_more``, ``first_id``, ``last_id``) and ``POST {base}/messages``, which it
+It serves ``GET /v1/models`` (paginated with ``limit`` / ``after_id``, answering
+``data``, ``has_more``, ``first_id``, ``last_id``) and ``POST /v1/messages``, which it
 checks with ``anthropic_rules`` and refuses with the API's own 400/401 error bodies
 (every refusal is kept in ``rejections``). An accepted request goes through the
 simulated prompt cache, and the answer (the next :class:`Reply`) streams as the API's
@@ -157,9 +157,9 @@ class AnthropicFake:
 
     def __call__(self, request: RecordedRequest) -> ResponseSpec:
         problem = header_refusal(request.headers, self.api_key)
-        if problem is None and request.method == "GET" and request.path.endswith("/models"):
+        if problem is None and request.method == "GET" and request.path == "/v1/models":
             return self._models(request)
-        if problem is None and request.method == "POST" and request.path.endswith("/messages"):
+        if problem is None and request.method == "POST" and request.path == "/v1/messages":
             problem = refusal(request.json)
             if problem is None:
                 return self._answer(request.json)
