@@ -26,7 +26,6 @@ every other client (see ``anthropic_stream``). Errors: 401/403 are permanent and
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -39,23 +38,14 @@ from models_catalog.errors import (
     InvalidRequestError,
     ProviderError,
     ProviderUnavailableError,
-    error_from_status,
 )
-from models_catalog.http import (
-    CHAT_LIMITS,
-    HttpLimits,
-    Resolver,
-    build_client,
-    read_error_body,
-    read_limited,
-    request_json,
-    transport_error,
-)
+from models_catalog.http import HttpLimits, Resolver, request_json
 from models_catalog.providers.anthropic_stream import AnthropicAssembler, events_from_message
 from models_catalog.providers.base import Listing, ListingContext, ProviderSpec, RawModel
+from models_catalog.providers.chat_http import GuardedChatClient
 from models_catalog.providers.events import ChatEvent, as_dict
 from models_catalog.providers.model_lists import positive_int
-from models_catalog.providers.streaming import iter_sse
+from models_catalog.providers.streaming import SSEMessage
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -125,10 +115,11 @@ def list_anthropic(ctx: ListingContext) -> Listing:
     return Listing(models=models, api_shape="anthropic", warnings=warnings)
 
 
-class AnthropicChatClient:
+class AnthropicChatClient(GuardedChatClient):
     """``POST {base_url}/messages`` over the guarded HTTP client (SSE, or JSON when asked)."""
 
     provider = "anthropic"
+    label = LABEL
 
     def __init__(
         self,
@@ -142,23 +133,11 @@ class AnthropicChatClient:
     ) -> None:
         if not api_key:
             raise AuthenticationError(f"An API key is required for {LABEL}.")
-        self.base_url = (base_url or ANTHROPIC_BASE_URL).rstrip("/")
-        self.__api_key = api_key  # name-mangled: keeps it out of casual vars()/debug dumps
-        self._limits = limits or CHAT_LIMITS
-        self._client = build_client(allow_private=allow_private, limits=self._limits,
-                                    transport=transport, resolver=resolver)
+        super().__init__(base_url=base_url or ANTHROPIC_BASE_URL, api_key=api_key, allow_private=allow_private,
+                         limits=limits, transport=transport, resolver=resolver)
 
     def __repr__(self) -> str:
         return f"AnthropicChatClient(base_url={self.base_url!r})"
-
-    def __enter__(self) -> AnthropicChatClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._client.close()
 
     @property
     def url(self) -> str:
@@ -175,65 +154,21 @@ class AnthropicChatClient:
         if foreign:
             raise InvalidRequestError(f"The request is not an Anthropic Messages body (fields {foreign}); "
                                       "nothing was sent.", code="invalid_request")
+
+        def json_events(payload: Any) -> list[ChatEvent]:
+            return events_from_message(payload, provider_label=LABEL)
+
         if body.get("stream", True) is False:
-            return self._complete(body)
+            return self._post_json(self.url, body, headers=anthropic_headers(self._key()), json_events=json_events)
         body["stream"] = True
-        return self._stream(body)
-
-    def _post(self, body: dict[str, Any], *, accept: str) -> Any:
-        return self._client.stream("POST", self.url, headers=anthropic_headers(self.__api_key, accept=accept),
-                                   json=body)
-
-    def _complete(self, body: dict[str, Any]) -> Iterator[ChatEvent]:
-        deadline = time.monotonic() + self._limits.total_timeout
-        try:
-            with self._post(body, accept="application/json") as response:
-                _raise_for_status(response)
-                raw = read_limited(response, max_bytes=self._limits.max_response_bytes, deadline=deadline)
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, provider_label=LABEL) from exc
-        yield from events_from_message(_json(raw), provider_label=LABEL)
-
-    def _stream(self, body: dict[str, Any]) -> Iterator[ChatEvent]:
-        limits = self._limits
-        deadline = time.monotonic() + limits.total_timeout
         assembler = AnthropicAssembler(provider_label=LABEL)
-        try:
-            with self._post(body, accept="text/event-stream") as response:
-                _raise_for_status(response)
-                if "text/event-stream" not in response.headers.get("content-type", ""):
-                    raw = read_limited(response, max_bytes=limits.max_response_bytes, deadline=deadline)
-                    yield from events_from_message(_json(raw), provider_label=LABEL)
-                    return
-                for message in iter_sse(response.iter_bytes(), max_bytes=limits.max_response_bytes,
-                                        deadline=deadline, provider_label=LABEL):
-                    yield from assembler.feed(_event(message.data), message.event)
-                    if assembler.stopped:
-                        break
-        except ProviderError as err:
-            if not assembler.emitted:
-                raise
-            yield assembler.finish(cut=True, error=err)
-            return
-        except httpx.HTTPError as exc:
-            fault = transport_error(exc, provider_label=LABEL)
-            if not assembler.emitted:
-                raise fault from exc
-            yield assembler.finish(cut=True, error=fault)
-            return
-        if not assembler.stopped and assembler.stop_reason is None:
-            cut_error = ProviderUnavailableError(f"The answer from {LABEL} ended before it was complete.")
-            if not assembler.emitted:
-                raise cut_error
-            yield assembler.finish(cut=True, error=cut_error)
-            return
-        yield assembler.finish(cut=False)
 
+        def read(message: SSEMessage) -> tuple[list[ChatEvent], bool]:
+            return assembler.feed(_event(message.data), message.event), assembler.stopped
 
-def _raise_for_status(response: httpx.Response) -> None:
-    if not 200 <= response.status_code < 300:
-        raise error_from_status(response.status_code, headers=response.headers, body=read_error_body(response),
-                                provider_label=LABEL)
+        return self._post_stream(self.url, body, headers=anthropic_headers(self._key(), accept="text/event-stream"),
+                                 assembler=assembler, read=read, ended=lambda: assembler.stop_reason is not None,
+                                 json_events=json_events)
 
 
 def _event(data: str) -> dict[str, Any]:
@@ -245,13 +180,6 @@ def _event(data: str) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise ProviderUnavailableError(f"{LABEL} sent a malformed event in the answer stream.")
     return payload
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise ProviderUnavailableError(f"{LABEL} sent an answer that is not valid JSON.") from None
 
 
 ANTHROPIC = ProviderSpec(
