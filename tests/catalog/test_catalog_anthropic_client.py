@@ -196,8 +196,8 @@ def test_prompt_too_long_is_a_context_overflow_with_both_counts(fake):
     with pytest.raises(ContextOverflowError) as caught:
         run(fake)
     err = caught.value
-    assert (err.requested_tokens, err.maximum_tokens, err.permanent) == (208310, 200000, True)
-    assert err.to_dict()["maximum_tokens"] == 200000 and "200,000" in str(err)
+    assert (err.prompt_tokens, err.window, err.permanent) == (208310, 200000, True)
+    assert "208,310" in str(err) and "200,000" in str(err) and "prompt is too long" not in str(err)
 
 
 def test_loop3_call_with_retries_retries_overloaded_and_rate_limits_and_stops_on_a_bad_key(fake):
