@@ -66,6 +66,10 @@ from context.compaction import (  # noqa: E402
     view_problems,
 )
 
+# The native Anthropic body reads compaction's continuation preamble, so it comes after it.
+from context.anthropic import build_anthropic_body  # noqa: E402
+from context.anthropic_validate import anthropic_body_problems  # noqa: E402
+
 __all__ = [
     "BYTES_V1",
     "CalibratedEstimator",
@@ -100,7 +104,9 @@ __all__ = [
     "TiktokenEstimator",
     "TriggerResult",
     "adapt_messages",
+    "anthropic_body_problems",
     "assemble_view",
+    "build_anthropic_body",
     "build_request_body",
     "clean_summary",
     "commit_decision",

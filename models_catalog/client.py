@@ -17,7 +17,6 @@ errors (they are built from the status only), not in ``repr``, not in logs.
 """
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -30,19 +29,10 @@ from models_catalog.errors import (
     InvalidRequestError,
     ProviderError,
     ProviderUnavailableError,
-    ResponseTooLargeError,
-    error_from_status,
 )
-from models_catalog.http import (
-    CHAT_LIMITS,
-    HttpLimits,
-    Resolver,
-    build_client,
-    read_error_body,
-    read_limited,
-    transport_error,
-)
+from models_catalog.http import HttpLimits, Resolver
 from models_catalog.providers import ChatClient, ProviderSpec, get_provider
+from models_catalog.providers.chat_http import GuardedChatClient
 from models_catalog.providers.events import (
     ChatEvent,
     ReasoningDelta,
@@ -52,7 +42,7 @@ from models_catalog.providers.events import (
     ToolCallDelta,
     Usage,
 )
-from models_catalog.providers.streaming import SSEDecoder, StreamAssembler, events_from_completion, parse_chunk
+from models_catalog.providers.streaming import SSEMessage, StreamAssembler, events_from_completion, parse_chunk
 
 __all__ = [
     "ChatClient", "ChatEvent", "HttpChatClient", "ReasoningDelta", "StreamEnd", "TextDelta", "ToolCall",
@@ -86,7 +76,7 @@ def get_chat_client(
                           limits=limits, transport=transport, resolver=resolver)
 
 
-class HttpChatClient:
+class HttpChatClient(GuardedChatClient):
     """OpenAI-style ``/chat/completions`` over the guarded HTTP client (SSE or JSON)."""
 
     def __init__(
@@ -100,25 +90,14 @@ class HttpChatClient:
         transport: httpx.BaseTransport | None = None,
         resolver: Resolver | None = None,
     ) -> None:
+        super().__init__(base_url=base_url, api_key=api_key, allow_private=allow_private, limits=limits,
+                         transport=transport, resolver=resolver)
         self.provider = spec.name
-        self.base_url = base_url.rstrip("/")
+        self.label = spec.label
         self._spec = spec
-        self.__api_key = api_key  # name-mangled: keeps it out of casual vars()/debug dumps
-        self._limits = limits or CHAT_LIMITS
-        self._client = build_client(allow_private=allow_private, limits=self._limits,
-                                    transport=transport, resolver=resolver)
 
     def __repr__(self) -> str:
         return f"HttpChatClient(provider={self.provider!r}, base_url={self.base_url!r})"
-
-    def __enter__(self) -> HttpChatClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._client.close()
 
     @property
     def url(self) -> str:
@@ -126,108 +105,41 @@ class HttpChatClient:
 
     def _headers(self, *, stream: bool) -> dict[str, str]:
         headers = {"Accept": "text/event-stream" if stream else "application/json"}
-        if self.__api_key:
-            headers["Authorization"] = f"Bearer {self.__api_key}"
+        if self._key():
+            headers["Authorization"] = f"Bearer {self._key()}"
         return headers
 
     def stream_chat(self, request_body: Mapping[str, Any]) -> Iterator[ChatEvent]:
         """Send ``request_body`` and yield its events; ``"stream": false`` uses plain JSON."""
         body = dict(request_body)  # never mutate the caller's dict
+        label = self.label
+
+        def json_events(payload: Any) -> list[ChatEvent]:
+            return events_from_completion(payload, provider_label=label)
+
         if body.get("stream", True) is False:
-            return self._complete(body)
+            return self._post_json(self.url, body, headers=self._headers(stream=False), json_events=json_events)
         body["stream"] = True
         if self._spec.stream_usage_option and "stream_options" not in body:
             body["stream_options"] = {"include_usage": True}  # usage in the last chunk (CTX-25)
-        return self._stream(body)
-
-    def _complete(self, body: dict[str, Any]) -> Iterator[ChatEvent]:
-        label = self._spec.label
-        deadline = time.monotonic() + self._limits.total_timeout
-        try:
-            with self._client.stream("POST", self.url, headers=self._headers(stream=False), json=body) as response:
-                self._raise_for_status(response)
-                raw = read_limited(response, max_bytes=self._limits.max_response_bytes, deadline=deadline)
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, provider_label=label) from exc
-        yield from events_from_completion(_json(raw, label), provider_label=label)
-
-    def _stream(self, body: dict[str, Any]) -> Iterator[ChatEvent]:
-        label = self._spec.label
-        limits = self._limits
-        deadline = time.monotonic() + limits.total_timeout
         assembler = StreamAssembler()
-        done = False
-        received = 0
-        try:
-            with self._client.stream("POST", self.url, headers=self._headers(stream=True), json=body) as response:
-                self._raise_for_status(response)
-                if "text/event-stream" not in response.headers.get("content-type", ""):
-                    # The server ignored "stream": read it as one JSON answer.
-                    raw = read_limited(response, max_bytes=limits.max_response_bytes, deadline=deadline)
-                    if raw.strip():
-                        yield from events_from_completion(_json(raw, label), provider_label=label)
-                        return
-                else:
-                    decoder = SSEDecoder()
-                    for chunk in response.iter_bytes():
-                        received += len(chunk)
-                        if received > limits.max_response_bytes:
-                            raise ResponseTooLargeError(
-                                f"The answer stream exceeded the {limits.max_response_bytes:,}-byte limit."
-                            )
-                        if time.monotonic() > deadline:
-                            raise ProviderUnavailableError(f"{label} took longer than the time limit to answer.")
-                        for message in decoder.feed(chunk):
-                            if message.data.strip() == "[DONE]":
-                                done = True
-                                break
-                            yield from assembler.feed(parse_chunk(message.data, message.event, provider_label=label))
-                        if done:
-                            break
-                    if not done:
-                        for message in decoder.flush():
-                            if message.data.strip() == "[DONE]":
-                                done = True
-                                break
-                            yield from assembler.feed(parse_chunk(message.data, message.event, provider_label=label))
-        except ProviderError as err:
-            if not assembler.emitted:
-                raise
-            yield assembler.finish(cut=True, error=err)
-            return
-        except httpx.HTTPError as exc:
-            fault = transport_error(exc, provider_label=label)
-            if not assembler.emitted:
-                raise fault from exc
-            yield assembler.finish(cut=True, error=fault)
-            return
-        if received == 0 and not done and not assembler.emitted:
+
+        def read(message: SSEMessage) -> tuple[list[ChatEvent], bool]:
+            if message.data.strip() == "[DONE]":
+                return [], True
+            return assembler.feed(parse_chunk(message.data, message.event, provider_label=label)), False
+
+        def unstreamed() -> Iterator[ChatEvent]:
             # A 200 with an empty body: llama.cpp's server answers a streamed prompt over its
             # window this way. Ask once without streaming to learn why (there it says
             # "exceeds the available context size" with the figures) before this counts
             # as a provider fault.
-            yield from self._complete({k: v for k, v in body.items() if k != "stream_options"} | {"stream": False})
-            return
-        if not done and assembler.finish_reason is None:
-            cut_error = ProviderUnavailableError(f"The answer from {label} ended before it was complete.")
-            if not assembler.emitted:
-                raise cut_error
-            yield assembler.finish(cut=True, error=cut_error)
-            return
-        yield assembler.finish(cut=False)
+            plain = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
+            return self._post_json(self.url, plain, headers=self._headers(stream=False), json_events=json_events)
 
-    def _raise_for_status(self, response: httpx.Response) -> None:
-        if not 200 <= response.status_code < 300:
-            body = read_error_body(response)
-            raise error_from_status(response.status_code, headers=response.headers, body=body,
-                                    provider_label=self._spec.label)
-
-
-def _json(raw: bytes, label: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise ProviderUnavailableError(f"{label} sent an answer that is not valid JSON.") from None
+        return self._post_stream(self.url, body, headers=self._headers(stream=True), assembler=assembler, read=read,
+                                 ended=lambda: assembler.finish_reason is not None, json_events=json_events,
+                                 on_empty=unstreamed)
 
 
 def collect(events: Iterator[ChatEvent]) -> StreamEnd:

@@ -13,6 +13,7 @@ class Provider(models.TextChoices):
     OPENAI = "openai", "OpenAI"
     DEEPSEEK = "deepseek", "DeepSeek"
     OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible (Ollama, vLLM, OpenRouter…)"
+    ANTHROPIC = "anthropic", "Anthropic"
     DEMO = "demo", "Offline demo model"
 
 

@@ -1,4 +1,4 @@
-"""The provider registry: ``openai``, ``deepseek``, ``openai_compatible`` and ``demo``.
+"""The provider registry: ``openai``, ``deepseek``, ``openai_compatible``, ``anthropic`` and ``demo``.
 
 A provider is a :class:`ProviderSpec` — what the platform knows about it (its dialect,
 output-limit field, defaults) plus one narrow ``list_models`` adapter and an optional chat

@@ -135,8 +135,11 @@ class ProviderSpec:
     ``dialect`` names the request rules the context engine applies (CTX-10, CTX-11:
     ``openai``, ``deepseek`` or ``anthropic``) and ``output_limit_field`` the request
     field that carries ``max_output_tokens`` (``max_completion_tokens`` for OpenAI,
-    ``max_tokens`` elsewhere). ``exact_tokenizer`` says the model ids name the tokenizer
-    the provider counts with (OpenAI's), so tiktoken's count is the provider's own.
+    ``max_tokens`` elsewhere). ``openai`` and ``deepseek`` are chat-completions bodies
+    (``context.build_request_body``); ``anthropic`` is a native Messages API body
+    (``context.build_anthropic_body``, whose first stage is the engine's ``anthropic``
+    rules). ``exact_tokenizer`` says the model ids name the tokenizer the provider counts
+    with (OpenAI's), so tiktoken's count is the provider's own.
     Nothing outside this package compares a provider's name: it reads these fields.
     """
 

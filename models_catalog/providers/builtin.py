@@ -8,12 +8,15 @@
   native API answers, the listing suggests the ``/v1`` base URL chat needs. Otherwise
   llama.cpp's ``/props`` and LM Studio's ``/api/v0/models`` add the windows those
   servers publish (``local_servers``).
+* ``anthropic`` — Anthropic's native API (``anthropic``): ``GET {base_url}/models``
+  page by page, chat over ``POST {base_url}/messages``.
 * ``demo`` — the offline demo model; no network at all.
 """
 from __future__ import annotations
 
 from models_catalog.demo import DEMO_BASE_URL, DEMO_MODEL_ID, DemoChatClient
 from models_catalog.errors import AuthenticationError, ProviderError, UnsafeURLError
+from models_catalog.providers.anthropic import ANTHROPIC
 from models_catalog.providers.base import Listing, ListingContext, ProviderSpec, RawModel, merge_details
 from models_catalog.providers.local_servers import add_server_windows
 from models_catalog.providers.model_lists import has_figures, parse_model_list
@@ -72,6 +75,7 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
         name="openai_compatible", label="The OpenAI-compatible server", list_models=list_openai_compatible,
         requires_api_key=False,
     ),
+    ANTHROPIC,
     # The demo answers OpenAI-shaped requests like any compatible server.
     ProviderSpec(
         name="demo", label="The offline demo model", list_models=list_demo, default_base_url=DEMO_BASE_URL,

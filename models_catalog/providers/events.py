@@ -3,7 +3,10 @@
 A call yields any number of :class:`TextDelta`, :class:`ReasoningDelta` and
 :class:`ToolCallDelta`, then exactly one :class:`StreamEnd` carrying the assembled
 answer: text, reasoning, complete tool calls, ``finish_reason``, ``usage`` and whether
-the stream was ``cut`` (with the error that cut it).
+the stream was ``cut`` (with the error that cut it). Providers that return reasoning as
+signed blocks (Anthropic's ``thinking`` / ``redacted_thinking``) also hand back those
+blocks, verbatim, in ``StreamEnd.thinking_blocks``: they are stored as the assistant
+record's opaque ``reasoning`` so the same model can be given them back byte-identical.
 """
 from __future__ import annotations
 
@@ -69,16 +72,51 @@ class ToolCall:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 @dataclass(frozen=True)
 class Usage:
-    """Token counts the provider reported (CTX-25 calibration). ``raw`` keeps everything."""
+    """Token counts the provider reported (CTX-25 calibration), in OpenAI's terms.
+
+    ``prompt_tokens`` is the whole input, however the provider billed it: for Anthropic it
+    is uncached input + input read from the prompt cache + input written to it.
+    ``cached_tokens`` is the part read from a prompt cache; ``cache_creation_tokens`` the
+    part written to one (Anthropic reports it; OpenAI-style providers do not).
+    ``raw`` keeps what the provider sent, plus (for providers that speak other terms) the
+    OpenAI-term totals, so a stored ``raw`` reads the same for every provider.
+    """
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
+    cache_creation_tokens: int | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cache_read_tokens(self) -> int | None:
+        """Input read from the provider's prompt cache (an alias of ``cached_tokens``)."""
+        return self.cached_tokens
+
+    @classmethod
+    def from_anthropic(cls, data: Any) -> Usage | None:
+        """Anthropic's ``usage`` (``input_tokens`` is only the *uncached* input) in OpenAI terms."""
+        if not isinstance(data, dict):
+            return None
+        uncached = _count(data.get("input_tokens"))
+        read = _count(data.get("cache_read_input_tokens")) or 0
+        written = _count(data.get("cache_creation_input_tokens")) or 0
+        output = _count(data.get("output_tokens"))
+        prompt = None if uncached is None else uncached + read + written
+        total = None if prompt is None or output is None else prompt + output
+        raw = dict(data)
+        raw.update({"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": total,
+                    "prompt_tokens_details": {"cached_tokens": read}})
+        return cls(prompt_tokens=prompt, completion_tokens=output, total_tokens=total, cached_tokens=read,
+                   cache_creation_tokens=written, raw=raw)
 
     @classmethod
     def from_payload(cls, data: Any) -> Usage | None:
@@ -115,13 +153,21 @@ class StreamEnd:
     tool_calls: tuple[ToolCall, ...] = ()
     model: str | None = None
     error: ProviderError | None = None
+    thinking_blocks: tuple[dict[str, Any], ...] = ()
 
     def assistant_message(self) -> dict[str, Any]:
-        """The answer as an assistant record message (SPEC §3 record format)."""
+        """The answer as an assistant record message (SPEC §3 record format).
+
+        ``reasoning`` is the list of signed thinking blocks when the provider sent them
+        (kept opaque and verbatim), else the reasoning text, else None.
+        """
         message: dict[str, Any] = {"role": "assistant", "content": self.text}
         if self.tool_calls:
             message["tool_calls"] = [call.to_message_dict() for call in self.tool_calls]
-        message["reasoning"] = self.reasoning or None
+        if self.thinking_blocks:
+            message["reasoning"] = [dict(block) for block in self.thinking_blocks]
+        else:
+            message["reasoning"] = self.reasoning or None
         message["partial"] = self.cut
         return message
 

@@ -9,6 +9,8 @@ The same assembler reads a non-streamed completion, so both paths yield the same
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +88,24 @@ class SSEDecoder:
         elif name == b"event":
             self._event = value.decode("utf-8", errors="replace")
         return None  # id, retry and unknown fields are irrelevant here
+
+
+def iter_sse(
+    chunks: Iterable[bytes], *, max_bytes: int, deadline: float, provider_label: str = "The model provider"
+) -> Iterator[SSEMessage]:
+    """The SSE messages of a streamed body, read within ``max_bytes`` and before
+    ``deadline`` (a ``time.monotonic()`` value): a huge or trickling stream cannot hold a
+    worker or its memory. A last event without its blank line is still delivered."""
+    decoder = SSEDecoder()
+    received = 0
+    for chunk in chunks:
+        received += len(chunk)
+        if received > max_bytes:
+            raise ResponseTooLargeError(f"The answer stream exceeded the {max_bytes:,}-byte limit.")
+        if time.monotonic() > deadline:
+            raise ProviderUnavailableError(f"{provider_label} took longer than the time limit to answer.")
+        yield from decoder.feed(chunk)
+    yield from decoder.flush()
 
 
 def parse_chunk(data: str, event: str = "message", *, provider_label: str = "The model provider") -> dict[str, Any]:

@@ -107,7 +107,7 @@ def test_cat2_a_token_for_another_model_is_refused(api, alice, space, fake_provi
     ({"safety_margin_tokens": -1}, "safety_margin_tokens"),
     ({"context_window": 5000, "max_output_tokens": 4096, "safety_margin_tokens": 904}, "context_window"),
     ({"context_window": 10**12}, "context_window"),
-    ({"provider": "anthropic"}, "provider"),
+    ({"provider": "mistral"}, "provider"),
     ({"base_url": "ftp://models.example/v1"}, "base_url"),
     ({"base_url": "not a url"}, "base_url"),
     ({"base_url": "http://user:pw@models.example/v1"}, "base_url"),

@@ -180,7 +180,7 @@ def test_cat5_metadata_addresses_are_refused_even_with_private_endpoints_allowed
 
 
 @pytest.mark.parametrize(("body", "field"), [
-    ({"provider": "anthropic", "base_url": "http://x"}, "provider"),
+    ({"provider": "mistral", "base_url": "http://x"}, "provider"),
     ({"base_url": "http://x"}, "provider"),
     ({"provider": "openai_compatible", "base_url": 12}, "base_url"),
     ({"provider": "openai_compatible", "base_url": "http://x", "apikey": "typo"}, "apikey"),

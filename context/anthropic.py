@@ -1,0 +1,297 @@
+"""CTX-11 for Anthropic's native Messages API: projected messages in, a request body out.
+
+``build_anthropic_body(messages, model=..., max_tokens=...)`` takes the same projected,
+OpenAI-shaped list every other dialect gets and returns a ``POST /v1/messages`` body:
+
+1. **Before adapting** (on the OpenAI shapes): call ids that Anthropic would refuse
+   (outside ``^[a-zA-Z0-9_-]+$``), or that an earlier group already used, are rewritten
+   together with the results that answer them (CTX-5); arguments that are not a JSON
+   object are wrapped in one (CTX-6); each assistant message's opaque ``reasoning`` is set
+   aside so the adapter cannot drop it.
+2. **The Anthropic mode of CTX-11** (``adapters.adapt_messages``): system text only at the
+   start, a user turn first, blank text dropped, tool images moved into the user turn
+   after the results, a continuation note when the history ends on the assistant; then
+   ``validate_request(..., "anthropic")`` (CTX-10) on that OpenAI-shaped list.
+3. **Native turns**: ``system`` top-level; user and assistant turns only, consecutive
+   same-role messages merged into one turn; every ``tool_result`` first in the user turn
+   after its ``tool_use``; images as ``base64`` (data URLs) or ``url`` image blocks; tools
+   as ``{name, description, input_schema}``; ``max_tokens`` always.
+4. **Thinking blocks** (an assistant message's ``reasoning`` list of signed ``thinking`` /
+   ``redacted_thinking`` blocks) go back byte-identical, first in their turn, when
+   ``keep_thinking`` says the same model continues; otherwise they are dropped. A list
+   with anything that is not a complete signed block is dropped whole: blocks are never
+   synthesized or repaired (a model only accepts its own, unmodified).
+5. **Prompt caching**: at most four ``cache_control`` breakpoints on the stable prefix
+   (see :func:`place_cache_breakpoints`).
+6. **The native check** (``anthropic_validate.anthropic_body_problems``): a body that
+   fails it raises :class:`~context.adapters.RequestValidationError`, as the other
+   dialects do; nothing invalid is ever returned for sending.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from context.adapters import RequestValidationError, adapt_messages
+from context.anthropic_validate import (
+    ANTHROPIC_ID_RE,
+    IMAGE_MEDIA_TYPES,
+    MAX_CACHE_BREAKPOINTS,
+    anthropic_body_problems,
+    is_signed_thinking,
+)
+from context.compaction.view import is_continuation_message
+from context.ids import is_portable_id
+from context.records import is_image_part, is_text_part, parse_arguments, wrap_invalid_arguments
+from context.validate import validate_request
+
+CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
+IMAGE_UNREADABLE_NOTE = "[image omitted: not an image format the model accepts]"
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+# Set aside on a message before adapting (the adapter removes ``reasoning``): never sent.
+_THINKING = "_anthropic_thinking"
+_DATA_URL = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.+)$", re.IGNORECASE | re.DOTALL)
+
+
+def _fresh_id(old: str, taken: set[str]) -> str:
+    """A call id Anthropic accepts, derived from ``old`` so it reads alike, unused so far."""
+    stem = re.sub(r"[^a-zA-Z0-9_-]", "_", old)[:32] or "call"
+    candidate, n = stem, 1
+    while candidate in taken or not is_portable_id(candidate):
+        n += 1
+        candidate = f"{stem}_{n}"
+    return candidate
+
+
+def prepare_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Step 1: ids rewritten with their pairs, arguments made objects, reasoning set aside.
+
+    The rewriting depends only on what comes before a message, so the same history gives
+    the same ids from request to request (what a prompt cache needs).
+    """
+    out: list[dict[str, Any]] = []
+    taken: set[str] = set()
+    renamed: dict[str, list[str]] = {}  # old id -> new ids of the open group, in call order
+    for message in messages:
+        message = dict(message)
+        role = message.get("role")
+        if role != "tool":
+            renamed = {}
+        if role == "assistant":
+            if "reasoning" in message:
+                message[_THINKING] = message["reasoning"]
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                message["tool_calls"] = [_prepare_call(call, taken, renamed) for call in calls]
+        elif role == "tool":
+            old = message.get("tool_call_id")
+            queue = renamed.get(old) if isinstance(old, str) else None
+            if queue:
+                message["tool_call_id"] = queue.pop(0)
+        out.append(message)
+    return out
+
+
+def _prepare_call(call: Any, taken: set[str], renamed: dict[str, list[str]]) -> Any:
+    if not isinstance(call, Mapping) or not isinstance(call.get("function"), Mapping):
+        return call  # malformed: left for the validator to name
+    call = dict(call)
+    function = dict(call["function"])
+    arguments, is_object = parse_arguments(function.get("arguments"))
+    function["arguments"] = arguments if is_object else wrap_invalid_arguments(arguments)
+    call["function"] = function
+    old = call.get("id")
+    if isinstance(old, str) and old:
+        new = old if ANTHROPIC_ID_RE.fullmatch(old) and is_portable_id(old) and old not in taken \
+            else _fresh_id(old, taken)
+        renamed.setdefault(old, []).append(new)
+        call["id"] = new
+        taken.add(new)
+    return call
+
+
+def _image_block(part: Mapping[str, Any]) -> dict[str, Any]:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, Mapping) else image
+    url = url.strip() if isinstance(url, str) else ""
+    match = _DATA_URL.match(url)
+    if match:
+        media_type = match.group(1).lower().replace("image/jpg", "image/jpeg")
+        data = re.sub(r"\s+", "", match.group(2))
+        if media_type in IMAGE_MEDIA_TYPES and data and re.fullmatch(r"[A-Za-z0-9+/]+=*", data):
+            return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+    elif url.lower().startswith(("https://", "http://")):
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    return {"type": "text", "text": IMAGE_UNREADABLE_NOTE}
+
+
+def _content_blocks(content: Any) -> list[dict[str, Any]]:
+    """Text and image parts (already free of blank text) as native blocks."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content.strip() else []
+    blocks: list[dict[str, Any]] = []
+    for part in content or ():
+        if is_text_part(part) and part["text"].strip():
+            blocks.append({"type": "text", "text": part["text"]})
+        elif is_image_part(part):
+            blocks.append(_image_block(part))
+    return blocks
+
+
+def _assistant_blocks(message: Mapping[str, Any], keep_thinking: bool) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    thinking = message.get(_THINKING)
+    if keep_thinking and isinstance(thinking, list) and thinking and all(is_signed_thinking(b) for b in thinking):
+        blocks.extend(copy.deepcopy(thinking))  # verbatim: the signature covers them
+    blocks.extend(_content_blocks(message.get("content")))
+    for call in message.get("tool_calls") or ():
+        function = call["function"]
+        blocks.append({"type": "tool_use", "id": call["id"], "name": function["name"],
+                       "input": json.loads(function["arguments"] or "{}")})
+    return blocks
+
+
+def _result_block(message: Mapping[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    body: str | list[dict[str, Any]] = content if isinstance(content, str) else _content_blocks(content)
+    return {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": body}
+
+
+def native_turns(
+    adapted: Sequence[Mapping[str, Any]], *, keep_thinking: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], tuple[int, int] | None]:
+    """Step 3 on a list that passed CTX-10 in Anthropic mode: ``(system blocks, turns,
+    summary)`` where ``summary`` locates the latest continuation summary's last block as
+    ``(turn, block)``, or is None."""
+    system: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    summary: tuple[int, int] | None = None
+    for message in adapted:
+        role = message["role"]
+        if role in ("system", "developer"):
+            system.extend(_content_blocks(message.get("content")))
+            continue
+        native_role = "assistant" if role == "assistant" else "user"
+        if role == "assistant":
+            blocks = _assistant_blocks(message, keep_thinking)
+        elif role == "tool":
+            blocks = [_result_block(message)]
+        else:
+            blocks = _content_blocks(message.get("content"))
+        if not blocks:
+            continue
+        if not turns or turns[-1]["role"] != native_role:
+            turns.append({"role": native_role, "content": []})
+        turns[-1]["content"].extend(blocks)
+        if is_continuation_message(message):
+            summary = (len(turns) - 1, len(turns[-1]["content"]) - 1)
+    return system, turns, summary
+
+
+def native_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """OpenAI ``{"type": "function", "function": {...}}`` tools as ``{name, description,
+    input_schema}``; tools already in the native shape pass through (copied)."""
+    out: list[dict[str, Any]] = []
+    for tool in tools or ():
+        spec = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        native: dict[str, Any] = {"name": spec.get("name")}
+        description = spec.get("description")
+        if isinstance(description, str) and description.strip():
+            native["description"] = description
+        schema = spec.get("input_schema", spec.get("parameters"))
+        native["input_schema"] = copy.deepcopy(dict(schema)) if isinstance(schema, Mapping) else dict(EMPTY_SCHEMA)
+        out.append(native)
+    return out
+
+
+def place_cache_breakpoints(
+    *,
+    system: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    turns: list[dict[str, Any]],
+    summary: tuple[int, int] | None,
+) -> int:
+    """Mark at most four blocks with ``cache_control`` on the stable prefix; return how many.
+
+    The cache reads the longest prefix (tools → system → messages) that ends at an
+    earlier breakpoint, so the marks go where the prefix stops changing:
+
+    1. the end of tools + system (the last system block, else the last tool): stable for
+       the whole session;
+    2. the latest compaction summary: stable until the next compaction;
+    3. the end of the conversation: the next request (this one plus the answer and the
+       results) reads everything before it from the cache;
+    4. the end of the previous request (the user turn before the last answer), so that a
+       turn that added many blocks (parallel tool calls) still finds the previous entry:
+       the cache looks back only about 20 blocks from a breakpoint.
+    """
+    candidates: list[dict[str, Any]] = []
+    if system:
+        candidates.append(system[-1])
+    elif tools:
+        candidates.append(tools[-1])
+    if summary is not None:
+        candidates.append(turns[summary[0]]["content"][summary[1]])
+    if turns:
+        candidates.append(turns[-1]["content"][-1])
+    if len(turns) >= 3 and turns[-3]["role"] == "user":
+        candidates.append(turns[-3]["content"][-1])
+    marked: list[dict[str, Any]] = []
+    for block in candidates:
+        if len(marked) == MAX_CACHE_BREAKPOINTS or any(block is m for m in marked):
+            continue
+        if block.get("type") in ("thinking", "redacted_thinking"):
+            continue  # cannot carry cache_control
+        block["cache_control"] = dict(CACHE_CONTROL)
+        marked.append(block)
+    return len(marked)
+
+
+def build_anthropic_body(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    model: str,
+    max_tokens: int,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    stream: bool = True,
+    supports_images: bool | None = None,
+    keep_thinking: bool = False,
+    cache: bool = True,
+) -> dict[str, Any]:
+    """A native Messages API body for ``model`` from projected OpenAI-shaped ``messages``.
+
+    ``max_tokens`` is the connection's ``max_output_tokens`` (always sent). ``tools`` are
+    OpenAI-style tool schemas. ``supports_images`` False turns images into notes.
+    ``keep_thinking`` must be True only when the model that wrote the stored thinking
+    blocks is the model called now (a model accepts only its own blocks). ``cache``
+    places the prompt-cache breakpoints.
+
+    Raises RequestValidationError when the result would break CTX-10 (in Anthropic mode
+    on the OpenAI shapes, then on the native body), ValueError for a bad ``max_tokens``.
+    The caller's messages and tools are never modified.
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError("max_tokens must be a positive integer")
+    adapted = adapt_messages(prepare_messages(messages), dialect="anthropic", supports_images=supports_images)
+    problems = validate_request(adapted, "anthropic")
+    if problems:
+        raise RequestValidationError(problems)
+    system, turns, summary = native_turns(adapted, keep_thinking=keep_thinking)
+    native = native_tools(tools)
+    if cache:
+        place_cache_breakpoints(system=system, tools=native, turns=turns, summary=summary)
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    if system:
+        body["system"] = system
+    body["messages"] = turns
+    if native:
+        body["tools"] = native
+    body["stream"] = stream
+    problems = anthropic_body_problems(body)
+    if problems:
+        raise RequestValidationError(problems)
+    return body

@@ -1,0 +1,174 @@
+"""The shell every HTTP chat client shares: one guarded connection, one way to read answers.
+
+:class:`GuardedChatClient` holds the guarded ``httpx`` client (``http.build_client``: no
+proxies, no redirects, pinned addresses), the time and size limits, and the API key —
+kept out of ``repr`` and every error. A subclass says where it posts, with which headers
+and how one SSE message of its provider reads; :meth:`GuardedChatClient._post_stream`
+and :meth:`GuardedChatClient._post_json` do the rest the same way for every provider
+(LOOP-3, CTX-6):
+
+* a non-2xx answer raises the error its status and body classify (body never echoed);
+* a fault before any content raises (so ``call_with_retries`` can retry it);
+* a fault after content ends the iteration with ``StreamEnd(cut=True, error=...)`` so the
+  partial answer is kept, and so does a stream that stops before the provider said it
+  was complete;
+* a server that answers JSON to a streamed request is read as one answer; a 200 with an
+  empty body goes to the client's ``on_empty`` when it has one (the OpenAI-style client
+  asks again unstreamed, to learn why).
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+import httpx
+
+from models_catalog.errors import ProviderError, ProviderUnavailableError, error_from_status
+from models_catalog.http import (
+    CHAT_LIMITS,
+    HttpLimits,
+    Resolver,
+    build_client,
+    read_error_body,
+    read_limited,
+    transport_error,
+)
+from models_catalog.providers.events import ChatEvent, StreamEnd
+from models_catalog.providers.streaming import SSEMessage, iter_sse
+
+JsonEvents = Callable[[Any], list[ChatEvent]]
+
+
+class Assembler(Protocol):
+    """What the read loop needs from a provider's stream assembler."""
+
+    emitted: bool
+
+    def finish(self, *, cut: bool, error: ProviderError | None = None) -> StreamEnd: ...
+
+
+def raise_for_status(response: httpx.Response, *, provider_label: str) -> None:
+    """Raise the classified error of a non-2xx answer (its body read only to classify)."""
+    if not 200 <= response.status_code < 300:
+        raise error_from_status(response.status_code, headers=response.headers, body=read_error_body(response),
+                                provider_label=provider_label)
+
+
+def parse_json(raw: bytes, *, provider_label: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ProviderUnavailableError(f"{provider_label} sent an answer that is not valid JSON.") from None
+
+
+class GuardedChatClient:
+    """Base of the HTTP chat clients; use them as context managers."""
+
+    label = "The model provider"
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        allow_private: bool = False,
+        limits: HttpLimits | None = None,
+        transport: httpx.BaseTransport | None = None,
+        resolver: Resolver | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.__api_key = api_key  # name-mangled: never printed, only read by _key()
+        self._limits = limits or CHAT_LIMITS
+        self._client = build_client(allow_private=allow_private, limits=self._limits,
+                                    transport=transport, resolver=resolver)
+
+    def __enter__(self) -> GuardedChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _key(self) -> str | None:
+        return self.__api_key
+
+    def _post_json(self, url: str, body: dict[str, Any], *, headers: Mapping[str, str],
+                   json_events: JsonEvents) -> Iterator[ChatEvent]:
+        """One plain JSON request and its answer as events."""
+        deadline = time.monotonic() + self._limits.total_timeout
+        try:
+            with self._client.stream("POST", url, headers=dict(headers), json=body) as response:
+                raise_for_status(response, provider_label=self.label)
+                raw = read_limited(response, max_bytes=self._limits.max_response_bytes, deadline=deadline)
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, provider_label=self.label) from exc
+        yield from json_events(parse_json(raw, provider_label=self.label))
+
+    def _post_stream(
+        self,
+        url: str,
+        body: dict[str, Any],
+        *,
+        headers: Mapping[str, str],
+        assembler: Assembler,
+        read: Callable[[SSEMessage], tuple[list[ChatEvent], bool]],
+        ended: Callable[[], bool],
+        json_events: JsonEvents,
+        on_empty: Callable[[], Iterator[ChatEvent]] | None = None,
+    ) -> Iterator[ChatEvent]:
+        """A streamed request. ``read`` turns one SSE message into events and says whether
+        it was the last; ``ended`` says whether the provider declared the answer complete
+        (for a stream that closes without its last message); ``on_empty`` answers a 200
+        whose body was empty (None: that is a cut answer like any other)."""
+        label, limits = self.label, self._limits
+        deadline = time.monotonic() + limits.total_timeout
+        done = False
+        received = 0
+
+        def counted(chunks: Iterator[bytes]) -> Iterator[bytes]:
+            nonlocal received
+            for chunk in chunks:
+                received += len(chunk)
+                yield chunk
+
+        try:
+            with self._client.stream("POST", url, headers=dict(headers), json=body) as response:
+                raise_for_status(response, provider_label=label)
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    # The server ignored "stream": read it as one JSON answer.
+                    raw = read_limited(response, max_bytes=limits.max_response_bytes, deadline=deadline)
+                    if raw.strip():
+                        yield from json_events(parse_json(raw, provider_label=label))
+                        return
+                else:
+                    for message in iter_sse(counted(response.iter_bytes()), max_bytes=limits.max_response_bytes,
+                                            deadline=deadline, provider_label=label):
+                        events, done = read(message)
+                        yield from events
+                        if done:
+                            break
+        except ProviderError as err:
+            if not assembler.emitted:
+                raise
+            yield assembler.finish(cut=True, error=err)
+            return
+        except httpx.HTTPError as exc:
+            fault = transport_error(exc, provider_label=label)
+            if not assembler.emitted:
+                raise fault from exc
+            yield assembler.finish(cut=True, error=fault)
+            return
+        if on_empty is not None and received == 0 and not done and not assembler.emitted:
+            yield from on_empty()
+            return
+        if not done and not ended():
+            cut_error = ProviderUnavailableError(f"The answer from {label} ended before it was complete.")
+            if not assembler.emitted:
+                raise cut_error
+            yield assembler.finish(cut=True, error=cut_error)
+            return
+        yield assembler.finish(cut=False)
