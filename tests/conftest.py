@@ -15,6 +15,20 @@ SHARED = REPO.parent / "shared"
 
 
 
+def pytest_generate_tests(metafunc):
+    """A test module that sets ``DIALECTS = ("openai", "anthropic")`` runs each of its tests
+    against both provider wires (``tests/runloop/conftest.py``: the fake provider speaks
+    the dialect's own protocol); every other test runs on the OpenAI dialect."""
+    if "dialect" in metafunc.fixturenames and hasattr(metafunc.module, "DIALECTS"):
+        metafunc.parametrize("dialect", metafunc.module.DIALECTS)
+
+
+@pytest.fixture
+def dialect() -> str:
+    """The provider wire of the run-loop fixtures, unless a module parametrizes it."""
+    return "openai"
+
+
 @pytest.fixture(autouse=True)
 def _fresh_throttles():
     """Rate-limit counters live in the cache, and user ids repeat across tests."""

@@ -17,7 +17,7 @@ from django.conf import settings
 
 from agentloom.runloop.errors import ContextRefused, RunStopped
 from agentloom.runloop.state import RunState
-from context import RequestValidationError, build_request_body, usage_prompt_tokens
+from context import RequestValidationError, build_anthropic_body, build_request_body, usage_prompt_tokens
 from models_catalog.client import (
     ChatClient,
     ReasoningDelta,
@@ -43,11 +43,29 @@ def chat_client(target: ModelTarget) -> ChatClient:
 
 
 def body_build(target: ModelTarget, messages: Sequence[dict[str, Any]], *, max_output_tokens: int,
-               tools: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A request body in the target's dialect; raises RequestValidationError (CTX-10)."""
+               tools: Sequence[dict[str, Any]] | None = None, keep_thinking: bool = False) -> dict[str, Any]:
+    """A request body in the target's dialect; raises RequestValidationError (CTX-10).
+
+    The ``anthropic`` dialect is the native Messages API body (top-level system, content
+    blocks, prompt-cache breakpoints); ``keep_thinking`` passes signed thinking blocks back
+    when the model that wrote them is the one called now (CTX-11)."""
+    if target.dialect == "anthropic":
+        return build_anthropic_body(messages, model=target.model, max_tokens=max_output_tokens, tools=tools or None,
+                                    supports_images=target.supports_images, keep_thinking=keep_thinking)
     return build_request_body(messages, dialect=target.dialect, output_limit_field=target.output_limit_field,
                               model=target.model, max_output_tokens=max_output_tokens, tools=tools or None,
                               supports_images=target.supports_images)
+
+
+def sent_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages of a body as the context inspector keeps them: a native Anthropic
+    body's top-level system text comes first, as a system message."""
+    system = body.get("system")
+    if system is None:
+        return list(body["messages"])
+    text = system if isinstance(system, str) else "\n\n".join(
+        block.get("text", "") for block in system if isinstance(block, dict))
+    return [{"role": "system", "content": text}, *body["messages"]]
 
 
 def hard_limit(state: RunState) -> int:
@@ -68,22 +86,29 @@ class ActionRequest:
 def action_request_build(state: RunState, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> ActionRequest:
     """Build the action request, refuse an invalid one (CTX-10) and one over the hard limit (CTX-39)."""
     try:
-        body = body_build(state.target, messages, max_output_tokens=state.budget.max_output_tokens, tools=schemas)
+        body = body_build(state.target, messages, max_output_tokens=state.budget.max_output_tokens, tools=schemas,
+                          keep_thinking=state.thinking_continues)
     except RequestValidationError as exc:
         # CTX-10: an invalid request is a bug. Never send it; say so and keep the records.
         logger.error("run %s: refusing to send an invalid request: %s", state.run.pk, exc)
         raise RunStopped("invalid_request", "The conversation could not be turned into a valid request; "
                          "nothing was sent. This is a bug and has been logged.") from None
     estimator = state.estimator()
-    estimate = estimator.request(body["messages"], body.get("tools"))
+    # Estimated on the OpenAI-shaped messages in every dialect: our estimators count those
+    # shapes (a native body keeps the system text outside its messages, and its image
+    # blocks carry raw base64).
+    native = state.target.dialect == "anthropic"
+    counted = messages if native else body["messages"]
+    estimate = estimator.request(counted, schemas if native else body.get("tools"))
     # CTX-39, checked before anything is sent, on the same calibrated figure as every other
     # decision (CTX-25): never below what the provider counted for a recent request.
     checked = state.figure(estimate)
     if checked + state.budget.max_output_tokens > hard_limit(state):
         raise RunStopped("context_overflow", "The conversation is too long for this model's context window "
                          f"(about {checked:,} tokens plus {state.budget.max_output_tokens:,} reserved for the answer).")
-    return ActionRequest(body=body, estimator_id=estimator.id, estimate=estimate,
-                         per_message=[estimator.message(m) for m in body["messages"]])
+    # Per-message figures line up with what the inspector shows only for OpenAI-shaped bodies.
+    per_message = [] if native else [estimator.message(m) for m in body["messages"]]
+    return ActionRequest(body=body, estimator_id=estimator.id, estimate=estimate, per_message=per_message)
 
 
 def action_call(state: RunState, instance: Instance, request: ActionRequest) -> StreamEnd:
@@ -91,7 +116,7 @@ def action_call(state: RunState, instance: Instance, request: ActionRequest) -> 
     log = model_call_open(run=state.run, instance=instance, purpose=ModelCall.Purpose.ACTION,
                           provider=state.target.provider, model=state.target.model,
                           estimator_id=request.estimator_id, estimated_tokens=request.estimate,
-                          messages=request.body["messages"], tools=request.body.get("tools") or [],
+                          messages=sent_messages(request.body), tools=request.body.get("tools") or [],
                           estimates=request.per_message)
     state.bump("model_calls")
     source = {"instance": "main" if instance.parent_id is None else str(instance.pk)}
@@ -160,7 +185,7 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
     """
     log = model_call_open(run=state.run, instance=instance, purpose=purpose, provider=state.target.provider,
                           model=state.target.model, estimator_id=estimator_id, estimated_tokens=estimate,
-                          messages=body["messages"])
+                          messages=sent_messages(body))
     if counts_as_model_call:
         state.bump("model_calls")
 

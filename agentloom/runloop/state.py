@@ -38,7 +38,7 @@ from models_catalog.learning import (
 )
 from models_catalog.selectors import effective_base_url
 from models_catalog.target import ModelTarget, model_target
-from sessions.models import Run
+from sessions.models import ModelCall, Run, SessionView
 from sessions.services.history import ContextCache
 
 DEFAULT_LIMITS = {"max_model_calls": 25, "max_tool_calls": 50, "max_wall_seconds": 900, "max_depth": MAX_DEPTH,
@@ -63,6 +63,9 @@ class RunState:
     caches: dict[int, ContextCache] = field(default_factory=dict)
     estimates: EstimateCache | None = None
     _calibration: Calibration | None = None
+    # Signed thinking blocks may go back only to the model that wrote them (CTX-11): true
+    # when every earlier action call of the session went to this model, and nothing was imported.
+    thinking_continues: bool = False
 
     def estimator(self) -> EstimateCache:
         """One estimate cache per run: each step estimates only what is new (CTX-24)."""
@@ -165,7 +168,11 @@ def run_state_build(run: Run) -> RunState:
         limits=replace(CHAT_LIMITS, read_timeout=settings.AGENTLOOM_PROVIDER_READ_TIMEOUT),
         connection_id=connection.pk if connection is not None else None,
     )
+    others = (ModelCall.objects.filter(run__session_id=run.session_id, purpose=ModelCall.Purpose.ACTION)
+              .exclude(provider=target.provider, model=target.model).exists())
+    imported = SessionView.objects.filter(session_id=run.session_id, raw_complete=False).exists()
     return RunState(
+        thinking_continues=not others and not imported,
         run=run,
         limits=limits,
         budget=Budget(context_window=window,

@@ -15,6 +15,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
     json: Any = None
+    native: Any = None  # a bridged request's own body, when ``json`` is its OpenAI-shaped view
 
 
 @dataclass

@@ -6,10 +6,14 @@ from typing import Iterator
 import pytest
 
 from sessions.services import events as events_module
+from tests.fakes.anthropic_bridge import AnthropicBridge
 from tests.fakes.fake_provider import FakeProvider
 from tests.fakes.strict import StrictProvider
 
 FAKE_KEY = "sk-fake-provider-key-0123456789"
+# The provider behind each dialect a suite can run against (CAT-7): the OpenAI dialect
+# through an OpenAI-compatible connection, Anthropic's through its native Messages API.
+DIALECT_PROVIDERS = {"openai": ("openai_compatible", "fake-model"), "anthropic": ("anthropic", "claude-fake-4")}
 
 
 @pytest.fixture
@@ -19,29 +23,32 @@ def fake() -> Iterator[FakeProvider]:
 
 
 @pytest.fixture
-def strict(fake):
-    """Install a strict handler: ``strict.handler = ...`` scripts the answers."""
-    wrapper = StrictProvider(lambda request: None, api_key=FAKE_KEY)
+def strict(fake, dialect):
+    """Install a strict handler: ``strict.handler = ...`` scripts the answers (OpenAI-shaped
+    in every dialect: the Anthropic bridge translates both ways)."""
+    front = AnthropicBridge if dialect == "anthropic" else StrictProvider
+    wrapper = front(lambda request: None, api_key=FAKE_KEY)
     fake.handler = wrapper
     return wrapper
 
 
 @pytest.fixture
-def fake_agent_factory(space, alice, fake):
+def fake_agent_factory(space, alice, fake, dialect):
     from agentloom.agents.services import agent_create, agent_publish
     from models_catalog.models import ModelConnection
 
-    connection = ModelConnection.objects.create(space=space, name="Fake", provider="openai_compatible",
-                                                base_url=fake.base_url, api_key=FAKE_KEY, model="fake-model",
+    provider, model = DIALECT_PROVIDERS[dialect]
+    connection = ModelConnection.objects.create(space=space, name="Fake", provider=provider,
+                                                base_url=fake.base_url, api_key=FAKE_KEY, model=model,
                                                 context_window=32_768, max_output_tokens=1_024)
 
     def make(tools=("calculator", "current_time", "read_record", "delegate"), limits=None, window=None,
              provider=None, model=None, context_policy=None):
         if window is not None:
             connection.context_window = window
-        if provider is not None:
+        if provider is not None and dialect == "openai":  # on Anthropic's wire the provider is Anthropic
             connection.provider = provider
-        if model is not None:
+        if model is not None and dialect == "openai":
             connection.model = model
         connection.save()
         agent = agent_create(space=space, name="Fake agent", model_connection=connection, instructions="Be brief.",

@@ -13,6 +13,8 @@ from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, sequence
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).
+DIALECTS = ("openai", "anthropic")
 
 
 def _stop(run_id: int) -> None:

@@ -14,6 +14,8 @@ from tests.fakes.fake_provider import chat_stream, error, sequence
 from tests.runloop.conftest import FAKE_KEY
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).
+DIALECTS = ("openai", "anthropic")
 
 
 def ask_and_run(session, content="Hi") -> Run:

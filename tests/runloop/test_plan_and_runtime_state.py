@@ -20,6 +20,8 @@ from sessions.services.history import compaction_request, question_ask
 from tests.fakes.fake_provider import chat_stream
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).
+DIALECTS = ("openai", "anthropic")
 
 PLAN = [{"step": "Find the quarterly figures", "status": "done"},
         {"step": "Compare the regions", "status": "in_progress"},

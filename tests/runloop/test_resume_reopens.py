@@ -18,6 +18,8 @@ from sessions.services.runs import run_claim, run_finish, run_resume
 from tests.fakes.fake_provider import chat_stream
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).
+DIALECTS = ("openai", "anthropic")
 
 
 def _interrupted_after_calls(session, calls):

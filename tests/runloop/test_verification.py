@@ -10,6 +10,8 @@ from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, error
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).
+DIALECTS = ("openai", "anthropic")
 
 
 def _verifying_session(fake_session):
