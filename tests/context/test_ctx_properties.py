@@ -103,6 +103,11 @@ _json = st.recursive(
 def test_ctx10_the_validator_reports_problems_and_never_crashes_on_garbage(messages, mode) -> None:
     problems = validate_request(messages, mode)
     assert all(isinstance(p.rule, str) and p.message for p in problems)
+    roles = {"system", "developer", "user", "assistant", "tool"}
+    garbage = not messages or any(not isinstance(m, dict) or not isinstance(m.get("role"), str)
+                                  or m["role"] not in roles for m in messages)
+    if garbage:  # an empty request, or anything that is not a chat message, is never valid
+        assert problems, messages
 
 
 _kinds = st.sampled_from(["user", "supplement", "assistant", "tool_result", "delegation_result", "command",

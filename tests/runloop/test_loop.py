@@ -8,7 +8,7 @@ import pytest
 
 from agentloom.runloop.loop import run_execute
 from agentloom.agents.tool_registry import Tool, ToolCancelled, register, registry
-from sessions.models import ModelCall, Run, RunEvent, SessionMessage
+from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, error, sequence
 from tests.runloop.conftest import FAKE_KEY
@@ -134,6 +134,13 @@ def test_run3_delegation_is_refused_past_the_depth_limit(fake_session, fake, str
     assert run.status == Run.Status.COMPLETED
     second_level = fake.requests[1].json
     assert "delegate" not in [t["function"]["name"] for t in second_level.get("tools", [])]
+    # The sub-agent called it anyway: refused as its tool result, and no deeper instance exists.
+    assert Instance.objects.filter(run=run).count() == 2
+    refusal = SessionMessage.objects.get(run=run, in_main=False, kind__in=("tool_result", "delegation_result"))
+    assert refusal.message["status"] == "error"
+    assert refusal.message["content"] == "Delegation is limited to a depth of 1."
+    sub_sees = [m for m in fake.requests[2].json["messages"] if m["role"] == "tool"]
+    assert "Delegation is limited to a depth of 1." in sub_sees[-1]["content"]
 
 
 def test_loop8_the_key_is_redacted_from_records_and_events(fake_session, strict):
