@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from sessions.models import Instance, ModelCall, Run, Session
+from sessions.models import Instance, ModelCall, Run, Session  # noqa: F401
 from sessions.selectors import main_instance
 from sessions.services.history import checkpoint_commit, question_ask
+from sessions.services.model_calls import model_call_close, model_call_open
 from sessions.services.records import record_append
 from sessions.models import RunEvent
 from sessions.services.runs import run_finish
@@ -70,31 +71,41 @@ def story(make_session, alice) -> Story:
     return Story(session=session, first=first, second=second, sub=sub)
 
 
+ESTIMATOR_ID = "tiktoken-o200k_base-v1"  # what the loop writes for a model with no known tokenizer
+
+
 def model_call(run: Run, *, purpose: str = "action", estimate: int = 1000, prompt_tokens: int | None = 1100,
                messages: list[dict] | None = None, estimates: list[int] | None = None,
                tools: list[dict] | None = None) -> ModelCall:
-    """A ModelCall row as the loop writes it (request = messages, tools, estimates)."""
+    """A model call logged through the loop's own service, opened then closed with its usage."""
     messages = messages if messages is not None else [
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": f"Remember this: {SECRET}"}]
-    return ModelCall.objects.create(
-        run=run, instance=main_instance(run=run), purpose=purpose, provider="openai_compatible",
-        model="qwen3-8b", estimator_id="tiktoken:o200k_base", estimated_tokens=estimate,
-        request={"messages": messages, "tools": tools or [], "estimates": estimates if estimates is not None
-                 else [10 * (i + 1) for i in range(len(messages))]},
-        usage={"prompt_tokens": prompt_tokens, "completion_tokens": 12} if prompt_tokens is not None else None,
-        outcome="ok")
+    call = model_call_open(
+        run=run, instance=main_instance(run=run), purpose=purpose, provider="openai_compatible", model="qwen3-8b",
+        estimator_id=ESTIMATOR_ID, estimated_tokens=estimate, messages=messages, tools=tools or [],
+        estimates=estimates if estimates is not None else [10 * (i + 1) for i in range(len(messages))])
+    model_call_close(call=call, outcome="ok",
+                     usage={"prompt_tokens": prompt_tokens, "completion_tokens": 12} if prompt_tokens is not None
+                     else None)
+    return call
 
 
 def metrics(*, trigger: str = "budget", before: int = 90_000, after: int = 30_000,
             segments: list[dict] | None = None, **extra: Any) -> dict[str, Any]:
-    """The CTX-41 figures, as the compaction worker stores them."""
+    """The CTX-41 figures with every key the compaction worker stores (the engine's, then
+    the worker's: duration, estimated and calibrated figures, the ratio); a test of the
+    console against a real compaction is in test_compactions.py."""
     return {
         "trigger": trigger, "tokens_before": before, "tokens_after": after, "threshold": 80_000,
-        "target": 40_000, "target_reached": after <= 40_000, "summary_calls": 2, "retries": 1,
-        "summary_chars": 4_321, "duration_ms": 2_500, "estimator_id": "tiktoken:o200k_base",
+        "target": 40_000, "target_reached": after <= 40_000, "hard_limit": 100_000, "summary_calls": 2,
+        "retries": 1, "summary_chars": 4_321, "estimator_id": ESTIMATOR_ID,
         "segments": segments if segments is not None else [
             {"index": 0, "consumed": [1, 3], "messages": 3}, {"index": 1, "consumed": None, "messages": 1}],
-        "covered": 5, **extra,
+        "planned_segments": 2, "covered": [1, 3], "retained_messages": 2, "summarized_messages": 4,
+        "summary_failure": None, "error_code": None, "duration_ms": 2_500,
+        "tokens_before_estimated": before, "tokens_before_calibrated": before,
+        "tokens_after_estimated": after, "tokens_after_calibrated": after,
+        "calibration_ratio": 1.0, "calibration_samples": 3, **extra,
     }
 
 
@@ -104,7 +115,7 @@ def compaction(run: Run, *, covered_seq: int, **figures: Any):
 
     values = metrics(**figures)
     return checkpoint_commit(
-        run=run, instance=main_instance(run=run), covered_seq=covered_seq, estimator_id="tiktoken:o200k_base",
+        run=run, instance=main_instance(run=run), covered_seq=covered_seq, estimator_id=ESTIMATOR_ID,
         messages=[{"role": "user", "content": "summary of the earlier conversation"}], metrics=values,
         records=[NewRecord("compaction_summary", {"summary": "Earlier: the user shared a code.", "metrics": values},
                            f"compaction-{covered_seq}-{values['trigger']}")])

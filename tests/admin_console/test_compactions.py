@@ -6,7 +6,9 @@ import re
 import pytest
 
 from sessions.models import AccessAudit
+from context.compaction import SUMMARIZER_SYSTEM
 from tests.admin_console.conftest import compaction
+from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +28,7 @@ def test_it_lists_each_compaction_with_its_metrics(console, story):
     assert [number for number, _ in rows] == ["1", "2"]
     first, second = rows[0][1], rows[1][1]
     for figure in ("budget", "90,000", "30,000", "80,000", "target 40,000", "&minus;67%", "4,321 characters",
-                   "2.5 s", "tiktoken:o200k_base", '<span class="summary-calls">2 calls</span>',
+                   "2.5 s", "tiktoken-o200k_base-v1", '<span class="summary-calls">2 calls</span>',
                    '<span class="summary-retries">1 retry</span>', '<span class="covered">covers #5</span>',
                    "status-ok"):
         assert figure in first, figure
@@ -61,10 +63,10 @@ def test_the_chart_is_inline_svg_with_a_line_per_series(console, story):
 def test_sub_instance_compactions_are_listed_with_their_instance(console, story):
     from sessions.services.history import checkpoint_commit
 
-    checkpoint_commit(run=story.first, instance=story.sub, messages=[], covered_seq=4, estimator_id="chars:4",
+    checkpoint_commit(run=story.first, instance=story.sub, messages=[], covered_seq=4, estimator_id="bytes-v1",
                       metrics={"trigger": "model_steps", "tokens_before": 9_000, "tokens_after": 3_000})
     html = console.get(compactions(story.session.pk)).content.decode()
-    assert f"&middot; sub-instance {story.sub.pk} (sub-1)" in html and "model_steps" in html and "chars:4" in html
+    assert f"&middot; sub-instance {story.sub.pk} (sub-1)" in html and "model_steps" in html and "bytes-v1" in html
     # The figures it did not record are shown as missing, never as zero.
     assert "–<br><small>target –</small>" in html and "– calls" in html and "length –" in html
     assert '<td class="num">–</td>' in html  # duration
@@ -73,3 +75,33 @@ def test_sub_instance_compactions_are_listed_with_their_instance(console, story)
 def test_a_session_without_compactions_says_so(console, story):
     html = console.get(compactions(story.session.pk)).content.decode()
     assert "No compaction yet" in html and "compaction-chart" not in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_compaction_made_by_the_loop_shows_the_figures_it_stored(console, fake_session, strict):
+    """Not a fixture's idea of the metrics: a compaction the worker really committed."""
+    from agentloom.runloop.compaction import compaction_manual
+    from agentloom.runloop.loop import run_execute
+    from sessions.models import CompactionSnapshot
+    from sessions.services.history import compaction_request, question_ask
+    from tests.fakes.fake_provider import chat_stream
+
+    def handler(request):
+        if request.json["messages"][0]["content"] == SUMMARIZER_SYSTEM:
+            sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+            return chat_stream([f"<summary>\n{sections}\n</summary>"])
+        return chat_stream(["A long answer about the figures. " * 30])
+
+    strict.handler = handler
+    session = fake_session(tools=(), window=16_000, context_policy={"target_ratio": 0.05})
+    for n in range(3):
+        run = question_ask(session=session, content=f"Question {n}: the figures, please. " + "Detail. " * 100)
+        run_execute(run_id=run.pk)
+    _, run = compaction_request(session=session)
+    assert compaction_manual(run_id=run.pk) == "compacted"
+    metrics = CompactionSnapshot.objects.get(instance__run=run).metrics
+    html = console.get(compactions(session.pk)).content.decode()
+    row = re.findall(r'<tr id="compaction-1">(.*?)</tr>', html, flags=re.S)[0]
+    for figure in ("manual", f"{metrics['tokens_before']:,}", f"{metrics['tokens_after']:,}", metrics["estimator_id"],
+                   f'<span class="summary-calls">{metrics["summary_calls"]} call'):
+        assert figure in row, figure

@@ -118,9 +118,9 @@ def test_sent_messages_without_estimates_still_show_every_message():
 def test_compaction_figures_tolerate_missing_and_odd_values():
     figures = compaction_figures({"trigger": "manual", "tokens_before": {"estimated": 1000, "calibrated": 1100},
                                   "tokens_after": 250, "segments": [{"consumed": [3, 9]}, {"consumed": None}],
-                                  "target_reached": "yes"}, estimator_id="chars:4")
+                                  "target_reached": "yes"}, estimator_id="bytes-v1")
     assert (figures.trigger, figures.tokens_before, figures.tokens_after, figures.saved_percent) == (
         "manual", 1000, 250, 75)
-    assert figures.target_reached is None and figures.estimator_id == "chars:4" and figures.duration_text == "–"
+    assert figures.target_reached is None and figures.estimator_id == "bytes-v1" and figures.duration_text == "–"
     assert [(s.index, s.first_seq, s.last_seq) for s in figures.segments] == [(0, 3, 9), (1, None, None)]
     assert compaction_figures(None).trigger == "?"

@@ -85,7 +85,7 @@ def test_the_inspector_shows_each_call_with_estimates_usage_and_their_ratio(cons
     html = page.content.decode()
     assert SECRET in html and "Summarize the conversation so far." in html
     assert "1.10&times;" in html and "ratio-close" in html  # 1100 / 1000
-    assert "tiktoken:o200k_base" in html and "qwen3-8b" in html
+    assert "tiktoken-o200k_base-v1" in html and "qwen3-8b" in html
     assert '<td class="num">993</td>' in html  # the per-message estimate
     assert "<dt>Sum of message estimates</dt><dd>1,000</dd>" in html
     assert "<code>calculator</code> &mdash; Safe arithmetic." in html

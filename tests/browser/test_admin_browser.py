@@ -78,7 +78,7 @@ def metrics(*, trigger: str, before: int, after: int, threshold: int, target: in
     return {
         "trigger": trigger, "tokens_before": before, "tokens_after": after, "threshold": threshold,
         "target": target, "target_reached": after <= target, "summary_calls": calls, "retries": 0,
-        "summary_chars": 1_250 + after // 10, "duration_ms": duration_ms, "estimator_id": "tiktoken:o200k_base",
+        "summary_chars": 1_250 + after // 10, "duration_ms": duration_ms, "estimator_id": "tiktoken-o200k_base-v1",
         "segments": [{"index": 0, "consumed": consumed, "messages": messages}], "covered": covered,
     }
 
@@ -90,7 +90,7 @@ def compact(run, *, covered_seq: int, figures: dict, summary: str = "Earlier: th
     from sessions.services.records import NewRecord
 
     return checkpoint_commit(
-        run=run, instance=main_instance(run=run), covered_seq=covered_seq, estimator_id="tiktoken:o200k_base",
+        run=run, instance=main_instance(run=run), covered_seq=covered_seq, estimator_id="tiktoken-o200k_base-v1",
         messages=[{"role": "user", "content": summary}], metrics=figures,
         records=[NewRecord("compaction_summary", {"summary": summary, "metrics": figures},
                            f"compaction-{covered_seq}-{figures['trigger']}")])
