@@ -259,12 +259,35 @@ class AccessAudit(models.Model):
         ordering = ["-at"]
 
 
+class SentBlob(models.Model):
+    """One distinct piece of what was sent to a model — a message, the system text, the
+    tool schemas — stored once per session (encrypted), so logging every call costs only
+    what is new in it (O(new), not a copy of the whole history per call).
+
+    ``digest`` is a keyed hash (HMAC with a key derived from the encryption key) of the
+    piece's canonical JSON: it finds an identical piece without decrypting anything, and
+    reveals nothing to someone who can read the column but not the key.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="sent_blobs")
+    digest = models.CharField(max_length=64)
+    content = encrypt(models.JSONField())
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "digest"], name="sentblob_unique_digest")]
+
+
 class ModelCall(models.Model):
     """What one model call received and what it cost — the context inspector's source.
 
-    ``request`` (encrypted) holds the exact messages and tools sent and the estimate per
-    message; ``usage`` is the provider's own count when it came back (CTX-25). Written by
-    ``sessions.services.model_calls``, read through ``sessions.selectors.model_call_entries``.
+    ``request`` (encrypted) says exactly what was sent, by reference: the body's fields in
+    order, the system text and tool schemas as ``SentBlob`` ids, and the messages as a
+    list of blob ids written as a delta of an earlier call's list (``base``, ``keep``,
+    ``add``), with our estimate per message the same way. ``usage`` is the provider's own
+    count when it came back (CTX-25). Written by ``sessions.services.model_calls``; read
+    back, byte for byte, through ``sessions.selectors`` (``model_call_body``,
+    ``model_call_entries``).
     """
 
     class Purpose(models.TextChoices):

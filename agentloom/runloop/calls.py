@@ -57,16 +57,6 @@ def body_build(target: ModelTarget, messages: Sequence[dict[str, Any]], *, max_o
                               supports_images=target.supports_images)
 
 
-def sent_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The messages of a body as the context inspector keeps them: a native Anthropic
-    body's top-level system text comes first, as a system message."""
-    system = body.get("system")
-    if system is None:
-        return list(body["messages"])
-    text = system if isinstance(system, str) else "\n\n".join(
-        block.get("text", "") for block in system if isinstance(block, dict))
-    return [{"role": "system", "content": text}, *body["messages"]]
-
 
 def hard_limit(state: RunState) -> int:
     """The most a whole request (messages, tools and output reserve) may hold (CTX-39)."""
@@ -116,8 +106,8 @@ def action_call(state: RunState, instance: Instance, request: ActionRequest) -> 
     log = model_call_open(run=state.run, instance=instance, purpose=ModelCall.Purpose.ACTION,
                           provider=state.target.provider, model=state.target.model,
                           estimator_id=request.estimator_id, estimated_tokens=request.estimate,
-                          messages=sent_messages(request.body), tools=request.body.get("tools") or [],
-                          estimates=request.per_message)
+                          body=request.body, estimates=request.per_message,
+                          chain=state.call_chain(instance, ModelCall.Purpose.ACTION))
     state.bump("model_calls")
     source = {"instance": "main" if instance.parent_id is None else str(instance.pk)}
 
@@ -185,7 +175,7 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
     """
     log = model_call_open(run=state.run, instance=instance, purpose=purpose, provider=state.target.provider,
                           model=state.target.model, estimator_id=estimator_id, estimated_tokens=estimate,
-                          messages=sent_messages(body))
+                          body=body, chain=state.call_chain(instance, purpose))
     if counts_as_model_call:
         state.bump("model_calls")
 

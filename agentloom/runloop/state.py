@@ -40,6 +40,7 @@ from models_catalog.selectors import effective_base_url
 from models_catalog.target import ModelTarget, model_target
 from sessions.models import ModelCall, Run, SessionView
 from sessions.services.history import ContextCache
+from sessions.services.model_calls import CallChain
 
 DEFAULT_LIMITS = {"max_model_calls": 25, "max_tool_calls": 50, "max_wall_seconds": 900, "max_depth": MAX_DEPTH,
                   "max_sub_instances": 8}
@@ -66,6 +67,7 @@ class RunState:
     # Signed thinking blocks may go back only to the model that wrote them (CTX-11): true
     # when every earlier action call of the session went to this model, and nothing was imported.
     thinking_continues: bool = False
+    call_chains: dict[tuple[int, str], CallChain] = field(default_factory=dict)
 
     def estimator(self) -> EstimateCache:
         """One estimate cache per run: each step estimates only what is new (CTX-24)."""
@@ -73,6 +75,10 @@ class RunState:
             self.estimates = EstimateCache(get_estimator(self.target.model,
                                                          exact_tokenizer=self.target.exact_tokenizer))
         return self.estimates
+
+    def call_chain(self, instance: Any, purpose: str) -> CallChain:
+        """What this run last logged for an instance and purpose: the next log is its delta."""
+        return self.call_chains.setdefault((instance.pk, purpose), CallChain())
 
     # --- one calibrated figure for every decision (CTX-25) ---
 

@@ -63,6 +63,17 @@ def parse_json(raw: bytes, *, provider_label: str) -> Any:
         raise ProviderUnavailableError(f"{provider_label} sent an answer that is not valid JSON.") from None
 
 
+def body_bytes(body: Mapping[str, Any]) -> bytes:
+    """The bytes of a request body as every chat client sends them: compact JSON, UTF-8,
+    keys in the body's order. The context inspector rebuilds a call's body and gets these
+    same bytes from it (``sessions.selectors.model_call_body``)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def _json_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {**headers, "Content-Type": "application/json"}
+
+
 class GuardedChatClient:
     """Base of the HTTP chat clients; use them as context managers."""
 
@@ -101,7 +112,7 @@ class GuardedChatClient:
         """One plain JSON request and its answer as events."""
         deadline = time.monotonic() + self._limits.total_timeout
         try:
-            with self._client.stream("POST", url, headers=dict(headers), json=body) as response:
+            with self._client.stream("POST", url, headers=_json_headers(headers), content=body_bytes(body)) as response:
                 raise_for_status(response, provider_label=self.label)
                 raw = read_limited(response, max_bytes=self._limits.max_response_bytes, deadline=deadline)
         except httpx.HTTPError as exc:
@@ -136,7 +147,7 @@ class GuardedChatClient:
                 yield chunk
 
         try:
-            with self._client.stream("POST", url, headers=dict(headers), json=body) as response:
+            with self._client.stream("POST", url, headers=_json_headers(headers), content=body_bytes(body)) as response:
                 raise_for_status(response, provider_label=label)
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     # The server ignored "stream": read it as one JSON answer.

@@ -1,29 +1,144 @@
-"""The inspector's log of model calls: one row opened before a call is sent, closed after.
+"""The inspector's log of model calls, in O(new): what each call sent, exactly, by reference.
 
-What a call received is kept exactly (the messages and tools as sent, with the estimate
-per message), so operators see what the model saw; the provider's usage is stored next to
-our estimate for calibration (CTX-25). Read it back with ``sessions.selectors``
-(``model_call_entries``), never from the row's JSON directly.
+A call's body is stored as its fields in order, with every message, the system text and
+the tool schemas as ``SentBlob`` ids — each distinct piece stored once per session,
+encrypted — and the list of message ids as a delta of the previous call of the same
+instance and purpose (``base``, ``keep`` of its ids, then ``add``). A step that appends
+two messages stores two blobs and a few ids, however long the session; reading a call
+back (``sessions.selectors.model_call_body``) rebuilds the body byte for byte. Every
+``FULL_EVERY`` calls a call keeps its whole list (``root``), so a read walks a bounded
+chain.
+
+A row is opened before the call is sent (it exists even if the worker dies mid-answer)
+and closed with its outcome and the provider's usage, stored next to our estimate for
+calibration (CTX-25).
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sessions.models import Instance, ModelCall, Run
+from sessions.models import Instance, ModelCall, Run, SentBlob
+
+FULL_EVERY = 32
+REQUEST_FORMAT = 2
+# Body fields stored as blobs rather than inline: large, and the same from call to call.
+BLOB_FIELDS = ("system", "tools")
+
+
+def _canonical(content: Any) -> bytes:
+    # Key order is kept: the same message written with its keys in another order was
+    # another request, byte for byte.
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def blob_digest(content: Any) -> str:
+    """A keyed hash of a piece of a request: finds an identical piece without decrypting."""
+    key = hashlib.sha256(b"agentloom-sent-blob:" + settings.ENCRYPTION_KEY.encode()).digest()
+    return hmac.new(key, _canonical(content), hashlib.sha256).hexdigest()
+
+
+@dataclass
+class CallChain:
+    """What the last call logged for one instance and purpose sent, so the next call
+    stores only its difference (kept in memory by the run that makes the calls)."""
+
+    call_id: int | None = None
+    root_id: int | None = None
+    length: int = 0
+    messages: list[Any] = field(default_factory=list)
+    refs: list[int] = field(default_factory=list)
+    estimates: list[int | None] = field(default_factory=list)
+
+
+def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
+    """The blob id of each piece, storing the pieces the session does not have yet.
+
+    Reads the known digests in one query and inserts the new pieces in one; a concurrent
+    writer of the same piece (a unique violation) is resolved by reading it back.
+    """
+    digests = [blob_digest(piece) for piece in pieces]
+    known = dict(SentBlob.objects.filter(session_id=session_id, digest__in=set(digests)).values_list("digest", "id"))
+    missing: dict[str, Any] = {}
+    for digest, piece in zip(digests, pieces):
+        if digest not in known:
+            missing.setdefault(digest, piece)
+    if missing:
+        try:
+            with transaction.atomic():
+                rows = SentBlob.objects.bulk_create(
+                    [SentBlob(session_id=session_id, digest=digest, content=piece) for digest, piece in missing.items()])
+            known.update((row.digest, row.pk) for row in rows)
+        except IntegrityError:
+            known.update(SentBlob.objects.filter(session_id=session_id, digest__in=list(missing))
+                         .values_list("digest", "id"))
+    return [known[digest] for digest in digests]
+
+
+def _message_refs(session_id: int, chain: CallChain, messages: Sequence[Any]) -> list[int]:
+    """Blob ids of ``messages``: the unchanged positions of the previous call are reused
+    by comparing content (C-level, short-circuits on strings shared with the records),
+    and only the rest is hashed and stored."""
+    refs: list[int | None] = []
+    fresh: list[int] = []
+    for position, message in enumerate(messages):
+        if position < len(chain.messages) and message == chain.messages[position]:
+            refs.append(chain.refs[position])
+        else:
+            refs.append(None)
+            fresh.append(position)
+    if fresh:
+        for position, ref in zip(fresh, blobs_store(session_id=session_id, pieces=[messages[p] for p in fresh])):
+            refs[position] = ref
+    return [ref for ref in refs if ref is not None]
+
+
+def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def model_call_open(*, run: Run, instance: Instance, purpose: str, provider: str, model: str, estimator_id: str,
-                    estimated_tokens: int, messages: Sequence[dict[str, Any]],
-                    tools: Sequence[dict[str, Any]] = (), estimates: Sequence[int] = ()) -> ModelCall:
-    """Log a call about to be sent (the row exists even if the worker dies mid-answer)."""
-    return ModelCall.objects.create(
-        run=run, instance=instance, purpose=purpose, provider=provider, model=model, estimator_id=estimator_id,
-        estimated_tokens=estimated_tokens,
-        request={"messages": list(messages), "tools": list(tools), "estimates": list(estimates)},
-    )
+                    estimated_tokens: int, body: dict[str, Any], estimates: Sequence[int] = (),
+                    chain: CallChain | None = None) -> ModelCall:
+    """Log a call about to be sent: ``body`` is exactly what the client sends.
+
+    ``chain`` (the caller keeps one per instance and purpose) makes the log a delta of the
+    previous call; without one the call stores its whole list of references.
+    """
+    chain = chain if chain is not None else CallChain()
+    messages = list(body.get("messages") or [])
+    refs = _message_refs(run.session_id, chain, messages)
+    per_message = [*estimates, *([None] * (len(messages) - len(estimates)))][:len(messages)]
+    blobs = {name: blobs_store(session_id=run.session_id, pieces=[body[name]])[0]
+             for name in BLOB_FIELDS if name in body}
+    delta = chain.call_id is not None and chain.length < FULL_EVERY
+    keep = min(_common_prefix(chain.refs, refs), _common_prefix(chain.estimates, per_message)) if delta else 0
+    request = {
+        "v": REQUEST_FORMAT, "order": list(body), "fields": {k: v for k, v in body.items()
+                                                             if k != "messages" and k not in BLOB_FIELDS},
+        "blobs": blobs, "base": chain.call_id if delta else None, "keep": keep,
+        "add": refs[keep:], "estimates": per_message[keep:],
+    }
+    call = ModelCall.objects.create(run=run, instance=instance, purpose=purpose, provider=provider, model=model,
+                                    estimator_id=estimator_id, estimated_tokens=estimated_tokens,
+                                    request={**request, "root": chain.root_id if delta else None})
+    chain.call_id, chain.root_id = call.pk, chain.root_id if delta else call.pk
+    chain.length = chain.length + 1 if delta else 1
+    chain.messages, chain.refs, chain.estimates = messages, refs, per_message
+    return call
 
 
 def model_call_close(*, call: ModelCall, outcome: str, usage: dict[str, Any] | None = None) -> None:

@@ -82,7 +82,8 @@ def model_call(run: Run, *, purpose: str = "action", estimate: int = 1000, promp
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": f"Remember this: {SECRET}"}]
     call = model_call_open(
         run=run, instance=main_instance(run=run), purpose=purpose, provider="openai_compatible", model="qwen3-8b",
-        estimator_id=ESTIMATOR_ID, estimated_tokens=estimate, messages=messages, tools=tools or [],
+        estimator_id=ESTIMATOR_ID, estimated_tokens=estimate, body={"model": "qwen3-8b", "messages": messages,
+                                                                     "tools": tools or []},
         estimates=estimates if estimates is not None else [10 * (i + 1) for i in range(len(messages))])
     model_call_close(call=call, outcome="ok",
                      usage={"prompt_tokens": prompt_tokens, "completion_tokens": 12} if prompt_tokens is not None
