@@ -37,6 +37,7 @@ class AgentAdmin(admin.ModelAdmin):
         (None, {"fields": ["space", "name", "instructions", "model_connection", "tools"]}),
         ("Context policy (CTX-20)", {"fields": [*POLICY_FIELDS, "budget_figures"]}),
         ("Run limits", {"fields": ["limits", "verify_before_complete"]}),
+        ("Storage", {"fields": ["call_log_retention_days"]}),
         ("Record", {"fields": ["created_by", "created_at", "updated_at"], "classes": ["collapse"]}),
     ]
 

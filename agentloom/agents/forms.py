@@ -18,7 +18,8 @@ from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
 from models_catalog.models import ModelConnection
 
 POLICY_FIELDS = ("context_ratio", "target_ratio", "user_turns", "model_steps", "max_compaction_calls")
-DRAFT_FORM_FIELDS = ("name", "instructions", "model_connection", "tools", "limits", "verify_before_complete")
+DRAFT_FORM_FIELDS = ("name", "instructions", "model_connection", "tools", "limits", "verify_before_complete",
+                     "call_log_retention_days")
 
 
 class AgentAdminForm(forms.ModelForm):
@@ -38,7 +39,8 @@ class AgentAdminForm(forms.ModelForm):
 
     class Meta:
         model = Agent
-        fields = ["space", "name", "instructions", "model_connection", "limits", "verify_before_complete"]
+        fields = ["space", "name", "instructions", "model_connection", "limits", "verify_before_complete",
+                  "call_log_retention_days"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

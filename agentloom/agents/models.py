@@ -20,6 +20,11 @@ class Agent(models.Model):
     # Per-run bounds (LOOP-2): max_model_calls, max_tool_calls, max_wall_seconds, max_depth.
     limits = models.JSONField(default=dict, blank=True)
     verify_before_complete = models.BooleanField(default=False)
+    # Storage, not behaviour, so not frozen in versions: after this many days the copies of
+    # what model calls received are dropped (the records stay). Empty keeps them.
+    call_log_retention_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Drop the context inspector's copies of model calls after this many days "
+                                         "(records are kept). Empty: keep them.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

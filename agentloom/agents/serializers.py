@@ -47,6 +47,9 @@ class AgentUpdateIn(RejectUnknownFields):
     limits = serializers.JSONField(required=False, allow_null=True,
                                    help_text="max_model_calls, max_tool_calls, max_wall_seconds, max_depth (LOOP-2).")
     verify_before_complete = serializers.BooleanField(required=False)
+    call_log_retention_days = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=36_500,
+        help_text="Drop the inspector's copies of model calls after this many days (records stay); null keeps them.")
 
 
 class AgentCreateIn(AgentUpdateIn):
@@ -76,7 +79,8 @@ class AgentOut(serializers.ModelSerializer):
     class Meta:
         model = Agent
         fields = ["id", "space", "name", "instructions", "model_connection", "model", "tools", "context_policy",
-                  "limits", "verify_before_complete", "budget", "latest_version", "created_at", "updated_at"]
+                  "limits", "verify_before_complete", "call_log_retention_days", "budget", "latest_version",
+                  "created_at", "updated_at"]
 
     @extend_schema_field(BudgetOut)
     def get_budget(self, agent: Agent) -> dict[str, Any]:

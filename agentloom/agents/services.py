@@ -84,7 +84,8 @@ LIMIT_KEYS = ("max_model_calls", "max_tool_calls", "max_wall_seconds", "max_dept
 MAX_LIMIT = 1_000_000
 MAX_INSTRUCTIONS = 100_000
 DRAFT_FIELDS = ("name", "instructions", "model_connection", "tools", "context_policy", "limits",
-                "verify_before_complete")
+                "verify_before_complete", "call_log_retention_days")
+MAX_RETENTION_DAYS = 36_500
 
 
 def agent_tools_normalize(tools: Any) -> list[str]:
@@ -172,6 +173,11 @@ def agent_draft_validate(*, agent: Agent | None, space_id: int, data: Mapping[st
                 errors.update(exc.fields)
     if "verify_before_complete" in data:
         out["verify_before_complete"] = bool(data["verify_before_complete"])
+    if "call_log_retention_days" in data:
+        days = data["call_log_retention_days"]
+        if days is not None and (isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_RETENTION_DAYS):
+            errors["call_log_retention_days"] = f"a number of days from 1 to {MAX_RETENTION_DAYS:,}, or empty"
+        out["call_log_retention_days"] = days
     if errors:
         raise ValidationFailed("The agent is not valid.", fields=errors)
     return out
@@ -196,9 +202,11 @@ def agent_draft_create(*, space, data: Mapping[str, Any], created_by=None) -> Ag
         limits=fields.get("limits", {}),
         created_by=created_by,
     )
-    if fields.get("verify_before_complete"):
-        agent.verify_before_complete = True
-        agent.save(update_fields=["verify_before_complete"])
+    extra = {name: fields[name] for name in ("verify_before_complete", "call_log_retention_days") if fields.get(name)}
+    if extra:
+        for name, value in extra.items():
+            setattr(agent, name, value)
+        agent.save(update_fields=list(extra))
     return agent
 
 

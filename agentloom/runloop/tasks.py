@@ -32,3 +32,10 @@ def dispatch_compaction(run_id: int) -> None:
 
     prepare_broker_folders()
     compaction_manual_task.delay(run_id)
+
+
+@shared_task(name="agentloom.call_logs_prune", ignore_result=True)
+def call_logs_prune_task() -> None:
+    from sessions.services.retention import call_logs_prune
+
+    call_logs_prune()
