@@ -10,6 +10,8 @@ learned window only goes down.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -43,20 +45,23 @@ def calibration_for_connection(*, connection: ModelConnection, model: str | None
 
 
 def calibration_record(*, connection_id: int | None, model: str, estimator_id: str, prior: float,
-                       sample: float | None) -> Calibration:
-    """Add one provider-count / estimate sample; returns the calibration now in force.
+                       samples: Sequence[float]) -> Calibration:
+    """Add provider-count / estimate samples, oldest first; returns the calibration now in force.
 
     The row is locked while its recent samples are updated, so concurrent runs of the
     same model each add theirs.
     """
-    if sample is None or connection_id is None:
+    samples = [sample for sample in samples if sample is not None]
+    if not samples or connection_id is None:
         return calibration_get(connection_id=connection_id, model=model, estimator_id=estimator_id, prior=prior)
     with transaction.atomic():
         row, _ = TokenCalibration.objects.select_for_update().get_or_create(
             connection_id=connection_id, model=model, estimator_id=estimator_id)
-        calibration = Calibration(prior=prior, ratios=tuple(float(r) for r in row.ratios or ())).with_sample(sample)
+        calibration = Calibration(prior=prior, ratios=tuple(float(r) for r in row.ratios or ()))
+        for sample in samples:
+            calibration = calibration.with_sample(sample)
         row.ratios = list(calibration.ratios)
-        row.samples += 1
+        row.samples += len(samples)
         row.save(update_fields=["ratios", "samples", "updated_at"])
     return calibration
 

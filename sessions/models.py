@@ -71,6 +71,12 @@ class Run(models.Model):
     # The session seq this run inherited up to (the records before its question).
     inherited_watermark = models.BigIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    # What the API asked of the worker since it last looked (``RunAttention`` bits): set
+    # in the same transaction as the request, read back by the worker with every write it
+    # makes, so a step costs no extra read to learn of a supplement or a manual compaction.
+    attention = models.PositiveSmallIntegerField(default=0)
+    # The last event seq allocated (LOOP-5): producers take the next ones with one UPDATE.
+    event_seq = models.PositiveIntegerField(default=0)
     attempt = models.PositiveIntegerField(default=0, help_text="Increments on every resume.")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -90,6 +96,13 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"Run {self.pk} ({self.status})"
+
+
+class RunAttention:
+    """Bits of ``Run.attention``."""
+
+    SUPPLEMENT = 1  # a supplement is queued in the main instance's frame (RUN-5)
+    COMPACT = 2  # a manual compaction was asked for while the run works (CTX-43)
 
 
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {

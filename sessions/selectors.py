@@ -90,6 +90,27 @@ def main_instance(*, run: Run) -> Instance:
     return Instance.objects.get(run=run, key=Instance.MAIN)
 
 
+def calls_pending(*, instance: Instance) -> list[dict[str, Any]]:
+    """The tool group in flight: calls of the instance's last step without a saved result,
+    as ``{"id", "name", "arguments"}`` (RUN-7 refuses a view while there are any; CTX-36
+    shows them). Read from the records: results are keyed ``result-<step>-<index>`` after
+    their step's ``assistant-<step>``."""
+    last = (SessionMessage.objects.filter(instance=instance, kind="assistant", entry_key__startswith="assistant-")
+            .order_by("-seq").first())
+    if last is None or not last.message.get("tool_calls"):
+        return []
+    step = last.entry_key.removeprefix("assistant-")
+    done = set(SessionMessage.objects.filter(instance=instance, entry_key__startswith=f"result-{step}-")
+               .values_list("entry_key", flat=True))
+    pending = []
+    for index, call in enumerate(last.message["tool_calls"]):
+        if f"result-{step}-{index}" not in done:
+            function = call.get("function") or {}
+            pending.append({"id": str(call.get("id", "")), "name": str(function.get("name", "")),
+                            "arguments": str(function.get("arguments", ""))})
+    return pending
+
+
 def sub_instances_running(*, instance: Instance) -> list[dict[str, Any]]:
     """Sub-agents ``instance`` delegated to that have no delegation result yet (CTX-36):
     ``{"id", "task", "status"}``. A sub-instance is keyed ``sub-<parent>-<step>-<index>``

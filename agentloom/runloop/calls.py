@@ -31,7 +31,7 @@ from models_catalog.errors import ContextOverflowError, ProviderError
 from models_catalog.target import ModelTarget
 from sessions.models import Instance, ModelCall
 from sessions.services.events import DeltaBuffer, event_emit
-from sessions.services.model_calls import model_call_close, model_call_open
+from sessions.services.model_calls import PreparedCall, model_call_close, model_call_open, model_call_prepare
 
 logger = logging.getLogger("agentloom.runloop")
 
@@ -101,15 +101,25 @@ def action_request_build(state: RunState, messages: list[dict[str, Any]], schema
     return ActionRequest(body=body, estimator_id=estimator.id, estimate=estimate, per_message=per_message)
 
 
-def action_call(state: RunState, instance: Instance, request: ActionRequest) -> StreamEnd:
-    """One streaming action call with bounded retries (LOOP-3), deltas as events, Stop honoured."""
-    log = model_call_open(run=state.run, instance=instance, purpose=ModelCall.Purpose.ACTION,
-                          provider=state.target.provider, model=state.target.model,
-                          estimator_id=request.estimator_id, estimated_tokens=request.estimate,
-                          body=request.body, estimates=request.per_message,
-                          chain=state.call_chain(instance, ModelCall.Purpose.ACTION))
+@dataclass
+class ActionAnswer:
+    """An action call's answer, with what the step saves alongside it: the call's log (not
+    yet saved) and the last buffered text, as events."""
+
+    end: StreamEnd
+    log: PreparedCall
+    events: list[tuple[str, dict[str, Any]]]
+
+
+def action_call(state: RunState, instance: Instance, request: ActionRequest) -> ActionAnswer:
+    """One streaming action call with bounded retries (LOOP-3), deltas as events, Stop honoured.
+
+    The call's log is saved with the step that saves the answer (one transaction); a call
+    that fails is logged with its error code here.
+    """
     state.bump("model_calls")
     source = {"instance": "main" if instance.parent_id is None else str(instance.pk)}
+    tail: list[tuple[str, dict[str, Any]]] = []
 
     def on_retry(number: int, error: ProviderError, delay: float) -> None:
         event_emit(run_id=state.run.pk, type="error", data={"code": error.code, "message": str(error),
@@ -117,23 +127,41 @@ def action_call(state: RunState, instance: Instance, request: ActionRequest) -> 
                                                              "reset": True, **source})
 
     try:
-        end = call_with_retries(lambda: _stream_once(state, request.body, source),
+        end = call_with_retries(lambda: _stream_once(state, request.body, source, tail),
                                 max_attempts=settings.AGENTLOOM_PROVIDER_ATTEMPTS,
                                 base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, max_delay=30.0, on_retry=on_retry)
     except ContextOverflowError as exc:
-        model_call_close(call=log, outcome="context_overflow")
+        _log_failed(state, instance, request, "context_overflow")
         raise ContextRefused(exc, estimate=request.estimate) from None
     except ProviderError as exc:
-        model_call_close(call=log, outcome=exc.code)
+        _log_failed(state, instance, request, exc.code)
         raise RunStopped(exc.code, str(exc), retryable=exc.transient) from None
     usage = end.usage.raw if end.usage else None
-    model_call_close(call=log, outcome="cancelled" if end.finish_reason == "cancelled" else "ok", usage=usage)
+    log = _log(state, instance, request, "cancelled" if end.finish_reason == "cancelled" else "ok", usage)
     state.learn_usage(estimate=request.estimate, provider_count=usage_prompt_tokens(usage))
-    return end
+    return ActionAnswer(end=end, log=log, events=tail)
 
 
-def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str]) -> StreamEnd:
-    """One attempt: stream the answer, publishing text and thinking as they come."""
+def _log(state: RunState, instance: Instance, request: ActionRequest, outcome: str,
+         usage: dict[str, Any] | None) -> PreparedCall:
+    return model_call_prepare(run=state.run, instance=instance, purpose=ModelCall.Purpose.ACTION,
+                              provider=state.target.provider, model=state.target.model,
+                              estimator_id=request.estimator_id, estimated_tokens=request.estimate, body=request.body,
+                              estimates=request.per_message, chain=state.call_chain(instance, ModelCall.Purpose.ACTION),
+                              outcome=outcome, usage=usage, finished=True)
+
+
+def _log_failed(state: RunState, instance: Instance, request: ActionRequest, outcome: str) -> None:
+    prepared = _log(state, instance, request, outcome, None)
+    prepared.call.save(force_insert=True)
+    state.call_chain(instance, ModelCall.Purpose.ACTION).advance(prepared)
+
+
+def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str],
+                 tail: list[tuple[str, dict[str, Any]]]) -> StreamEnd:
+    """One attempt: stream the answer, publishing text and thinking as they come; what is
+    still buffered at the end goes into ``tail``, for the step to save with the answer."""
+    tail.clear()
     redaction = {"redact": state.redactor.text, "secrets": state.redactor.secrets}
     text = DeltaBuffer(state.run.pk, "message_delta", extra=source, **redaction)
     thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source, **redaction)
@@ -154,12 +182,11 @@ def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str]) 
                 if end is None and state.watch.cancel_requested():
                     # LOOP-7 mid-stream: keep what was said, marked interrupted; calls whose
                     # arguments were still streaming are dropped and never executed (CTX-6).
-                    text.flush(final=True)
+                    tail.extend([*thinking.take(), *text.take()])
                     return StreamEnd(finish_reason="cancelled", usage=None, cut=True, text="".join(pieces))
         finally:
             stream.close()
-    text.flush(final=True)
-    thinking.flush(final=True)
+    tail.extend([*thinking.take(), *text.take()])
     if end is None:
         raise ProviderError("The provider's answer ended without a final event.", permanent=False,
                             code="provider_unavailable")

@@ -24,12 +24,18 @@ from context.compaction import (
     unknown_outcome_calls,
 )
 from models_catalog.errors import ProviderError
-from sessions.models import Instance, ModelCall, Run, SessionMessage
-from sessions.frames import pending_calls_of, plan_text
-from sessions.selectors import main_instance, sub_instances_running
+from sessions.models import Instance, ModelCall, Run, RunAttention, SessionMessage
+from sessions.frames import plan_text
+from sessions.selectors import calls_pending, main_instance, sub_instances_running
 from sessions.services.events import event_emit
 from sessions.services.frames import frame_update
-from sessions.services.history import ContextCache, PreparedContext, checkpoint_commit, context_project
+from sessions.services.history import (
+    ContextCache,
+    PreparedContext,
+    checkpoint_commit,
+    compaction_request_taken,
+    context_project,
+)
 from sessions.services.records import NewRecord
 
 logger = logging.getLogger("agentloom.compaction")
@@ -70,9 +76,11 @@ def prepare(state: RunState, instance: Instance, prepared: PreparedContext, syst
     # the same calibrated figures.
     calibrated_estimator = CalibratedEstimator(estimator, state.calibration.ratio)
     calibrated = state.figure(estimate)
-    fresh = Instance.objects.get(pk=instance.pk)
-    frame = fresh.frame or {}
-    counters = Counters(fresh.user_turns, fresh.model_steps, fresh.baseline_user_turns, fresh.baseline_model_steps)
+    if instance.parent_id is None and state.signals.attention & RunAttention.COMPACT:
+        instance.refresh_from_db(fields=["frame"])  # a manual compaction was asked for (CTX-43)
+    frame = instance.frame or {}  # the loop's copy: only it and the API's flagged requests write the frame
+    counters = Counters(instance.user_turns, instance.model_steps, instance.baseline_user_turns,
+                        instance.baseline_model_steps)
     triggers = evaluate_triggers(policy=policy, budget=state.budget, estimated_tokens=calibrated, counters=counters)
     manual = bool(frame.get("compact_requested"))
     if not triggers and not manual and not force:
@@ -115,7 +123,7 @@ def _runtime_state(instance: Instance, prepared: PreparedContext) -> RuntimeStat
     frame = Instance.objects.get(pk=instance.pk).frame or {}
     return RuntimeState(
         plan=plan_text(frame.get("plan")),
-        pending_calls=tuple(dict(call) for call in pending_calls_of(frame)),
+        pending_calls=tuple(calls_pending(instance=instance)),
         unknown_calls=unknown_outcome_calls(prepared.messages),
         sub_instances=tuple(sub_instances_running(instance=instance)),
         queued_supplements=tuple(item["content"] for item in frame.get("supplements") or []))
@@ -151,7 +159,7 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
             estimator_id=state.estimator().id, metrics=metrics,
             records=[NewRecord("compaction_summary", {"summary": result.summary, "metrics": metrics},
                                f"compaction-{covered}-{trigger}")])
-        frame_update(instance=instance, compaction_failure=None, compact_requested=None)
+        _requests_taken(state, instance, compaction_failure=None, compact_requested=None)
         event_emit(run_id=state.run.pk, type="compacted", data={
             "trigger": trigger, "tokens_before": metrics.get("tokens_before"), "tokens_after": metrics.get("tokens_after"),
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
@@ -159,11 +167,11 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
         state.caches.pop(instance.pk, None)
         return [system, *result.messages]
     if result.outcome == "skipped":
-        frame_update(instance=instance, compact_requested=None)
+        _requests_taken(state, instance, compact_requested=None)
         event_emit(run_id=state.run.pk, type="compaction_skipped", data={"reason": result.reason, "metrics": metrics})
     else:
-        frame_update(instance=instance, compact_requested=None,
-                      compaction_failure={"tokens": tokens, "at": time.time(), "reason": result.reason})
+        _requests_taken(state, instance, compact_requested=None,
+                        compaction_failure={"tokens": tokens, "at": time.time(), "reason": result.reason})
         event_emit(run_id=state.run.pk, type="compaction_failed", data={"reason": result.reason, "metrics": metrics})
     return None
 
@@ -180,6 +188,13 @@ def _metrics(state: RunState, result: Any, prepared: PreparedContext, system: di
             "tokens_after_estimated": after, "tokens_after_calibrated": state.figure(after) if after is not None else None,
             "calibration_ratio": state.calibration.ratio,
             "calibration_samples": state.calibration.samples}
+
+
+def _requests_taken(state: RunState, instance: Instance, **frame: Any) -> None:
+    """Write the frame's compaction state, and clear a manual request the run took."""
+    frame_update(instance=instance, **frame)
+    if instance.parent_id is None and state.signals.attention & RunAttention.COMPACT:
+        compaction_request_taken(run=state.run)
 
 
 def _last_seq(state: RunState, instance: Instance) -> int:

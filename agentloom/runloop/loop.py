@@ -13,6 +13,7 @@ next model or tool call starts.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from django.db import connection as db_connection
 from django.db.models import Q
@@ -22,16 +23,18 @@ from agentloom.runloop.calls import action_call, action_request_build
 from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped
 from agentloom.runloop.reaper import runs_reap_interrupted
 from agentloom.runloop.state import RunState, run_state_build, system_message
-from agentloom.runloop.tool_calls import resolve_pending_calls, run_tool_calls
+from agentloom.runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_events
 from agentloom.runloop.verification import run_verify
 from context import PolicyError
-from sessions.models import Instance, Run, SessionMessage
+from sessions.models import Instance, ModelCall, Run, RunAttention
 from sessions.selectors import main_instance
 from sessions.services.events import event_emit
 from sessions.services.history import (
     ContextCache,
+    assistant_record,
     context_project,
-    step_save_assistant,
+    instance_steps_recount,
+    instance_steps_save,
     supplements_take,
 )
 from sessions.services.runs import SupplementsPending, run_claim, run_finish, run_reopen_record
@@ -69,7 +72,9 @@ def _drive(state: RunState) -> None:
     run = state.run
     try:
         event_emit(run_id=run.pk, type="run_started", data={"attempt": run.attempt})
-        main = main_instance(run=run)
+        main = state.main = main_instance(run=run)
+        if run.attempt:
+            instance_steps_recount(run=run, instance=main)
         run_reopen_record(run=run)
         resolve_pending_calls(state, main)
         while True:
@@ -79,8 +84,9 @@ def _drive(state: RunState) -> None:
             try:
                 _finish(state, Run.Status.COMPLETED)
                 break
-            except SupplementsPending:
-                continue  # a supplement arrived while finishing: answer it too (RUN-5)
+            except SupplementsPending:  # a supplement arrived while finishing: answer it too (RUN-5)
+                state.noted(replace(state.signals, attention=state.signals.attention | RunAttention.SUPPLEMENT))
+                continue
     except RunLost:
         raise
     except RunCancelled:
@@ -103,6 +109,9 @@ def _drop_dead_connection() -> None:
 
 def _finish(state: RunState, status: str, *, error: dict | None = None, reason: str = "") -> None:
     """Record the end, only from ``running`` and only while this worker's attempt owns it."""
+    if state.main is not None:
+        instance_steps_save(instance=state.main)
+    state.calibration_save()
     if error:
         event_emit(run_id=state.run.pk, type="error", data=error)
     extra = {"verification": state.counters["verification"]} if "verification" in state.counters else None
@@ -121,25 +130,24 @@ def _learn_window(state: RunState, refusal: ContextRefused) -> None:
     logger.warning("run %s: the provider refused a request as too long; window now %s", state.run.pk, window)
 
 
-def _assistant_count(instance: Instance) -> int:
-    return SessionMessage.objects.filter(instance=instance, kind="assistant").count()
-
-
 def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
     """Drive one instance until it answers; returns the answer text."""
     tools = state.tools_at(depth)
     schemas = [tool.schema() for tool in tools]
     refused = False  # the provider refused the last request as too long (CAT-3)
+    cache = state.caches.setdefault(instance.pk, ContextCache())
     while True:
         state.check()
-        if instance.parent_id is None:
-            supplements_take(run=state.run, instance=instance)
-        prepared = context_project(run=state.run, instance=instance, cache=state.caches.setdefault(instance.pk, ContextCache()),
+        if instance.parent_id is None and state.signals.attention & RunAttention.SUPPLEMENT:
+            state.caches.setdefault(instance.pk, cache).own(supplements_take(run=state.run, instance=instance))
+        cache = state.caches.setdefault(instance.pk, ContextCache())  # a compaction starts a new one
+        prepared = context_project(run=state.run, instance=instance, cache=cache,
                                    screen_tools=["browser_use", *(t.name for t in tools if t.observes_screen)])
+        cache.complete = True  # from here on the loop hands the cache what it writes
         preparation = compaction.prepare(state, instance, prepared, system_message(state, depth), schemas, depth=depth,
                                          force="budget" if refused else None)
         try:
-            end = action_call(state, instance, action_request_build(state, preparation.messages, schemas))
+            answer = action_call(state, instance, action_request_build(state, preparation.messages, schemas))
         except ContextRefused as refusal:
             if refused:  # compacted and refused again: never retry forever (CTX-39)
                 raise RunStopped("context_overflow", str(refusal)) from None
@@ -147,7 +155,8 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
             refused = True
             continue
         refused = False
-        step = _assistant_count(instance) + 1
+        end = answer.end
+        step = state.step_number(instance)
         message = end.assistant_message()
         calls = [call for call in end.tool_calls if call.complete] if not end.cut else []
         if calls:
@@ -156,14 +165,15 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
             message.pop("tool_calls", None)
         # Stored redacted (LOOP-8); the tools themselves run with what the model wrote.
         message = state.redactor.message(message)
-        state.ensure_owned()  # the call may have outlived this worker's claim on the run
-        if end.cut:  # stopped mid-stream: kept, marked partial, not a step (CTX-6, CTX-23)
-            if message.get("content"):
-                step_save_assistant(run=state.run, instance=instance, message=message, entry_key=f"assistant-{step}")
+        record, steps = assistant_record(message=message, entry_key=f"assistant-{step}")
+        kept = [record] if not end.cut or message.get("content") else []  # a cut answer: kept, no step (CTX-6)
+        state.commit(instance, records=kept, events=[*answer.events, *tool_call_events(state, calls)],
+                     model_steps=steps if kept else 0, model_call=answer.log.call)
+        state.call_chain(instance, ModelCall.Purpose.ACTION).advance(answer.log)
+        if end.cut:
             raise RunCancelled()
-        step_save_assistant(run=state.run, instance=instance, message=message, entry_key=f"assistant-{step}")
         if not calls:
-            if instance.parent_id is None and (Instance.objects.get(pk=instance.pk).frame or {}).get("supplements"):
+            if instance.parent_id is None and state.signals.attention & RunAttention.SUPPLEMENT:
                 continue  # a supplement arrived while answering: take it and go on (RUN-5)
             return message.get("content") or ""
         run_tool_calls(state, instance, step, calls, depth=depth, instance_loop=instance_loop)

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
 
 from agentloom.agents.tool_registry import Tool, registry
 from agentloom.runloop.errors import RunCancelled, RunLost, RunStopped
@@ -38,10 +37,12 @@ from models_catalog.learning import (
 )
 from models_catalog.selectors import effective_base_url
 from models_catalog.target import ModelTarget, model_target
-from sessions.models import ModelCall, Run, SessionView
+from sessions.models import ModelCall, Run, SessionMessage, SessionView
 from sessions.services.history import ContextCache
 from sessions.services.model_calls import CallChain
+from sessions.services.steps import RunNotOwned, RunSignals, run_touch, step_announce, step_commit
 
+CALIBRATION_SAVE_EVERY = 8
 DEFAULT_LIMITS = {"max_model_calls": 25, "max_tool_calls": 50, "max_wall_seconds": 900, "max_depth": MAX_DEPTH,
                   "max_sub_instances": 8}
 SUB_AGENT_NOTE = ("You are a sub-agent working on one delegated task. Work it through with your tools if needed, "
@@ -68,6 +69,13 @@ class RunState:
     # when every earlier action call of the session went to this model, and nothing was imported.
     thinking_continues: bool = False
     call_chains: dict[tuple[int, str], CallChain] = field(default_factory=dict)
+    # What the run row said at the last write (Stop, API requests), and when that was:
+    # each step reads it from its own commit instead of asking again (LOOP-1, LOOP-7).
+    signals: RunSignals = field(default_factory=RunSignals)
+    touched_at: float = field(default_factory=time.monotonic)
+    steps: dict[int, int] = field(default_factory=dict)  # assistant records per instance
+    main: Any = None  # the main instance, once the run is driven
+    unsaved_samples: list[float] = field(default_factory=list)
 
     def estimator(self) -> EstimateCache:
         """One estimate cache per run: each step estimates only what is new (CTX-24)."""
@@ -101,12 +109,22 @@ class RunState:
         return self.calibration.figure(estimate)
 
     def learn_usage(self, *, estimate: int, provider_count: int | None) -> None:
-        """Keep a provider's count of a request we estimated (any call: action, summary, check)."""
+        """Keep a provider's count of a request we estimated (any call: action, summary,
+        check). In force at once; saved for later sessions every few samples and when the
+        run ends (``calibration_save``), not with every step."""
         sample = ratio_sample(estimate=estimate, provider_count=provider_count)
         if sample is not None:
-            self._calibration = calibration_record(
-                connection_id=self.target.connection_id, model=self.target.model, estimator_id=self.estimator().id,
-                prior=self._prior(), sample=sample)
+            self._calibration = self.calibration.with_sample(sample)
+            self.unsaved_samples.append(sample)
+            if len(self.unsaved_samples) >= CALIBRATION_SAVE_EVERY:
+                self.calibration_save()
+
+    def calibration_save(self) -> None:
+        """Add this run's new samples to the connection's stored calibration."""
+        samples, self.unsaved_samples = self.unsaved_samples, []
+        if samples:
+            calibration_record(connection_id=self.target.connection_id, model=self.target.model,
+                               estimator_id=self.estimator().id, prior=self._prior(), samples=samples)
 
     def learn_refusal(self, error: ContextOverflowError, *, estimate: int) -> int:
         """CAT-3: a context-overflow refusal. Keep its count as a calibration sample, lower
@@ -128,21 +146,57 @@ class RunState:
     def counters(self) -> dict[str, int]:
         return self.run.counters
 
-    def ensure_owned(self) -> None:
-        self.watch.beat(force=True)
-        if self.watch.lost:
-            raise RunLost()
+    def noted(self, signals: RunSignals) -> None:
+        """Keep what a write just read back from the run row (a fresh Stop flag included)."""
+        self.signals, self.touched_at = signals, time.monotonic()
+        self.watch.noted(cancelled=signals.cancel_requested)
+
+    def touch(self) -> None:
+        """Heartbeat, counters and ownership in one UPDATE; RunLost when it is not ours."""
+        try:
+            signals, _ = run_touch(run=self.run, counters=self.run.counters)
+        except RunNotOwned:
+            raise RunLost() from None
+        self.noted(signals)
 
     def bump(self, name: str, by: int = 1) -> None:
+        """Count in memory; the next write of the step saves the counters with it."""
         self.run.counters[name] = self.run.counters.get(name, 0) + by
-        Run.objects.filter(pk=self.run.pk).update(counters=self.run.counters, heartbeat_at=timezone.now())
+
+    def commit(self, instance: Any, **step: Any) -> list[Any]:
+        """Save a step (``sessions.services.steps.step_commit``) with the run's counters;
+        RunLost when the run is not this worker's any more (then nothing was written)."""
+        try:
+            rows, signals = step_commit(run=self.run, instance=instance, counters=self.run.counters, **step)
+        except RunNotOwned:
+            raise RunLost() from None
+        self.noted(signals)
+        cache = self.caches.get(instance.pk)
+        if cache is not None:
+            cache.own(rows)  # the context of the next step, without reading it back
+        return rows
+
+    def announce(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+        """Events that go out on their own, with a fresh read of the Stop flag."""
+        try:
+            self.noted(step_announce(run=self.run, events=events, counters=self.run.counters))
+        except RunNotOwned:
+            raise RunLost() from None
+
+    def step_number(self, instance: Any) -> int:
+        """The next assistant step of an instance (counted once, then kept)."""
+        if instance.pk not in self.steps:
+            self.steps[instance.pk] = SessionMessage.objects.filter(instance=instance, kind="assistant").count()
+        self.steps[instance.pk] += 1
+        return self.steps[instance.pk]
 
     def check(self) -> None:
-        """Between steps: ownership, a Stop request, then the per-run bounds (LOOP-2)."""
-        self.ensure_owned()
-        if self.watch.cancel_requested(fresh=True):
+        """Between steps: a Stop request, then the per-run bounds (LOOP-2). Ownership and the
+        Stop flag come back with every write; only a long quiet spell asks the row again."""
+        if time.monotonic() - self.touched_at >= self.watch.heartbeat_every:
+            self.touch()
+        if self.signals.cancel_requested:
             raise RunCancelled()
-        self.watch.beat()
         for counter, limit in (("model_calls", "max_model_calls"), ("tool_calls", "max_tool_calls")):
             if self.counters.get(counter, 0) >= self.limits[limit]:
                 noun = counter.replace("_", " ")
@@ -179,6 +233,7 @@ def run_state_build(run: Run) -> RunState:
     imported = SessionView.objects.filter(session_id=run.session_id, raw_complete=False).exists()
     return RunState(
         thinking_continues=not others and not imported,
+        signals=RunSignals(cancel_requested=run.cancel_requested, attention=run.attention),
         run=run,
         limits=limits,
         budget=Budget(context_window=window,

@@ -20,11 +20,9 @@ from agentloom.runloop.errors import RunCancelled, RunStopped
 from agentloom.runloop.state import RunState
 from agentloom.tools.invoke import tool_invoke
 from models_catalog.providers.events import ToolCall
-from sessions.frames import PendingCall
 from sessions.models import Instance, SessionMessage
 from sessions.services.events import event_emit
-from sessions.services.frames import frame_update
-from sessions.services.records import NewRecord, record_append, records_append
+from sessions.services.records import NewRecord, record_append
 
 # Drives one instance until it answers: (state, instance, depth) -> the answer text.
 InstanceLoop = Callable[[RunState, Instance, int], str]
@@ -44,11 +42,15 @@ def _result_key(step: int, index: int) -> str:
     return f"result-{step}-{index}"
 
 
-def _pending_set(state: RunState, instance: Instance, calls: list[ToolCall]) -> None:
-    """Record the tool group in flight in the frame: RUN-7 refuses views while one is, and
-    CTX-36 shows it, by name and arguments, if a compaction happens meanwhile."""
-    frame_update(instance=instance, pending_calls=[
-        PendingCall(id=call.id, name=call.name, arguments=state.redactor.arguments(call.arguments)) for call in calls])
+def _delegates(state: RunState, call: ToolCall) -> bool:
+    tool = next((t for t in state.tools if t.name == call.name), None)
+    return tool is not None and tool.delegates
+
+
+def tool_call_events(state: RunState, calls: list[ToolCall]) -> list[tuple[str, dict[str, Any]]]:
+    """The events of a step's calls, written with the step that saves them."""
+    return [("tool_call_detected", {"call_id": call.id, "name": call.name,
+                                    "arguments": state.redactor.arguments(call.arguments)}) for call in calls]
 
 
 class ToolGroup:
@@ -62,17 +64,9 @@ class ToolGroup:
         self.saved: set[int] = set()
         self.cancelled = False
 
-    def _emit(self, type: str, data: dict[str, Any]) -> None:
-        event_emit(run_id=self.state.run.pk, type=type, data=data)
-
     def _delegated(self, call: ToolCall) -> bool:
         tool = self.allowed.get(call.name)
         return tool is not None and tool.delegates
-
-    def _start(self, index: int) -> None:
-        self.started[index] = time.monotonic()
-        call = self.calls[index]
-        self._emit("tool_started", {"call_id": call.id, "name": call.name})
 
     def _invoke(self, call: ToolCall) -> ToolOutcome | None:
         """Run one plain tool (in a worker thread when several run at once)."""
@@ -88,7 +82,7 @@ class ToolGroup:
         """Every call that is not a delegation, concurrently when there are several."""
         plain = [i for i, call in enumerate(self.calls) if not self._delegated(call)]
         for index in plain:
-            self._start(index)
+            self.started[index] = time.monotonic()
         self.state.bump("tool_calls", len(self.calls))
         if len(plain) > 1:
             with ThreadPoolExecutor(max_workers=min(MAX_TOOL_THREADS, len(plain)), thread_name_prefix="tools") as pool:
@@ -103,30 +97,33 @@ class ToolGroup:
         """Each delegation in order, saving every finished result after each one."""
         for index, call in enumerate(self.calls):
             if self._delegated(call):
-                self._start(index)
+                self.started[index] = time.monotonic()
+                event_emit(run_id=self.state.run.pk, type="tool_started", data={"call_id": call.id, "name": call.name})
                 key = f"sub-{self.instance.pk}-{self.step}-{index}"
                 self.outcomes[index] = _delegate(self.state, self.instance, call, instance_loop, depth=depth, key=key)
                 self.save_finished()
 
     def save_finished(self) -> None:
-        """Save every outcome known so far, in call order, before anything else can fail:
-        a Stop or a crash inside a sub-agent must not lose the other tools' results."""
-        self.state.ensure_owned()
+        """Save every outcome known so far, in call order, in one commit, before anything
+        else can fail: a Stop or a crash inside a sub-agent must not lose the other tools'
+        results. The commit also checks ownership and reads back a Stop."""
+        records, events = [], []
         for index, (call, outcome) in enumerate(zip(self.calls, self.outcomes)):
             if index in self.saved or outcome is None:
                 continue
             self.saved.add(index)
             outcome = ToolOutcome(outcome.status, self.state.redactor.content(outcome.content))
             kind = "delegation_result" if self._delegated(call) else "tool_result"
-            record_append(session=self.state.run.session, run=self.state.run, instance=self.instance, kind=kind,
-                          entry_key=_result_key(self.step, index), message=result_message(call.id, call.name, outcome))
-            self._emit("tool_finished", {"call_id": call.id, "name": call.name, "status": outcome.status,
-                                         "duration_ms": int((time.monotonic() - self.started[index]) * 1000)})
+            records.append(NewRecord(kind, result_message(call.id, call.name, outcome), _result_key(self.step, index)))
+            events.append(("tool_finished", {"call_id": call.id, "name": call.name, "status": outcome.status,
+                                             "duration_ms": int((time.monotonic() - self.started[index]) * 1000)}))
             self.cancelled = self.cancelled or outcome.status == "cancelled"
+        if records:
+            self.state.commit(self.instance, records=records, events=events)
 
     def save_not_started(self) -> None:
         """LOOP-7: stopped after the calls were announced — none of them ran."""
-        records_append(session=self.state.run.session, run=self.state.run, instance=self.instance, records=[
+        self.state.commit(self.instance, records=[
             NewRecord("tool_result", result_message(call.id, call.name, ToolOutcome("cancelled", NOT_STARTED)),
                       _result_key(self.step, index)) for index, call in enumerate(self.calls)])
 
@@ -138,13 +135,13 @@ def tool_context(state: RunState, instance: Instance) -> ToolContext:
 
 def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[ToolCall], *, depth: int,
                    instance_loop: InstanceLoop) -> None:
-    """Run a step's calls and save their results in call order; RunCancelled after a Stop."""
-    for call in calls:
-        event_emit(run_id=state.run.pk, type="tool_call_detected",
-                   data={"call_id": call.id, "name": call.name, "arguments": state.redactor.arguments(call.arguments)})
-    _pending_set(state, instance, calls)
+    """Run a step's calls and save their results in call order; RunCancelled after a Stop.
+    The step that saved the calls announced them (``tool_call_events``)."""
     group = ToolGroup(state, instance, step, calls)
-    if state.watch.cancel_requested(fresh=True):
+    # The plain tools start now: say so, and read the Stop flag fresh in the same write.
+    state.announce([("tool_started", {"call_id": call.id, "name": call.name})
+                    for call in calls if not _delegates(state, call)])
+    if state.signals.cancel_requested:  # LOOP-7: stopped after the calls were announced
         group.save_not_started()
         raise RunCancelled()
     group.run_plain()
@@ -156,8 +153,7 @@ def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[T
             group.save_finished()
     # A call without an outcome was stopped mid-tool: its effect cannot be known.
     cancelled = group.cancelled or any(outcome is None for outcome in group.outcomes)
-    _pending_set(state, instance, [])
-    if cancelled or state.watch.cancel_requested(fresh=True):
+    if cancelled or state.signals.cancel_requested:  # read back by the results' commit
         raise RunCancelled()
 
 
@@ -192,10 +188,6 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
     """RUN-6: calls left without a result by an earlier attempt. Idempotent tools run
     again; the others get an ``unknown`` result and are never re-run automatically. A call
     that already has a stored result is never repeated (results are keyed by step)."""
-    if (instance.frame or {}).get("pending_calls"):
-        # Whatever the last attempt left pending is settled below (or had already been):
-        # a stale list would keep RUN-7 from ever saving a view for this run.
-        _pending_set(state, instance, [])
     last = SessionMessage.objects.filter(instance=instance, kind="assistant").order_by("-seq").first()
     if last is None or not last.message.get("tool_calls") or last.message.get("partial"):
         return

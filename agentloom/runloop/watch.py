@@ -37,6 +37,12 @@ class RunWatch:
             self._cancelled = Run.objects.filter(pk=self.run_id, cancel_requested=True).exists()
         return self._cancelled
 
+    def noted(self, *, cancelled: bool) -> None:
+        """A write just read the Stop flag back from the run row: the next read can wait."""
+        self._cancelled = self._cancelled or cancelled
+        self._checked_at = time.monotonic()
+        self._beat_at = self._checked_at
+
     def beat(self, *, force: bool = False) -> None:
         now = time.monotonic()
         if force or now - self._beat_at >= self.heartbeat_every:

@@ -8,11 +8,11 @@ skipped, never stopping the others or the run.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Callable, Protocol
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db import connection, transaction
 
 from sessions.models import Run, RunEvent
 
@@ -66,25 +66,43 @@ def _broadcast(event: RunEvent) -> None:
                            exc_info=True)
 
 
+def event_seqs_take(*, run_id: int, count: int) -> int:
+    """Allocate ``count`` event seqs of a run; returns the last one. One UPDATE, which also
+    holds the run row until the caller's transaction ends, so producers of one run (the
+    loop, the API's supplement_received, the reaper) take turns, never the same seq."""
+    table = Run._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f'UPDATE "{table}" SET "event_seq" = "event_seq" + %s WHERE "id" = %s RETURNING "event_seq"',
+                       [count, run_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"run {run_id} does not exist")
+    return row[0]
+
+
+def events_write(*, run_id: int, events: Sequence[tuple[str, dict[str, Any] | None]],
+                 last_seq: int | None = None) -> list[RunEvent]:
+    """Persist events with the run's next seqs (one INSERT), then hand them to the sinks
+    after commit. ``last_seq``: seqs the caller already allocated in its own UPDATE of the
+    run (a step's commit does), the last of them; else they are allocated here."""
+    for type, _ in events:
+        if type not in EVENT_TYPES:
+            raise ValueError(f"unknown event type {type!r}")
+    if not events:
+        return []
+    with transaction.atomic():
+        last = last_seq if last_seq is not None else event_seqs_take(run_id=run_id, count=len(events))
+        first = last - len(events) + 1
+        rows = RunEvent.objects.bulk_create([RunEvent(run_id=run_id, seq=first + offset, type=type, payload=data or {})
+                                             for offset, (type, data) in enumerate(events)])
+    for row in rows:
+        transaction.on_commit(lambda row=row: _broadcast(row))
+    return rows
+
+
 def event_emit(*, run_id: int, type: str, data: dict[str, Any] | None = None) -> RunEvent:
-    """Persist an event with the next per-run seq, then hand it to the sinks after commit."""
-    if type not in EVENT_TYPES:
-        raise ValueError(f"unknown event type {type!r}")
-    for _ in range(20):
-        try:
-            with transaction.atomic():
-                # The run row is the lock: producers of one run (the loop, the API's
-                # supplement_received, the reaper) take turns instead of racing for a seq.
-                Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True).first()
-                last = RunEvent.objects.filter(run_id=run_id).aggregate(n=Max("seq"))["n"] or 0
-                event = RunEvent.objects.create(run_id=run_id, seq=last + 1, type=type, payload=data or {})
-            break
-        except IntegrityError:
-            continue  # another producer took that seq (e.g. the API's supplement_received)
-    else:
-        raise RuntimeError(f"could not allocate an event seq for run {run_id}")
-    transaction.on_commit(lambda: _broadcast(event))
-    return event
+    """Persist one event with the next per-run seq, then hand it to the sinks after commit."""
+    return events_write(run_id=run_id, events=[(type, data)])[0]
 
 
 class DeltaBuffer:
@@ -96,7 +114,7 @@ class DeltaBuffer:
     flush (LOOP-8). Ordinary text is never held back.
     """
 
-    def __init__(self, run_id: int, type: str, *, flush_chars: int = 200, flush_seconds: float = 0.15,
+    def __init__(self, run_id: int, type: str, *, flush_chars: int = 4_000, flush_seconds: float = 0.15,
                  clock: Callable[[], float] | None = None, extra: dict[str, Any] | None = None,
                  redact: Callable[[str], str] | None = None, secrets: list[str] | None = None) -> None:
         import time
@@ -127,6 +145,13 @@ class DeltaBuffer:
                     held = size
                     break
         return len(self.text) - held
+
+    def take(self) -> list[tuple[str, dict[str, Any]]]:
+        """Everything still buffered, as events for the caller to write with its step (one
+        transaction instead of one more write per answer)."""
+        ready, self.text = self.text, ""
+        self.since = self.clock()
+        return [(self.type, {**self.extra, "text": self.redact(ready)})] if ready else []
 
     def flush(self, *, final: bool = False) -> None:
         cut = self._cut(final)

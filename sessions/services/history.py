@@ -16,8 +16,9 @@ from django.utils import timezone
 from agentloom.errors import Conflict, ValidationFailed
 from context import project_records
 from sessions.frames import CompactionFailure, QueuedSupplement, frame_initial
-from sessions.models import CompactionSnapshot, Instance, Run, Session, SessionMessage, SessionView
+from sessions.models import CompactionSnapshot, Instance, Run, RunAttention, Session, SessionMessage, SessionView
 from sessions.selectors import (
+    calls_pending,
     main_instance,
     record_as_engine_dict,
     snapshot_latest,
@@ -90,6 +91,8 @@ def supplement_add(*, run: Run, content: Any) -> dict[str, Any]:
         item = QueuedSupplement(id=uuid.uuid4().hex, content=content, at=timezone.now().isoformat())
         with frame_locked(instance=main_instance(run=run)) as frame:
             frame["supplements"] = [*frame.get("supplements", []), item]
+        # The worker learns of it from its next write to the run row (no extra read per step).
+        Run.objects.filter(pk=run.pk).update(attention=F("attention").bitor(RunAttention.SUPPLEMENT))
     return dict(item)
 
 
@@ -97,8 +100,16 @@ def supplements_take(*, run: Run, instance: Instance) -> list[SessionMessage]:
     """Move every queued supplement into the records, in one transaction with the frame.
 
     The caller guarantees no tool group is pending (CTX-30 order: finish the tool group,
-    then take supplements, then prepare the context).
+    then take supplements, then prepare the context). The run row is locked first, as
+    ``supplement_add`` does, and its attention bit cleared: a supplement is either taken
+    here or raises the bit again after.
     """
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(attention=F("attention").bitand(~RunAttention.SUPPLEMENT & 0xFFFF))
+        return _supplements_move(run=run, instance=instance)
+
+
+def _supplements_move(*, run: Run, instance: Instance) -> list[SessionMessage]:
     with frame_locked(instance=instance) as frame:
         queued = frame.get("supplements") or []
         if not queued:
@@ -115,6 +126,30 @@ def supplements_take(*, run: Run, instance: Instance) -> list[SessionMessage]:
 PARTIAL_PREFIX = "partial-"
 
 
+def instance_steps_save(*, instance: Instance) -> None:
+    """Write the model steps the loop counted in memory (at the end of an attempt)."""
+    Instance.objects.filter(pk=instance.pk).update(model_steps=instance.model_steps)
+
+
+def instance_steps_recount(*, run: Run, instance: Instance) -> None:
+    """A resumed run's model steps, counted again from the records (CTX-23): what the main
+    instance inherited when its question was asked, plus its own received answers. An
+    attempt that ended normally saved the same figure; one whose worker died did not."""
+    inherited = main_counts(session_id=run.session_id, up_to_seq=run.inherited_watermark)[1] if instance.is_main else 0
+    own = (SessionMessage.objects.filter(instance=instance, kind="assistant")
+           .exclude(entry_key__startswith=PARTIAL_PREFIX).count())
+    instance.model_steps = inherited + own
+    instance_steps_save(instance=instance)
+
+
+def assistant_record(*, message: dict[str, Any], entry_key: str) -> tuple[NewRecord, int]:
+    """An action model response as a record, and the model steps it counts (CTX-23): a
+    stream cut by a Stop is kept but counts none, under a ``partial-`` key."""
+    if message.get("partial"):
+        return NewRecord("assistant", message, f"{PARTIAL_PREFIX}{entry_key}"), 0
+    return NewRecord("assistant", message, entry_key), 1
+
+
 def step_save_assistant(*, run: Run, instance: Instance, message: dict[str, Any], entry_key: str) -> SessionMessage | None:
     """Save an action model response; a received one counts as a model step (CTX-23).
 
@@ -124,11 +159,10 @@ def step_save_assistant(*, run: Run, instance: Instance, message: dict[str, Any]
     are encrypted; the key is what a query can read). Atomic; saving the same step twice
     (a retried save after a crash) inserts and counts nothing.
     """
-    counts = not message.get("partial")
-    entry_key = entry_key if counts else f"{PARTIAL_PREFIX}{entry_key}"
+    record, counts = assistant_record(message=message, entry_key=entry_key)
     with transaction.atomic():
         row = record_append(session=run.session, run=run, instance=instance, kind="assistant",
-                            message=message, entry_key=entry_key)
+                            message=record.message, entry_key=record.entry_key)
         if row is not None and counts:
             Instance.objects.filter(pk=instance.pk).update(model_steps=F("model_steps") + 1)
             instance.model_steps += 1
@@ -159,6 +193,18 @@ class ContextCache:
     key: tuple = ()
     records: list[dict[str, Any]] = field(default_factory=list)
     last_seq: int = 0
+    # After the first read the worker is the only writer of its instance's records, so it
+    # hands over what it writes (``own``) and later steps read nothing back (LOOP-1: a
+    # step costs what is new). A compaction starts a new cache.
+    start: tuple | None = None
+    complete: bool = False
+
+    def own(self, rows: Sequence[SessionMessage]) -> None:
+        """Records the worker just wrote to this instance, in seq order."""
+        for row in rows:
+            if row.seq > self.last_seq:
+                self.records.append(record_as_engine_dict(row))
+                self.last_seq = row.seq
 
 
 def context_project(*, run: Run, instance: Instance, screen_tools: Sequence[str] = ("browser_use",),
@@ -169,24 +215,30 @@ def context_project(*, run: Run, instance: Instance, screen_tools: Sequence[str]
     A view made with another estimator is used for its messages only: token figures are
     always computed afresh by the caller's estimator, never read from the view (CTX-24).
     """
-    start, watermark, start_view, estimator_id, key = "records", 0, None, None, ("records",)
-    snapshot = snapshot_latest(instance=instance)
-    if snapshot is not None:
-        start, watermark, start_view, estimator_id = "snapshot", snapshot.covered_seq, snapshot.messages, snapshot.estimator_id
-        key = ("snapshot", snapshot.pk)
-    elif instance.parent_id is None:
-        view = view_best_for_run(run=run)
-        if view is not None:
-            start, watermark, start_view, estimator_id = "view", view.watermark, view.messages, view.estimator_id
-            key = ("view", view.pk)
     cache = cache if cache is not None else ContextCache()
-    if cache.key != key:
-        cache.key, cache.records, cache.last_seq = key, [], watermark
-    fresh = [record_as_engine_dict(r) for r in
-             visible_records_query(run=run, instance=instance, after_seq=max(watermark, cache.last_seq))]
-    cache.records.extend(fresh)
-    if fresh:
-        cache.last_seq = fresh[-1]["seq"]
+    if cache.complete and cache.start is not None:
+        start, watermark, start_view, estimator_id = cache.start
+        fresh: list[dict[str, Any]] = []
+    else:
+        start, watermark, start_view, estimator_id, key = "records", 0, None, None, ("records",)
+        snapshot = snapshot_latest(instance=instance)
+        if snapshot is not None:
+            start, watermark, start_view, estimator_id = ("snapshot", snapshot.covered_seq, snapshot.messages,
+                                                          snapshot.estimator_id)
+            key = ("snapshot", snapshot.pk)
+        elif instance.parent_id is None:
+            view = view_best_for_run(run=run)
+            if view is not None:
+                start, watermark, start_view, estimator_id = "view", view.watermark, view.messages, view.estimator_id
+                key = ("view", view.pk)
+        if cache.key != key:
+            cache.key, cache.records, cache.last_seq = key, [], watermark
+        fresh = [record_as_engine_dict(r) for r in
+                 visible_records_query(run=run, instance=instance, after_seq=max(watermark, cache.last_seq))]
+        cache.records.extend(fresh)
+        if fresh:
+            cache.last_seq = fresh[-1]["seq"]
+        cache.start = (start, watermark, start_view, estimator_id)
     options: dict[str, Any] = {"open_runs": {run.pk}, "screen_tools": set(screen_tools),
                                "tool_result_limit": tool_result_limit}
     if start_view is not None:
@@ -210,7 +262,7 @@ def view_allowed(*, run: Run, instance: Instance, covered_seq: int) -> bool:
         session_id=run.session_id, in_main=True, seq__gt=run.inherited_watermark, seq__lte=covered_seq
     ).exclude(instance=instance)
     frame = instance.frame or {}
-    return not foreign.exists() and not frame.get("pending_calls") and not frame.get("supplements")
+    return not foreign.exists() and not calls_pending(instance=instance) and not frame.get("supplements")
 
 
 @dataclass(frozen=True)
@@ -224,14 +276,17 @@ def checkpoint_commit(*, run: Run, instance: Instance, messages: list[dict[str, 
                       estimator_id: str, metrics: dict[str, Any] | None = None,
                       records: Sequence[NewRecord] = ()) -> CheckpointResult:
     """Save a compaction checkpoint (RUN-10): record sync, the encrypted snapshot, the moved
-    baselines and — when RUN-7 allows — the reusable view, all in one transaction."""
+    baselines and — when RUN-7 allows — the reusable view, all in one transaction. The
+    caller's counts are the current ones (the loop keeps model steps in memory) and are
+    saved with it."""
     with transaction.atomic():
         appended = records_append(session=run.session, run=run, instance=instance, records=records) if records else []
         locked = Instance.objects.select_for_update().get(pk=instance.pk)
         last = locked.snapshots.order_by("-revision").values_list("revision", flat=True).first() or 0
+        locked.model_steps = max(locked.model_steps, instance.model_steps)
         locked.baseline_user_turns = locked.user_turns
         locked.baseline_model_steps = locked.model_steps
-        locked.save(update_fields=["baseline_user_turns", "baseline_model_steps"])
+        locked.save(update_fields=["model_steps", "baseline_user_turns", "baseline_model_steps"])
         snapshot = CompactionSnapshot.objects.create(
             instance=locked, revision=last + 1, covered_seq=covered_seq,
             inherited_watermark=run.inherited_watermark, messages=messages,
@@ -252,6 +307,11 @@ def checkpoint_commit(*, run: Run, instance: Instance, messages: list[dict[str, 
     return CheckpointResult(snapshot=snapshot, view=view, records=appended)
 
 
+def compaction_request_taken(*, run: Run) -> None:
+    """The run's worker took a manual compaction request: clear the run's attention bit."""
+    Run.objects.filter(pk=run.pk).update(attention=F("attention").bitand(~RunAttention.COMPACT & 0xFFFF))
+
+
 def compaction_request(*, session: Session) -> tuple[str, Run]:
     """CTX-43: ask for a manual compaction. With a run working, the loop compacts at its
     next preparation; otherwise the latest run's main history is compacted by a worker.
@@ -260,6 +320,8 @@ def compaction_request(*, session: Session) -> tuple[str, Run]:
     if run is None:
         raise Conflict("There is nothing to compact yet.", code="nothing_to_compact")
     if run.status in Run.ACTIVE_STATUSES:
-        frame_update(instance=main_instance(run=run), compact_requested=True)
+        with transaction.atomic():
+            frame_update(instance=main_instance(run=run), compact_requested=True)
+            Run.objects.filter(pk=run.pk).update(attention=F("attention").bitor(RunAttention.COMPACT))
         return "scheduled", run
     return "queued", run

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection
 from django.utils import timezone
 
 from sessions.models import Instance, ModelCall, Run, SentBlob
@@ -58,28 +58,42 @@ class CallChain:
     refs: list[int] = field(default_factory=list)
     estimates: list[int | None] = field(default_factory=list)
 
+    def advance(self, prepared: PreparedCall) -> None:
+        """The prepared call was saved: the next one is a delta of it."""
+        self.call_id = prepared.call.pk
+        self.root_id = self.root_id if prepared.delta else prepared.call.pk
+        self.length = self.length + 1 if prepared.delta else 1
+        self.messages, self.refs, self.estimates = prepared.messages, prepared.refs, prepared.estimates
+
 
 def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
     """The blob id of each piece, storing the pieces the session does not have yet.
 
-    Reads the known digests in one query and inserts the new pieces in one; a concurrent
-    writer of the same piece (a unique violation) is resolved by reading it back.
+    One statement in the usual case: an INSERT that skips pieces already stored and
+    returns the ids of the ones it stored; only pieces seen before are then read back.
     """
     digests = [blob_digest(piece) for piece in pieces]
-    known = dict(SentBlob.objects.filter(session_id=session_id, digest__in=set(digests)).values_list("digest", "id"))
-    missing: dict[str, Any] = {}
+    unique: dict[str, Any] = {}
     for digest, piece in zip(digests, pieces):
-        if digest not in known:
-            missing.setdefault(digest, piece)
-    if missing:
-        try:
-            with transaction.atomic():
-                rows = SentBlob.objects.bulk_create(
-                    [SentBlob(session_id=session_id, digest=digest, content=piece) for digest, piece in missing.items()])
-            known.update((row.digest, row.pk) for row in rows)
-        except IntegrityError:
-            known.update(SentBlob.objects.filter(session_id=session_id, digest__in=list(missing))
-                         .values_list("digest", "id"))
+        unique.setdefault(digest, piece)
+    if not unique:
+        return []
+    content = SentBlob._meta.get_field("content")
+    created = SentBlob._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
+    values = []
+    params: list[Any] = []
+    for digest, piece in unique.items():
+        values.append("(%s, %s, %s, %s)")
+        params += [session_id, digest, content.get_db_prep_value(piece, connection), created]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'INSERT INTO "{SentBlob._meta.db_table}" ("session_id", "digest", "content", "created_at") '
+            f'VALUES {", ".join(values)} ON CONFLICT ("session_id", "digest") DO NOTHING RETURNING "digest", "id"',
+            params)
+        known = dict(cursor.fetchall())
+    seen = [digest for digest in unique if digest not in known]
+    if seen:
+        known.update(SentBlob.objects.filter(session_id=session_id, digest__in=seen).values_list("digest", "id"))
     return [known[digest] for digest in digests]
 
 
@@ -110,35 +124,53 @@ def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
     return n
 
 
-def model_call_open(*, run: Run, instance: Instance, purpose: str, provider: str, model: str, estimator_id: str,
-                    estimated_tokens: int, body: dict[str, Any], estimates: Sequence[int] = (),
-                    chain: CallChain | None = None) -> ModelCall:
-    """Log a call about to be sent: ``body`` is exactly what the client sends.
+@dataclass
+class PreparedCall:
+    """A call log ready to save (``call`` is unsaved): saved by the caller in its own
+    transaction — with the step, for an action call — then ``CallChain.advance``."""
 
-    ``chain`` (the caller keeps one per instance and purpose) makes the log a delta of the
-    previous call; without one the call stores its whole list of references.
-    """
+    call: ModelCall
+    messages: list[Any]
+    refs: list[int]
+    estimates: list[int | None]
+    delta: bool
+
+
+def model_call_prepare(*, run: Run, instance: Instance, purpose: str, provider: str, model: str,
+                       estimator_id: str, estimated_tokens: int, body: dict[str, Any], estimates: Sequence[int] = (),
+                       chain: CallChain | None = None, outcome: str = "", usage: dict[str, Any] | None = None,
+                       finished: bool = False) -> PreparedCall:
+    """The log of one call: ``body`` is exactly what the client sent. Stores the pieces
+    of it the session did not have yet; the row itself is left for the caller to save.
+    ``chain`` (one per instance and purpose) makes the log a delta of the previous call."""
     chain = chain if chain is not None else CallChain()
     messages = list(body.get("messages") or [])
     refs = _message_refs(run.session_id, chain, messages)
     per_message = [*estimates, *([None] * (len(messages) - len(estimates)))][:len(messages)]
-    blobs = {name: blobs_store(session_id=run.session_id, pieces=[body[name]])[0]
-             for name in BLOB_FIELDS if name in body}
+    named = [name for name in BLOB_FIELDS if name in body]
+    blobs = dict(zip(named, blobs_store(session_id=run.session_id, pieces=[body[name] for name in named])))
     delta = chain.call_id is not None and chain.length < FULL_EVERY
     keep = min(_common_prefix(chain.refs, refs), _common_prefix(chain.estimates, per_message)) if delta else 0
     request = {
-        "v": REQUEST_FORMAT, "order": list(body), "fields": {k: v for k, v in body.items()
-                                                             if k != "messages" and k not in BLOB_FIELDS},
-        "blobs": blobs, "base": chain.call_id if delta else None, "keep": keep,
+        "v": REQUEST_FORMAT, "order": list(body),
+        "fields": {k: v for k, v in body.items() if k != "messages" and k not in BLOB_FIELDS}, "blobs": blobs,
+        "base": chain.call_id if delta else None, "root": chain.root_id if delta else None, "keep": keep,
         "add": refs[keep:], "estimates": per_message[keep:],
     }
-    call = ModelCall.objects.create(run=run, instance=instance, purpose=purpose, provider=provider, model=model,
-                                    estimator_id=estimator_id, estimated_tokens=estimated_tokens,
-                                    request={**request, "root": chain.root_id if delta else None})
-    chain.call_id, chain.root_id = call.pk, chain.root_id if delta else call.pk
-    chain.length = chain.length + 1 if delta else 1
-    chain.messages, chain.refs, chain.estimates = messages, refs, per_message
-    return call
+    now = timezone.now()
+    call = ModelCall(run=run, instance=instance, purpose=purpose, provider=provider, model=model,
+                     estimator_id=estimator_id, estimated_tokens=estimated_tokens, request=request, outcome=outcome,
+                     usage=usage, created_at=now, finished_at=now if finished else None)
+    return PreparedCall(call=call, messages=messages, refs=refs, estimates=per_message, delta=delta)
+
+
+def model_call_open(*, chain: CallChain | None = None, **fields: Any) -> ModelCall:
+    """Log a call about to be sent (the row exists even if the worker dies mid-answer)."""
+    chain = chain if chain is not None else CallChain()
+    prepared = model_call_prepare(chain=chain, **fields)
+    prepared.call.save(force_insert=True)
+    chain.advance(prepared)
+    return prepared.call
 
 
 def model_call_close(*, call: ModelCall, outcome: str, usage: dict[str, Any] | None = None) -> None:

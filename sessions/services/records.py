@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from agentloom.errors import ValidationFailed
@@ -87,6 +87,38 @@ def records_append(
             for offset, record in enumerate(fresh)
         ]
         SessionMessage.objects.bulk_create(rows)
+    session.last_seq = last_seq
+    return rows
+
+
+def records_append_new(
+    *, session: Session, run: Run, instance: Instance, records: Sequence[NewRecord]
+) -> list[SessionMessage]:
+    """Append records the caller knows are new, in two statements: the seqs are taken with
+    one UPDATE of the session row (which also holds that row's lock until the caller's
+    transaction ends: seqs stay gap-free) and the rows go in with one INSERT.
+
+    Must run inside the caller's transaction. A record that was in fact already saved (a
+    step saved again after a crash) violates the entry-key constraint: the IntegrityError
+    rolls the caller's transaction back, and the caller takes ``records_append``, which
+    de-duplicates.
+    """
+    prepared = [NewRecord(r.kind, _json_safe(r.message), r.entry_key) for r in records]
+    for record in prepared:
+        if record.kind not in _KINDS:
+            raise ValidationFailed(f"Unknown record kind {record.kind!r}.", fields={"kind": "unknown"})
+    if not prepared:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(f'UPDATE "{Session._meta.db_table}" SET "last_seq" = "last_seq" + %s WHERE "id" = %s '
+                       'RETURNING "last_seq"', [len(prepared), session.pk])
+        last_seq = cursor.fetchone()[0]
+    first = last_seq - len(prepared) + 1
+    rows = SessionMessage.objects.bulk_create([
+        SessionMessage(session=session, seq=first + offset, run=run, instance=instance,
+                       in_main=instance.parent_id is None, kind=record.kind, entry_key=record.entry_key,
+                       message=record.message)
+        for offset, record in enumerate(prepared)])
     session.last_seq = last_seq
     return rows
 

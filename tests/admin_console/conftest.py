@@ -68,6 +68,7 @@ def story(make_session, alice) -> Story:
     # Finishing a run logs its run_finished event; the timeline tests script their own
     # events from seq 1, so the story starts with an empty event log.
     RunEvent.objects.filter(run__session=session).delete()
+    Run.objects.filter(session=session).update(event_seq=0)
     return Story(session=session, first=first, second=second, sub=sub)
 
 

@@ -171,7 +171,7 @@ def _same_except_cut_tool_output(kept: dict, original: dict) -> bool:
 # a generator that stopped producing them would leave the property proving nothing: the
 # test after it requires a share of commits.
 CTX38_OUTCOMES: Counter[str] = Counter()
-MIN_COMMITTED_SHARE = 0.2
+MIN_COMMITTED_SHARE = 0.1  # about 0.4 is usual; well below it the generator has drifted
 
 
 @settings(max_examples=1_000 if CI else 100, deadline=None)

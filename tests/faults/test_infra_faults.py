@@ -179,7 +179,7 @@ def test_a_connection_cut_during_a_commit_fails_the_run_clearly_with_no_half_sta
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED
     assert SessionMessage.objects.get(run=run, kind="assistant").message["content"] == "After the outage."
-    assert_appended(session, before, [("user", "question"), ("run_status", "status-0"),
+    assert_appended(session, before, [("user", "question"), ("run_status", "status-0"), ("run_status", "resumed-1"),
                                       ("assistant", "assistant-1"), ("run_status", "status-1")])
     event_seqs_are_gap_free(run)
     assert strict.rejections == []

@@ -100,7 +100,8 @@ def test_a_429_asking_for_longer_than_the_back_off_bound_fails_clearly_and_resum
     run_execute(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED and saved_answer(run) == "Later, then."
-    assert_appended(session, before, [*FAILED, ("assistant", "assistant-1"), ("run_status", "status-1")])
+    assert_appended(session, before, [*FAILED, ("run_status", "resumed-1"), ("assistant", "assistant-1"),
+                                      ("run_status", "status-1")])
     assert strict.rejections == []
 
 

@@ -95,7 +95,7 @@ def test_a_worker_killed_while_waiting_for_the_model_resumes_and_asks_again(
     before = ledger(session)
     provider = Provider(None, hang_first=True)
     _kill_and_resume(session, strict, private_redis, tmp_path, provider, kill_on_arrival=True)
-    assert_appended(session, before, [("user", "question"), ("run_status", "status-0"),
+    assert_appended(session, before, [("user", "question"), ("run_status", "status-0"), ("run_status", "resumed-1"),
                                       ("assistant", "assistant-1"), ("run_status", "status-1")])
 
 
@@ -106,7 +106,7 @@ def test_a_worker_killed_mid_stream_saves_no_half_answer_and_resumes(session_wit
     provider = Provider(chat_stream(["Some ", "words ", "then ", "silence"], delay=0.3))
     run = _kill_and_resume(session, strict, private_redis, tmp_path, provider, kill_at="message_delta")
     assert RunEvent.objects.filter(run=run, type="message_delta").exists()  # text had streamed before the kill
-    assert_appended(session, before, [("user", "question"), ("run_status", "status-0"),
+    assert_appended(session, before, [("user", "question"), ("run_status", "status-0"), ("run_status", "resumed-1"),
                                       ("assistant", "assistant-1"), ("run_status", "status-1")])
 
 
@@ -120,7 +120,7 @@ def test_a_worker_killed_after_the_assistant_message_is_saved_runs_no_unsafe_cal
     calculator = _result(run, "result-1-0")
     assert calculator["status"] == "ok" and calculator["content"] == "6*7 = 42"  # idempotent: run on resume
     assert _result(run, "result-1-1")["status"] == "unknown"
-    assert_appended(session, before, [("user", "question"), ("assistant", "assistant-1"), ("run_status", "status-0"),
+    assert_appended(session, before, [("user", "question"), ("assistant", "assistant-1"), ("run_status", "status-0"), ("run_status", "resumed-1"),
                                       ("tool_result", "result-1-0"), ("tool_result", "result-1-1"),
                                       ("assistant", "assistant-2"), ("run_status", "status-1")])
 
@@ -134,7 +134,7 @@ def test_a_worker_killed_while_a_tool_runs_never_runs_that_call_again(session_wi
     assert len(probe_runs(probe)) == 1  # its effect happened once, at the kill; never again
     result = _result(run, "result-1-0")
     assert result["status"] == "unknown" and "may or may not" in result["content"]
-    assert_appended(session, before, [("user", "question"), ("assistant", "assistant-1"), ("run_status", "status-0"),
+    assert_appended(session, before, [("user", "question"), ("assistant", "assistant-1"), ("run_status", "status-0"), ("run_status", "resumed-1"),
                                       ("tool_result", "result-1-0"), ("assistant", "assistant-2"),
                                       ("run_status", "status-1")])
 
@@ -150,7 +150,7 @@ def test_a_worker_killed_after_a_tool_result_is_saved_keeps_that_result_and_neve
                                           "content": "probe once done", "status": "ok"}
     assert RunEvent.objects.filter(run=run, type="tool_started").count() == 1
     assert_appended(session, before, [("user", "question"), ("assistant", "assistant-1"),
-                                      ("tool_result", "result-1-0"), ("run_status", "status-0"),
+                                      ("tool_result", "result-1-0"), ("run_status", "status-0"), ("run_status", "resumed-1"),
                                       ("assistant", "assistant-2"), ("run_status", "status-1")])
 
 
@@ -161,15 +161,15 @@ def test_a_worker_killed_right_after_claiming_the_run_resumes_from_the_question(
     provider = Provider(chat_stream(["unused"]))
     _kill_and_resume(session, strict, private_redis, tmp_path, provider, kill_at="run_started")
     assert not provider.arrived.is_set()  # killed before any model call
-    assert_appended(session, before, [("user", "question"), ("run_status", "status-0"),
+    assert_appended(session, before, [("user", "question"), ("run_status", "status-0"), ("run_status", "resumed-1"),
                                       ("assistant", "assistant-1"), ("run_status", "status-1")])
 
 
-def test_a_resumed_run_leaves_no_stale_pending_call_in_its_frame(session_with_history, strict, private_redis,
-                                                                 tmp_path, probe):
+def test_a_resumed_run_leaves_no_pending_call_behind(session_with_history, strict, private_redis, tmp_path, probe):
     from sessions.models import Instance
+    from sessions.selectors import calls_pending
 
     session = session_with_history(tools=["fault_probe"])
     provider = Provider(chat_stream(tool_calls=[PROBE]))
     run = _kill_and_resume(session, strict, private_redis, tmp_path, provider, kill_at="tool_finished")
-    assert Instance.objects.get(run=run, key="main").frame["pending_calls"] == []
+    assert calls_pending(instance=Instance.objects.get(run=run, key="main")) == []  # a view may be saved again

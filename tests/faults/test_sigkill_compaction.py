@@ -62,5 +62,6 @@ def test_a_worker_killed_during_a_compaction_resumes_and_commits_it_once(session
     assert views_after[:len(views_before)] == views_before  # earlier views untouched
     appended = [(kind, key) for _, kind, key in ledger(session)[len(before):]]
     assert appended[:2] == [("user", "question"), ("run_status", "status-0")]
-    assert [kind for kind, _ in appended[2:]] == ["compaction_summary", "assistant", "run_status"]
+    assert appended[2] == ("run_status", "resumed-1")  # the resumed attempt reopens the run (RUN-6)
+    assert [kind for kind, _ in appended[3:]] == ["compaction_summary", "assistant", "run_status"]
     assert_appended(session, before, appended)  # gap-free, nothing twice

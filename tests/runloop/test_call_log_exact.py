@@ -91,6 +91,8 @@ def test_every_call_of_a_long_run_rebuilds_byte_for_byte_and_the_log_stores_only
     # O(new): each distinct piece is stored once, and no call holds a copy of the history.
     pieces = sum(len(body["messages"]) for body in (json.loads(r.body) for r in sent))
     blobs = SentBlob.objects.filter(session=session).count()
-    assert blobs < pieces / 4
+    # A step adds an answer and a result (and, on Anthropic's wire, re-marks the cache
+    # breakpoint on the message before them): a few pieces a call, not its whole history.
+    assert blobs <= 4 * len(calls) < pieces
     longest_delta = max(len(call.request["add"]) for call in calls)
     assert longest_delta < max(len(json.loads(r.body)["messages"]) for r in sent)

@@ -87,7 +87,7 @@ def test_loop1_a_worker_killed_after_a_tool_result_resumes_without_rerunning_the
     assert _status(run.pk) == "completed"
     after = list(SessionMessage.objects.filter(session=session).order_by("seq").values_list("seq", "kind"))
     assert after[:3] == before  # nothing lost, nothing duplicated
-    assert [kind for _, kind in after[3:]] == ["run_status", "assistant", "run_status"]
+    assert [kind for _, kind in after[3:]] == ["run_status", "run_status", "assistant", "run_status"]  # ended, resumed
     assert RunEvent.objects.filter(run=run, type="tool_started").count() == 1  # never re-run
     assert strict.rejections == []
 

@@ -1,0 +1,108 @@
+"""What one step of a run writes, in one transaction and few statements (LOOP-1).
+
+Every step is saved before the next begins (a worker killed anywhere loses at most the
+step in flight), so each save is a commit; what makes it cheap is that a commit is a
+handful of statements that do everything at once:
+
+- the records: seqs taken with one UPDATE of the session row, rows in with one INSERT;
+- the run row: one UPDATE that writes the heartbeat and the counters, takes the event
+  seqs, and *checks ownership* (only a ``running`` run of this worker's attempt matches)
+  — returning whether Stop was pressed and what the API asked meanwhile, so the loop
+  needs no other read to know it;
+- the events: one INSERT; and the step's model-call log: one INSERT.
+
+A step saved twice (a save retried after a crash) hits the records' entry-key
+constraint; the whole transaction rolls back and the careful path de-duplicates.
+
+Counts of model steps are kept by the worker in memory and written with checkpoints and
+when the run ends; a worker that died leaves them to be counted again from the records
+when the run resumes (``history.instance_steps_recount``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from sessions.models import Instance, ModelCall, Run, SessionMessage
+from sessions.services.events import events_write
+from sessions.services.records import NewRecord, records_append, records_append_new
+
+
+class RunNotOwned(Exception):
+    """The run is no longer this worker's (finished, reaped, resumed by another attempt):
+    nothing of the step was written."""
+
+
+@dataclass(frozen=True)
+class RunSignals:
+    """What the run row said at the last write: Stop pressed, and ``RunAttention`` bits."""
+
+    cancel_requested: bool = False
+    attention: int = 0
+
+
+def run_touch(*, run: Run, counters: dict[str, Any] | None = None, events: int = 0) -> tuple[RunSignals, int]:
+    """Heartbeat (and counters, and ``events`` event seqs) for a run this worker owns, in
+    one UPDATE. Returns the signals and the last event seq taken; RunNotOwned when the
+    run is not ``running`` under this attempt any more."""
+    table = Run._meta.db_table
+    sets = ['"heartbeat_at" = %s', '"event_seq" = "event_seq" + %s']
+    params: list[Any] = [timezone.now(), events]
+    if counters is not None:
+        sets.append('"counters" = %s')
+        params.append(Run._meta.get_field("counters").get_db_prep_value(counters, connection))
+    params += [run.pk, Run.Status.RUNNING, run.attempt]
+    with connection.cursor() as cursor:
+        cursor.execute(f'UPDATE "{table}" SET {", ".join(sets)} WHERE "id" = %s AND "status" = %s AND "attempt" = %s '
+                       'RETURNING "event_seq", "cancel_requested", "attention"', params)
+        row = cursor.fetchone()
+    if row is None:
+        raise RunNotOwned()
+    return RunSignals(cancel_requested=bool(row[1]), attention=row[2]), row[0]
+
+
+def step_commit(*, run: Run, instance: Instance, records: Sequence[NewRecord] = (),
+                events: Sequence[tuple[str, dict[str, Any] | None]] = (), counters: dict[str, Any] | None = None,
+                model_steps: int = 0, model_call: ModelCall | None = None) -> tuple[list[SessionMessage], RunSignals]:
+    """Save one step: its records, its events, the counters and heartbeat and the call
+    log, atomically, and only while this worker owns the run.
+
+    ``model_steps`` is added to the caller's instance (in memory) only if the records were
+    new. Returns the rows inserted and the run's signals; RunNotOwned (nothing written)
+    when the run is not ours any more.
+    """
+    try:
+        with transaction.atomic():
+            rows = records_append_new(session=run.session, run=run, instance=instance, records=records)
+            return rows, _rest(run, instance, events, counters, model_steps, model_call)
+    except IntegrityError:
+        pass  # a record of this step was saved before (a retried save): de-duplicate
+    with transaction.atomic():
+        rows = records_append(session=run.session, run=run, instance=instance, records=records)
+        return rows, _rest(run, instance, events, counters, model_steps if rows else 0, model_call)
+
+
+def step_announce(*, run: Run, events: Sequence[tuple[str, dict[str, Any] | None]],
+                  counters: dict[str, Any] | None = None) -> RunSignals:
+    """Events that must go out on their own (tools about to start), with the heartbeat and
+    a fresh read of the Stop flag, in two statements."""
+    with transaction.atomic():
+        signals, last_seq = run_touch(run=run, counters=counters, events=len(events))
+        events_write(run_id=run.pk, events=events, last_seq=last_seq)
+    return signals
+
+
+def _rest(run: Run, instance: Instance, events: Sequence[tuple[str, dict[str, Any] | None]],
+          counters: dict[str, Any] | None, model_steps: int, model_call: ModelCall | None) -> RunSignals:
+    signals, last_seq = run_touch(run=run, counters=counters, events=len(events))
+    if events:
+        events_write(run_id=run.pk, events=events, last_seq=last_seq)
+    if model_call is not None:
+        model_call.save(force_insert=True)
+    if model_steps:
+        instance.model_steps += model_steps
+    return signals
