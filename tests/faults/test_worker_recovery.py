@@ -99,8 +99,9 @@ def test_of_two_workers_one_killed_mid_answer_the_other_ends_the_run_and_complet
     types = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
     assert types.count("run_started") == 2  # attempt 0, its resume; the redelivery claimed nothing
     assert types.count("tool_started") == 1  # RUN-6: the finished tool never ran again
-    assert list(SessionMessage.objects.filter(run=run).order_by("seq").values_list("kind", flat=True)) == [
-        "user", "assistant", "tool_result", "run_status", "assistant", "run_status"]
+    assert list(SessionMessage.objects.filter(run=run).order_by("seq").values_list("kind", "entry_key")) == [
+        ("user", "question"), ("assistant", "assistant-1"), ("tool_result", "result-1-0"), ("run_status", "status-0"),
+        ("run_status", "resumed-1"), ("assistant", "assistant-2"), ("run_status", "status-1")]
     assert strict.rejections == []
 
 
