@@ -27,6 +27,7 @@ STALE = 3.0
 PERIOD = STALE / 4
 RECOVERY_ENV = {"AGENTLOOM_HEARTBEAT_STALE_SECONDS": str(int(STALE)), "AGENTLOOM_WORKER_RESTART_DELAY": "0.5"}
 KEY = "sk-loopback-model-key-0123456789"
+SLACK = 1.0  # scheduling and polling on a shared 2-core machine
 
 
 class Model:
@@ -107,7 +108,7 @@ def _killed_worker_is_recovered(make_run: MakeRun, session: int, script: Model) 
     took, reaper_up = resumable_at - killed, (replacement_seen or resumable_at) - killed
     # Not before its heartbeat went stale, and within the stale interval plus one reap
     # period once a worker was there to reap (the replacement, restarted after a back-off).
-    assert STALE - PERIOD <= took <= max(STALE, reaper_up) + PERIOD + 0.5, (took, reaper_up)
+    assert STALE - PERIOD - SLACK <= took <= max(STALE, reaper_up) + PERIOD + SLACK, (took, reaper_up)
     assert "The worker stopped (killed by SIGKILL)" in make_run.output()
     _resume_completes_without_repeating_the_tool(make_run, script, run_id)
     assert make_run.worker_pid() != dead
@@ -137,7 +138,7 @@ def test_make_run_recovers_from_a_killed_worker_a_killed_process_group_and_ctrl_
         healthy = time.monotonic()
         run = again.api.wait_status(orphan, {"interrupted", "cancelled", "failed", "completed"}, timeout=30)
         assert run["status"] == "interrupted", run
-        assert time.monotonic() - healthy <= PERIOD + 0.5  # reaped as the worker started, with no new work
+        assert time.monotonic() - healthy <= PERIOD + SLACK  # reaped as the worker started, with no new work
         _resume_completes_without_repeating_the_tool(again, script, orphan)
         _answered(again, session, "Still there?")
 

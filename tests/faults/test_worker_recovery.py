@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 STALE = 2.0
 PERIOD = STALE / 4
 REDELIVERY = 2 * STALE
+SLACK = 1.0  # scheduling and polling on a shared 2-core machine
 WORKER_ENV = {"AGENTLOOM_HEARTBEAT_STALE_SECONDS": str(int(STALE))}
 
 
@@ -88,7 +89,7 @@ def test_of_two_workers_one_killed_mid_answer_the_other_ends_the_run_and_complet
         took = time.monotonic() - killed
         run.refresh_from_db()
         assert run.status == Run.Status.INTERRUPTED and run.error["retryable"] is True
-        assert STALE - PERIOD <= took <= STALE + PERIOD + 0.5, took  # ended by the survivor's reaper
+        assert STALE - PERIOD - SLACK <= took <= STALE + PERIOD + SLACK, took  # ended by the survivor's reaper
 
         model.resumed.set()
         run_resume(run=run)
@@ -120,5 +121,5 @@ def test_a_task_whose_worker_died_before_claiming_its_run_is_delivered_again_and
         took = time.monotonic() - died
         wait_for(lambda: _status(run.pk) in {"completed", "failed"}, timeout=30, what="the run answered")
         assert _status(run.pk) == Run.Status.COMPLETED, other.output()
-    assert took <= REDELIVERY + PERIOD + 1.0, took  # delivered again once unacknowledged that long
+    assert took <= REDELIVERY + PERIOD + SLACK, took  # delivered again once unacknowledged that long
     assert RunEvent.objects.filter(run=run, type="run_started").count() == 1
