@@ -1,7 +1,14 @@
 """`make run`: set up and serve AgentLoom in the foreground — web (uvicorn) and a worker.
 
 Idempotent: secrets are generated once into var/local.env (git-ignored), migrations and
-the demo bootstrap change nothing on a second run. Ctrl-C stops both processes.
+the demo bootstrap change nothing on a second run.
+
+It supervises: a worker that dies (a crash, the OOM killer) is started again after a
+back-off while the web keeps serving — ``AGENTLOOM_WORKER_RESTART_DELAY``, doubling after
+each fast crash, at most 30 s — and after five fast crashes in a row it gives up with one
+line and stops. Ctrl-C or SIGTERM stops both; the worker ends the runs it was executing
+as ``interrupted`` (resumable) before it exits. What the new worker finds of a dead one's
+runs is the reaper's work (``agentloom.runloop.housekeeping``).
 """
 from __future__ import annotations
 
@@ -14,6 +21,12 @@ import time
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+FAST_CRASH_SECONDS = 60.0  # a worker dying sooner than this after its start counts as a fast crash
+MAX_FAST_CRASHES = 5
+MAX_RESTART_DELAY = 30.0
+STOP_GRACE_SECONDS = 5.0  # the worker has already ended its runs; this only lets it close cleanly
+POLL_SECONDS = 0.1
 
 
 def ensure_local_secrets(var_dir: Path) -> None:
@@ -31,6 +44,81 @@ def ensure_local_secrets(var_dir: Path) -> None:
     path.chmod(0o600)
 
 
+def exit_description(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+class Supervisor:
+    """Runs the web server and one worker; restarts the worker with back-off, never the web."""
+
+    def __init__(self, *, web_command: list[str], worker_command: list[str], restart_delay: float) -> None:
+        self.web_command, self.worker_command = web_command, worker_command
+        self.restart_delay = restart_delay
+        self.stopping = False
+        self.web: subprocess.Popen | None = None
+        self.worker: subprocess.Popen | None = None
+        self.worker_started = 0.0
+
+    def request_stop(self, signum, frame) -> None:
+        self.stopping = True
+
+    def _start_worker(self) -> None:
+        self.worker = subprocess.Popen(self.worker_command, cwd=BASE_DIR)
+        self.worker_started = time.monotonic()
+
+    def run(self, *, banner: str) -> int:
+        """Serve until Ctrl-C / SIGTERM (0), the web server dies or the worker keeps crashing (1)."""
+        self._start_worker()
+        self.web = subprocess.Popen(self.web_command, cwd=BASE_DIR)
+        print(banner, flush=True)
+        fast_crashes = 0
+        restart_at: float | None = None
+        while not self.stopping:
+            if self.web.poll() is not None:
+                print(f"The web server stopped ({exit_description(self.web.returncode)}); stopping AgentLoom.",
+                      flush=True)
+                return self.stop(1)
+            if self.worker is not None and self.worker.poll() is not None:
+                lived = time.monotonic() - self.worker_started
+                fast_crashes = fast_crashes + 1 if lived < FAST_CRASH_SECONDS else 1
+                how = exit_description(self.worker.returncode)
+                self.worker = None
+                if fast_crashes >= MAX_FAST_CRASHES:
+                    print(f"The worker crashed {fast_crashes} times in a row, each within {FAST_CRASH_SECONDS:.0f} s "
+                          f"of starting (last: {how}); giving up. Its log is above: fix the cause, then run "
+                          "`make run` again.", flush=True)
+                    return self.stop(1)
+                delay = min(self.restart_delay * 2 ** (fast_crashes - 1), MAX_RESTART_DELAY)
+                print(f"The worker stopped ({how}) after {lived:.1f} s; restarting it in {delay:.1f} s. "
+                      "The web keeps serving.", flush=True)
+                restart_at = time.monotonic() + delay
+            if self.worker is None and restart_at is not None and time.monotonic() >= restart_at:
+                restart_at = None
+                self._start_worker()
+            time.sleep(POLL_SECONDS)
+        print("Stopping AgentLoom; runs in progress are marked interrupted and can be resumed.", flush=True)
+        return self.stop(0)
+
+    def stop(self, code: int) -> int:
+        processes = [process for process in (self.web, self.worker) if process is not None]
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for process in processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return code
+
+
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentloom.settings")
     var_dir = Path(os.environ.get("AGENTLOOM_VAR_DIR") or BASE_DIR / "var")
@@ -40,48 +128,31 @@ def main() -> int:
 
     django.setup()  # a bad variable stops here with one line naming it
     from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connections
 
     from agentloom.celery import prepare_broker_folders
 
-    python = sys.executable
-    manage = str(BASE_DIR / "manage.py")
-    for step in (["migrate", "--noinput"], ["collectstatic", "--noinput", "-v", "0"], ["bootstrap_demo"]):
-        subprocess.run([python, manage, *step], check=True, cwd=BASE_DIR)
+    call_command("migrate", interactive=False)
+    call_command("collectstatic", interactive=False, verbosity=0)
+    call_command("bootstrap_demo")
+    connections.close_all()  # the children open their own
     prepare_broker_folders()
 
+    python = sys.executable
     host = os.environ.get("AGENTLOOM_HOST", "127.0.0.1")
-    worker = subprocess.Popen(
-        [python, "-m", "celery", "-A", "agentloom", "worker", "--loglevel=INFO", "--pool=threads",
-         "--concurrency", os.environ.get("AGENTLOOM_WORKER_CONCURRENCY", "4")],
-        cwd=BASE_DIR,
+    supervisor = Supervisor(
+        worker_command=[python, "-m", "celery", "-A", "agentloom", "worker", "--loglevel=INFO", "--pool=threads",
+                        "--without-mingle", "--without-gossip",
+                        "--concurrency", os.environ.get("AGENTLOOM_WORKER_CONCURRENCY", "4")],
+        web_command=[python, "-m", "uvicorn", "agentloom.asgi:application", "--host", host,
+                     "--port", str(settings.PORT), "--timeout-graceful-shutdown", "3"],
+        restart_delay=settings.AGENTLOOM_WORKER_RESTART_DELAY,
     )
-    web = subprocess.Popen(
-        [python, "-m", "uvicorn", "agentloom.asgi:application", "--host", host, "--port", str(settings.PORT)],
-        cwd=BASE_DIR,
-    )
-    print(f"AgentLoom is serving on http://{host}:{settings.PORT}/ (admin at /admin/). Ctrl-C stops it.", flush=True)
-
-    stopping = False
-
-    def stop(signum, frame) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        while not stopping and web.poll() is None and worker.poll() is None:
-            time.sleep(0.5)
-    finally:
-        for process in (web, worker):
-            if process.poll() is None:
-                process.terminate()
-        for process in (web, worker):
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-    return 0 if stopping else 1
+    signal.signal(signal.SIGINT, supervisor.request_stop)
+    signal.signal(signal.SIGTERM, supervisor.request_stop)
+    return supervisor.run(banner=f"AgentLoom is serving on http://{host}:{settings.PORT}/ (admin at /admin/). "
+                                 "Ctrl-C stops it.")
 
 
 if __name__ == "__main__":

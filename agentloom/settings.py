@@ -183,9 +183,22 @@ SPECTACULAR_SETTINGS = {
 # Celery: Redis when REDIS_URL is set; otherwise kombu's filesystem transport, so the
 # embedded default still runs a real worker process with no server to install.
 BROKER_DIR = VAR_DIR / "broker"
+# A running run without a heartbeat for this long is taken for orphaned: the reaper marks
+# it interrupted (resumable). Runs and workers beat four times per interval (at most every
+# 5 s) and the reaper looks as often, so a crash is recovered within this plus one beat
+# (docs/operations.md). Tests use a few seconds.
+AGENTLOOM_HEARTBEAT_STALE_SECONDS = env_int("AGENTLOOM_HEARTBEAT_STALE_SECONDS", 120, minimum=2)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600}
+    # With acks_late, a task whose worker died before acknowledging it is delivered again
+    # once it has been unacknowledged this long; the sweep that does it runs every beat.
+    # A second delivery only claims a run that is still queued, so delivering a working or
+    # reaped run's task again does nothing (RUN-6: no finished tool runs twice).
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {
+        "visibility_timeout": 2 * AGENTLOOM_HEARTBEAT_STALE_SECONDS,
+        "unacked_restore_interval": min(5.0, AGENTLOOM_HEARTBEAT_STALE_SECONDS / 4),  # the beat period
+        "unacked_restore_throttle": 1,
+    }
 else:
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -217,4 +230,10 @@ AGENTLOOM_RETRY_BASE_DELAY = env_float("AGENTLOOM_RETRY_BASE_DELAY", 1.0)
 # Longest silence between two bytes of a model answer before the call counts as timed out
 # (then retried, LOOP-3). A stream may pause while the model thinks; tests shorten it.
 AGENTLOOM_PROVIDER_READ_TIMEOUT = env_float("AGENTLOOM_PROVIDER_READ_TIMEOUT", 120.0, minimum=0.1)
-AGENTLOOM_HEARTBEAT_STALE_SECONDS = env_int("AGENTLOOM_HEARTBEAT_STALE_SECONDS", 120, minimum=5)
+
+# `make run`'s supervisor: a worker that dies is started again after this many seconds,
+# doubling after each fast crash (at most 30 s); it gives up after five in a row.
+AGENTLOOM_WORKER_RESTART_DELAY = env_float("AGENTLOOM_WORKER_RESTART_DELAY", 1.0, minimum=0.05)
+# For fault tests only: a worker that exits with status 3 as soon as it starts, so the
+# supervisor's back-off and give-up can be exercised. Never set it anywhere else.
+AGENTLOOM_FAULT_WORKER_EXIT_AT_START = env_bool("AGENTLOOM_FAULT_WORKER_EXIT_AT_START", False)

@@ -8,8 +8,10 @@ class RunLoopConfig(AppConfig):
 
     def ready(self) -> None:
         import agentloom.tools  # noqa: F401  (registers the built-in tools agents choose from)
+        from agentloom.runloop.housekeeping import worker_hooks_connect
         from agentloom.runloop.tasks import dispatch_compaction, dispatch_run
         from sessions.services.dispatch import compaction_dispatcher_set, dispatcher_set
 
         dispatcher_set(dispatch_run)
         compaction_dispatcher_set(dispatch_compaction)
+        worker_hooks_connect()

@@ -1,6 +1,14 @@
-"""Marks runs whose worker vanished as ``interrupted`` (LOOP-1) so they can be resumed."""
+"""Ends runs whose worker vanished (LOOP-1), so no session stays blocked after a crash.
+
+A run without a heartbeat for ``AGENTLOOM_HEARTBEAT_STALE_SECONDS`` becomes ``interrupted``;
+one the user asked to stop becomes ``cancelled`` as soon as it missed two beats (Stop
+always wins). Both are resumable. Workers call ``runs_reap_interrupted`` when they start
+and on a schedule (``agentloom.runloop.housekeeping``); a worker shutting down ends the
+runs it was executing with ``runs_interrupt_on_shutdown``.
+"""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 from django.conf import settings
@@ -8,24 +16,51 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions.models import Run
-from sessions.services.runs import run_finish
+from sessions.services.runs import orphan_cutoff, run_finish
+
+INTERRUPTED_ERROR = {"code": "interrupted", "message": "The worker running this stopped; resume to continue.",
+                     "retryable": True}
 
 
 def runs_reap_interrupted(*, stale_after: float | None = None) -> list[int]:
-    """Running runs without a heartbeat for ``stale_after`` seconds become interrupted.
+    """End running runs without a recent heartbeat; returns their ids.
 
-    Safe with many workers: the status change is a conditional update, so a run is
-    reaped once, and a live worker's heartbeat keeps its run out of reach.
+    Safe with many workers: every status change is a conditional UPDATE that checks the
+    heartbeat again, so a run is reaped once and a live worker's beat keeps its run.
     """
     seconds = settings.AGENTLOOM_HEARTBEAT_STALE_SECONDS if stale_after is None else stale_after
-    cutoff = timezone.now() - timedelta(seconds=seconds)
+    stale = Q(heartbeat_at__lt=timezone.now() - timedelta(seconds=seconds))
+    stopped = Q(cancel_requested=True, heartbeat_at__lt=orphan_cutoff()) | (Q(cancel_requested=True) & stale)
     reaped = []
-    for run in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff).select_related("session"):
-        # The heartbeat is checked again in the UPDATE itself: a run that beat since the
-        # query above is alive and keeps running.
-        if run_finish(run=run, status=Run.Status.INTERRUPTED, reason="the worker stopped responding",
-                      expected_from=(Run.Status.RUNNING,), where=Q(heartbeat_at__lt=cutoff),
-                      error={"code": "interrupted", "message": "The worker running this stopped; resume to continue.",
-                             "retryable": True}):
+    for run in Run.objects.filter(stale | stopped, status=Run.Status.RUNNING).select_related("session"):
+        if run.cancel_requested and run_finish(run=run, status=Run.Status.CANCELLED, reason="stopped by user",
+                                               expected_from=(Run.Status.RUNNING,), where=stopped):
+            reaped.append(run.pk)
+        elif run_finish(run=run, status=Run.Status.INTERRUPTED, reason="the worker stopped responding",
+                        expected_from=(Run.Status.RUNNING,), where=stale, error=INTERRUPTED_ERROR):
             reaped.append(run.pk)
     return reaped
+
+
+def runs_interrupt_on_shutdown(*, attempts: Mapping[int, int]) -> list[int]:
+    """End the runs a stopping worker process is executing: ``{run id: attempt}``.
+
+    Each is ended only while it still runs the attempt this worker claimed (a run reaped
+    and resumed elsewhere meanwhile is left alone): ``cancelled`` when Stop was asked,
+    otherwise ``interrupted``. The worker's threads then find the run no longer theirs and
+    write nothing more.
+    """
+    ended = []
+    for run in Run.objects.filter(pk__in=list(attempts), status=Run.Status.RUNNING).select_related("session"):
+        mine = Q(attempt=attempts[run.pk])
+        if run.cancel_requested:
+            moved = run_finish(run=run, status=Run.Status.CANCELLED, reason="stopped by user",
+                               expected_from=(Run.Status.RUNNING,), where=mine)
+        else:
+            moved = run_finish(run=run, status=Run.Status.INTERRUPTED, reason="the worker was shut down",
+                               expected_from=(Run.Status.RUNNING,), where=mine, error={
+                                   **INTERRUPTED_ERROR,
+                                   "message": "The worker running this was shut down; resume to continue."})
+        if moved:
+            ended.append(run.pk)
+    return ended

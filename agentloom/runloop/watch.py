@@ -7,22 +7,27 @@ import time
 from django.db import connections
 from django.utils import timezone
 
+from agentloom.runloop.workers import executing_add, executing_remove
 from sessions.models import Run
+from sessions.services.runs import heartbeat_period
 
 
 class RunWatch:
-    """Reads ``cancel_requested`` at most every ``interval`` seconds; writes heartbeats.
+    """Reads ``cancel_requested`` at most every ``interval`` seconds; writes heartbeats
+    (by default every heartbeat period: four per ``AGENTLOOM_HEARTBEAT_STALE_SECONDS``).
 
     Safe to call from tool threads: each thread closes its own connection when done.
     """
 
-    def __init__(self, run_id: int, *, attempt: int = 0, interval: float = 0.3, heartbeat_every: float = 5.0) -> None:
+    def __init__(self, run_id: int, *, attempt: int = 0, interval: float = 0.3,
+                 heartbeat_every: float | None = None) -> None:
         self.run_id = run_id
         self.attempt = attempt
         self.lost = False  # the run is no longer ours: reaped, stopped elsewhere, resumed by another
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.interval, self.heartbeat_every = interval, heartbeat_every
+        self.interval = interval
+        self.heartbeat_every = heartbeat_period() if heartbeat_every is None else heartbeat_every
         self._checked_at = 0.0
         self._beat_at = 0.0
         self._cancelled = False
@@ -54,7 +59,12 @@ class RunWatch:
 
     def start_background(self) -> None:
         """Beat from a thread too, so long waits (a slow first token, summary and
-        verification calls, back-off sleeps) never look like a vanished worker."""
+        verification calls, back-off sleeps) never look like a vanished worker.
+
+        Called once the run is claimed: from here until ``stop_background`` this process
+        counts the run as its own, and ends it as interrupted if it shuts down meanwhile."""
+        executing_add(run_id=self.run_id, attempt=self.attempt)
+
         def run() -> None:
             try:
                 while not self._stop.wait(self.heartbeat_every):
@@ -69,6 +79,7 @@ class RunWatch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.heartbeat_every + 5)
+        executing_remove(run_id=self.run_id, attempt=self.attempt)
 
     def cancel_requested_from_thread(self) -> bool:
         try:

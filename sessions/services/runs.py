@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -160,13 +162,33 @@ def run_reopen_record(*, run: Run) -> None:
                   entry_key=f"resumed-{run.attempt}")
 
 
+def heartbeat_period() -> float:
+    """Seconds between two heartbeats of a working run (and of a worker): four fit in
+    ``AGENTLOOM_HEARTBEAT_STALE_SECONDS``, and never more than 5 s pass between two."""
+    return min(5.0, settings.AGENTLOOM_HEARTBEAT_STALE_SECONDS / 4)
+
+
+def orphan_cutoff() -> datetime:
+    """A running run whose heartbeat is older than this has missed two beats: nobody is
+    left to read a Stop request, so Stop ends it without waiting for the stale interval."""
+    return timezone.now() - timedelta(seconds=2 * heartbeat_period())
+
+
 def run_cancel(*, run: Run) -> Run:
     """Stop a run (LOOP-7). A queued run ends now; a running one is asked to stop and the
-    loop ends it at the next safe point (mid-stream, between tools, inside a tool)."""
+    loop ends it at the next safe point (mid-stream, between tools, inside a tool).
+
+    Stop always wins (LOOP-1): a running run that missed two heartbeats has no worker to
+    read the request, so it ends here, ``cancelled`` and resumable. If its worker was only
+    slow, that worker finds the run no longer its own and stops without writing. A run
+    whose worker dies after this is ended by the reaper, also as ``cancelled``.
+    """
     if run.status == Run.Status.QUEUED and run_finish(run=run, status=Run.Status.CANCELLED, reason="stopped by user",
                                                       expected_from=(Run.Status.QUEUED,)):
         return run
     Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True)
+    run_finish(run=run, status=Run.Status.CANCELLED, reason="stopped by user", expected_from=(Run.Status.RUNNING,),
+               where=Q(heartbeat_at__lt=orphan_cutoff()))
     run.refresh_from_db()
     return run
 

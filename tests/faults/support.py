@@ -154,8 +154,8 @@ class FaultWorker:
             "AGENTLOOM_RETRY_BASE_DELAY": "0.01",
             "AGENTLOOM_FAULT_WORKER": "1",
         })
-        environment.pop("AGENTLOOM_FAULT_KILL_AT", None)
-        environment.pop("AGENTLOOM_FAULT_KILL_IN_TOOL", None)
+        for name in ("AGENTLOOM_FAULT_KILL_AT", "AGENTLOOM_FAULT_KILL_IN_TOOL", "AGENTLOOM_FAULT_KILL_BEFORE_CLAIM"):
+            environment.pop(name, None)
         if kill_at:
             environment["AGENTLOOM_FAULT_KILL_AT"] = kill_at
         if kill_in_tool:

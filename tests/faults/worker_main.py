@@ -6,6 +6,8 @@
   event of that type is committed (a sink, the public extension point of LOOP-6);
 - ``AGENTLOOM_FAULT_KILL_IN_TOOL=1``: the ``fault_probe`` tool kills the process after
   its side effect;
+- ``AGENTLOOM_FAULT_KILL_BEFORE_CLAIM=1``: SIGKILL this process when a run task is
+  delivered, before it claims the run (Celery's ``task_prerun``);
 - ``AGENTLOOM_FAULT_PROBE_FILE``: where ``fault_probe`` logs its executions;
 - ``AGENTLOOM_FAULT_LOGLEVEL``: the worker's log level (default WARNING).
 
@@ -36,6 +38,11 @@ def _killer(spec: str):
     return sink
 
 
+def _kill_on_run_task(sender=None, **kwargs) -> None:
+    if getattr(sender, "name", "") == "agentloom.run_execute":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def main(argv: list[str]) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentloom.settings_test")
     import django
@@ -49,6 +56,10 @@ def main(argv: list[str]) -> None:
     kill_at = os.environ.get("AGENTLOOM_FAULT_KILL_AT")
     if kill_at:
         events.sinks.insert(0, _killer(kill_at))
+    if os.environ.get("AGENTLOOM_FAULT_KILL_BEFORE_CLAIM") == "1":
+        from celery.signals import task_prerun
+
+        task_prerun.connect(_kill_on_run_task, weak=False)
     app.worker_main(["worker", "--pool=threads", "--without-heartbeat", "--without-mingle", "--without-gossip",
                      f"--loglevel={os.environ.get('AGENTLOOM_FAULT_LOGLEVEL', 'WARNING')}", *argv])
 

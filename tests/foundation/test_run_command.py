@@ -37,14 +37,14 @@ def test_the_launcher_serves_healthz_and_the_admin_login_then_stops_on_ctrl_c(tm
     try:
         deadline = time.monotonic() + 90
         status = None
-        while time.monotonic() < deadline and process.poll() is None:
+        while time.monotonic() < deadline and process.poll() is None and status != 200:
             try:
-                status, body = _get(f"http://127.0.0.1:{port}/healthz")
-                break
+                status, body = _get(f"http://127.0.0.1:{port}/healthz")  # 503 until the worker beats
             except OSError:
-                time.sleep(0.5)
+                pass
+            time.sleep(0.2)
         assert status == 200, process.stdout.read() if process.poll() is not None else "no answer"
-        assert '"database": "ok"' in body and '"broker": "ok"' in body
+        assert '"database": "ok"' in body and '"broker": "ok"' in body and '"worker": "ok"' in body
         login_status, login_page = _get(f"http://127.0.0.1:{port}/admin/login/")
         assert login_status == 200 and "csrfmiddlewaretoken" in login_page
         assert (tmp_path / "local.env").is_file()  # generated secrets, never in the repo

@@ -1,0 +1,129 @@
+"""What every worker process does besides running tasks (LOOP-1): beat, reap, shut down cleanly.
+
+- When it is ready, and then every heartbeat period (``AGENTLOOM_HEARTBEAT_STALE_SECONDS``
+  / 4, at most 5 s), a thread writes the worker's heartbeat row (``/healthz`` reads it).
+- It reaps stale runs once at start, whatever other workers do, and then on every beat
+  while it holds the ``reaper`` lease: one reaper acts at a time across any number of
+  workers and hosts, with no beat process to run, on SQLite as on PostgreSQL. A holder
+  that dies loses the lease after three periods and another worker takes over, so an
+  orphaned run is ended within the stale interval plus about one period.
+- Shutting down (Ctrl-C, SIGTERM, ``make run`` stopping), it ends the runs it was
+  executing as ``interrupted`` (resumable) and deletes its heartbeat row.
+
+The hooks are Celery's worker signals; they fire only in worker processes.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from datetime import datetime, timedelta
+
+from celery import signals
+from django.conf import settings
+from django.db import DatabaseError, connections
+from django.utils import timezone
+
+from agentloom.runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
+from agentloom.runloop.workers import executing, lease_take, worker_beat, worker_forget, worker_name, workers_prune
+from sessions.services.runs import heartbeat_period
+
+logger = logging.getLogger("agentloom.worker")
+
+REAPER_LEASE = "reaper"
+LEASE_PERIODS = 3
+FORGET_SILENT_WORKERS_AFTER = timedelta(days=1)
+SHUTDOWN_WRITE_SECONDS = 10.0
+
+
+class Housekeeper:
+    """The worker's heartbeat and reaper thread. ``tick`` is one round, callable alone."""
+
+    def __init__(self, *, name: str) -> None:
+        self.name = name
+        self.started_at: datetime = timezone.now()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick(self, *, first: bool = False) -> list[int]:
+        """Beat; reap when this worker holds the reaper lease (or unconditionally at start)."""
+        worker_beat(name=self.name, started_at=self.started_at)
+        holds = lease_take(name=REAPER_LEASE, holder=self.name, seconds=LEASE_PERIODS * heartbeat_period())
+        if not (first or holds):
+            return []
+        reaped = runs_reap_interrupted()
+        if reaped:
+            logger.warning("ended runs whose worker stopped: %s (resumable)", ", ".join(map(str, reaped)))
+        if holds:
+            workers_prune(older_than=FORGET_SILENT_WORKERS_AFTER)
+        return reaped
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="agentloom-housekeeping", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=heartbeat_period() + 5)
+
+    def _loop(self) -> None:
+        first = True
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.tick(first=first)
+                    first = False
+                except DatabaseError:
+                    # A database that is briefly away (restart, lock time-out) must not end
+                    # the beats for good: drop the connection and try again next period.
+                    logger.exception("worker heartbeat failed; retrying in %.1f s", heartbeat_period())
+                    connections.close_all()
+                self._stop.wait(heartbeat_period())
+        finally:
+            connections.close_all()
+
+
+_current: dict[str, Housekeeper] = {}
+
+
+def _exit_at_start_when_told(**kwargs) -> None:
+    if settings.AGENTLOOM_FAULT_WORKER_EXIT_AT_START:
+        logger.error("AGENTLOOM_FAULT_WORKER_EXIT_AT_START is set (fault tests only): the worker exits now")
+        os._exit(3)
+
+
+def _start(**kwargs) -> None:
+    housekeeper = Housekeeper(name=worker_name())
+    _current["housekeeper"] = housekeeper
+    housekeeper.start()
+
+
+def _shut_down(**kwargs) -> None:
+    """Runs inside Celery's signal handler on the main thread: the database work happens
+    in a thread of its own (its own connection), bounded in time."""
+    housekeeper = _current.pop("housekeeper", None)
+
+    def work() -> None:
+        try:
+            if housekeeper is not None:
+                housekeeper.stop()
+            ended = runs_interrupt_on_shutdown(attempts=executing())
+            if ended:
+                logger.warning("shutting down: runs %s marked interrupted (resumable)", ", ".join(map(str, ended)))
+            worker_forget(name=worker_name())
+        except DatabaseError:
+            logger.exception("could not record the shutdown; the reaper will end these runs")
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=work, name="agentloom-shutdown")
+    thread.start()
+    thread.join(timeout=SHUTDOWN_WRITE_SECONDS)
+
+
+def worker_hooks_connect() -> None:
+    """Connect the worker lifecycle hooks (idempotent; they fire in worker processes only)."""
+    signals.worker_init.connect(_exit_at_start_when_told, dispatch_uid="agentloom-exit-at-start", weak=False)
+    signals.worker_ready.connect(_start, dispatch_uid="agentloom-housekeeping", weak=False)
+    signals.worker_shutting_down.connect(_shut_down, dispatch_uid="agentloom-shutdown", weak=False)
