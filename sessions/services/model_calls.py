@@ -57,6 +57,7 @@ class CallChain:
     messages: list[Any] = field(default_factory=list)
     refs: list[int] = field(default_factory=list)
     estimates: list[int | None] = field(default_factory=list)
+    named: dict[str, tuple[Any, int]] = field(default_factory=dict)  # system, tools: (content, blob id)
 
     def advance(self, prepared: PreparedCall) -> None:
         """The prepared call was saved: the next one is a delta of it."""
@@ -64,6 +65,7 @@ class CallChain:
         self.root_id = self.root_id if prepared.delta else prepared.call.pk
         self.length = self.length + 1 if prepared.delta else 1
         self.messages, self.refs, self.estimates = prepared.messages, prepared.refs, prepared.estimates
+        self.named = prepared.named
 
 
 def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
@@ -97,22 +99,28 @@ def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
     return [known[digest] for digest in digests]
 
 
-def _message_refs(session_id: int, chain: CallChain, messages: Sequence[Any]) -> list[int]:
-    """Blob ids of ``messages``: the unchanged positions of the previous call are reused
-    by comparing content (C-level, short-circuits on strings shared with the records),
-    and only the rest is hashed and stored."""
+def _refs(session_id: int, chain: CallChain, messages: Sequence[Any],
+          named: dict[str, Any]) -> tuple[list[int], dict[str, tuple[Any, int]]]:
+    """Blob ids of ``messages`` and of the named pieces (system, tools). What equals the
+    previous call's piece at the same place is reused by comparing content (C-level,
+    short-circuits on strings shared with the records); only the rest is hashed and
+    stored, all in one write."""
     refs: list[int | None] = []
-    fresh: list[int] = []
+    fresh: list[Any] = []
     for position, message in enumerate(messages):
         if position < len(chain.messages) and message == chain.messages[position]:
             refs.append(chain.refs[position])
         else:
             refs.append(None)
-            fresh.append(position)
-    if fresh:
-        for position, ref in zip(fresh, blobs_store(session_id=session_id, pieces=[messages[p] for p in fresh])):
-            refs[position] = ref
-    return [ref for ref in refs if ref is not None]
+            fresh.append(message)
+    kept = {name: chain.named[name] for name, value in named.items()
+            if name in chain.named and chain.named[name][0] == value}
+    new_names = [name for name in named if name not in kept]
+    stored = iter(blobs_store(session_id=session_id, pieces=[*fresh, *(named[n] for n in new_names)]))
+    refs = [ref if ref is not None else next(stored) for ref in refs]
+    for name in new_names:
+        kept[name] = (named[name], next(stored))
+    return refs, kept
 
 
 def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -134,6 +142,7 @@ class PreparedCall:
     refs: list[int]
     estimates: list[int | None]
     delta: bool
+    named: dict[str, tuple[Any, int]] = field(default_factory=dict)
 
 
 def model_call_prepare(*, run: Run, instance: Instance, purpose: str, provider: str, model: str,
@@ -145,10 +154,9 @@ def model_call_prepare(*, run: Run, instance: Instance, purpose: str, provider: 
     ``chain`` (one per instance and purpose) makes the log a delta of the previous call."""
     chain = chain if chain is not None else CallChain()
     messages = list(body.get("messages") or [])
-    refs = _message_refs(run.session_id, chain, messages)
+    refs, named = _refs(run.session_id, chain, messages, {name: body[name] for name in BLOB_FIELDS if name in body})
     per_message = [*estimates, *([None] * (len(messages) - len(estimates)))][:len(messages)]
-    named = [name for name in BLOB_FIELDS if name in body]
-    blobs = dict(zip(named, blobs_store(session_id=run.session_id, pieces=[body[name] for name in named])))
+    blobs = {name: blob for name, (_, blob) in named.items()}
     delta = chain.call_id is not None and chain.length < FULL_EVERY
     keep = min(_common_prefix(chain.refs, refs), _common_prefix(chain.estimates, per_message)) if delta else 0
     request = {
@@ -161,7 +169,7 @@ def model_call_prepare(*, run: Run, instance: Instance, purpose: str, provider: 
     call = ModelCall(run=run, instance=instance, purpose=purpose, provider=provider, model=model,
                      estimator_id=estimator_id, estimated_tokens=estimated_tokens, request=request, outcome=outcome,
                      usage=usage, created_at=now, finished_at=now if finished else None)
-    return PreparedCall(call=call, messages=messages, refs=refs, estimates=per_message, delta=delta)
+    return PreparedCall(call=call, messages=messages, refs=refs, estimates=per_message, delta=delta, named=named)
 
 
 def model_call_open(*, chain: CallChain | None = None, **fields: Any) -> ModelCall:
