@@ -48,7 +48,7 @@ def strip_images(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def trim_screenshots(messages: list[dict[str, Any]], screen_positions: Iterable[int]) -> None:
+def trim_screenshots(messages: list[dict[str, Any]], screen_positions: Iterable[int]) -> list[int]:
     """Strip images from every screen observation but the newest one that has images.
 
     ``screen_positions`` lists, in order, the indexes of ``messages`` that hold the result
@@ -58,3 +58,4 @@ def trim_screenshots(messages: list[dict[str, Any]], screen_positions: Iterable[
     with_images = [i for i in screen_positions if count_images(messages[i].get("content"))]
     for i in with_images[:-1]:
         messages[i]["content"] = strip_images(messages[i]["content"])
+    return with_images[:-1]

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from context import records as rec
-from context.ids import IdAllocator
+from context.ids import IdAllocator, is_portable_id
 from context.media import DEFAULT_SCREEN_TOOLS, trim_screenshots
 from context.pairing import Call, Closures, Result, call_outcome, pair
 from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, truncate_content, truncate_text
@@ -27,9 +27,12 @@ _VIEW_RUN = object()  # the starting view belongs to no run, so it is never "ope
 class _Reader:
     """First pass (CTX-9): records in order, checkpoints replacing what came before."""
 
-    def __init__(self, tool_result_limit: int, instance: str | None) -> None:
+    def __init__(self, tool_result_limit: int, instance: str | None, repairs: bool = False) -> None:
         self.limit = tool_result_limit
         self.instance = instance
+        # What the read changed of a record, by the id of the item it became (only when
+        # the caller asked for repairs: this pass is the hot path of every step).
+        self.notes: dict[int, list[dict[str, Any]]] | None = {} if repairs else None
         # (tag, payload, calls, run, seq, origin) per usable message read since the last
         # checkpoint; origin is the record seq for a message read from a record, None for
         # one from a starting view or a checkpoint (what ``sources_out`` reports).
@@ -112,8 +115,10 @@ class _Reader:
             content = [p for p in content if rec.is_text_part(p)]
         if rec.content_is_empty(content):
             content = None
+        notes: list[dict[str, Any]] = []
         if partial and content is not None:
             content = rec.suffix_content(content, rec.INTERRUPTED_SUFFIX)
+            notes.append(_note("interrupted_text", "the answer's stream was cut; its text is marked interrupted", seq))
         calls: list[Call] = []
         raw_calls = message.get("tool_calls")
         for raw in raw_calls if isinstance(raw_calls, list) else ():
@@ -124,8 +129,12 @@ class _Reader:
             arguments, is_object = rec.parse_arguments(function.get("arguments"))
             if not is_object:
                 if partial or raw.get("partial"):
+                    notes.append(_note("call_dropped", f"the arguments of {name} were cut by an interrupted stream; "
+                                                       "it never ran", seq))
                     continue  # cut by an interrupted stream: never executed (CTX-6)
                 arguments = rec.wrap_invalid_arguments(arguments)
+                notes.append(_note("arguments_wrapped", f"the arguments of {name} were not a JSON object; "
+                                                         "the raw text is kept inside one", seq))
             raw_id = raw.get("id")
             calls.append(Call(raw_id if isinstance(raw_id, str) and raw_id else None, scope,
                               run, self.index, name, arguments, partial))
@@ -138,6 +147,8 @@ class _Reader:
                 base["reasoning_content"] = reasoning
         elif reasoning is not None:
             base["reasoning"] = copy.deepcopy(reasoning)  # opaque provider blocks, verbatim
+        if notes and self.notes is not None:
+            self.notes[id(base)] = notes
         self.items.append((_ASST, base, calls, run, seq, seq if scope[0] == "records" else None))
 
     def _read_result(self, message: Mapping[str, Any], scope: Any, run: Any, seq: Any,
@@ -150,11 +161,16 @@ class _Reader:
         if rec.content_is_empty(content):
             content = rec.EMPTY_RESULT_TEXT if not content else [
                 *content, {"type": "text", "text": rec.EMPTY_RESULT_TEXT}]
-        content = truncate_content(content, self.limit, seq)
+        cut = truncate_content(content, self.limit, seq)
+        truncated = cut is not content and cut != content
+        content = cut
         if render_status and status != "ok":
             content = rec.prefix_content(content, f"[tool status: {status}]\n")
         result = Result(raw_id if isinstance(raw_id, str) and raw_id else None, scope,
                         self.index, seq, status, content, bool(message.get("observes_screen")))
+        if truncated and self.notes is not None:
+            self.notes[id(result)] = [_note("truncated", f"the result is longer than the {self.limit:,} characters "
+                                                         "the view shows; head and tail kept (CTX-7)", seq)]
         self.items.append((_RES, result, None, run, seq, seq if scope[0] == "records" else None))
 
     def _read_chat_message(self, message: Mapping[str, Any], scope: Any, run: Any, seq: Any) -> None:
@@ -205,13 +221,24 @@ def _result_source(result: Result) -> tuple[int, int] | None:
     return _source(result.seq) if result.scope[0] == "records" else None
 
 
+def _note(kind: str, reason: str, seq: Any, **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, "reason": reason, "seq": seq if isinstance(seq, int) else None, **extra}
+
+
 def _assemble(reader: _Reader, open_runs: Collection[Any], screen_tools: Collection[str],
-              sources: list[tuple[int, int] | None] | None = None) -> list[dict[str, Any]]:
+              sources: list[tuple[int, int] | None] | None = None,
+              repairs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Second pass: pairing, ids, placeholders, late results, screenshots.
 
     When ``sources`` is a list it receives one ``(first_seq, last_seq)`` or None per
-    output message, in step with the output.
+    output message, in step with the output; ``repairs`` receives what was changed to
+    make the request valid, each with its reason and ``position`` in the output.
     """
+    notes = reader.notes or {}
+
+    def repaired(position: int, items: list[dict[str, Any]]) -> None:
+        if repairs is not None:
+            repairs.extend({**item, "position": position} for item in items)
     entries: list[Call | Result] = []
     for tag, a, b, _, _, _ in reader.items:
         if tag == _ASST:
@@ -222,6 +249,7 @@ def _assemble(reader: _Reader, open_runs: Collection[Any], screen_tools: Collect
 
     track = sources is not None
     ids = IdAllocator()
+    seen_ids: set[Any] = set()
     out: list[dict[str, Any]] = []
     screens: list[int] = []
     for tag, a, b, _, _, origin in reader.items:
@@ -231,6 +259,10 @@ def _assemble(reader: _Reader, open_runs: Collection[Any], screen_tools: Collect
                 sources.append(_source(origin))
         elif tag == _ASST:
             kept = [c for c in b if c.answer is not None or call_outcome(c, reader.closures, open_runs) != "drop"]
+            if repairs is not None:
+                repaired(len(out), notes.get(id(a), []) + [
+                    _note("call_dropped", f"{c.name}: no result in a run still going, or cut by a Stop (CTX-2)", origin,
+                          call_id=c.raw_id) for c in b if c not in kept and not c.from_partial])
             if not kept and a["content"] is None:
                 continue
             message = a  # built by the reader for this output alone; no copy needed
@@ -240,6 +272,14 @@ def _assemble(reader: _Reader, open_runs: Collection[Any], screen_tools: Collect
                     call.new_id = ids.allocate()
                     calls.append({"id": call.new_id, "type": "function",
                                   "function": {"name": call.name, "arguments": call.arguments}})
+                    # Every id is renumbered; only one the provider would have refused
+                    # or confused (missing, outside the portable pattern, reused) is news.
+                    if repairs is not None and (not is_portable_id(call.raw_id) or call.raw_id in seen_ids):
+                        repaired(len(out), [_note("id_rewritten", f"{call.raw_id!r} is missing, reused or not "
+                                                                  f"accepted by every provider; sent as "
+                                                                  f"{call.new_id!r} (CTX-5)", origin,
+                                                  call_id=call.new_id)])
+                    seen_ids.add(call.raw_id)
                 message["tool_calls"] = calls
             out.append(message)
             if track:
@@ -247,6 +287,10 @@ def _assemble(reader: _Reader, open_runs: Collection[Any], screen_tools: Collect
             for call in kept:
                 answer = call.answer
                 content = answer.content if answer is not None else rec.UNKNOWN_OUTCOME_TEXT
+                if repairs is not None:
+                    repaired(len(out), notes.get(id(answer), []) if answer is not None else [_note(
+                        "unknown_outcome", f"{call.name}: its run ended without a result; a placeholder says it may "
+                                           "or may not have happened (CTX-3)", origin, call_id=call.new_id)])
                 out.append({"role": "tool", "tool_call_id": call.new_id, "content": content})
                 if track:  # a placeholder comes from no record
                     sources.append(_result_source(answer) if answer is not None else None)
@@ -254,13 +298,24 @@ def _assemble(reader: _Reader, open_runs: Collection[Any], screen_tools: Collect
                     screens.append(len(out) - 1)
         else:
             call = a.call
+            if call is None and repairs is not None:
+                repaired(len(out), [_note("orphan_result_dropped", "a result that answers no earlier call, or "
+                                                                   "answers one a second time (CTX-2, CTX-6)", a.seq)])
             if call is not None and call.late is a and call.new_id:
+                if repairs is not None:
+                    repaired(len(out), [_note("late_result", f"the result of {call.name} arrived after its run had "
+                                                             "ended; shown where it arrived (CTX-4)", a.seq,
+                                              call_id=call.new_id)])
                 out.append({"role": "user", "content": _late_content(call, a)})
                 if track:
                     sources.append(_result_source(a))
                 if a.screen or call.name in screen_tools:
                     screens.append(len(out) - 1)
-    trim_screenshots(out, screens)
+    trimmed = trim_screenshots(out, screens)
+    if repairs is not None:
+        for position in trimmed:
+            repairs.append(_note("screenshot_trimmed", "an older screen observation: only the newest keeps its "
+                                                       "images (CTX-8)", None, position=position))
     return out
 
 
@@ -292,6 +347,7 @@ def project_records(
     open_runs: Collection[Any] | None = None,
     instance: str | None = None,
     sources_out: list[tuple[int, int] | None] | None = None,
+    repairs_out: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Turn source records into the OpenAI-shaped messages the next request reads.
 
@@ -314,6 +370,11 @@ def project_records(
         for a message from the starting view or a checkpoint and for an unknown-outcome
         placeholder. The output itself is the same with or without it. Compaction uses
         it to say which records each summary consumed (CTX-41).
+      repairs_out: when a list is given, its contents are replaced by what the read
+        changed to make the request valid — ``{"kind", "reason", "seq", "position",
+        "call_id"?}`` each: truncated, unknown_outcome, late_result, id_rewritten,
+        call_dropped, orphan_result_dropped, screenshot_trimmed, interrupted_text,
+        arguments_wrapped. The context inspector shows them; the output is the same.
 
     Assistant messages may carry ``reasoning_content`` (a provider's reasoning text) or
     ``reasoning`` (opaque provider blocks); the provider adapters decide whether to send
@@ -325,7 +386,7 @@ def project_records(
         if start_watermark is None or isinstance(start_watermark, bool) or not isinstance(start_watermark, int):
             raise ValueError("start_view needs an integer start_watermark")
     with _gc_paused():
-        reader = _Reader(tool_result_limit, instance)
+        reader = _Reader(tool_result_limit, instance, repairs=repairs_out is not None)
         if start_watermark is not None:
             reader.load_view(start_view or [], start_watermark)
         for record in records:
@@ -333,7 +394,10 @@ def project_records(
         if open_runs is None:
             open_runs = {reader.closures.latest_run} if reader.any_read else set()
         sources: list[tuple[int, int] | None] | None = [] if sources_out is not None else None
-        out = _assemble(reader, open_runs, frozenset(screen_tools), sources)
+        repairs: list[dict[str, Any]] | None = [] if repairs_out is not None else None
+        out = _assemble(reader, open_runs, frozenset(screen_tools), sources, repairs)
         if sources_out is not None:
             sources_out[:] = sources
+        if repairs_out is not None:
+            repairs_out[:] = repairs
         return out
