@@ -238,6 +238,15 @@ def model_call_entries(*, call: ModelCall) -> list[SentEntry]:
     return entries
 
 
+def model_call_repairs(*, call: ModelCall) -> list[dict[str, Any]]:
+    """What the projector changed to make this call's request valid, each with its kind,
+    reason, record ``seq`` and ``position`` among the sent messages (None when the body's
+    shape does not follow the projection, e.g. a native Anthropic body). Calls logged
+    before repairs were kept, and summary and verification calls, have none."""
+    stored = call.request if isinstance(call.request, dict) else {}
+    return [r for r in stored.get("repairs") or [] if isinstance(r, dict)]
+
+
 def model_call_tools(*, call: ModelCall) -> list[dict[str, Any]]:
     """The tool schemas a call sent."""
     stored = call.request if isinstance(call.request, dict) else {}

@@ -71,10 +71,13 @@ class ActionRequest:
     estimator_id: str
     estimate: int
     per_message: list[int]
+    repairs: list[dict[str, Any]]
 
 
-def action_request_build(state: RunState, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> ActionRequest:
-    """Build the action request, refuse an invalid one (CTX-10) and one over the hard limit (CTX-39)."""
+def action_request_build(state: RunState, messages: list[dict[str, Any]], schemas: list[dict[str, Any]],
+                         repairs: Sequence[dict[str, Any]] = ()) -> ActionRequest:
+    """Build the action request, refuse an invalid one (CTX-10) and one over the hard limit (CTX-39).
+    ``repairs`` (what the projection changed, by position in ``messages``) go to the call's log."""
     try:
         body = body_build(state.target, messages, max_output_tokens=state.budget.max_output_tokens, tools=schemas,
                           keep_thinking=state.thinking_continues)
@@ -98,7 +101,10 @@ def action_request_build(state: RunState, messages: list[dict[str, Any]], schema
                          f"(about {checked:,} tokens plus {state.budget.max_output_tokens:,} reserved for the answer).")
     # Per-message figures line up with what the inspector shows only for OpenAI-shaped bodies.
     per_message = [] if native else [estimator.message(m) for m in body["messages"]]
-    return ActionRequest(body=body, estimator_id=estimator.id, estimate=estimate, per_message=per_message)
+    # A native body merges turns and moves the system text out: positions would mislead.
+    logged = [{**r, "position": None} for r in repairs] if native else list(repairs)
+    return ActionRequest(body=body, estimator_id=estimator.id, estimate=estimate, per_message=per_message,
+                         repairs=logged)
 
 
 @dataclass
@@ -148,7 +154,7 @@ def _log(state: RunState, instance: Instance, request: ActionRequest, outcome: s
                               provider=state.target.provider, model=state.target.model,
                               estimator_id=request.estimator_id, estimated_tokens=request.estimate, body=request.body,
                               estimates=request.per_message, chain=state.call_chain(instance, ModelCall.Purpose.ACTION),
-                              outcome=outcome, usage=usage, finished=True)
+                              outcome=outcome, usage=usage, finished=True, repairs=request.repairs)
 
 
 def _log_failed(state: RunState, instance: Instance, request: ActionRequest, outcome: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentloom.runloop.calls import body_build, collected_call, hard_limit
@@ -51,6 +51,9 @@ class Preparation:
 
     messages: list[dict[str, Any]]
     estimate: int
+    # What the projection changed to make the request valid, positions counted in
+    # ``messages`` (the system message is 0); none after a compaction rewrote them.
+    repairs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def policy_of(state: RunState) -> ContextPolicy | None:
@@ -70,7 +73,9 @@ def prepare(state: RunState, instance: Instance, prepared: PreparedContext, syst
     policy = policy_of(state)
     if policy is None:  # CTX-40: a version without a policy keeps the legacy character threshold
         messages = list(LegacyCharPolicy().select(messages))
-        return Preparation(messages, estimator.request(messages, schemas))
+        # The character threshold drops whole messages: the repairs stand, their positions do not.
+        return Preparation(messages, estimator.request(messages, schemas),
+                           [{**r, "position": None} for r in prepared.repairs])
     estimate = estimator.request(messages, schemas)
     # CTX-25: the trigger, the commit rule, segment budgets and the hard limit all read
     # the same calibrated figures.
@@ -83,8 +88,10 @@ def prepare(state: RunState, instance: Instance, prepared: PreparedContext, syst
                         instance.baseline_model_steps)
     triggers = evaluate_triggers(policy=policy, budget=state.budget, estimated_tokens=calibrated, counters=counters)
     manual = bool(frame.get("compact_requested"))
+    repairs = [{**r, "position": r["position"] + 1} if isinstance(r.get("position"), int) else r
+               for r in prepared.repairs]
     if not triggers and not manual and not force:
-        return Preparation(messages, estimate)
+        return Preparation(messages, estimate, repairs)
     trigger = "manual" if manual else force or triggers.fired[0]
     if trigger == "budget" and newest_results_overflow(messages, estimator=calibrated_estimator, tools=schemas,
                                                        threshold=state.budget.trigger_threshold(policy)):
@@ -92,11 +99,11 @@ def prepare(state: RunState, instance: Instance, prepared: PreparedContext, syst
     if not manual and not force and _throttled(frame, calibrated, state):
         event_emit(run_id=state.run.pk, type="compaction_skipped",
                    data={"reason": "throttled_after_failure", "tokens": calibrated})
-        return Preparation(messages, estimate)
+        return Preparation(messages, estimate, repairs)
     result = _run_compaction(state, instance, prepared, system, schemas, policy, trigger, calibrated, depth=depth,
                              estimator=calibrated_estimator)
     if result is None:
-        return Preparation(messages, estimate)
+        return Preparation(messages, estimate, repairs)
     return Preparation(result, estimator.request(result, schemas))
 
 

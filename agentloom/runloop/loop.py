@@ -20,6 +20,7 @@ from django.db.models import Q
 
 from agentloom.runloop import compaction
 from agentloom.runloop.calls import action_call, action_request_build
+from agentloom.runloop.meter import context_measured
 from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped
 from agentloom.runloop.reaper import runs_reap_interrupted
 from agentloom.runloop.state import RunState, run_state_build, system_message
@@ -147,7 +148,8 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         preparation = compaction.prepare(state, instance, prepared, system_message(state, depth), schemas, depth=depth,
                                          force="budget" if refused else None)
         try:
-            answer = action_call(state, instance, action_request_build(state, preparation.messages, schemas))
+            request = action_request_build(state, preparation.messages, schemas, preparation.repairs)
+            answer = action_call(state, instance, request)
         except ContextRefused as refusal:
             if refused:  # compacted and refused again: never retry forever (CTX-39)
                 raise RunStopped("context_overflow", str(refusal)) from None
@@ -167,7 +169,9 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         message = state.redactor.message(message)
         record, steps = assistant_record(message=message, entry_key=f"assistant-{step}")
         kept = [record] if not end.cut or message.get("content") else []  # a cut answer: kept, no step (CTX-6)
-        state.commit(instance, records=kept, events=[*answer.events, *tool_call_events(state, calls)],
+        measured = [context_measured(state, estimate=request.estimate, usage=answer.log.call.usage, answer=message)
+                    ] if instance.parent_id is None else []
+        state.commit(instance, records=kept, events=[*answer.events, *measured, *tool_call_events(state, calls)],
                      model_steps=steps if kept else 0, model_call=answer.log.call)
         state.call_chain(instance, ModelCall.Purpose.ACTION).advance(answer.log)
         if end.cut:

@@ -42,8 +42,8 @@ def _steps(arguments: dict[str, Any]) -> list[PlanStep]:
 
 def _run(arguments: dict[str, Any], context) -> str:
     steps = _steps(arguments)
-    plan_set(instance_id=context.instance_id, steps=steps)
-    event_emit(run_id=context.run_id, type="plan_updated", data={"instance_id": context.instance_id, "steps": steps})
+    instance = plan_set(instance_id=context.instance_id, steps=steps)
+    event_emit(run_id=context.run_id, type="plan_updated", data={"instance": instance, "steps": steps})
     done = sum(step["status"] == "done" for step in steps)
     return f"Plan saved ({len(steps)} steps, {done} done):\n{plan_text(steps) or '(empty)'}"
 

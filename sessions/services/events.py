@@ -23,6 +23,7 @@ EVENT_TYPES = frozenset({
     "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped",
     "compaction_failed", "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "error",
     "plan_updated",  # the agent's plan changed (update_plan); the chat shows it beside the run
+    "context_measured",  # how full the main context is after a step: the chat's meter
 })
 
 

@@ -25,7 +25,7 @@ def frame_locked(*, instance: Instance) -> Iterator[Frame]:
     (records taken from a queue) commits with the frame or not at all.
     """
     with transaction.atomic():
-        locked = Instance.objects.select_for_update().only("pk", "frame").get(pk=instance.pk)
+        locked = Instance.objects.select_for_update().only("pk", "frame", "parent_id").get(pk=instance.pk)
         frame = cast(Frame, dict(locked.frame or {}))
         before = dict(frame)
         yield frame
@@ -33,6 +33,7 @@ def frame_locked(*, instance: Instance) -> Iterator[Frame]:
             locked.frame = dict(frame)
             locked.save(update_fields=["frame"])
     instance.frame = dict(frame)
+    instance.parent_id = locked.parent_id
 
 
 def frame_update(*, instance: Instance, **changes: Any) -> Frame:
@@ -46,6 +47,9 @@ def frame_update(*, instance: Instance, **changes: Any) -> Frame:
     return frame
 
 
-def plan_set(*, instance_id: int, steps: list[PlanStep]) -> None:
-    """Replace the instance's plan (``update_plan``); the caller validated the steps."""
-    frame_update(instance=Instance(pk=instance_id), plan=list(steps))
+def plan_set(*, instance_id: int, steps: list[PlanStep]) -> str:
+    """Replace the instance's plan (``update_plan``); the caller validated the steps.
+    Returns the instance as events name it: ``main``, or a sub-instance's id."""
+    instance = Instance(pk=instance_id)
+    frame_update(instance=instance, plan=list(steps))
+    return "main" if instance.parent_id is None else str(instance_id)

@@ -179,6 +179,7 @@ class PreparedContext:
     records_read: int
     estimator_id: str | None  # of the snapshot or view it started from
     sources: list[tuple[int, int] | None] = field(default_factory=list)
+    repairs: list[dict[str, Any]] = field(default_factory=list)  # what the projection changed
 
 
 @dataclass
@@ -244,9 +245,10 @@ def context_project(*, run: Run, instance: Instance, screen_tools: Sequence[str]
     if start_view is not None:
         options.update(start_view=start_view, start_watermark=watermark)
     sources: list[tuple[int, int] | None] = []
-    messages = project_records(cache.records, sources_out=sources, **options)
+    repairs: list[dict[str, Any]] = []
+    messages = project_records(cache.records, sources_out=sources, repairs_out=repairs, **options)
     return PreparedContext(messages=messages, start=start, start_watermark=watermark,
-                           records_read=len(fresh), estimator_id=estimator_id, sources=sources)
+                           records_read=len(fresh), estimator_id=estimator_id, sources=sources, repairs=repairs)
 
 
 def view_allowed(*, run: Run, instance: Instance, covered_seq: int) -> bool:

@@ -148,10 +148,12 @@ class PreparedCall:
 def model_call_prepare(*, run: Run, instance: Instance, purpose: str, provider: str, model: str,
                        estimator_id: str, estimated_tokens: int, body: dict[str, Any], estimates: Sequence[int] = (),
                        chain: CallChain | None = None, outcome: str = "", usage: dict[str, Any] | None = None,
-                       finished: bool = False) -> PreparedCall:
+                       finished: bool = False, repairs: Sequence[dict[str, Any]] = ()) -> PreparedCall:
     """The log of one call: ``body`` is exactly what the client sent. Stores the pieces
     of it the session did not have yet; the row itself is left for the caller to save.
-    ``chain`` (one per instance and purpose) makes the log a delta of the previous call."""
+    ``chain`` (one per instance and purpose) makes the log a delta of the previous call;
+    ``repairs`` are what the projector changed to make this request valid (the
+    inspector shows them with their reasons)."""
     chain = chain if chain is not None else CallChain()
     messages = list(body.get("messages") or [])
     refs, named = _refs(run.session_id, chain, messages, {name: body[name] for name in BLOB_FIELDS if name in body})
@@ -165,6 +167,8 @@ def model_call_prepare(*, run: Run, instance: Instance, purpose: str, provider: 
         "base": chain.call_id if delta else None, "root": chain.root_id if delta else None, "keep": keep,
         "add": refs[keep:], "estimates": per_message[keep:],
     }
+    if repairs:
+        request["repairs"] = list(repairs)
     now = timezone.now()
     call = ModelCall(run=run, instance=instance, purpose=purpose, provider=provider, model=model,
                      estimator_id=estimator_id, estimated_tokens=estimated_tokens, request=request, outcome=outcome,
