@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentloom.runloop.calls import body_build, collected_call, hard_limit
-from agentloom.runloop.state import RunState, run_state_build, system_message
+from agentloom.runloop.meter import context_measured
+from agentloom.runloop.state import RunState, policy_of, run_state_build, system_message
 from context import CalibratedEstimator, ContextPolicy, Counters, LegacyCharPolicy, evaluate_triggers
 from context.compaction import (
     CompactionRequest,
@@ -24,8 +25,8 @@ from context.compaction import (
     unknown_outcome_calls,
 )
 from models_catalog.errors import ProviderError
-from sessions.models import Instance, ModelCall, Run, RunAttention, SessionMessage
 from sessions.frames import plan_text
+from sessions.models import Instance, ModelCall, Run, RunAttention, SessionMessage
 from sessions.selectors import calls_pending, main_instance, sub_instances_running
 from sessions.services.events import event_emit
 from sessions.services.frames import frame_update
@@ -54,11 +55,6 @@ class Preparation:
     # What the projection changed to make the request valid, positions counted in
     # ``messages`` (the system message is 0); none after a compaction rewrote them.
     repairs: list[dict[str, Any]] = field(default_factory=list)
-
-
-def policy_of(state: RunState) -> ContextPolicy | None:
-    raw = (state.run.budget or {}).get("context_policy")
-    return ContextPolicy.from_dict(raw) if raw else None
 
 
 def prepare(state: RunState, instance: Instance, prepared: PreparedContext, system: dict[str, Any],
@@ -172,6 +168,9 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
             "revision": committed.snapshot.revision})
         state.caches.pop(instance.pk, None)
+        if instance.parent_id is None:
+            event_emit(run_id=state.run.pk, type="context_measured",
+                       data=context_measured(state, tokens=metrics["tokens_after_calibrated"], measured_by="estimate"))
         return [system, *result.messages]
     if result.outcome == "skipped":
         _requests_taken(state, instance, compact_requested=None)

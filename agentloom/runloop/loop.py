@@ -20,8 +20,8 @@ from django.db.models import Q
 
 from agentloom.runloop import compaction
 from agentloom.runloop.calls import action_call, action_request_build
-from agentloom.runloop.meter import context_measured
 from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped
+from agentloom.runloop.meter import step_measured
 from agentloom.runloop.reaper import runs_reap_interrupted
 from agentloom.runloop.state import RunState, run_state_build, system_message
 from agentloom.runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_events
@@ -169,7 +169,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         message = state.redactor.message(message)
         record, steps = assistant_record(message=message, entry_key=f"assistant-{step}")
         kept = [record] if not end.cut or message.get("content") else []  # a cut answer: kept, no step (CTX-6)
-        measured = [context_measured(state, estimate=request.estimate, usage=answer.log.call.usage, answer=message)
+        measured = [step_measured(state, estimate=request.estimate, usage=answer.log.call.usage, answer=message)
                     ] if instance.parent_id is None else []
         state.commit(instance, records=kept, events=[*answer.events, *measured, *tool_call_events(state, calls)],
                      model_steps=steps if kept else 0, model_call=answer.log.call)

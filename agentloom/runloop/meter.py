@@ -1,28 +1,24 @@
-"""The chat's context meter: how full the main instance's context is after a step.
+"""The chat's context meter: how full the main instance's context is.
 
-Measured on what was just sent — the provider's own count of it when the answer says
-(``prompt_tokens``), else our calibrated estimate (CTX-25) — plus the answer the step
-added, which the next request carries. Against the same figures the loop decides with:
-the effective input, where compaction triggers and what it aims for (CTX-21/22).
+After a step it is measured on what was just sent — the provider's own count of it when
+the answer says (``prompt_tokens``), else our calibrated estimate (CTX-25) — plus the
+answer the step added, which the next request carries; after a compaction, on the
+compacted context. Always against the figures the loop decides with: the effective
+input, where compaction triggers and what it aims for (CTX-21/22).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from agentloom.runloop.compaction import policy_of
-from agentloom.runloop.state import RunState
+from agentloom.runloop.state import RunState, policy_of
 from context.calibration import usage_prompt_tokens
 
 
-def context_measured(state: RunState, *, estimate: int, usage: dict[str, Any] | None,
-                     answer: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The ``context_measured`` event of one main-instance step."""
-    counted = usage_prompt_tokens(usage)
-    sent = counted if counted is not None else state.figure(estimate)
-    tokens = sent + state.figure(state.estimator().message(answer))
+def context_measured(state: RunState, *, tokens: int, measured_by: str) -> dict[str, Any]:
+    """A ``context_measured`` event's data."""
     budget = state.budget
     data: dict[str, Any] = {
-        "tokens": tokens, "measured_by": "provider" if counted is not None else "estimate",
+        "tokens": tokens, "measured_by": measured_by,
         "context_window": budget.context_window, "effective_input_tokens": budget.effective_input,
         "trigger_tokens": None, "target_tokens": None,
     }
@@ -30,4 +26,14 @@ def context_measured(state: RunState, *, estimate: int, usage: dict[str, Any] | 
     if policy is not None:  # without one the legacy character threshold applies (CTX-40)
         data["trigger_tokens"] = budget.trigger_tokens(policy)
         data["target_tokens"] = budget.target_tokens(policy)
-    return "context_measured", data
+    return data
+
+
+def step_measured(state: RunState, *, estimate: int, usage: dict[str, Any] | None,
+                  answer: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The ``context_measured`` event of one main-instance step, to commit with it."""
+    counted = usage_prompt_tokens(usage)
+    sent = counted if counted is not None else state.figure(estimate)
+    tokens = sent + state.figure(state.estimator().message(answer))
+    return "context_measured", context_measured(state, tokens=tokens,
+                                                measured_by="provider" if counted is not None else "estimate")

@@ -20,6 +20,7 @@ from agentloom.tools.delegate import MAX_DEPTH
 from context import (
     Budget,
     Calibration,
+    ContextPolicy,
     EstimateCache,
     estimate_is_exact,
     get_estimator,
@@ -267,3 +268,9 @@ def system_message(state: RunState, depth: int) -> dict[str, Any]:
     if depth:
         text = f"{text}\n\n{SUB_AGENT_NOTE}"
     return {"role": "system", "content": text}
+
+
+def policy_of(state: RunState) -> ContextPolicy | None:
+    """The run's frozen context policy; None keeps the legacy character threshold (CTX-40)."""
+    raw = (state.run.budget or {}).get("context_policy")
+    return ContextPolicy.from_dict(raw) if raw else None

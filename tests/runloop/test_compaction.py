@@ -161,6 +161,11 @@ def test_ctx43_manual_compaction_of_a_finished_session_saves_a_view(fake_session
     response = client.post(f"/api/v1/sessions/{session.pk}/compact")
     assert response.status_code == 202 and response.json()["status"] == "queued"
     assert compaction_manual(run_id=response.json()["run"]) == "compacted"
+    # The chat's meter drops to the compacted size, under the trigger (the commit rule).
+    measured = [e.payload for e in RunEvent.objects.filter(run_id=response.json()["run"], type="context_measured")
+                .order_by("seq")]
+    assert measured[-1]["tokens"] < measured[-2]["tokens"]
+    assert measured[-1]["tokens"] < measured[-1]["trigger_tokens"]
     view = SessionView.objects.get(session=session)
     assert view.watermark == session.records.order_by("-seq").first().seq - 1  # up to the summary record
     follow_up = ask(session, "Question 4. What did I say first?")
