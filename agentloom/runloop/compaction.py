@@ -163,14 +163,14 @@ def _run_compaction(state: RunState, instance: Instance, prepared: PreparedConte
             records=[NewRecord("compaction_summary", {"summary": result.summary, "metrics": metrics},
                                f"compaction-{covered}-{trigger}")])
         _requests_taken(state, instance, compaction_failure=None, compact_requested=None)
+        if instance.parent_id is None:  # before ``compacted``: whoever waits for that reads the new size
+            event_emit(run_id=state.run.pk, type="context_measured",
+                       data=context_measured(state, tokens=metrics["tokens_after_calibrated"], measured_by="estimate"))
         event_emit(run_id=state.run.pk, type="compacted", data={
             "trigger": trigger, "tokens_before": metrics.get("tokens_before"), "tokens_after": metrics.get("tokens_after"),
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
             "revision": committed.snapshot.revision})
         state.caches.pop(instance.pk, None)
-        if instance.parent_id is None:
-            event_emit(run_id=state.run.pk, type="context_measured",
-                       data=context_measured(state, tokens=metrics["tokens_after_calibrated"], measured_by="estimate"))
         return [system, *result.messages]
     if result.outcome == "skipped":
         _requests_taken(state, instance, compact_requested=None)

@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Max, OuterRef, Subquery
 
 from agentloom.agents.models import Agent, AgentVersion
-from agentloom.agents.selectors import agent_list_for_user
+from agentloom.agents.selectors import agent_list_for_user, version_budget
 from models_catalog.providers import provider_is_offline
 from sessions.models import Instance, Run, RunEvent, Session, SessionMessage
 from sessions.selectors import session_list_for_user
@@ -101,3 +101,29 @@ def delta_events(*, run: Run, after: int, upto: int) -> list[RunEvent]:
     retry errors that discard an attempt's partial text, with ``after < seq <= upto``."""
     return list(RunEvent.objects.filter(run=run, seq__gt=after, seq__lte=upto,
                                         type__in=("message_delta", "error")).order_by("seq"))
+
+
+METER_FIELDS = ("tokens", "measured_by", "effective_input_tokens", "trigger_tokens", "target_tokens")
+
+
+def context_meter(*, session: Session) -> dict[str, Any]:
+    """What the context meter starts at: the session's latest measurement (a
+    ``context_measured`` event, written after each main step and each compaction), else
+    an empty context against the bound version's figures."""
+    latest = (RunEvent.objects.filter(run__session=session, type="context_measured")
+              .order_by("-run_id", "-seq").first())
+    if latest is not None and isinstance(latest.payload, dict):
+        return {name: latest.payload.get(name) for name in METER_FIELDS}
+    budget = version_budget(version=session.version)
+    return {"tokens": 0, "measured_by": None, "effective_input_tokens": budget["effective_input_tokens"],
+            "trigger_tokens": budget["trigger_tokens"], "target_tokens": budget["target_tokens"]}
+
+
+def run_plans(*, run_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """Each run's latest plan of its main instance (``plan_updated`` events), by run."""
+    plans: dict[int, list[dict[str, Any]]] = {}
+    for event in RunEvent.objects.filter(run_id__in=run_ids, type="plan_updated").order_by("run_id", "seq"):
+        payload = event.payload or {}
+        if payload.get("instance", "main") == "main" and isinstance(payload.get("steps"), list):
+            plans[event.run_id] = [step for step in payload["steps"] if isinstance(step, dict)]
+    return plans

@@ -17,8 +17,9 @@ from agentloom.web.markdown import render_markdown
 from context.records import content_text
 from sessions.models import Run, SessionMessage
 
-COMPACTED_NOTICE = ("Earlier messages were compacted to fit the model's context window. "
+COMPACTED_NOTICE = ("Earlier messages were summarized to fit the model's context window. "
                     "The full history is still kept.")
+PLAN_STATUS_LABELS = {"pending": "to do", "in_progress": "in progress", "done": "done"}
 RESULT_PREVIEW_CHARS = 4_000
 ARGUMENTS_PREVIEW_CHARS = 2_000
 
@@ -88,6 +89,25 @@ class Notice:
 
 
 @dataclass
+class Summary:
+    """Where earlier messages were summarized: the summary the model reads from here on,
+    which is the person's own data and opens from the marker."""
+
+    text: str
+    kind: str = "summary"
+
+
+@dataclass
+class PlanStep:
+    step: str
+    status: str
+
+    @property
+    def status_label(self) -> str:
+        return PLAN_STATUS_LABELS.get(self.status, self.status)
+
+
+@dataclass
 class ErrorBox:
     code: str
     title: str
@@ -103,6 +123,11 @@ class RunView:
     live: bool = False
     resumable: bool = False
     last_seq: int = 0
+    plan: list[PlanStep] = field(default_factory=list)
+
+    @property
+    def plan_done(self) -> int:
+        return sum(step.status == "done" for step in self.plan)
 
 
 def duration_label(ms: int | None) -> str:
@@ -185,8 +210,15 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                 items.append(item)
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
-        # Everything else (metadata kinds, compaction summaries) is not part of the chat.
+        elif kind == "compaction_summary":
+            items.append(Summary(content_text(message.get("summary"))))
+        # Everything else (metadata kinds) is not part of the chat.
     return items
+
+
+def plan_steps(steps: Iterable[dict[str, Any]]) -> list[PlanStep]:
+    """The agent's plan (``update_plan``) as the chat lists it."""
+    return [PlanStep(step=str(s.get("step", "")), status=str(s.get("status", "pending"))) for s in steps]
 
 
 def items_written(records: Iterable[SessionMessage], *, queued: Iterable[dict[str, Any]] = ()) -> list[Bubble]:

@@ -17,10 +17,16 @@ from django.views.decorators.http import require_GET, require_POST
 from agentloom.api.fields import id_from_text
 from agentloom.errors import NotFound, ValidationFailed
 from agentloom.web.errors import error_table
-from agentloom.web.presenters import run_views
+from agentloom.web.presenters import meter_label, run_views
 from agentloom.web.security import LOGIN_FAILURE_WINDOW_SECONDS, login_blocked, login_failed, with_csp
-from agentloom.web.selectors import agents_startable, runs_page, session_last_run, sessions_for_sidebar
-from agentloom.web.transcript import COMPACTED_NOTICE, STEP_STATUS_LABELS
+from agentloom.web.selectors import (
+    agents_startable,
+    context_meter,
+    runs_page,
+    session_last_run,
+    sessions_for_sidebar,
+)
+from agentloom.web.transcript import COMPACTED_NOTICE, PLAN_STATUS_LABELS, STEP_STATUS_LABELS
 from models_catalog.providers import provider_is_offline
 from sessions.models import Session
 from sessions.selectors import session_get_for_user
@@ -113,12 +119,14 @@ def session_page(request, session_id: int):
     page = runs_page(session=session, before=id_from_text(before))
     latest = session_last_run(session=session)
     views = run_views(runs=page.runs, latest_run_id=latest.pk if latest else None)
+    meter = context_meter(session=session)
     config = {
         "sessionId": session.pk,
         "agentName": session.version.name,
         "csrfCookie": settings.CSRF_COOKIE_NAME,
         "urls": {
             "questions": reverse("session-questions", args=[session.pk]),
+            "compact": reverse("session-compact", args=[session.pk]),
             "run": _url_template("run-detail"),
             "events": _url_template("run-events"),
             "cancel": _url_template("run-cancel"),
@@ -130,6 +138,8 @@ def session_page(request, session_id: int):
         "errors": error_table(),
         "compactedNotice": COMPACTED_NOTICE,
         "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
+        "planStatus": PLAN_STATUS_LABELS,
+        "meter": meter,
     }
     return render(request, "web/session.html", _shell(
         request,
@@ -137,5 +147,7 @@ def session_page(request, session_id: int):
         runs=views,
         page=page,
         is_demo=provider_is_offline(session.version.provider),
+        meter=meter,
+        meter_text=meter_label(meter),
         chat_config=config,
     ))

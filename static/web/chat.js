@@ -13,8 +13,11 @@
   var EVENT_TYPES = [
     "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
     "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped", "compaction_failed",
-    "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "error"
+    "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "error", "plan_updated",
+    "context_measured"
   ];
+  var COMPACTION_ENDS = ["compacted", "compaction_failed", "compaction_skipped"];
+  var COMPACTION_WATCH_MS = 120000;
   var ACTIVE = { queued: true, running: true };
   var WATCHDOG_MS = 10000;
   var QUIET_MS = 15000;
@@ -188,6 +191,93 @@
     });
   }
 
+  // ---------------------------------------------------------------- the context meter
+  var meter = document.getElementById("context-meter");
+  var meterFigures = document.getElementById("context-figures");
+  var compactButton = document.getElementById("compact-now");
+
+  function figure(n) { return Number(n || 0).toLocaleString("en-US"); }
+
+  function meterLabel(m) {
+    // Worded as the server words it (agentloom/web/presenters.py, meter_label).
+    var text = (m.measured_by === "estimate" ? "about " : "") + figure(m.tokens) + " of " +
+      figure(m.effective_input_tokens) + " tokens";
+    if (m.trigger_tokens) text += " · summarized at " + figure(m.trigger_tokens) + ", down to about " + figure(m.target_tokens);
+    return text;
+  }
+
+  function meterMark(name, value, max) {
+    var mark = document.querySelector("[data-mark='" + name + "']");
+    if (!mark) return;
+    mark.hidden = !(value && max);
+    if (!mark.hidden) mark.style.left = Math.min(100, (100 * value) / max).toFixed(2) + "%";
+  }
+
+  function meterSet(m) {
+    if (!meter || !m || !m.effective_input_tokens) return;
+    meter.max = m.effective_input_tokens;
+    meter.value = m.tokens || 0;
+    if (m.target_tokens) meter.low = m.target_tokens; else meter.removeAttribute("low");
+    if (m.trigger_tokens) meter.high = m.trigger_tokens; else meter.removeAttribute("high");
+    var label = meterLabel(m);
+    meter.textContent = label;
+    if (meterFigures) meterFigures.textContent = label;
+    meterMark("target", m.target_tokens, m.effective_input_tokens);
+    meterMark("trigger", m.trigger_tokens, m.effective_input_tokens);
+  }
+
+  function watchCompaction(runId) {
+    // A manual compaction of a finished run is done by a worker: follow that run's events
+    // until it says how it went, then show the run again (with its summary marker).
+    var section = document.getElementById("run-" + runId);
+    var after = section ? Number(section.getAttribute("data-last-seq") || 0) : 0;
+    var source = new EventSource(url("events", runId) + "?after=" + after);
+    var ended = false;
+    var end = function (text) {
+      if (ended) return;
+      ended = true;
+      source.close();
+      clearTimeout(timer);
+      if (compactButton) compactButton.disabled = false;
+      setStatus(text, false);
+      loadRun(runId);
+    };
+    var timer = setTimeout(function () {
+      end("Summarizing is taking longer than expected; it goes on in the background.");
+    }, COMPACTION_WATCH_MS);
+    source.addEventListener("context_measured", function (event) {
+      try { meterSet(JSON.parse(event.data)); } catch (e) { /* a malformed event changes nothing */ }
+    });
+    COMPACTION_ENDS.forEach(function (type) {
+      source.addEventListener(type, function () {
+        end({ compacted: "Earlier messages were summarized.",
+              compaction_failed: "Summarizing did not succeed; nothing was changed.",
+              compaction_skipped: "Nothing needed summarizing." }[type]);
+      });
+    });
+  }
+
+  function compactNow() {
+    if (!compactButton || compactButton.disabled) return;
+    compactButton.disabled = true;
+    showAlert("");
+    request("POST", config.urls.compact).then(function (result) {
+      if (!result.ok) {
+        compactButton.disabled = false;
+        showAlert(requestError(result));
+        return;
+      }
+      if (result.data.status === "queued") {
+        setStatus("Summarizing earlier messages…", true);
+        watchCompaction(result.data.run);
+      } else {
+        // The working run summarizes before its next step; its events show it.
+        compactButton.disabled = false;
+        setStatus("The agent will summarize earlier messages before its next step.", true);
+      }
+    });
+  }
+
   // ---------------------------------------------------------------- one working run
   function LiveRun(section, after) {
     this.section = section;
@@ -313,8 +403,16 @@
         this.notice("Compacting earlier messages did not succeed; the run goes on with what fits.", seq);
         break;
       case "compacted":
-        this.notice(config.compactedNotice, seq);
-        setStatus("Working…", true);
+        if (main) {
+          this.notice(config.compactedNotice, seq);
+          setStatus("Working…", true);
+        }
+        break;
+      case "context_measured":
+        meterSet(data);
+        break;
+      case "plan_updated":
+        if (main) this.plan(data.steps || []);
         break;
       case "sub_instance_started":
         setStatus("A sub-agent is working on a delegated task…", true);
@@ -413,6 +511,34 @@
       step.duration.textContent = data.duration_ms < 1000 ? data.duration_ms + " ms"
         : (data.duration_ms / 1000).toFixed(1) + " s";
     }
+  };
+
+  LiveRun.prototype.plan = function (steps) {
+    // The agent's checklist, beside the run while it works (update_plan); replaced whole.
+    var aside = this.section.querySelector("[data-plan]");
+    if (!aside) {
+      aside = el("aside", "plan");
+      aside.setAttribute("data-plan", "");
+      aside.setAttribute("aria-label", "The agent's plan");
+      var title = el("p", "plan-title", "Plan ");
+      var count = el("span", "muted");
+      count.setAttribute("data-plan-count", "");
+      title.append(count);
+      aside.append(title, el("ol", "plan-steps"));
+      this.section.prepend(aside);
+    }
+    var list = aside.querySelector("ol");
+    list.textContent = "";
+    var done = 0;
+    steps.forEach(function (step) {
+      var status = String(step.status || "pending");
+      if (status === "done") done += 1;
+      var item = el("li", "plan-step plan-" + status);
+      item.append(el("span", "plan-status", config.planStatus[status] || status), " ",
+                  el("span", "plan-text", String(step.step || "")));
+      list.append(item);
+    });
+    aside.querySelector("[data-plan-count]").textContent = done + " of " + steps.length + " done";
   };
 
   LiveRun.prototype.notice = function (text, seq) {
@@ -585,6 +711,8 @@
     });
     stopButton.addEventListener("click", stopRun);
   }
+  if (compactButton) compactButton.addEventListener("click", compactNow);
+  meterSet(config.meter);
 
   transcript.addEventListener("click", function (event) {
     var button = event.target.closest("[data-resume]");

@@ -103,25 +103,30 @@ def _shared_memory_sqlite_without_table_locks(transactional_db):
 
 @pytest.fixture
 def worker_threads(transactional_db) -> Iterator[list[threading.Thread]]:
-    """Runs are executed by a thread per dispatched run, as a worker would; joined at the end
-    so no run writes into the next test's database."""
+    """Runs and manual compactions are executed by a thread each, as a worker would;
+    joined at the end so no run writes into the next test's database."""
+    from agentloom.runloop.compaction import compaction_manual
     from agentloom.runloop.loop import run_execute
-    from sessions.services.dispatch import dispatcher_set
+    from sessions.services.dispatch import compaction_dispatcher_set, dispatcher_set
 
     threads: list[threading.Thread] = []
 
-    def execute(run_id: int) -> None:
-        try:
-            run_execute(run_id=run_id)
-        finally:
-            connections.close_all()
+    def in_thread(work: Callable[..., object], name: str) -> Callable[[int], None]:
+        def execute(run_id: int) -> None:
+            try:
+                work(run_id=run_id)
+            finally:
+                connections.close_all()
 
-    def dispatch(run_id: int) -> None:
-        thread = threading.Thread(target=execute, args=(run_id,), daemon=True, name=f"run-{run_id}")
-        threads.append(thread)
-        thread.start()
+        def dispatch(run_id: int) -> None:
+            thread = threading.Thread(target=execute, args=(run_id,), daemon=True, name=f"{name}-{run_id}")
+            threads.append(thread)
+            thread.start()
 
-    dispatcher_set(dispatch)
+        return dispatch
+
+    dispatcher_set(in_thread(run_execute, "run"))
+    compaction_dispatcher_set(in_thread(compaction_manual, "compaction"))
     yield threads
     for thread in threads:
         thread.join(timeout=20)

@@ -2,6 +2,9 @@
 the keyboard alone sends and stops, a compaction shows a quiet notice."""
 from __future__ import annotations
 
+import io
+import re
+
 import pytest
 
 from tests.browser.conftest import (
@@ -128,8 +131,26 @@ def test_a_compaction_during_the_answer_shows_a_quiet_notice(page, server, fake_
     run = Run.objects.get(session=session)
     event_emit(run_id=run.pk, type="compacted", data={"instance": "main"})  # as the loop will emit it
 
-    notice = page.locator(f"{LAST_RUN} .notice", has_text="compacted")
+    notice = page.locator(f"{LAST_RUN} .notice", has_text="summarized")
     expect(notice).to_have_count(1)
     page.wait_for_selector(SETTLED, timeout=15_000)
     expect(notice).to_have_count(1)  # still there once the run is rendered from its records
     assert answer_text(page).replace(" ", "") == "".join(words(30)).replace(" ", "")
+
+
+@pytest.mark.parametrize("width", [1200, 375])
+def test_the_demo_badge_stays_inside_its_card_on_the_home_page(page_factory, server, monkeypatch, width):
+    from django.core.management import call_command
+
+    monkeypatch.delenv("DJANGO_SUPERUSER_USERNAME", raising=False)
+    monkeypatch.delenv("DJANGO_SUPERUSER_PASSWORD", raising=False)
+    printed = io.StringIO()
+    call_command("bootstrap_demo", stdout=printed)
+    username, password = re.search(r"username '([^']+)', password '([^']+)'", printed.getvalue()).groups()
+    page = page_factory(width=width, height=800, mobile=width < 500)
+    log_in(page, server, username, password)
+    card = page.locator(".agent-card").filter(has=page.locator(".badge-demo"))
+    expect(card).to_have_count(1)
+    outer, badge = card.bounding_box(), card.locator(".badge-demo").bounding_box()
+    assert outer["x"] <= badge["x"] and badge["x"] + badge["width"] <= outer["x"] + outer["width"] + 0.5
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")

@@ -13,6 +13,7 @@ from agentloom.web.transcript import (
     ErrorBox,
     Notice,
     Step,
+    Summary,
     items_from_records,
     items_written,
     text_from_deltas,
@@ -92,14 +93,20 @@ def test_an_unknown_error_code_gets_the_fallback_words():
 
 def test_metadata_and_summaries_are_not_part_of_the_chat():
     items = items_from_records([rec(kind, content="x") for kind in
-                                ("model_change", "label", "extension_state", "context", "command",
-                                 "compaction_summary")])
+                                ("model_change", "label", "extension_state", "context", "command")])
     assert items == []
+
+
+def test_a_summary_is_a_marker_that_opens_to_the_summary_text():
+    """The summary the model reads in place of earlier messages is the person's own data."""
+    items = items_from_records([rec("compaction_summary", summary="<summary>1. Goal: compare regions</summary>",
+                                    metrics={"tokens_before": 900})])
+    assert items == [Summary(text="<summary>1. Goal: compare regions</summary>")]
 
 
 def test_a_compaction_checkpoint_shows_a_quiet_notice():
     items = items_from_records([rec("compaction", messages=[])])
-    assert isinstance(items[0], Notice) and "compacted" in items[0].text and items[0].tone == "quiet"
+    assert isinstance(items[0], Notice) and "summarized" in items[0].text and items[0].tone == "quiet"
 
 
 def test_supplements_show_as_the_persons_words():
