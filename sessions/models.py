@@ -320,6 +320,9 @@ class ModelCall(models.Model):
     outcome = models.CharField(max_length=32, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Set when retention dropped the copy of what was sent (``request`` is encrypted, so
+    # the hourly prune finds what is left to drop by this column alone).
+    pruned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["run_id", "id"]

@@ -7,6 +7,8 @@
   workers and hosts, with no beat process to run, on SQLite as on PostgreSQL. A holder
   that dies loses the lease after three periods and another worker takes over, so an
   orphaned run is ended within the stale interval plus about one period.
+- The lease holder also drops the context inspector's copies older than each agent's
+  retention (``call_logs_prune``), at most once an hour — no beat process to run.
 - Shutting down (Ctrl-C, SIGTERM, ``make run`` stopping), it ends the runs it was
   executing as ``interrupted`` (resumable) and deletes its heartbeat row.
 
@@ -26,6 +28,7 @@ from django.utils import timezone
 
 from agentloom.runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
 from agentloom.runloop.workers import executing, lease_take, worker_beat, worker_forget, worker_name, workers_prune
+from sessions.services.retention import call_logs_prune
 from sessions.services.runs import heartbeat_period
 
 logger = logging.getLogger("agentloom.worker")
@@ -33,6 +36,7 @@ logger = logging.getLogger("agentloom.worker")
 REAPER_LEASE = "reaper"
 LEASE_PERIODS = 3
 FORGET_SILENT_WORKERS_AFTER = timedelta(days=1)
+PRUNE_CALL_LOGS_EVERY = timedelta(hours=1)
 SHUTDOWN_WRITE_SECONDS = 10.0
 
 
@@ -44,6 +48,7 @@ class Housekeeper:
         self.started_at: datetime = timezone.now()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pruned_at: datetime | None = None
 
     def tick(self, *, first: bool = False) -> list[int]:
         """Beat; reap when this worker holds the reaper lease (or unconditionally at start)."""
@@ -56,6 +61,12 @@ class Housekeeper:
             logger.warning("ended runs whose worker stopped: %s (resumable)", ", ".join(map(str, reaped)))
         if holds:
             workers_prune(older_than=FORGET_SILENT_WORKERS_AFTER)
+            now = timezone.now()
+            if self._pruned_at is None or now - self._pruned_at >= PRUNE_CALL_LOGS_EVERY:
+                self._pruned_at = now
+                pruned = call_logs_prune(now=now)
+                if pruned.get("calls"):
+                    logger.info("dropped %s model-call copies past their agent's retention", pruned["calls"])
         return reaped
 
     def start(self) -> None:

@@ -36,17 +36,17 @@ def call_logs_prune(*, now: datetime | None = None) -> dict[str, int]:
     for agent in Agent.objects.filter(call_log_retention_days__isnull=False).only("pk", "call_log_retention_days"):
         cutoff = now - timedelta(days=agent.call_log_retention_days)
         # An instance whose newest call is older than the cutoff: its whole chain goes.
-        instances = (ModelCall.objects.filter(run__session__agent=agent).values("instance_id")
+        pending = ModelCall.objects.filter(run__session__agent=agent, pruned_at__isnull=True).values("instance_id")
+        instances = (ModelCall.objects.filter(run__session__agent=agent, instance_id__in=pending).values("instance_id")
                      .annotate(newest=Max("created_at")).filter(newest__lt=cutoff).values_list("instance_id", flat=True))
         for instance_id in list(instances):
             with transaction.atomic():
-                calls = ModelCall.objects.filter(instance_id=instance_id).select_related("run")
+                calls = ModelCall.objects.filter(instance_id=instance_id, pruned_at__isnull=True).select_related("run")
                 session_ids = set(calls.values_list("run__session_id", flat=True))
                 for call in calls:
-                    if not (isinstance(call.request, dict) and call.request.get("pruned")):
-                        call.request = PRUNED
-                        call.save(update_fields=["request"])
-                        pruned_calls += 1
+                    call.request, call.pruned_at = PRUNED, now
+                    call.save(update_fields=["request", "pruned_at"])
+                    pruned_calls += 1
                 for session_id in session_ids:
                     keep = _referenced(session_id)
                     pruned_blobs += SentBlob.objects.filter(session_id=session_id).exclude(pk__in=keep).delete()[0]

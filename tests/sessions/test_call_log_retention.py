@@ -58,3 +58,34 @@ def test_without_a_retention_nothing_is_dropped(fake_session, strict):
     ModelCall.objects.update(created_at=timezone.now() - timedelta(days=999))
     call_command("prune_call_logs", verbosity=0)
     assert all(not call.request.get("pruned") for call in ModelCall.objects.all())
+
+
+def test_the_reaper_lease_holder_prunes_past_retention_at_most_once_an_hour(fake_session, strict):
+    from agentloom.runloop.housekeeping import PRUNE_CALL_LOGS_EVERY, Housekeeper
+
+    strict.handler = lambda request: chat_stream(["Fine."])
+    session = fake_session(tools=())
+    type(session.agent).objects.filter(pk=session.agent_id).update(call_log_retention_days=7)
+    long_ago = timezone.now() - timedelta(days=30)
+
+    def old_run() -> ModelCall:
+        run = question_ask(session=session, content="Old news.")
+        run_execute(run_id=run.pk)
+        ModelCall.objects.filter(run=run).update(created_at=long_ago)
+        return ModelCall.objects.get(run=run)
+
+    first = old_run()
+    keeper = Housekeeper(name="housekeeping-test:1")
+    keeper.tick(first=True)  # the first worker takes the lease
+    first.refresh_from_db()
+    assert first.request == {"v": 2, "pruned": True} and first.pruned_at is not None
+
+    second = old_run()
+    keeper.tick()  # within the hour: not again
+    second.refresh_from_db()
+    assert second.pruned_at is None and model_call_entries(call=second) != []
+
+    keeper._pruned_at -= PRUNE_CALL_LOGS_EVERY
+    keeper.tick()
+    second.refresh_from_db()
+    assert second.pruned_at is not None and model_call_entries(call=second) == []
