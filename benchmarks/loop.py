@@ -1,10 +1,15 @@
 """Benchmark: the run loop's own overhead, concurrent runs over two workers, event latency.
 
-    .venv/bin/python benchmarks/loop.py [--steps 30] [--runs 20]
+    .venv/bin/python benchmarks/loop.py [--steps 30] [--runs 20] [--long 300]
 
 (a) Per model step, the platform loop (context, validation, encrypted records, events)
     against a bare httpx loop making the same calls to the same zero-latency fake
     provider on loopback. Reported: median ms per step for both and the ratio.
+(a2) SQL statements per step, by kind of step (transaction control left out).
+(a3) A long session (--long steps, 150 words of text per step, a window large enough
+    that nothing is compacted): ms per step around step 20 against around the last step,
+    and the bytes stored for the session (records, events, call logs and their indexes,
+    PostgreSQL) against its records' bytes.
 (b) With PostgreSQL (and Redis if REDIS_URL is set): --runs concurrent runs over two
     Celery worker processes — steps per second and p95 step latency.
 (c) Event latency: produced (RunEvent.created_at) → received by an SSE client.
@@ -91,6 +96,104 @@ def bench_overhead(steps: int) -> None:
         ("bare httpx loop", f"{b * 1000:,.2f}", "1.00×"),
         ("AgentLoom run loop", f"{p * 1000:,.2f}", f"{p / b:,.1f}×"),
     ], ("loop", "median ms / step", "ratio"))
+
+
+WORDS_150 = " ".join(["figure"] * 150)
+CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
+
+
+def _long_script(steps: int, marks: list, times: list):
+    from django.db import connections
+
+    from tests.fakes.fake_provider import chat_stream
+
+    database = connections["default"]
+
+    def handler(request):
+        marks.append(len(database.queries_log))
+        times.append(time.perf_counter())
+        done = sum(1 for m in request.json["messages"] if m["role"] == "tool")
+        if done + 1 >= steps:
+            return chat_stream([WORDS_150], usage={"prompt_tokens": 10, "completion_tokens": 2})
+        return chat_stream([WORDS_150], tool_calls=[{"id": f"c{done}", "name": "calculator",
+                                                     "arguments": json.dumps({"expression": f"{done}+1"})}])
+    return handler
+
+
+def _bare_replay(base_url: str, bodies: list) -> list[float]:
+    """Seconds per request for a bare httpx loop sending ``bodies`` in order (same fake)."""
+    import httpx
+
+    out = []
+    with httpx.Client(trust_env=False) as client:
+        for body in bodies:
+            start = time.perf_counter()
+            with client.stream("POST", base_url + "/chat/completions", json=body) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data: ") and line != "data: [DONE]":
+                        json.loads(line[6:])
+            out.append(time.perf_counter() - start)
+    return out
+
+
+def bench_step_cost(steps: int, vendor: str) -> None:
+    from django.db import connection, connections
+    from django.test.utils import CaptureQueriesContext
+
+    from agentloom.runloop.loop import run_execute
+    from models_catalog.models import ModelConnection
+    from sessions.services.history import question_ask
+    from tests.fakes.fake_provider import FakeProvider
+
+    marks: list[int] = []
+    times: list[float] = []
+    with FakeProvider(_long_script(steps, marks, times)) as fake:
+        user, version = _agent(fake.base_url, "long")
+        ModelConnection.objects.filter(pk=version.model_connection_id).update(context_window=2_000_000)
+        type(version).objects.filter(pk=version.pk).update(context_window=2_000_000)
+        version.refresh_from_db()
+        session = _session(user, version)
+        run = question_ask(session=session, content="Count up, with commentary.")
+        database = connections["default"]
+        with CaptureQueriesContext(database):
+            database.queries_log.clear()
+            run_execute(run_id=run.pk)
+            queries = list(database.queries_log)
+        times = list(times)  # the replay below goes through the same handler
+        bodies = [request.json for request in fake.requests]
+        bare_times = _bare_replay(fake.base_url, bodies)
+    counted = [sum(1 for q in queries[a:b] if not q["sql"].lstrip().upper().startswith(CONTROL))
+               for a, b in zip(marks, marks[1:])]
+    tool_steps = counted[1:]
+    durations = [b - a for a, b in zip(times, times[1:])]
+    early = statistics.median(durations[15:25])
+    late = statistics.median(durations[-10:])
+    rows = [("a step with one tool call", f"{statistics.median(tool_steps):.0f}", f"{max(tool_steps)}", "12"),
+            ("(queries include the model call log; the answer step is in the test suite)", "", "", "8")]
+    table(f"(a2) SQL statements per step ({vendor}, {steps}-step run)", rows, ("step", "median", "max", "target"))
+    bare_early, bare_late = statistics.median(bare_times[15:25]), statistics.median(bare_times[-10:])
+    table(f"(a3) ms per step, 150 words of text per step ({steps}-step run); the bare loop sends the same bodies", [
+        ("around step 20", f"{early * 1000:,.1f}", f"{bare_early * 1000:,.1f}", f"{(early - bare_early) * 1000:,.1f}",
+         "1.00×"),
+        (f"the last 10 of {steps}", f"{late * 1000:,.1f}", f"{bare_late * 1000:,.1f}",
+         f"{(late - bare_late) * 1000:,.1f}", f"{late / early:,.2f}× (target ≤ 1.3×); overhead "
+                                             f"{(late - bare_late) / (early - bare_early):,.2f}×"),
+    ], ("steps", "AgentLoom ms / step", "bare httpx ms / step", "overhead ms", "ratio to step 20"))
+    if connection.vendor != "postgresql":
+        print("(a3) bytes stored per session: needs PostgreSQL\n")
+        return
+    sizes = {}
+    with connection.cursor() as cursor:
+        for name in ("agent_sessions_sessionmessage", "agent_sessions_runevent", "agent_sessions_modelcall",
+                     "agent_sessions_sentblob", "agent_sessions_compactionsnapshot", "agent_sessions_sessionview"):
+            cursor.execute("SELECT pg_total_relation_size(%s)", [name])
+            sizes[name] = cursor.fetchone()[0]
+    records = sizes["agent_sessions_sessionmessage"]
+    table(f"(a3) bytes stored for the benchmark database's sessions against their records ({steps}-step run "
+          "and the runs above)", [(name.removeprefix("agent_sessions_"), f"{size:,}", f"{size / records:,.2f}×")
+                                  for name, size in sizes.items()]
+          + [("all of them", f"{sum(sizes.values()):,}", f"{sum(sizes.values()) / records:,.2f}× (target ≤ 4×)")],
+          ("table (with indexes)", "bytes", "against records"))
 
 
 def bench_concurrency(runs: int, steps: int, vendor: str) -> None:
@@ -191,9 +294,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--long", type=int, default=300)
     args = parser.parse_args()
     vendor = setup()
     bench_overhead(args.steps)
+    bench_step_cost(args.long, vendor)
     bench_concurrency(args.runs, 10, vendor)
     bench_event_latency()
 

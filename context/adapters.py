@@ -1,6 +1,8 @@
 """CTX-11: from the projected OpenAI-shaped list to one provider's request body.
 
-Each adapter works on its own deep copy, applies that provider's rules, and the result is
+Each adapter works on its own copy of every message (nested content parts and call
+blocks are shared, never changed in place: a rule that changes content builds a new
+list), applies that provider's rules, and the result is
 checked with validate_request in that provider's mode before it is returned: a body this
 module hands out has passed CTX-10, and one that would not is an error, never a request.
 
@@ -177,7 +179,8 @@ def adapt_messages(
     supports_images: bool | None = None,
     thinking: bool = False,
 ) -> list[dict[str, Any]]:
-    """Return a fresh copy of ``messages`` following ``dialect``'s rules (CTX-11).
+    """Return new messages following ``dialect``'s rules (CTX-11); ``messages`` are left
+    as they were, and their parts are shared with the result (treat both as read-only).
 
     ``supports_images`` None means the provider's default: DeepSeek models read text
     only, the others are assumed to read images. The result never ends on an assistant
@@ -185,7 +188,9 @@ def adapt_messages(
     """
     mode = check_dialect(dialect)
     images_ok = supports_images if supports_images is not None else mode != "deepseek"
-    out = _place_images(copy.deepcopy([dict(m) for m in messages]), images_ok)
+    # A copy of each message, not of everything in it: no rule below changes a part or a
+    # call block in place, and deep-copying the whole history made each step cost O(n).
+    out = _place_images([dict(m) for m in messages], images_ok)
     _reasoning(out, mode, thinking)
     out = _drop_blank_text(out)
     if mode == "anthropic":

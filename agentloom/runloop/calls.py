@@ -100,7 +100,7 @@ def action_request_build(state: RunState, messages: list[dict[str, Any]], schema
         raise RunStopped("context_overflow", "The conversation is too long for this model's context window "
                          f"(about {checked:,} tokens plus {state.budget.max_output_tokens:,} reserved for the answer).")
     # Per-message figures line up with what the inspector shows only for OpenAI-shaped bodies.
-    per_message = [] if native else [estimator.message(m) for m in body["messages"]]
+    per_message = [] if native else estimator.messages(body["messages"])  # the figures just summed
     # A native body merges turns and moves the system text out: positions would mislead.
     logged = [{**r, "position": None} for r in repairs] if native else list(repairs)
     return ActionRequest(body=body, estimator_id=estimator.id, estimate=estimate, per_message=per_message,

@@ -69,12 +69,18 @@ class ToolGroup:
         return tool is not None and tool.delegates
 
     def _invoke(self, call: ToolCall) -> ToolOutcome | None:
-        """Run one plain tool (in a worker thread when several run at once)."""
+        """Run one plain tool."""
+        tool = self.allowed.get(call.name)
+        if tool is None:
+            return ToolOutcome("error", f"This agent has no tool named {call.name!r}.")
+        return tool_invoke(tool, call.arguments, tool_context(self.state, self.instance))
+
+    def _invoke_in_thread(self, call: ToolCall) -> ToolOutcome | None:
+        """Run one plain tool in a pool thread, closing the connections that thread opened
+        (the loop's own thread keeps its connection: reconnecting each step cost more
+        than the step's writes)."""
         try:
-            tool = self.allowed.get(call.name)
-            if tool is None:
-                return ToolOutcome("error", f"This agent has no tool named {call.name!r}.")
-            return tool_invoke(tool, call.arguments, tool_context(self.state, self.instance))
+            return self._invoke(call)
         finally:
             connections.close_all()
 
@@ -86,7 +92,7 @@ class ToolGroup:
         self.state.bump("tool_calls", len(self.calls))
         if len(plain) > 1:
             with ThreadPoolExecutor(max_workers=min(MAX_TOOL_THREADS, len(plain)), thread_name_prefix="tools") as pool:
-                futures = {index: pool.submit(self._invoke, self.calls[index]) for index in plain}
+                futures = {index: pool.submit(self._invoke_in_thread, self.calls[index]) for index in plain}
                 for index, future in futures.items():
                     self.outcomes[index] = future.result()
         else:

@@ -10,6 +10,8 @@ import logging
 import threading
 from typing import Any
 
+from django.db import connections
+
 from agentloom.agents.tool_registry import (
     Tool,
     ToolCancelled,
@@ -71,6 +73,8 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
         except Exception as exc:  # a broken tool must not crash the run (LOOP-4)
             logger.exception("tool %s raised", tool.name)
             box["error"] = f"The tool failed: {type(exc).__name__}."
+        finally:
+            connections.close_all()  # a tool that read the database leaves no connection behind
 
     worker = threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True)
     worker.start()

@@ -56,11 +56,14 @@ def test_ctx10_any_history_projects_to_a_request_every_provider_accepts(events: 
     if not projected:
         assert validate_request(projected) == [validate_request([])[0]]
         return
+    projected_before = copy.deepcopy(projected)
     for dialect in DIALECTS:
         body = build_request_body(projected, dialect=dialect, model="m", max_output_tokens=64)
         assert validate_request(body, dialect) == []
         assert "META" not in json.dumps(body, ensure_ascii=False)
         assert _users_in_order(body["messages"], kept)
+    # The adapters share parts with what they read and must never change them (CTX-1).
+    assert projected == projected_before and history.records == before
 
 
 @settings(max_examples=100)
