@@ -16,7 +16,6 @@ from rest_framework.test import APIClient
 SECRET_KEY_OF_PROVIDER = "sk-live-SECURITY-SUITE-KEY-7781"
 
 
-
 @pytest.fixture
 def carol(django_user_model, space):
     from agentloom.spaces.models import Membership
@@ -25,6 +24,13 @@ def carol(django_user_model, space):
     user = django_user_model.objects.create_user(username="carol", password="carol-password-1")
     membership_add(space=space, user=user, role=Membership.Role.ADMIN)
     return user
+
+
+def token_for(user, client: str = "tests") -> str:
+    """A fresh API token of ``user`` for the ``Authorization: Token …`` header."""
+    from rest_framework.authtoken.models import Token
+
+    return Token.objects.get_or_create(user=user)[0].key
 
 
 @pytest.fixture

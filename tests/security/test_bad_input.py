@@ -7,6 +7,7 @@ embedded default, cannot even bind them), Unicode digits that ``str.isdigit`` ac
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from django.test import Client
@@ -15,7 +16,7 @@ from agentloom.agents.models import Agent
 from models_catalog.models import ModelConnection
 from sessions.models import Run, Session, SessionMessage
 from sessions.services.history import question_ask
-from tests.security.conftest import assert_error_shape
+from tests.security.conftest import assert_error_shape, token_for
 
 pytestmark = pytest.mark.django_db
 
@@ -167,4 +168,88 @@ def test_a_key_that_cannot_travel_in_a_header_is_a_400_naming_api_key(api, alice
     for response in (discover, create, patch):
         assert "api_key" in assert_error_shape(response, 400).get("fields", {})
         assert key not in response.content.decode()
+    assert _counts() == before
+
+
+# --- deep nesting and huge integers (issue: RecursionError and int-string-limit 500s) -----------
+
+DEEP = "[" * 200_000  # 200 KB of nesting: the JSON parser's recursion runs out long before the end
+HUGE_INT = "9" * 4301  # one digit past Python's integer-string conversion limit
+JSON_ENDPOINTS = ["/api/v1/sessions", "/api/v1/sessions/import", "/api/models/discover", "/api/v1/model-connections",
+                  "/api/v1/agents", "QUESTIONS", "SUPPLEMENTS", "PATCH CONNECTION", "PATCH AGENT"]
+
+
+def _no_trace_logged(caplog) -> None:
+    for record in caplog.records:
+        assert record.exc_info is None and "Traceback" not in record.getMessage(), record.getMessage()[:300]
+
+
+def test_a_deeply_nested_body_to_the_anonymous_login_is_a_400_without_a_trace_in_the_log(caplog):
+    caplog.set_level(logging.DEBUG)
+    response = Client().post("/api/v1/auth/token", DEEP, content_type="application/json")
+    assert assert_error_shape(response, 400)["code"] == "invalid"
+    _no_trace_logged(caplog)
+
+
+@pytest.mark.parametrize("path", JSON_ENDPOINTS)
+def test_a_deeply_nested_body_is_a_400_in_the_error_shape_on_every_json_endpoint(api, alice, world, path, caplog,
+                                                                                  outbound):
+    caplog.set_level(logging.DEBUG)
+    method, _, path = path.rpartition(" ") if path.startswith("PATCH") else ("POST", "", path)
+    path = {"QUESTIONS": f"/api/v1/sessions/{world['session'].pk}/questions",
+            "SUPPLEMENTS": f"/api/v1/runs/{world['run'].pk}/supplements",
+            "CONNECTION": f"/api/v1/model-connections/{world['connection'].pk}",
+            "AGENT": f"/api/v1/agents/{world['agent'].pk}"}.get(path, path)
+    before = _counts()
+    client = Client(HTTP_AUTHORIZATION=f"Token {token_for(alice)}")
+    response = getattr(client, method.lower())(path, DEEP, content_type="application/json")
+    assert_error_shape(response, 400)
+    assert _counts() == before
+    _no_trace_logged(caplog)
+
+
+def test_a_body_nested_past_the_depth_bound_but_within_the_parser_is_a_400(api, alice, world):
+    nested = {"agent": world["agent"].pk, "transcript": [{"role": "user", "content": "hi"}]}
+    deep: object = "x"
+    for _ in range(500):
+        deep = [deep]
+    nested["transcript"][0]["extra"] = deep
+    before = _counts()
+    response = api(alice).post("/api/v1/sessions/import", nested, format="json")
+    assert_error_shape(response, 400)
+    assert _counts() == before
+
+
+@pytest.mark.parametrize("where", ["last-event-id", "agents-space", "connections-space", "events-after",
+                                   "messages-after", "messages-instance", "chat-before"])
+def test_an_integer_past_pythons_conversion_limit_is_a_400_not_a_crash(api, alice, world, where, caplog, monkeypatch):
+    from agentloom.runloop import stream
+
+    monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)
+    caplog.set_level(logging.DEBUG)
+    session, run = world["session"], world["run"]
+    client = api(alice)
+    if where == "chat-before":
+        browser = Client()
+        browser.force_login(alice)
+        response = browser.get(f"/sessions/{session.pk}/", {"before": HUGE_INT})
+        assert response.status_code in (200, 400)
+        _no_trace_logged(caplog)
+        return
+    response = {
+        "last-event-id": lambda: client.get(f"/api/v1/runs/{run.pk}/events", HTTP_LAST_EVENT_ID=HUGE_INT),
+        "agents-space": lambda: client.get("/api/v1/agents", {"space": HUGE_INT}),
+        "connections-space": lambda: client.get("/api/v1/model-connections", {"space": HUGE_INT}),
+        "events-after": lambda: client.get(f"/api/v1/runs/{run.pk}/events", {"format": "json", "after": HUGE_INT}),
+        "messages-after": lambda: client.get(f"/api/v1/sessions/{session.pk}/messages", {"after": HUGE_INT}),
+        "messages-instance": lambda: client.get(f"/api/v1/sessions/{session.pk}/messages", {"instance": HUGE_INT}),
+    }[where]()
+    assert_error_shape(response, 400)
+    _no_trace_logged(caplog)
+
+
+def test_a_huge_integer_inside_a_json_body_is_a_400(api, alice, world):
+    before = _counts()
+    response = api(alice).post("/api/v1/sessions", f'{{"agent": {HUGE_INT}}}', content_type="application/json")
+    assert_error_shape(response, 400)
     assert _counts() == before
