@@ -11,8 +11,10 @@ through :func:`build_client`, which gives an ``httpx.Client`` that
   and a byte bound while reading (:func:`read_limited`), so a trickling or huge answer
   cannot hold a worker or its memory;
 * sends every request through :class:`GuardedTransport`, which checks scheme, port and
-  credentials, resolves the host, refuses link-local and cloud-metadata addresses
-  always and private / loopback / reserved ones unless ``allow_private`` is set, and then
+  credentials, resolves the host, refuses link-local, site-local and cloud-metadata
+  addresses always and private / loopback / reserved ones unless ``allow_private`` is set
+  — an IPv4 address carried inside IPv6 (mapped, compatible, NAT64, 6to4, Teredo) is
+  judged as the address it carries —, and then
   *pins* the connection to the address it checked (the URL is rewritten to the IP, the
   ``Host`` header and TLS SNI keep the name), so a DNS answer that changes between check
   and connect (DNS rebinding) cannot reach a refused address.
@@ -61,6 +63,13 @@ METADATA_ADDRESSES = frozenset(
     )
 )
 _SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT / some LANs
+# IPv6 ranges that carry an IPv4 address a gateway or the host's own stack translates back
+# to: an IPv4 address refused in the clear must be refused in every one of these spellings.
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated, still parsed by stacks
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT (RFC 2765)
+_NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052
+_NAT64_LOCAL_USE = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: any RFC 6052 prefix length from /48
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")  # deprecated, but routed inside sites that still use it
 # Ports of well-known non-HTTP services: an HTTP request there is an attack, not a model call.
 DENIED_PORTS = frozenset({0, 19, 21, 22, 23, 25, 53, 110, 111, 135, 139, 143, 445, 465, 587, 993, 995,
                           2375, 2376, 2379, 3306, 5432, 6379, 11211, 27017})
@@ -110,14 +119,56 @@ def system_resolver(host: str, port: int) -> list[str]:
     return seen
 
 
+def _bits(value: int, first: int, last: int) -> int:
+    """Bits ``first``..``last`` (inclusive, 0 = the most significant) of a 128-bit address."""
+    return (value >> (127 - last)) & ((1 << (last - first + 1)) - 1)
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """Every IPv4 address ``ip`` may stand for once translated: IPv4-mapped, -compatible and
+    -translated, NAT64 (the well-known prefix, and each RFC 6052 position inside the
+    local-use /48), 6to4, and both Teredo fields (the client's is stored inverted)."""
+    value = int(ip)
+    found: list[int] = []
+    if ip.ipv4_mapped is not None or ip in _IPV4_TRANSLATED or ip in _NAT64_WELL_KNOWN:
+        found.append(_bits(value, 96, 127))
+    elif ip in _IPV4_COMPATIBLE and value > 1:  # :: and ::1 are not IPv4 addresses
+        found.append(_bits(value, 96, 127))
+    elif ip in _NAT64_LOCAL_USE:
+        found += [
+            (_bits(value, 48, 63) << 16) | _bits(value, 72, 87),  # /48, around the u-octet (bits 64-71)
+            (_bits(value, 56, 63) << 24) | _bits(value, 72, 95),  # /56
+            _bits(value, 72, 103),  # /64
+            _bits(value, 96, 127),  # /96
+        ]
+    elif ip.sixtofour is not None:
+        found.append(int(ip.sixtofour))
+    elif ip.teredo is not None:
+        found += [int(address) for address in ip.teredo]
+    return [ipaddress.IPv4Address(number) for number in found]
+
+
 def address_problem(address: str, *, allow_private: bool) -> str | None:
-    """Why ``address`` may not be contacted, or None when it may."""
+    """Why ``address`` may not be contacted, or None when it may.
+
+    An IPv6 address that carries an IPv4 one is judged by what it carries as well:
+    ``64:ff9b::a9fe:a9fe`` reaches the metadata service through any NAT64 gateway.
+    """
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return "not an IP address"
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:169.254.169.254 is still the metadata service
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _SITE_LOCAL:
+            return "a site-local address"
+        for inner in embedded_ipv4(ip):
+            problem = address_problem(str(inner), allow_private=allow_private)
+            if problem:
+                return problem
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped  # judged as the IPv4 address it is
+        elif ip in _NAT64_LOCAL_USE and not allow_private:
+            return "a private, loopback or reserved address (allowed only when private endpoints are enabled)"
     if ip in METADATA_ADDRESSES:
         return "a cloud metadata address"
     if ip.is_link_local:

@@ -34,6 +34,25 @@ METADATA_AND_LINK_LOCAL = [
     "http://metadata.example.test/v1",  # a DNS name that resolves to the metadata address
     "http://mixed.example.test/v1",  # one public and one link-local answer: a rebinding trick
 ]
+# IPv4 carried inside IPv6: every embedding form a resolver or a gateway may translate back.
+# 169.254.169.254 is a9fe:a9fe in hex; Teredo stores its client address inverted (5601:5601).
+EMBEDDED_METADATA = [
+    "http://[64:ff9b::a9fe:a9fe]/v1",  # NAT64, the well-known prefix (RFC 6052)
+    "http://[64:ff9b::169.254.169.254]/v1",  # …spelled with the dotted tail
+    "http://[64:ff9b:1::a9fe:a9fe]/v1",  # local-use NAT64 (RFC 8215), /96 form
+    "http://[64:ff9b:1:a9fe:a9:fe00::]/v1",  # …its /48 form: the address split around the u-octet
+    "http://[2002:a9fe:a9fe::1]/v1",  # 6to4 (RFC 3056)
+    "http://[2001:0:a9fe:a9fe::1]/v1",  # Teredo server field (RFC 4380)
+    "http://[2001:0:4136:e378:8000:63bf:5601:5601]/v1",  # Teredo client field, obfuscated
+    "http://[::a9fe:a9fe]/v1",  # IPv4-compatible (deprecated, still parsed)
+    "http://[::ffff:0:a9fe:a9fe]/v1",  # IPv4-translated (SIIT)
+    "http://[::ffff:a9fe:a9fe]/v1",  # IPv4-mapped, in hex
+    "http://[fec0::1]/v1",  # site-local (deprecated, routed inside sites)
+    "http://nat64.example.test/v1",  # a DNS64 answer for the metadata address
+]
+EMBEDDED_PRIVATE = ["http://[64:ff9b::a00:5]/", "http://[64:ff9b::127.0.0.1]/", "http://[2002:c0a8:101::1]/",
+                    "http://[::ffff:7f00:1]/", "http://[::a00:5]/", "http://[2001:0:a00:5::1]/",
+                    "http://[64:ff9b:1::a00:5]/"]
 PRIVATE = ["http://127.0.0.1:8080/", "http://10.0.0.5/", "http://172.16.3.4/", "http://192.168.1.1/",
            "http://[::1]/", "http://[fc00::1]/", "http://100.64.0.1/", "http://0.0.0.0/",
            "http://intranet.example.test/"]
@@ -46,11 +65,12 @@ def names(outbound):
         "mixed.example.test": ["93.184.216.34", "169.254.169.254"],
         "intranet.example.test": ["10.1.2.3"],
         "public.example.test": ["93.184.216.34"],
+        "nat64.example.test": ["64:ff9b::a9fe:a9fe"],
     })
     return outbound
 
 
-@pytest.mark.parametrize("url", METADATA_AND_LINK_LOCAL)
+@pytest.mark.parametrize("url", METADATA_AND_LINK_LOCAL + EMBEDDED_METADATA)
 def test_discovery_refuses_metadata_and_link_local_targets_even_with_private_endpoints_allowed(
         api, alice, space, names, url, settings):
     settings.ALLOW_PRIVATE_MODEL_ENDPOINTS = True
@@ -62,7 +82,7 @@ def test_discovery_refuses_metadata_and_link_local_targets_even_with_private_end
     assert names.attempts == []  # nothing even tried to connect
 
 
-@pytest.mark.parametrize("url", PRIVATE)
+@pytest.mark.parametrize("url", PRIVATE + EMBEDDED_PRIVATE)
 def test_discovery_refuses_private_targets_when_the_operator_turns_them_off(api, alice, space, names, url, settings):
     settings.ALLOW_PRIVATE_MODEL_ENDPOINTS = False
     response = api(alice).post("/api/models/discover", {"provider": "openai_compatible", "base_url": url + "v1",
@@ -115,7 +135,8 @@ def _fetch(url: str, **options):
     return tool_invoke(registry["http_fetch"], json.dumps({"url": url}), context)
 
 
-@pytest.mark.parametrize("url", METADATA_AND_LINK_LOCAL + PRIVATE + ["file:///etc/passwd", "gopher://127.0.0.1/",
+@pytest.mark.parametrize("url", METADATA_AND_LINK_LOCAL + EMBEDDED_METADATA + PRIVATE + EMBEDDED_PRIVATE + [
+                                                                     "file:///etc/passwd", "gopher://127.0.0.1/",
                                                                      "http://user:pw@public.example.test/"])
 def test_http_fetch_refuses_metadata_link_local_and_private_targets(names, url, settings):
     settings.ALLOW_PRIVATE_MODEL_ENDPOINTS = True  # never widens http_fetch
@@ -158,6 +179,15 @@ def test_a_model_asking_http_fetch_for_the_metadata_service_gets_an_error_result
     result = SessionMessage.objects.get(run=run, kind="tool_result").message
     assert result["status"] == "error" and "refused" in result["content"]
     assert names.attempts == [] and strict.rejections == []
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::5db8:d822", "2002:5db8:d822::1", "2606:4700:4700::1111",
+                                     "93.184.216.34"])
+def test_a_public_address_stays_reachable_in_every_form_the_guard_unwraps(address):
+    from models_catalog.http import address_problem
+
+    # 93.184.216.34 through NAT64 and 6to4, a plain public IPv6 address, and the IPv4 itself.
+    assert address_problem(address, allow_private=False) is None
 
 
 def test_discovery_of_a_loopback_fake_still_works_with_the_guard_in_place(api, alice, space, names):
