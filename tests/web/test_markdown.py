@@ -2,9 +2,20 @@
 code blocks kept. Literal text in, exact HTML out."""
 from __future__ import annotations
 
+import gc
+import time
+
 import pytest
 
-from agentloom.web.markdown import LINK_REL, MAX_MARKDOWN_CHARS, render_markdown, sanitize_html
+from agentloom.web.markdown import (
+    LINK_REL,
+    MAX_LINK_OPENERS,
+    MAX_MARKDOWN_CHARS,
+    MAX_TEXT_CHARS,
+    markdown_html,
+    render_markdown,
+    sanitize_html,
+)
 
 
 def test_script_tags_are_shown_as_text_never_as_elements():
@@ -32,8 +43,8 @@ def test_dangerous_links_keep_their_text_and_lose_their_href(target):
     assert html == f'<p><a rel="{LINK_REL}">click me</a></p>'
 
 
-def test_an_autolink_to_javascript_is_plain_text():
-    assert render_markdown("<javascript:alert(1)>") == "<p>&lt;javascript:alert(1)&gt;</p>"
+def test_an_autolink_to_javascript_keeps_its_text_and_loses_its_href():
+    assert render_markdown("<javascript:alert(1)>") == f'<p><a rel="{LINK_REL}">javascript:alert(1)</a></p>'
 
 
 @pytest.mark.parametrize(("source", "expected"), [
@@ -83,7 +94,68 @@ def test_the_allowlist_alone_strips_what_markdown_could_never_produce():
     assert sanitize_html(dirty) == f'<p>t</p><a rel="{LINK_REL}">a</a><code>c</code>'
 
 
-def test_empty_text_renders_nothing_and_huge_text_is_bounded():
+def test_empty_text_renders_nothing_and_huge_text_is_bounded_plain_text():
     assert render_markdown("") == ""
-    html = render_markdown("a" * (MAX_MARKDOWN_CHARS + 10_000))
-    assert html.startswith("<p>") and len(html) < MAX_MARKDOWN_CHARS + 100
+    html = render_markdown("**a**" * (MAX_MARKDOWN_CHARS // 5 + 1))
+    assert html.startswith('<p class="plain">**a**') and "<strong>" not in html
+    html = render_markdown("a" * (MAX_TEXT_CHARS + 10_000))
+    assert html.startswith('<p class="plain">') and len(html) < MAX_TEXT_CHARS + 100
+
+
+# --- bounded work on adversarial input (SPEC §10: "Markdown rendered … in linear time") ----------
+
+ADVERSARIAL = {
+    "open brackets": "[" * 12_000,
+    "open images": "![" * 6_000,
+    "unclosed links": "[a](" * 6_000,
+    "a long link chain": "[a](b)" * 8_000,
+    "a reference chain": "[a][b]" * 8_000,
+    "nested emphasis": "*" * 10_000 + "a" + "*" * 10_000,
+    "unclosed emphasis": "*a **" * 10_000,
+    "unclosed underscores": "_a __" * 10_000,
+    "unclosed code spans": "`a``" * 10_000,
+    "unclosed strikethrough": "~~a ~" * 10_000,
+}
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_adversarial_markdown_renders_within_a_generous_time_bound(text):
+    # A quadratic renderer needs tens of seconds for these (12,000 "[" took ~35 s);
+    # a linear one with bounded work needs a small fraction of the bound. CPU time, not
+    # wall time: other processes on a shared machine must not decide the outcome.
+    started = time.process_time()
+    html = render_markdown(text)
+    elapsed = time.process_time() - started
+    assert elapsed < 2.0, f"{elapsed:.2f} s"
+    assert html.startswith("<p") and "<script" not in html
+
+
+def _best_of(runs: int, text: str) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        started = time.process_time()
+        markdown_html(text)
+        best = min(best, time.process_time() - started)
+    return best
+
+
+@pytest.mark.parametrize("unit", ["[", "![", "[a](", "*a **", "[a][b]"])
+def test_the_renderer_itself_grows_linearly_not_quadratically(unit):
+    # Four times the input: about four times the work when linear, sixteen when quadratic.
+    gc.disable()
+    try:
+        small, large = _best_of(3, unit * 1_000), _best_of(3, unit * 4_000)
+    finally:
+        gc.enable()
+    assert large / small < 9, f"{small * 1000:.1f} ms → {large * 1000:.1f} ms"
+
+
+def test_text_past_the_work_bound_is_shown_as_escaped_plain_text_with_its_line_breaks():
+    text = "<b>x</b> [link](https://example.com)\nsecond line\n\n" + "[" * (MAX_LINK_OPENERS + 1)
+    html = render_markdown(text)
+    assert html.startswith('<p class="plain">&lt;b&gt;x&lt;/b&gt; [link](https://example.com)\nsecond line\n\n[[[')
+    assert "<a" not in html
+
+
+def test_text_within_the_bounds_is_still_markdown():
+    assert render_markdown("[" * MAX_LINK_OPENERS + " **b**").endswith("<strong>b</strong></p>")
