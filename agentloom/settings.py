@@ -84,6 +84,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "agentloom",
     "agentloom.spaces",
     "agentloom.agents",
@@ -176,6 +177,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "login": env_str("AGENTLOOM_LOGIN_RATE", "10/min"),
         "ask": env_str("AGENTLOOM_ASK_RATE", "30/min"),
+        "supplement": env_str("AGENTLOOM_SUPPLEMENT_RATE", "20/min"),
     },
 }
 SPECTACULAR_SETTINGS = {
@@ -183,6 +185,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Agents over long, interrupted, tool-heavy conversations.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from our own static files, never a CDN: the docs page runs under the
+    # app's Content-Security-Policy (script-src 'self').
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: Redis when REDIS_URL is set; otherwise kombu's filesystem transport, so the

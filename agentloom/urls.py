@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from agentloom.api.views import obtain_token
 from agentloom.health import healthz
-from agentloom.web.security import limited_login
+from agentloom.web.security import limited_login, with_csp
 from models_catalog.api import models_discover_view
 
 admin.site.site_header = "AgentLoom console"
@@ -18,7 +18,8 @@ urlpatterns = [
     path("admin/login/", limited_login(admin.site.login), name="admin-login-limited"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    # The split view serves its start-up script as a file: no inline script under the CSP.
+    path("api/docs/", with_csp(SpectacularSwaggerSplitView.as_view(url_name="schema")), name="api-docs"),
     path("api/v1/auth/token", obtain_token, name="auth-token"),
     path("api/v1/", include("sessions.urls")),
     path("api/v1/", include("agentloom.runloop.urls")),

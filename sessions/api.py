@@ -41,6 +41,12 @@ class AskThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": request.user.pk or self.get_ident(request)}
 
 
+class SupplementThrottle(AskThrottle):
+    """Rate limit on supplements, per user: each one is queued in the run's encrypted frame."""
+
+    scope = "supplement"
+
+
 @extend_schema(request=SessionCreateIn, responses={200: SessionOut(many=True), 201: SessionOut})
 @api_view(["GET", "POST"])
 def sessions_collection(request):
@@ -120,6 +126,7 @@ def run_resume_view(request, run_id: int):
 
 @extend_schema(request=ContentIn, responses={202: inline_serializer("SupplementOut", {"id": serializers.CharField(), "run": serializers.IntegerField(), "status": serializers.CharField()})})
 @api_view(["POST"])
+@throttle_classes([SupplementThrottle])
 def run_supplements(request, run_id: int):
     """Send a supplement to a working run (RUN-5)."""
     run = run_get_for_user(run_id=run_id, user=request.user)

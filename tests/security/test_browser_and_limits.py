@@ -7,7 +7,7 @@ from rest_framework.authtoken.models import Token
 
 from sessions.api import AskThrottle
 from sessions.models import Run, Session, SessionMessage
-from tests.security.conftest import assert_error_shape
+from tests.security.conftest import assert_error_shape, token_for
 
 pytestmark = pytest.mark.django_db
 
@@ -124,3 +124,42 @@ def test_asking_is_rate_limited_with_retry_after_and_the_refused_question_writes
     assert assert_error_shape(third, 429)["code"] == "rate_limited"
     assert int(third["Retry-After"]) >= 1
     assert _written() == before
+
+
+def test_supplements_are_rate_limited_with_retry_after_and_the_refused_one_writes_nothing(alice, make_session,
+                                                                                         settings):
+    from sessions.models import Instance
+    from sessions.services.history import question_ask
+
+    session = make_session(alice)
+    run = question_ask(session=session, content="Work on this")
+    client = Client(HTTP_AUTHORIZATION=f"Token {token_for(alice)}")
+    url = f"/api/v1/runs/{run.pk}/supplements"
+    answers = [client.post(url, {"content": f"note {i} " + "x" * 1000}, content_type="application/json")
+               for i in range(40)]
+    limit = int(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["supplement"].split("/")[0])
+    assert [a.status_code for a in answers] == [202] * limit + [429] * (40 - limit)
+    refused = answers[-1]
+    assert assert_error_shape(refused, 429)["code"] == "rate_limited"
+    assert int(refused["Retry-After"]) >= 1
+    queued = Instance.objects.get(run=run, key=Instance.MAIN).frame["supplements"]
+    assert len(queued) == limit  # the refused ones were never queued
+
+
+def test_the_api_docs_load_only_from_our_own_origin_under_the_apps_csp(client):
+    import re
+
+    from agentloom.web.security import CONTENT_SECURITY_POLICY
+
+    response = client.get("/api/docs/")
+    assert response.status_code == 200
+    assert response["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    page = response.content.decode()
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert assets and all(asset.startswith("/") and not asset.startswith("//") for asset in assets), assets
+    assert "<style" not in page  # style-src 'self': no inline style block
+    assert all(' src="' in tag for tag in re.findall(r"<script[^>]*>", page))  # no inline script
+    for asset in assets:  # every piece of Swagger UI is served here, none from a CDN
+        loaded = client.get(asset)
+        assert loaded.status_code == 200, asset
+        b"".join(loaded.streaming_content) if loaded.streaming else loaded.content
