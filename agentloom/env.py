@@ -14,6 +14,7 @@ __all__ = [
     "env_float",
     "env_int",
     "env_list",
+    "env_networks",
     "env_str",
     "database_from_url",
     "redis_url_checked",
@@ -87,6 +88,19 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None or raw.strip() == "":
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str) -> list[str]:
+    """Comma-separated IP addresses or CIDR networks (``10.0.0.0/8,::1``), checked at start-up."""
+    import ipaddress
+
+    items = env_list(name, [])
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ConfigError(name, f"must list IP addresses or networks, got {item!r}") from None
+    return items
 
 
 _DB_SCHEMES = {"sqlite", "postgres", "postgresql", "pgsql"}

@@ -119,6 +119,20 @@ class Supervisor:
         return code
 
 
+def web_command(*, python: str, host: str, port: int, trusted_proxies: list[str]) -> list[str]:
+    """uvicorn, believing forwarded headers only from the configured proxies.
+
+    uvicorn's own default trusts ``X-Forwarded-For`` from 127.0.0.1 and hands Django the
+    header's address as the peer, so anyone on the machine (or a local proxy passing the
+    header through) could pick a fresh address per request and escape every rate limit.
+    """
+    command = [python, "-m", "uvicorn", "agentloom.asgi:application", "--host", host, "--port", str(port),
+               "--timeout-graceful-shutdown", "3"]
+    if trusted_proxies:
+        return [*command, "--proxy-headers", "--forwarded-allow-ips", ",".join(trusted_proxies)]
+    return [*command, "--no-proxy-headers"]
+
+
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentloom.settings")
     var_dir = Path(os.environ.get("AGENTLOOM_VAR_DIR") or BASE_DIR / "var")
@@ -145,8 +159,8 @@ def main() -> int:
         worker_command=[python, "-m", "celery", "-A", "agentloom", "worker", "--loglevel=INFO", "--pool=threads",
                         "--without-mingle", "--without-gossip",
                         "--concurrency", os.environ.get("AGENTLOOM_WORKER_CONCURRENCY", "4")],
-        web_command=[python, "-m", "uvicorn", "agentloom.asgi:application", "--host", host,
-                     "--port", str(settings.PORT), "--timeout-graceful-shutdown", "3"],
+        web_command=web_command(python=python, host=host, port=settings.PORT,
+                                trusted_proxies=settings.AGENTLOOM_TRUSTED_PROXIES),
         restart_delay=settings.AGENTLOOM_WORKER_RESTART_DELAY,
     )
     signal.signal(signal.SIGINT, supervisor.request_stop)

@@ -16,6 +16,7 @@ from agentloom.env import (
     env_float,
     env_int,
     env_list,
+    env_networks,
     env_str,
     redis_url_checked,
 )
@@ -59,6 +60,10 @@ PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 HTTPS = env_bool("AGENTLOOM_HTTPS", False)
+# Reverse proxies whose X-Forwarded-For names the client (addresses or CIDR networks).
+# Empty by default: the peer of the TCP connection is the client, so nobody can pick
+# their own address — and their own rate-limit bucket — by sending the header.
+AGENTLOOM_TRUSTED_PROXIES = env_networks("AGENTLOOM_TRUSTED_PROXIES")
 
 DATABASES = {
     "default": database_from_url(
@@ -174,6 +179,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "agentloom.api.errors.exception_handler",
+    # Throttles key on agentloom.api.clients.client_address; any DRF throttle that still
+    # calls its own get_ident uses the peer address, never the header.
+    "NUM_PROXIES": 0,
     "DEFAULT_THROTTLE_RATES": {
         "login": env_str("AGENTLOOM_LOGIN_RATE", "10/min"),
         "ask": env_str("AGENTLOOM_ASK_RATE", "30/min"),

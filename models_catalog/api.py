@@ -13,8 +13,8 @@ from rest_framework import status
 from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
-from rest_framework.throttling import SimpleRateThrottle
 
+from agentloom.api.clients import ClientThrottle
 from agentloom.api.fields import id_from_text
 from agentloom.errors import ValidationFailed
 from agentloom.spaces.selectors import space_default_for_admin, space_get_for_admin
@@ -37,7 +37,7 @@ from models_catalog.services import connection_create, connection_delete, connec
 DISCOVER_RATE_DEFAULT = "30/min"
 
 
-class DiscoverThrottle(SimpleRateThrottle):
+class DiscoverThrottle(ClientThrottle):
     """Each discovery makes outbound calls on the caller's behalf: bound them per user.
 
     The rate is ``DEFAULT_THROTTLE_RATES["discover"]`` when the settings name one.

@@ -5,8 +5,8 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.response import Response
-from rest_framework.throttling import SimpleRateThrottle
 
+from agentloom.api.clients import ClientThrottle
 from agentloom.errors import ValidationFailed
 from sessions.services.events import event_emit
 from sessions.selectors import (
@@ -32,7 +32,7 @@ from sessions.services.imports import session_import
 from sessions.services.sessions import session_create
 
 
-class AskThrottle(SimpleRateThrottle):
+class AskThrottle(ClientThrottle):
     """Rate limit on asking, per user (SPEC §11)."""
 
     scope = "ask"

@@ -7,8 +7,7 @@ from rest_framework import serializers
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import api_view, authentication_classes, permission_classes, throttle_classes
 from rest_framework.response import Response
-from rest_framework.throttling import SimpleRateThrottle
-
+from agentloom.api.clients import ClientThrottle
 from agentloom.errors import DomainError
 
 
@@ -17,7 +16,7 @@ class LoginSerializer(serializers.Serializer):
     password = serializers.CharField(max_length=256, trim_whitespace=False)
 
 
-class LoginThrottle(SimpleRateThrottle):
+class LoginThrottle(ClientThrottle):
     """Rate limit on login attempts per client address (SPEC §11)."""
 
     scope = "login"

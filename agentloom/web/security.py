@@ -12,6 +12,8 @@ from typing import Callable
 
 from django.core.cache import cache
 
+from agentloom.api.clients import client_address
+
 CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'self'",
     "script-src 'self'",
@@ -40,7 +42,7 @@ def with_csp(view: Callable) -> Callable:
 
 
 def _client_key(request) -> str:
-    return f"web-login-failures:{request.META.get('REMOTE_ADDR', '?')}"
+    return f"web-login-failures:{client_address(request) or '?'}"
 
 
 def login_blocked(request) -> bool:

@@ -127,9 +127,12 @@ WORKER_APP_NAME = "agentloom-fault-worker"
 
 
 def worker_database_url() -> str:
+    """The test database as a ``DATABASE_URL`` for a process started by a test."""
     from django.db import connection
 
     db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
     user = db.get("USER") or "postgres"
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     return (f"postgres://{user}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"

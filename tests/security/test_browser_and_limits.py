@@ -163,3 +163,101 @@ def test_the_api_docs_load_only_from_our_own_origin_under_the_apps_csp(client):
         loaded = client.get(asset)
         assert loaded.status_code == 200, asset
         b"".join(loaded.streaming_content) if loaded.streaming else loaded.content
+
+
+# --- rate limits key on the real peer: X-Forwarded-For is trusted only from configured proxies ---
+
+LOGINS = {
+    "/api/v1/auth/token": lambda client, i, **headers: client.post(
+        "/api/v1/auth/token", {"username": "alice", "password": f"guess-{i}"}, content_type="application/json",
+        **headers),
+    "/login/": lambda client, i, **headers: client.post("/login/", {"username": "alice", "password": f"guess-{i}"},
+                                                        **headers),
+    "/admin/login/": lambda client, i, **headers: client.post(
+        "/admin/login/", {"username": "alice", "password": f"guess-{i}"}, **headers),
+}
+
+
+@pytest.mark.parametrize("path", LOGINS)
+def test_varying_x_forwarded_for_does_not_escape_the_login_limit(alice, path):
+    client = Client()
+    attempt = LOGINS[path]
+    for i in range(10):
+        assert attempt(client, i, HTTP_X_FORWARDED_FOR=f"198.51.100.{i}").status_code != 429
+    assert attempt(client, 99, HTTP_X_FORWARDED_FOR="203.0.113.250").status_code == 429
+
+
+@pytest.mark.parametrize("path", LOGINS)
+def test_behind_a_configured_proxy_the_limit_keys_on_the_client_it_forwards(alice, path, settings):
+    settings.AGENTLOOM_TRUSTED_PROXIES = ["10.0.0.0/8", "fd00::/8"]
+    attempt = LOGINS[path]
+    via_proxy = Client(REMOTE_ADDR="10.0.0.2")
+    for i in range(10):  # the client's own claim comes first; the proxy appends the address it saw
+        via_proxy_answer = attempt(via_proxy, i, HTTP_X_FORWARDED_FOR=f"1.2.3.{i}, 203.0.113.7")
+        assert via_proxy_answer.status_code != 429
+    assert attempt(via_proxy, 99, HTTP_X_FORWARDED_FOR="203.0.113.7").status_code == 429
+    assert attempt(via_proxy, 99, HTTP_X_FORWARDED_FOR="203.0.113.8").status_code != 429  # someone else
+    # A peer that is not a configured proxy is its own address, whatever it forwards.
+    direct = Client(REMOTE_ADDR="198.51.100.20")
+    for i in range(10):
+        attempt(direct, i, HTTP_X_FORWARDED_FOR=f"203.0.113.{100 + i}")
+    assert attempt(direct, 99, HTTP_X_FORWARDED_FOR="203.0.113.199").status_code == 429
+
+
+def test_a_bad_trusted_proxy_setting_stops_start_up_naming_the_variable():
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    result = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=REPO, capture_output=True,
+                            text=True, timeout=60,
+                            env={**__import__("os").environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings_test",
+                                 "AGENTLOOM_TRUSTED_PROXIES": "10.0.0.0/8,not-an-address"})
+    assert result.returncode != 0 and "AGENTLOOM_TRUSTED_PROXIES" in result.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_over_a_real_socket_the_launchers_server_ignores_forwarded_headers_from_loopback(tmp_path):
+    """`make run`'s uvicorn used to trust X-Forwarded-For from 127.0.0.1 and hand Django
+    the header's address as the peer: every guess came from somebody new."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from agentloom.launch import web_command
+    from tests.conftest import REPO
+    from tests.faults.support import free_port, worker_database_url
+
+    port = free_port()
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings_test", "DATABASE_URL": worker_database_url()}
+    env.pop("AGENTLOOM_TRUSTED_PROXIES", None)
+    log = open(tmp_path / "web.log", "w")
+    web = subprocess.Popen(web_command(python=sys.executable, host="127.0.0.1", port=port, trusted_proxies=[]),
+                           cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    client.get("/healthz")
+                    break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline and web.poll() is None, (tmp_path / "web.log").read_text()
+                    time.sleep(0.2)
+            statuses = [client.post("/api/v1/auth/token", json={"username": "alice", "password": f"guess-{i}"},
+                                    headers={"X-Forwarded-For": f"198.51.100.{i}"}).status_code for i in range(11)]
+            client.get("/login/")
+            token = client.cookies["csrftoken"]
+            pages = [client.post("/login/", data={"username": "alice", "password": f"guess-{i}",
+                                                  "csrfmiddlewaretoken": token},
+                                 headers={"X-Forwarded-For": f"198.51.100.{i}"}).status_code for i in range(11)]
+    finally:
+        web.terminate()
+        web.wait(timeout=15)
+        log.close()
+    assert 429 not in statuses[:10] and statuses[10] == 429, statuses
+    assert pages[:10] == [200] * 10 and pages[10] == 429, pages
