@@ -7,6 +7,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from agentloom.errors import NotFound
+from agentloom.spaces.models import Membership
 from sessions.models import (
     CompactionSnapshot,
     Instance,
@@ -23,12 +24,14 @@ RECORDS_PAGE_DEFAULT = 100
 
 
 def session_list_for_user(*, user) -> QuerySet[Session]:
-    """Only the caller's own sessions: sharing an agent in a space never shares sessions."""
-    return Session.objects.filter(user=user).select_related("agent", "version")
+    """Only the caller's own sessions, in spaces they still belong to (RUN-11): sharing an
+    agent in a space never shares sessions, and leaving a space closes its sessions."""
+    return Session.objects.filter(user=user, space__memberships__user=user).select_related("agent", "version")
 
 
 def session_get_for_user(*, session_id: Any, user) -> Session:
-    """The session when ``user`` created it; NotFound (404) for anyone else, admins included."""
+    """The session when ``user`` created it and is still a member of its space; NotFound
+    (404) for anyone else, admins and staff included."""
     try:
         return session_list_for_user(user=user).get(pk=int(session_id))
     except (Session.DoesNotExist, TypeError, ValueError):
@@ -36,10 +39,27 @@ def session_get_for_user(*, session_id: Any, user) -> Session:
 
 
 def run_get_for_user(*, run_id: Any, user) -> Run:
+    """The run when ``user`` created its session and is still a member of its space."""
     try:
-        return Run.objects.select_related("session", "version").get(pk=int(run_id), session__user=user)
+        return Run.objects.select_related("session", "version").get(
+            pk=int(run_id), session__user=user, session__space__memberships__user=user)
     except (Run.DoesNotExist, TypeError, ValueError):
         raise NotFound("Run not found.") from None
+
+
+def run_visible_to(*, run_id: int, user_id: int) -> str | None:
+    """The run's status while ``user_id`` may still see it (creator and member), else None.
+
+    One indexed query, for streams that re-check their reader while they stay open.
+    """
+    return (Run.objects.filter(pk=run_id, session__user_id=user_id, session__space__memberships__user_id=user_id)
+            .values_list("status", flat=True).first())
+
+
+def session_creator_is_member(*, session: Session) -> bool:
+    """Whether the session's creator still belongs to its space: nobody asks, resumes or
+    spends the space's key in a session of a space they have left."""
+    return Membership.objects.filter(space_id=session.space_id, user_id=session.user_id).exists()
 
 
 def instance_label(record: SessionMessage) -> str:

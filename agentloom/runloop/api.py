@@ -1,6 +1,7 @@
 """Run endpoints of the loop: events (SSE or a JSON page) and the context inspector."""
 from __future__ import annotations
 
+from django.db import transaction
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -11,8 +12,10 @@ from rest_framework.response import Response
 from agentloom.api.fields import MAX_ID, id_from_text
 from agentloom.errors import NotFound, ValidationFailed
 from agentloom.runloop.stream import event_as_dict, events_after, run_event_stream
-from sessions.models import AccessAudit, ModelCall, Run
+from sessions.admin.audit import access_audit_write
+from sessions.models import ModelCall, Run
 from sessions.selectors import model_call_entries, model_call_tools, run_get_for_user
+from sessions.staff import staff_may_read
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -72,16 +75,24 @@ def run_events(request, run_id: int):
 @api_view(["GET"])
 def run_context(request, run_id: int):
     """The context inspector: exactly what each model call of the run received, with the
-    estimate per message and the provider's usage. The session's creator, or staff
-    (every staff read is written to the access audit)."""
-    if request.user.is_staff:
+    estimate per message and the provider's usage. The session's creator (while a member
+    of its space), or staff holding the console's permissions for it — every such read is
+    written to the access audit first; other staff get 404 like anyone else (RUN-11)."""
+    try:
+        run = run_get_for_user(run_id=run_id, user=request.user)
+    except NotFound:
+        if not staff_may_read(user=request.user, row_model=Run, content_model=ModelCall):
+            raise
         run = Run.objects.filter(pk=run_id).select_related("session").first()
         if run is None:
-            raise NotFound("Run not found.")
-        if run.session.user_id != request.user.pk:
-            AccessAudit.objects.create(user=request.user, session=run.session, run=run, what="context_inspector")
-    else:
-        run = run_get_for_user(run_id=run_id, user=request.user)
+            raise
+        with transaction.atomic():  # no audit row, no content; the row first
+            access_audit_write(user=request.user, what="context_inspector", session=run.session, run=run)
+            return Response({"run": run.pk, "calls": _calls(run)})
+    return Response({"run": run.pk, "calls": _calls(run)})
+
+
+def _calls(run: Run) -> list[dict]:
     calls = []
     for call in ModelCall.objects.filter(run=run).order_by("id"):
         calls.append({
@@ -93,4 +104,4 @@ def run_context(request, run_id: int):
                          for entry in model_call_entries(call=call)],
             "tools": model_call_tools(call=call),
         })
-    return Response({"run": run.pk, "calls": calls})
+    return calls

@@ -29,3 +29,11 @@ def membership_add(*, space: Space, user, role: str = Membership.Role.MEMBER) ->
         space=space, user=user, defaults={"role": role}
     )
     return membership
+
+
+def membership_remove(*, space: Space, user) -> bool:
+    """Take ``user`` out of ``space``. Their sessions there stay stored but out of their
+    reach from the next request on (RUN-11): every session, run, records and event-stream
+    read checks current membership, asking refuses, and a queued run is never claimed."""
+    deleted, _ = Membership.objects.filter(space=space, user=user).delete()
+    return bool(deleted)

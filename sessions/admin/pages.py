@@ -61,6 +61,7 @@ from sessions.selectors import (
     model_call_tools,
     records_page,
 )
+from sessions.staff import staff_may_read
 
 TEMPLATES = "admin/agent_sessions"
 CURSOR_MAX = 2**62
@@ -84,11 +85,8 @@ def _object_or_404(model_admin: ModelAdmin, request: HttpRequest, object_id: str
     obj = model_admin.get_object(request, object_id)
     if obj is None:
         raise Http404(f"No {model_admin.opts.verbose_name} with id {object_id!r}.")
-    if not model_admin.has_view_permission(request, obj):
-        raise PermissionDenied
-    content_opts = content_model._meta
-    if not request.user.has_perm(f"{content_opts.app_label}.view_{content_opts.model_name}"):
-        raise PermissionDenied
+    if not staff_may_read(user=request.user, row_model=model_admin.model, content_model=content_model):
+        raise PermissionDenied  # the API answers the same staff 404 (RUN-11)
     return obj
 
 

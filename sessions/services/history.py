@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agentloom.errors import Conflict, ValidationFailed
+from agentloom.errors import Conflict, NotFound, ValidationFailed
 from context import project_records
 from sessions.frames import CompactionFailure, QueuedSupplement, frame_initial
 from sessions.models import CompactionSnapshot, Instance, Run, RunAttention, Session, SessionMessage, SessionView
@@ -21,6 +21,7 @@ from sessions.selectors import (
     calls_pending,
     main_instance,
     record_as_engine_dict,
+    session_creator_is_member,
     snapshot_latest,
     view_best_for_run,
     visible_records_query,
@@ -39,6 +40,11 @@ def _clean_content(content: Any, field: str = "content") -> str:
     return content
 
 
+def _creator_still_member(session: Session) -> None:
+    if not session_creator_is_member(session=session):
+        raise NotFound("Session not found.")
+
+
 def main_counts(*, session_id: int, up_to_seq: int) -> tuple[int, int]:
     """(user_turns, model_steps) from the session's main-instance records up to a seq (CTX-23)."""
     base = SessionMessage.objects.filter(session_id=session_id, in_main=True, seq__lte=up_to_seq)
@@ -50,9 +56,11 @@ def question_ask(*, session: Session, content: Any) -> Run:
     """A new question: a run with its main instance, the user record, counters (RUN-1, RUN-2).
 
     One transaction; the run is queued for a worker only once it commits. Raises
-    ActiveRunConflict (409) while another run of the session is queued or running.
+    ActiveRunConflict (409) while another run of the session is queued or running, and
+    NotFound once the session's creator has left its space (RUN-11).
     """
     content = _clean_content(content)
+    _creator_still_member(session)
     with transaction.atomic():
         run = run_create(session=session)
         instance = main_instance(run=run)
@@ -84,6 +92,7 @@ def supplement_add(*, run: Run, content: Any) -> dict[str, Any]:
     """Queue a supplement for a working run (RUN-5). It enters the context only at a safe
     point — never between a tool call and its result — when the loop takes the queue."""
     content = _clean_content(content)
+    _creator_still_member(run.session)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         if locked.status not in Run.ACTIVE_STATUSES:

@@ -10,8 +10,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agentloom.agents.models import AgentVersion
-from agentloom.errors import ActiveRunConflict, Conflict
+from agentloom.errors import ActiveRunConflict, Conflict, NotFound
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
+from sessions.selectors import session_creator_is_member
 from sessions.services import dispatch
 from sessions.services.events import event_emit
 from sessions.services.records import record_append
@@ -84,7 +85,17 @@ def run_transition(*, run: Run, to: str, expected_from: tuple[str, ...] | None =
 
 
 def run_claim(*, run_id: int) -> Run | None:
-    """Claim a queued run for this worker (LOOP-1). None when someone else has it, or it is gone."""
+    """Claim a queued run for this worker (LOOP-1). None when someone else has it, or it is gone.
+
+    A run whose session's creator has left the space since it was queued is not claimed
+    but ends failed, for good: nobody spends a space's key after leaving it (RUN-11).
+    """
+    queued = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).select_related("session").first()
+    if queued is not None and not session_creator_is_member(session=queued.session):
+        run_finish(run=queued, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error={
+            "code": "not_a_member", "retryable": False,
+            "message": "This session's owner is no longer a member of its space."})
+        return None
     now = timezone.now()
     claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
         status=Run.Status.RUNNING, started_at=now, heartbeat_at=now
@@ -199,6 +210,8 @@ RESUMABLE = (Run.Status.CANCELLED, Run.Status.INTERRUPTED, Run.Status.FAILED)
 def run_resume(*, run: Run) -> Run:
     """Continue a stopped, interrupted or failed run with its frozen version, budget and
     inherited history (RUN-4). 409 while another run of the session is active."""
+    if not session_creator_is_member(session=run.session):
+        raise NotFound("Run not found.")
     if run.status not in RESUMABLE:
         raise Conflict(f"A {run.status} run cannot be resumed.", code="not_resumable")
     if run.status == Run.Status.FAILED and run.error and run.error.get("retryable") is False:

@@ -1,9 +1,12 @@
-"""Who reaches what (SPEC §11, RUN-11): every endpoint × owner, space admin, member, outsider, anonymous.
+"""Who reaches what (SPEC §11, RUN-11): every endpoint × owner, space admin, member, outsider,
+staff without the console's permission, a removed member, anonymous.
 
-A session and its runs, records, events and context belong to their creator alone:
-everyone else gets 404 (never 403, which would confirm the id exists), space admins
-included, and nothing changes. Connections and agents belong to a space: members read,
-admins write, outsiders get 404. Anonymous callers get 401 in the error shape.
+A session and its runs, records, events and context belong to their creator alone, and
+only while they are still a member of the session's space: everyone else gets 404 (never
+403, which would confirm the id exists), space admins and staff included, and nothing
+changes. Staff read decrypted content through the API only with the console's own view
+permissions, and each such read is audited. Connections and agents belong to a space:
+members read, admins write, outsiders get 404. Anonymous callers get 401 in the error shape.
 """
 from __future__ import annotations
 
@@ -21,10 +24,8 @@ pytestmark = pytest.mark.django_db
 ANONYMOUS = None
 
 
-@pytest.fixture
-def story(alice, make_session):
-    """Alice's session with one finished run: records, events and a logged model call."""
-    session = make_session(alice)
+def _finished_story(session) -> dict:
+    """A session with one finished run: records, events and a logged model call."""
     run = question_ask(session=session, content="Private question")
     main = Instance.objects.get(run=run, key=Instance.MAIN)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
@@ -38,6 +39,35 @@ def story(alice, make_session):
     run_finish(run=run, status=Run.Status.COMPLETED)
     event_emit(run_id=run.pk, type="run_finished", data={"status": "completed"})
     return {"session": session, "run": run}
+
+
+@pytest.fixture
+def story(alice, make_session):
+    """Alice's session with one finished run."""
+    return _finished_story(make_session(alice))
+
+
+@pytest.fixture
+def olga(django_user_model):
+    """Staff, and nothing more: no permission on sessions, runs or model calls."""
+    return django_user_model.objects.create_user(username="olga", password="olga-password-1", is_staff=True)
+
+
+@pytest.fixture
+def operator(django_user_model):
+    """Staff with the console's permissions to read runs and what each model call received."""
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user(username="otto", password="otto-password-1", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="agent_sessions",
+                                                         codename__in=["view_run", "view_modelcall"]))
+    return user
+
+
+def _remove(user, space) -> None:
+    from agentloom.spaces.services import membership_remove
+
+    membership_remove(space=space, user=user)
 
 
 SESSION_ENDPOINTS = [
@@ -65,17 +95,19 @@ def _state(story) -> tuple:
 @pytest.mark.parametrize("method, path, body, owner_status", SESSION_ENDPOINTS,
                          ids=[f"{m.upper()} {p}" for m, p, _, _ in SESSION_ENDPOINTS])
 def test_only_the_creator_reaches_a_session_and_everything_in_it(
-        api, story, alice, bob, carol, mallory, mallory_space, method, path, body, owner_status, monkeypatch):
+        api, story, alice, bob, carol, mallory, mallory_space, olga, method, path, body, owner_status, monkeypatch):
     from agentloom.runloop import stream
+    from sessions.models import AccessAudit
 
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)
     url = path.format(session=story["session"].pk, run=story["run"].pk)
     before = _state(story)
-    for person, expected in ((ANONYMOUS, 401), (mallory, 404), (bob, 404), (carol, 404)):
+    for person, expected in ((ANONYMOUS, 401), (mallory, 404), (bob, 404), (carol, 404), (olga, 404)):
         response = getattr(api(person), method)(url, body, format="json")
         assert_error_shape(response, expected)
         assert "Private" not in response.content.decode()
     assert _state(story) == before  # nobody else changed anything
+    assert not AccessAudit.objects.exists()  # a refused read is not an audited read
     response = getattr(api(alice), method)(url, body, format="json")
     assert response.status_code == owner_status, response.content[:300]
     if owner_status >= 400:
@@ -91,15 +123,115 @@ def test_the_session_list_shows_only_the_callers_own(api, story, alice, bob, car
     assert api(mallory).get("/api/v1/sessions").json() == []
 
 
-def test_staff_reading_the_context_inspector_of_someone_elses_run_is_audited(api, story, django_user_model):
+def test_staff_with_the_consoles_permissions_read_the_context_inspector_audited_and_nothing_else(
+        api, story, operator):
     from sessions.models import AccessAudit
 
-    operator = django_user_model.objects.create_user(username="olga", password="olga-password-1", is_staff=True)
     response = api(operator).get(f"/api/v1/runs/{story['run'].pk}/context")
-    assert response.status_code == 200
+    assert response.status_code == 200 and "Private question" in response.content.decode()
     assert AccessAudit.objects.filter(user=operator, run=story["run"], what="context_inspector").count() == 1
-    # …and staff status opens nothing else of the session.
-    assert_error_shape(api(operator).get(f"/api/v1/sessions/{story['session'].pk}/messages"), 404)
+    # …and the permission opens nothing else of the session.
+    for method, path, body, _ in SESSION_ENDPOINTS:
+        if path.endswith("/context"):
+            continue
+        url = path.format(session=story["session"].pk, run=story["run"].pk)
+        assert_error_shape(getattr(api(operator), method)(url, body, format="json"), 404)
+    assert AccessAudit.objects.count() == 1
+
+
+@pytest.mark.parametrize("permissions", [[], ["view_run"], ["view_modelcall"], ["view_session", "view_sessionmessage"]])
+def test_staff_without_the_consoles_permissions_get_404_from_the_context_inspector_and_no_audit_row(
+        api, story, olga, permissions):
+    from django.contrib.auth.models import Permission
+
+    from sessions.models import AccessAudit
+
+    olga.user_permissions.add(*Permission.objects.filter(content_type__app_label="agent_sessions",
+                                                         codename__in=permissions))
+    response = api(olga).get(f"/api/v1/runs/{story['run'].pk}/context")
+    assert_error_shape(response, 404)
+    assert "Private" not in response.content.decode()
+    assert not AccessAudit.objects.exists()
+
+
+def test_the_console_and_the_api_answer_the_same_staff_the_same_way(api, story, olga, operator):
+    from django.test import Client
+
+    for person, api_status, console_status in ((olga, 404, 403), (operator, 200, 200)):
+        browser = Client()
+        browser.force_login(person)
+        console = browser.get(f"/admin/agent_sessions/run/{story['run'].pk}/context/")
+        assert console.status_code == console_status
+        assert api(person).get(f"/api/v1/runs/{story['run'].pk}/context").status_code == api_status
+
+
+# --- a member removed from the space loses their sessions too (RUN-11) ------------------------------
+
+
+@pytest.fixture
+def bobs_story(bob, make_session):
+    return _finished_story(make_session(bob))
+
+
+@pytest.mark.parametrize("method, path, body, owner_status", SESSION_ENDPOINTS,
+                         ids=[f"{m.upper()} {p}" for m, p, _, _ in SESSION_ENDPOINTS])
+def test_a_removed_member_reaches_nothing_of_their_own_sessions(api, bobs_story, bob, space, method, path, body,
+                                                                 owner_status, monkeypatch):
+    from agentloom.runloop import stream
+
+    monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)
+    url = path.format(session=bobs_story["session"].pk, run=bobs_story["run"].pk)
+    assert getattr(api(bob), method)(url, body, format="json").status_code == owner_status  # while a member
+    _remove(bob, space)
+    before = _state(bobs_story)
+    response = getattr(api(bob), method)(url, body, format="json")
+    assert_error_shape(response, 404)
+    assert "Private" not in response.content.decode()
+    assert _state(bobs_story) == before
+
+
+@pytest.mark.parametrize("page", ["/sessions/{session}/", "/chat/runs/{run}/fragment",
+                                  "/chat/runs/{run}/text?after=0&upto=5"])
+def test_a_removed_member_reaches_none_of_the_chat_pages_of_their_sessions(bobs_story, bob, space, page):
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(bob)
+    url = page.format(session=bobs_story["session"].pk, run=bobs_story["run"].pk)
+    assert browser.get(url).status_code == 200
+    _remove(bob, space)
+    response = browser.get(url)
+    assert response.status_code == 404 and b"Private" not in response.content
+    assert bobs_story["session"].pk not in [s["id"] for s in api_list(bob)]
+
+
+def api_list(user) -> list[dict]:
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(user)
+    return client.get("/api/v1/sessions").json()
+
+
+def test_a_removed_member_cannot_ask_through_the_service_either(bob, space, make_session):
+    from agentloom.errors import NotFound
+
+    session = make_session(bob)
+    _remove(bob, space)
+    with pytest.raises(NotFound):
+        question_ask(session=session, content="Still here?")
+    assert not Run.objects.filter(session=session).exists()
+
+
+def test_a_queued_run_of_a_removed_member_is_never_claimed_and_ends_failed(bob, space, make_session):
+    from sessions.services.runs import run_claim
+
+    run = question_ask(session=make_session(bob), content="Spend the key")
+    _remove(bob, space)
+    assert run_claim(run_id=run.pk) is None
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and run.error["code"] == "not_a_member"
+    assert run.error["retryable"] is False
 
 
 # --- connections and agents: a space's members read, its admins write ----------------------------
