@@ -257,3 +257,6 @@ AGENTLOOM_WORKER_RESTART_DELAY = env_float("AGENTLOOM_WORKER_RESTART_DELAY", 1.0
 # For fault tests only: a worker that exits with status 3 as soon as it starts, so the
 # supervisor's back-off and give-up can be exercised. Never set it anywhere else.
 AGENTLOOM_FAULT_WORKER_EXIT_AT_START = env_bool("AGENTLOOM_FAULT_WORKER_EXIT_AT_START", False)
+# Event streams (SSE) one person may have open at once in one web process; 429 beyond.
+# A chat tab holds one while a run works; the cap bounds what one account can pin open.
+AGENTLOOM_MAX_STREAMS_PER_USER = env_int("AGENTLOOM_MAX_STREAMS_PER_USER", 8, minimum=1, maximum=1000)

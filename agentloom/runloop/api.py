@@ -1,17 +1,19 @@
 """Run endpoints of the loop: events (SSE or a JSON page) and the context inspector."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import api_view, renderer_classes
+from rest_framework.exceptions import Throttled
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from agentloom.api.fields import MAX_ID, id_from_text
 from agentloom.errors import NotFound, ValidationFailed
-from agentloom.runloop.stream import event_as_dict, events_after, run_event_stream
+from agentloom.runloop.stream import EventStream, StreamSlot, event_as_dict, events_after
 from sessions.admin.audit import access_audit_write
 from sessions.models import ModelCall, Run
 from sessions.selectors import model_call_entries, model_call_tools, run_get_for_user
@@ -19,13 +21,20 @@ from sessions.staff import staff_may_read
 
 
 class EventStreamRenderer(BaseRenderer):
-    """Lets content negotiation accept ``Accept: text/event-stream`` (EventSource)."""
+    """Lets content negotiation accept ``Accept: text/event-stream`` (EventSource).
+
+    The stream itself is a StreamingHttpResponse and never passes through here; what does
+    is an error (401, 404, 429…), which leaves as JSON in the one error shape.
+    """
 
     media_type = "text/event-stream"
     format = "sse"
 
     def render(self, data, accepted_media_type=None, renderer_context=None):
-        return data
+        response = (renderer_context or {}).get("response")
+        if response is not None:
+            response["Content-Type"] = "application/json"
+        return JSONRenderer().render(data)
 
 
 class EventsQueryIn(serializers.Serializer):
@@ -64,8 +73,13 @@ def run_events(request, run_id: int):
         return Response({"items": [event_as_dict(e) for e in items],
                          "next_after": items[-1].seq if items else after})
     resume_from = _last_event_id(request)
-    response = StreamingHttpResponse(run_event_stream(run_id=run.pk, after=resume_from if resume_from is not None else after),
-                                     content_type="text/event-stream")
+    slot = StreamSlot(request.user.pk)
+    if not slot.take():
+        raise Throttled(wait=5, detail=f"At most {settings.AGENTLOOM_MAX_STREAMS_PER_USER} event streams may be "
+                                       "open at once; close one (another tab?) and try again.")
+    stream = EventStream(run_id=run.pk, user_id=request.user.pk,
+                         after=resume_from if resume_from is not None else after, slot=slot)
+    response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

@@ -152,15 +152,15 @@ def test_over_a_real_socket_errors_carry_no_trace_and_a_broken_stream_just_ends(
     event_emit(run_id=run.pk, type="run_started", data={})
     token = Token.objects.create(user=alice).key
     reads = {"n": 0}
-    real_events_after = stream.events_after
+    real_poll = stream.stream_poll
 
     def failing_after_first(**kwargs):
         reads["n"] += 1
         if reads["n"] > 1:
             _boom()
-        return real_events_after(**kwargs)
+        return real_poll(**kwargs)
 
-    monkeypatch.setattr(stream, "events_after", failing_after_first)
+    monkeypatch.setattr(stream, "stream_poll", failing_after_first)
     monkeypatch.setattr(sessions.api, "run_get_for_user", _boom)
     with LiveServer() as server, httpx.Client(base_url=server.url, timeout=10,
                                              headers={"Authorization": f"Token {token}"}) as client:
