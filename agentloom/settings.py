@@ -87,10 +87,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "agentloom",
+    "agentloom.accounts",
     "agentloom.spaces",
     "agentloom.agents",
     "models_catalog",
@@ -169,7 +169,7 @@ if HTTPS:
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "agentloom.accounts.authentication.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": [
@@ -257,6 +257,8 @@ AGENTLOOM_WORKER_RESTART_DELAY = env_float("AGENTLOOM_WORKER_RESTART_DELAY", 1.0
 # For fault tests only: a worker that exits with status 3 as soon as it starts, so the
 # supervisor's back-off and give-up can be exercised. Never set it anywhere else.
 AGENTLOOM_FAULT_WORKER_EXIT_AT_START = env_bool("AGENTLOOM_FAULT_WORKER_EXIT_AT_START", False)
+# API tokens expire this many days after they are issued (a new login issues a new one).
+AGENTLOOM_TOKEN_DAYS = env_int("AGENTLOOM_TOKEN_DAYS", 30, minimum=1, maximum=3650)
 # Event streams (SSE) one person may have open at once in one web process; 429 beyond.
 # A chat tab holds one while a run works; the cap bounds what one account can pin open.
 AGENTLOOM_MAX_STREAMS_PER_USER = env_int("AGENTLOOM_MAX_STREAMS_PER_USER", 8, minimum=1, maximum=1000)

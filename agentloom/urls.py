@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from agentloom.api.views import obtain_token
+from agentloom.accounts import api as accounts_api
 from agentloom.health import healthz
 from agentloom.web.security import limited_login, with_csp
 from models_catalog.api import models_discover_view
@@ -20,7 +20,10 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script as a file: no inline script under the CSP.
     path("api/docs/", with_csp(SpectacularSwaggerSplitView.as_view(url_name="schema")), name="api-docs"),
-    path("api/v1/auth/token", obtain_token, name="auth-token"),
+    path("api/v1/auth/token", accounts_api.obtain_token, name="auth-token"),
+    path("api/v1/auth/tokens", accounts_api.tokens_collection, name="auth-tokens"),
+    path("api/v1/auth/tokens/current", accounts_api.token_current, name="auth-token-current"),
+    path("api/v1/auth/tokens/<int:token_id>", accounts_api.token_detail, name="auth-token-detail"),
     path("api/v1/", include("sessions.urls")),
     path("api/v1/", include("agentloom.runloop.urls")),
     path("api/models/discover", models_discover_view, name="models-discover"),

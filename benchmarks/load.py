@@ -53,7 +53,7 @@ def _provider(request):
 
 def _world(users: int, base_url: str):
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
+    from agentloom.accounts.services import token_issue
 
     from agentloom.agents.services import agent_create, agent_publish
     from agentloom.spaces.models import Membership
@@ -72,7 +72,7 @@ def _world(users: int, base_url: str):
     for index in range(users):
         user = User.objects.create_user(username=f"load-{stamp}-{index}")
         membership_add(space=space, user=user, role=Membership.Role.MEMBER)
-        tokens.append(Token.objects.create(user=user).key)
+        tokens.append(token_issue(user=user, client="load")[1])
     return agent, tokens
 
 

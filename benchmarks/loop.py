@@ -246,7 +246,7 @@ def bench_concurrency(runs: int, steps: int, vendor: str) -> None:
 
 def bench_event_latency(count: int = 200) -> None:
     import httpx
-    from rest_framework.authtoken.models import Token
+    from agentloom.accounts.services import token_issue
 
     from sessions.services.events import event_emit
     from sessions.models import Run, RunEvent
@@ -261,7 +261,7 @@ def bench_event_latency(count: int = 200) -> None:
     from sessions.models import Instance
 
     Instance.objects.create(run=run, key="main")
-    token = Token.objects.get_or_create(user=user)[0].key
+    token = token_issue(user=user, client="benchmark")[1]
     received: dict[int, float] = {}
     with LiveServer() as server:
         def client():

@@ -92,6 +92,13 @@ def require_postgres():
         pytest.skip("needs PostgreSQL (set DATABASE_URL=postgres://…; CI does)")
 
 
+def token_for(user, client: str = "tests") -> str:
+    """A fresh API token of ``user`` for the ``Authorization: Token …`` header."""
+    from agentloom.accounts.services import token_issue
+
+    return token_issue(user=user, client=client)[1]
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="alice-password-1")

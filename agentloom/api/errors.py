@@ -62,7 +62,8 @@ _DRF_CODES = {
 
 def exception_handler(exc, context) -> Response:
     if isinstance(exc, DomainError):
-        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+        headers = {"WWW-Authenticate": "Token"} if exc.status == 401 else None
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status, headers=headers)
     if isinstance(exc, Http404):
         return Response(error_body("not_found", "Not found."), status=404)
     if isinstance(exc, DjangoPermissionDenied):

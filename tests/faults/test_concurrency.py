@@ -9,7 +9,6 @@ import time
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
 from sessions.services.events import event_emit
 from sessions.api import AskThrottle
@@ -21,6 +20,7 @@ from sessions.services.runs import run_create
 from tests.fakes.fake_provider import chat_stream
 from tests.faults.support import FaultWorker, celery_dispatcher, wait_for
 from tests.runloop.livesrv import LiveServer
+from tests.conftest import token_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]
 
@@ -48,7 +48,7 @@ def _at_once(count: int, work) -> list:
 def test_fifty_simultaneous_questions_over_http_one_is_accepted_the_rest_get_409(make_session, alice, monkeypatch):
     monkeypatch.setattr(AskThrottle, "rate", "1000/min", raising=False)  # about the race, not the rate limit
     session = make_session(alice)
-    token = Token.objects.create(user=alice).key
+    token = token_for(alice)
     with LiveServer() as server:
         def ask(index: int):
             with httpx.Client(base_url=server.url, timeout=30,
@@ -121,7 +121,7 @@ def test_readers_paging_during_concurrent_appends_never_see_a_gap_or_a_seq_twice
     run = run_create(session=session)
     main = Instance.objects.get(run=run, key=Instance.MAIN)
     sub = Instance.objects.create(run=run, key="sub-1", parent=main, depth=1)
-    token = Token.objects.create(user=alice).key
+    token = token_for(alice)
     writers, per_writer = 4, 40
     total = writers * per_writer
 
@@ -167,7 +167,7 @@ def test_event_readers_during_concurrent_producers_see_every_event_once_in_order
     # Two producers, as in a run: the loop, and the API announcing a supplement.
     session = make_session(alice)
     run = run_create(session=session)
-    token = Token.objects.create(user=alice).key
+    token = token_for(alice)
     producers, per_producer = 2, 40
     total = producers * per_producer
 

@@ -15,7 +15,6 @@ import time
 import httpx
 import pytest
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from sessions.services import events
 from agentloom.runloop.loop import run_execute
@@ -34,6 +33,7 @@ from tests.faults.support import (
     wait_for,
 )
 from tests.runloop.livesrv import LiveServer, read_sse
+from tests.conftest import token_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]
 
@@ -74,7 +74,7 @@ def test_redis_killed_and_restarted_mid_run_loses_no_event_and_the_run_completes
     dispatch, close = celery_dispatcher(private_redis.url)
     dispatcher_set(dispatch)
     frames: list[dict] = []
-    token = Token.objects.create(user=alice).key
+    token = token_for(alice)
     try:
         with FaultWorker(broker_url=private_redis.url, log_path=tmp_path / "worker.log") as worker, \
                 LiveServer() as server:

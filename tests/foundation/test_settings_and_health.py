@@ -83,7 +83,7 @@ def test_a_token_is_issued_for_good_credentials_only(client, alice):
                       content_type="application/json")
     empty = client.post("/api/v1/auth/token", {}, content_type="application/json")
     assert good.status_code == 200 and len(good.json()["token"]) >= 20
-    assert bad.status_code == 400 and bad.json()["error"]["code"] == "bad_credentials"
+    assert bad.status_code == 401 and bad.json()["error"]["code"] == "bad_credentials"
     assert empty.status_code == 400 and set(empty.json()["error"]["fields"]) == {"username", "password"}
 
 

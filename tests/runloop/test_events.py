@@ -6,13 +6,13 @@ import threading
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
 from agentloom.runloop.loop import run_execute
 from sessions.models import Run, RunEvent
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.runloop.livesrv import LiveServer, read_sse
+from tests.conftest import token_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,7 +31,7 @@ def test_loop5_an_sse_client_that_reconnects_with_last_event_id_gets_exactly_the
     run = _finished_run(fake_session, strict)
     all_seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
     assert len(all_seqs) >= 6
-    headers = {"Authorization": f"Token {Token.objects.create(user=alice).key}", "Accept": "text/event-stream"}
+    headers = {"Authorization": f"Token {token_for(alice)}", "Accept": "text/event-stream"}
     with LiveServer() as server, httpx.Client(base_url=server.url, headers=headers, timeout=10) as client:
         with client.stream("GET", f"/api/v1/runs/{run.pk}/events") as response:
             assert response.status_code == 200
@@ -48,7 +48,7 @@ def test_loop5_an_sse_client_that_reconnects_with_last_event_id_gets_exactly_the
 def test_loop5_a_live_stream_follows_a_running_run_to_its_end(fake_session, strict, alice):
     strict.handler = sequence(chat_stream(["Slow ", "and ", "steady."], delay=0.1))
     run = question_ask(session=fake_session(), content="Go")
-    headers = {"Authorization": f"Token {Token.objects.create(user=alice).key}"}
+    headers = {"Authorization": f"Token {token_for(alice)}"}
     worker = threading.Thread(target=run_execute, kwargs={"run_id": run.pk})
     with LiveServer() as server, httpx.Client(base_url=server.url, headers=headers, timeout=15) as client:
         with client.stream("GET", f"/api/v1/runs/{run.pk}/events") as response:

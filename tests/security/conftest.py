@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from tests.conftest import token_for  # noqa: F401  (the security suite's tests import it from here)
+
 SECRET_KEY_OF_PROVIDER = "sk-live-SECURITY-SUITE-KEY-7781"
 
 
@@ -24,13 +26,6 @@ def carol(django_user_model, space):
     user = django_user_model.objects.create_user(username="carol", password="carol-password-1")
     membership_add(space=space, user=user, role=Membership.Role.ADMIN)
     return user
-
-
-def token_for(user, client: str = "tests") -> str:
-    """A fresh API token of ``user`` for the ``Authorization: Token …`` header."""
-    from rest_framework.authtoken.models import Token
-
-    return Token.objects.get_or_create(user=user)[0].key
 
 
 @pytest.fixture

@@ -114,11 +114,10 @@ def test_a_patch_with_an_impossible_figure_is_a_400_and_changes_nothing(api, ali
                                   "QUESTIONS", "SUPPLEMENTS"])
 def test_a_body_over_the_size_bound_is_413_in_the_error_shape_and_writes_nothing(alice, world, settings, path,
                                                                                  outbound):
-    from rest_framework.authtoken.models import Token
-
+    
     path = {"QUESTIONS": f"/api/v1/sessions/{world['session'].pk}/questions",
             "SUPPLEMENTS": f"/api/v1/runs/{world['run'].pk}/supplements"}.get(path, path)
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {token_for(alice)}")
     body = json.dumps({"content": "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)})
     before = _counts()
     response = client.post(path, body, content_type="application/json")
@@ -145,9 +144,8 @@ def test_a_form_encoded_login_over_the_size_bound_is_413(settings):
     ("\x00\x01\x02", "application/octet-stream"),
 ])
 def test_a_malformed_body_is_a_4xx_in_the_error_shape_and_asks_nothing(alice, world, body, content_type):
-    from rest_framework.authtoken.models import Token
-
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    
+    client = Client(HTTP_AUTHORIZATION=f"Token {token_for(alice)}")
     before = _counts()
     response = client.post(f"/api/v1/runs/{world['run'].pk}/supplements", body, content_type=content_type)
     assert 400 <= response.status_code < 500

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
+from agentloom.accounts.models import ApiToken
 from sessions.api import AskThrottle
 from sessions.models import Run, Session, SessionMessage
 from tests.security.conftest import assert_error_shape, token_for
@@ -51,7 +51,7 @@ def test_a_browser_session_post_with_the_csrf_token_is_accepted(alice, make_sess
 
 def test_a_token_client_needs_no_csrf_token(alice, make_session):
     session = make_session(alice)
-    client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Token {token_for(alice)}")
     response = client.post(f"/api/v1/sessions/{session.pk}/questions", {"content": "from a script"},
                            content_type="application/json")
     assert response.status_code == 202
@@ -83,14 +83,14 @@ def test_api_login_attempts_are_limited_with_retry_after_even_for_the_right_pass
     client = Client()
     wrong = [client.post("/api/v1/auth/token", {"username": "alice", "password": f"guess-{i}"},
                          content_type="application/json") for i in range(10)]
-    assert [r.status_code for r in wrong] == [400] * 10
+    assert [r.status_code for r in wrong] == [401] * 10
     assert all(assert_error_shape(r)["code"] == "bad_credentials" for r in wrong)
     blocked = client.post("/api/v1/auth/token", {"username": "alice", "password": "alice-password-1"},
                           content_type="application/json")
     error = assert_error_shape(blocked, 429)
     assert error["code"] == "rate_limited"
     assert 1 <= int(blocked["Retry-After"]) <= 61
-    assert not Token.objects.filter(user=alice).exists()
+    assert not ApiToken.objects.filter(user=alice).exists()
 
 
 def test_browser_login_failures_are_limited(alice):
@@ -114,7 +114,7 @@ def test_asking_is_rate_limited_with_retry_after_and_the_refused_question_writes
                                                                                           monkeypatch):
     monkeypatch.setattr(AskThrottle, "rate", "2/min", raising=False)
     session = make_session(alice)
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {token_for(alice)}")
     url = f"/api/v1/sessions/{session.pk}/questions"
     first = client.post(url, {"content": "one"}, content_type="application/json")
     second = client.post(url, {"content": "two"}, content_type="application/json")
@@ -259,5 +259,5 @@ def test_over_a_real_socket_the_launchers_server_ignores_forwarded_headers_from_
         web.terminate()
         web.wait(timeout=15)
         log.close()
-    assert 429 not in statuses[:10] and statuses[10] == 429, statuses
+    assert statuses[:10] == [401] * 10 and statuses[10] == 429, statuses
     assert pages[:10] == [200] * 10 and pages[10] == 429, pages

@@ -19,10 +19,10 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis.errors import Unsatisfiable
-from rest_framework.authtoken.models import Token
 from schemathesis import GenerationMode
 
 from tests.security.conftest import SECRET_KEY_OF_PROVIDER
+from tests.conftest import token_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,7 +46,7 @@ def world(alice, space, agent, version, make_session, outbound, monkeypatch):
     run = question_ask(session=session, content="What is 2+2?")
     run_execute(run_id=run.pk)  # the offline demo model answers; the run ends with run_finished
     return {
-        "token": Token.objects.create(user=alice).key,
+        "token": token_for(alice),
         "ids": {"session_id": session.pk, "run_id": run.pk, "agent_id": agent.pk, "connection_id": connection.pk,
                 "space_id": space.pk},
     }

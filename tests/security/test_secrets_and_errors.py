@@ -19,7 +19,6 @@ from django.apps import apps
 from django.db import connection
 from django.test import Client
 from django.urls import include, path
-from rest_framework.authtoken.models import Token
 
 from agentloom.runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
@@ -28,6 +27,7 @@ from tests.fakes.fake_provider import chat_stream, error
 from tests.runloop.conftest import FAKE_KEY, fake, fake_agent_factory, fake_session, strict  # noqa: F401
 from tests.runloop.livesrv import LiveServer
 from tests.security.conftest import assert_error_shape
+from tests.conftest import token_for
 
 async def _drain(chunks) -> bytes:
     return b"".join([chunk async for chunk in chunks])
@@ -68,7 +68,7 @@ def test_the_api_key_appears_in_no_log_event_record_response_page_or_column(fake
     }
     assert "[REDACTED]" in places["records"] and "[REDACTED]" in places["events"]  # it was there, and was redacted
 
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {token_for(alice)}")
     connection_id = session.version.model_connection_id
     for url in (f"/api/v1/sessions/{session.pk}", f"/api/v1/sessions/{session.pk}/messages", "/api/v1/sessions",
                 f"/api/v1/runs/{run.pk}", f"/api/v1/runs/{run.pk}/events?format=json", f"/api/v1/runs/{run.pk}/context",
@@ -126,7 +126,7 @@ def test_a_server_error_in_an_api_view_is_a_bare_500_in_the_error_shape(alice, m
 
     monkeypatch.setattr(sessions.api, "session_get_for_user", _boom)
     session = make_session(alice)
-    client = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    client = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {token_for(alice)}")
     response = client.get(f"/api/v1/sessions/{session.pk}")
     assert assert_error_shape(response, 500)["code"] == "server_error"
     _assert_bare(response.content.decode())
@@ -150,7 +150,7 @@ def test_over_a_real_socket_errors_carry_no_trace_and_a_broken_stream_just_ends(
     session = make_session(alice)
     run = run_create(session=session)
     event_emit(run_id=run.pk, type="run_started", data={})
-    token = Token.objects.create(user=alice).key
+    token = token_for(alice)
     reads = {"n": 0}
     real_poll = stream.stream_poll
 

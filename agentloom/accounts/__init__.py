@@ -1,0 +1,1 @@
+"""API tokens (SPEC §9, §11): hashed, one per client, expiring, revocable."""
