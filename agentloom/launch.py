@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -133,9 +134,23 @@ def web_command(*, python: str, host: str, port: int, trusted_proxies: list[str]
     return [*command, "--no-proxy-headers"]
 
 
+def private_data_files(var_dir: Path) -> None:
+    """Everything `make run` and its processes create — the SQLite database and its
+    journal, the broker's messages, the secrets, collected static files — is readable by
+    this account only (SPEC §11): the umask is set before anything is created, and files
+    an earlier version left readable to others are tightened."""
+    os.umask(0o077)
+    var_dir.mkdir(parents=True, exist_ok=True)
+    for path in (var_dir, *var_dir.rglob("*")):
+        mode = path.lstat().st_mode
+        if not stat.S_ISLNK(mode) and mode & 0o077:
+            path.chmod(stat.S_IMODE(mode) & 0o700)
+
+
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentloom.settings")
     var_dir = Path(os.environ.get("AGENTLOOM_VAR_DIR") or BASE_DIR / "var")
+    private_data_files(var_dir)
     ensure_local_secrets(var_dir)
 
     import django

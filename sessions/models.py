@@ -1,6 +1,7 @@
 """Sessions, runs, instances and the encrypted, append-only source records (SPEC §2, §6).
 
-Content (records, frames, snapshots, views, events) is encrypted; what we filter and sort
+Content (records, frames, snapshots, views, events, model requests, session titles, run
+counters) is encrypted; what we filter and sort
 on (ids, seq, run, instance, kind, time) stays in plain indexed columns.
 """
 from __future__ import annotations
@@ -18,7 +19,9 @@ class Session(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions")
     agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="sessions")
     version = models.ForeignKey("agents.AgentVersion", on_delete=models.PROTECT, related_name="sessions")
-    title = models.CharField(max_length=200, blank=True)
+    # The first words of the first question, or an import's title: user text, so encrypted
+    # like the records (SPEC §11); never searched or shown outside the owner's chat.
+    title = encrypt(models.CharField(max_length=200, blank=True))
     # The last allocated record seq. Appenders bump it with an UPDATE inside their
     # transaction, which row-locks the session: seqs are gap-free and strictly increasing.
     last_seq = models.BigIntegerField(default=0)
@@ -30,7 +33,8 @@ class Session(models.Model):
         indexes = [models.Index(fields=["user", "-updated_at"], name="session_user_recent")]
 
     def __str__(self) -> str:
-        return self.title or f"Session {self.pk}"
+        # Not the title: this name lands in console lists, breadcrumbs and the admin log.
+        return f"Session {self.pk}"
 
 
 class Run(models.Model):
@@ -66,7 +70,9 @@ class Run(models.Model):
     # Frozen at creation (RUN-4): window figures, policy, limits. Editing the connection
     # or the draft later never moves an old run's budget.
     budget = models.JSONField(default=dict)
-    counters = models.JSONField(default=dict)
+    # Encrypted: besides figures it holds a completion check's verdict, whose reason is the
+    # model's own words (LOOP-9).
+    counters = encrypt(models.JSONField(default=dict))
     error = models.JSONField(null=True, blank=True)
     # The session seq this run inherited up to (the records before its question).
     inherited_watermark = models.BigIntegerField(default=0)

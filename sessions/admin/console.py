@@ -83,14 +83,15 @@ class RunInline(admin.TabularInline):
 
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
-    list_display = ["id", "title", "user", "agent", "version", "last_seq", "updated_at", "pages"]
-    list_display_links = ["id", "title"]
+    # The title is user text, encrypted at rest: it is neither listed, searched nor edited
+    # here (the audited records page shows what the person wrote).
+    list_display = ["id", "user", "agent", "version", "last_seq", "updated_at", "pages"]
+    list_display_links = ["id"]
     list_select_related = ["user", "agent", "version"]
     list_filter = ["space"]
-    search_fields = ["title", "user__username"]
-    # Who owns a session and what it is bound to never change: only the title is editable.
-    fields = ["title", "space", "user", "agent", "version", "last_seq", "created_at", "updated_at", "pages"]
-    readonly_fields = ["space", "user", "agent", "version", "last_seq", "created_at", "updated_at", "pages"]
+    search_fields = ["=id", "user__username"]
+    fields = ["space", "user", "agent", "version", "last_seq", "created_at", "updated_at", "pages"]
+    readonly_fields = fields
     inlines = [RunInline]
     actions = ["compact_now"]
 
@@ -140,8 +141,8 @@ class RunAdmin(ReadOnlyAdmin):
     list_display = ["id", "session_link", "status", "attempt", "created_at", "finished_at", "pages"]
     list_select_related = ["session"]
     list_filter = ["status"]
-    search_fields = ["=id", "=session__id", "session__title"]
-    fields = ["session", "version", "status", "attempt", "cancel_requested", "error", "counters", "budget",
+    search_fields = ["=id", "=session__id"]
+    fields = ["session", "version", "status", "attempt", "cancel_requested", "error", "figures", "budget",
               "inherited_watermark", "heartbeat_at", "created_at", "started_at", "finished_at", "pages"]
     readonly_fields = fields
     actions = ["stop_runs", "resume_runs"]
@@ -162,6 +163,16 @@ class RunAdmin(ReadOnlyAdmin):
 
     def context_view(self, request: HttpRequest, object_id: str):
         return pages.context_view(self, request, object_id)
+
+    @admin.display(description="Counters")
+    def figures(self, obj: Run) -> str:
+        """The run's counters; of a completion check only its status — its reason is the
+        model's words, shown on the audited pages."""
+        counters = dict(obj.counters or {})
+        verdict = counters.pop("verification", None)
+        if isinstance(verdict, dict):
+            counters["verification"] = verdict.get("status")
+        return ", ".join(f"{key}: {value}" for key, value in sorted(counters.items())) or "-"
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         """Stopping or resuming a run is operating it, not editing its row."""

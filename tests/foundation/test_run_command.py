@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -48,6 +49,13 @@ def test_the_launcher_serves_healthz_and_the_admin_login_then_stops_on_ctrl_c(tm
         login_status, login_page = _get(f"http://127.0.0.1:{port}/admin/login/")
         assert login_status == 200 and "csrfmiddlewaretoken" in login_page
         assert (tmp_path / "local.env").is_file()  # generated secrets, never in the repo
+        # The database, its journal, the broker's messages, the secrets: this account's alone.
+        # (Collected static files are copies of the published assets; Django writes them 0644.)
+        assert (tmp_path / "agentloom.sqlite3").is_file()
+        exposed = {str(path.relative_to(tmp_path)): oct(stat.S_IMODE(path.stat().st_mode))
+                   for path in tmp_path.rglob("*")
+                   if path.stat().st_mode & 0o077 and "staticfiles" not in path.relative_to(tmp_path).parts[:1]}
+        assert exposed == {}
     finally:
         process.send_signal(signal.SIGINT)
         try:
