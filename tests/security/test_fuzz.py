@@ -7,11 +7,17 @@ serializers and services. The whole run is bounded (a few examples per operation
 deadline, SSE streams cut after a second) and cannot leave the machine: name resolution
 and connections are limited to loopback while it runs.
 
+Two more passes walk every operation of the schema by hand: a 200 KB body of ``[`` to
+each one that takes a body, with a token and anonymously (a 4xx in the error shape, no
+trace logged), and a 4,301-digit integer — past Python's conversion limit — in every
+query and path parameter and in ``Last-Event-ID`` (never a 5xx).
+
 Deeper runs by hand: ``FUZZ_EXAMPLES=200`` (examples per operation and mode) and
 ``FUZZ_RANDOM=1`` (a fresh seed instead of the fixed one CI uses).
 """
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -116,3 +122,82 @@ def test_every_operation_answers_without_5xx_and_every_4xx_in_the_one_error_shap
                 assert mode is GenerationMode.NEGATIVE  # nothing in this operation can be made invalid
     assert calls["count"] >= len(operations) * 2
     assert not problems, "\n".join(problems.values())
+
+
+# --- deep nesting and huge integers on every operation of the schema ---------------------------
+
+DEEP = "[" * 200_000
+HUGE_INT = "9" * 4301
+
+
+def _operations():
+    from django.core.wsgi import get_wsgi_application
+
+    schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
+    return [result.ok() for result in schema.get_all_operations()]
+
+
+def _path(operation, ids: dict[str, int], huge: str | None = None) -> str:
+    path = operation.path
+    for parameter in operation.definition.raw.get("parameters", []):
+        if parameter.get("in") == "path":
+            value = huge if huge is not None else ids.get(parameter["name"], 1)
+            path = path.replace("{" + parameter["name"] + "}", str(value))
+    return path
+
+
+def _no_traces(caplog) -> list[str]:
+    return [record.getMessage()[:200] for record in caplog.records
+            if record.exc_info is not None or record.levelname in ("ERROR", "CRITICAL")]
+
+
+def test_a_deeply_nested_body_is_a_4xx_on_every_operation_that_takes_one_for_everyone(world, caplog):
+    from django.test import Client
+
+    caplog.set_level(logging.DEBUG)
+    token = Client(HTTP_AUTHORIZATION=f"Token {world['token']}")
+    anonymous = Client()
+    problems, sent = [], 0
+    for operation in _operations():
+        if "requestBody" not in operation.definition.raw:
+            continue
+        for who, client in (("token", token), ("anonymous", anonymous)):
+            response = getattr(client, operation.method.lower())(_path(operation, world["ids"]), DEEP,
+                                                                 content_type="application/json")
+            sent += 1
+            if not 400 <= response.status_code < 500:
+                problems.append(f"{who} {operation.method} {operation.path} → {response.status_code}")
+            else:
+                body = response.json()
+                if set(body) != {"error"} or not {"code", "message"} <= set(body["error"]):
+                    problems.append(f"{who} {operation.method} {operation.path}: not the error shape")
+    assert sent >= 20
+    assert problems == [] and _no_traces(caplog) == []
+
+
+def test_a_huge_integer_in_any_parameter_or_header_is_a_4xx_never_a_crash(world, caplog, monkeypatch):
+    from django.test import Client
+
+    from agentloom.runloop import stream
+
+    monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)
+    caplog.set_level(logging.DEBUG)
+    client = Client(HTTP_AUTHORIZATION=f"Token {world['token']}", HTTP_LAST_EVENT_ID=HUGE_INT)
+    problems, sent = [], 0
+    for operation in _operations():
+        parameters = operation.definition.raw.get("parameters", [])
+        query = {p["name"]: HUGE_INT for p in parameters if p.get("in") == "query"}
+        targets = [("query", _path(operation, world["ids"]), query)] if query else []
+        if any(p.get("in") == "path" for p in parameters):
+            targets.append(("path", _path(operation, world["ids"], huge=HUGE_INT), {}))
+        for where, path, params in targets:
+            method = operation.method.lower()
+            response = (client.get(path, params) if method == "get"
+                        else getattr(client, method)(path, "{}", content_type="application/json"))
+            sent += 1
+            if response.streaming:
+                b"".join(response.streaming_content)
+            if response.status_code >= 500:
+                problems.append(f"{where} {operation.method} {operation.path} → {response.status_code}")
+    assert sent >= 20
+    assert problems == [] and _no_traces(caplog) == []
