@@ -118,6 +118,12 @@ def message_shape(message: Any) -> str:
     return f"{message.get('role')}{calls}:{','.join(blocks)}"
 
 
+def tools_changed(before: Sequence[Any], after: Sequence[Any]) -> bool:
+    """Whether two requests sent different tools (compared like messages). The tools come
+    before every message in a prompt, so a change there leaves a cache nothing to match."""
+    return [message_key(t) for t in before] != [message_key(t) for t in after]
+
+
 def _spans_of_replacement(before: Sequence[Any], after: Sequence[Any], i: int, j: int) -> list[DiffSpan]:
     """A stretch that differs entirely: messages of the same shape in the same order are
     the same messages rewritten (a truncated result, renumbered call ids); the rest were

@@ -14,9 +14,18 @@ from rest_framework.response import Response
 from agentloom.api.fields import MAX_ID, id_from_text
 from agentloom.errors import NotFound, ValidationFailed
 from agentloom.runloop.stream import EventStream, StreamSlot, event_as_dict, events_after
+from context.request_diff import request_diff, tools_changed
+from context.usage import usage_figures
 from sessions.admin.audit import access_audit_write
 from sessions.models import ModelCall, Run
-from sessions.selectors import model_call_entries, model_call_tools, run_get_for_user
+from sessions.selectors import (
+    model_call_entries,
+    model_call_last_before_run,
+    model_call_repairs,
+    model_call_tools,
+    model_calls_previous,
+    run_get_for_user,
+)
 from sessions.staff import staff_may_read
 
 
@@ -89,9 +98,13 @@ def run_events(request, run_id: int):
 @api_view(["GET"])
 def run_context(request, run_id: int):
     """The context inspector: exactly what each model call of the run received, with the
-    estimate per message and the provider's usage. The session's creator (while a member
-    of its space), or staff holding the console's permissions for it — every such read is
-    written to the access audit first; other staff get 404 like anyone else (RUN-11)."""
+    estimate per message, the provider's usage (and its four figures: uncached input,
+    cache read, cache written, output), the repairs the projector made, and the diff to
+    the previous call of the same instance and purpose (for the first call of a run's main
+    instance: the last one of the session's previous run); its ``first_changed`` is where
+    a prompt cache stops matching. The session's creator (while a member of its space), or
+    staff holding the console's permissions for it — every such read is written to the
+    access audit first; other staff get 404 like anyone else (RUN-11)."""
     try:
         run = run_get_for_user(run_id=run_id, user=request.user)
     except NotFound:
@@ -107,15 +120,39 @@ def run_context(request, run_id: int):
 
 
 def _calls(run: Run) -> list[dict]:
+    rows = list(ModelCall.objects.filter(run=run).select_related("run", "instance").defer("instance__frame")
+                .order_by("id"))
+    previous_of = model_calls_previous(calls=rows)
+    sent: dict[int, tuple[list, list]] = {}
+    pruned = {call.pk for call in rows if call.pruned_at}  # copies the retention period dropped
     calls = []
-    for call in ModelCall.objects.filter(run=run).order_by("id"):
+    for call in rows:
+        entries, tools = model_call_entries(call=call), model_call_tools(call=call)
+        sent[call.pk] = ([entry.message for entry in entries], tools)
+        before = previous_of[call.pk]
+        if before is None and call.instance.parent_id is None:
+            # A run's first main-instance call extends the previous run's last one.
+            earlier = model_call_last_before_run(run=run, purpose=call.purpose)
+            if earlier is not None:
+                earlier = ModelCall.objects.select_related("run").get(pk=earlier.pk)
+                before = earlier.pk
+                sent[before] = ([e.message for e in model_call_entries(call=earlier)], model_call_tools(call=earlier))
+                if earlier.pruned_at:
+                    pruned.add(before)
+        diff = None
+        if before is not None and not pruned & {before, call.pk}:  # a dropped copy has nothing to compare
+            changed = tools_changed(sent[before][1], tools)
+            diff = {"previous": before, "tools_changed": changed,
+                    **request_diff(sent[before][0], sent[call.pk][0]).as_dict()}
+            if changed:  # the tools precede every message: nothing of the prompt can match
+                diff["first_changed"] = 0
         calls.append({
             "id": call.id, "instance": call.instance_id, "purpose": call.purpose, "provider": call.provider,
             "model": call.model, "estimator_id": call.estimator_id, "estimated_tokens": call.estimated_tokens,
-            "usage": call.usage, "outcome": call.outcome, "created_at": call.created_at,
+            "usage": call.usage, "usage_figures": usage_figures(call.usage).as_dict(), "outcome": call.outcome,
+            "created_at": call.created_at,
             # Summary and verification calls store no per-message estimates: show the messages anyway.
-            "messages": [{"message": entry.message, "estimated_tokens": entry.estimated_tokens}
-                         for entry in model_call_entries(call=call)],
-            "tools": model_call_tools(call=call),
+            "messages": [{"message": entry.message, "estimated_tokens": entry.estimated_tokens} for entry in entries],
+            "tools": tools, "repairs": model_call_repairs(call=call), "diff": diff,
         })
     return calls

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 
 from context.records import content_text as records_content_text
+from context.usage import UsageFigures, usage_figures
 from sessions.selectors import SentEntry
 
 # What a long text shows before its "Show all": enough to recognise it, small enough for
@@ -299,13 +300,15 @@ class SentTool:
 
 @dataclass(frozen=True)
 class CallFigures:
-    """CTX-25: our estimate beside the provider's own prompt count."""
+    """CTX-25: our estimate beside the provider's own prompt count; ``usage`` splits what
+    the provider billed into uncached input, cache read, cache written and output."""
 
     estimated: int
     prompt_tokens: int | None
     completion_tokens: int | None
     ratio: float | None
     per_message_sum: int | None
+    usage: UsageFigures = UsageFigures()
 
     @property
     def ratio_tone(self) -> str:
@@ -330,7 +333,7 @@ def call_figures(*, estimated: int, usage: Any, estimates: Sequence[Any]) -> Cal
     numbers = [e for e in estimates if _int_or_none(e) is not None]
     ratio = prompt / estimated if prompt is not None and estimated > 0 else None
     return CallFigures(estimated=estimated, prompt_tokens=prompt, completion_tokens=completion, ratio=ratio,
-                       per_message_sum=sum(numbers) if numbers else None)
+                       per_message_sum=sum(numbers) if numbers else None, usage=usage_figures(usage))
 
 
 def sent_messages(entries: Sequence[SentEntry]) -> list[SentMessage]:

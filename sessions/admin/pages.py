@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
+from context.request_diff import tools_changed
 from sessions.admin.audit import access_audit_write
 from sessions.admin.chart import ChartPoint, compaction_chart
 from sessions.admin.display import (
@@ -28,15 +29,14 @@ from sessions.admin.display import (
     CompactionFigures,
     EventRow,
     MessageView,
-    SentMessage,
     SentTool,
     call_figures,
     compaction_figures,
     message_view,
-    sent_messages,
     sent_tools,
     timeline,
 )
+from sessions.admin.inspector import CallChange, RepairView, SentLine, repair_views, sent_lines
 from sessions.admin.reads import (
     CALLS_PAGE,
     EVENTS_PAGE_DEFAULT,
@@ -45,10 +45,10 @@ from sessions.admin.reads import (
     records_count,
     records_more_after,
     records_previous_cursor,
-    run_calls,
     run_calls_overview,
     run_events,
     run_events_more_after,
+    session_calls,
     session_snapshots,
     session_sub_instances,
 )
@@ -58,7 +58,10 @@ from sessions.selectors import (
     RECORDS_PAGE_MAX,
     instance_in_session,
     model_call_entries,
+    model_call_last_before_run,
+    model_call_repairs,
     model_call_tools,
+    model_calls_previous,
     records_page,
 )
 from sessions.staff import staff_may_read
@@ -318,7 +321,9 @@ class CallDetail:
     call: ModelCall
     instance: str
     figures: CallFigures
-    messages: list[SentMessage]
+    change: CallChange
+    lines: list[SentLine]
+    repairs: list[RepairView]
     tools: list[SentTool]
 
 
@@ -326,9 +331,15 @@ def _instance_label(instance: Instance) -> str:
     return Instance.MAIN if instance.parent_id is None else f"sub-instance {instance.pk} ({instance.key})"
 
 
+def _call_url(call: ModelCall) -> str:
+    return admin_url("run_context", call.run_id, after=call.pk - 1 or None) + f"#call-{call.pk}"
+
+
 def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    """Exactly what each model call of a run received: messages with their estimates, the
-    tools, the provider's usage beside the estimate. Decrypted here, audited."""
+    """Exactly what each model call of a run received: messages with their estimates and
+    their changes since the previous call of the instance (first changed position: where a
+    prompt cache stops matching), the projector's repairs, the tools, the provider's usage
+    beside the estimate. Decrypted here — the previous calls compared with too — audited."""
     run: Run = _object_or_404(model_admin, request, object_id, ModelCall)
     form = CallsQuery(request.GET)
     if not form.is_valid():
@@ -339,20 +350,38 @@ def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) 
     ids = [call.pk for call in overview]
     summaries = [CallSummary(call=call, instance=_instance_label(call.instance),
                              figures=call_figures(estimated=call.estimated_tokens, usage=call.usage, estimates=()),
-                             url=admin_url("run_context", run.pk, after=call.pk - 1 or None) + f"#call-{call.pk}")
+                             url=_call_url(call))
                  for call in overview]
     page_ids = [call_id for call_id in ids if call_id > after][:CALLS_PAGE]
+    previous_of = model_calls_previous(calls=overview)
+    earlier: dict[int, ModelCall] = {}  # the first main-instance call of a purpose: the previous run's last
+    for call in overview:
+        if call.pk in page_ids and previous_of[call.pk] is None and call.instance.parent_id is None:
+            before = model_call_last_before_run(run=run, purpose=call.purpose)
+            if before is not None:
+                previous_of[call.pk], earlier[before.pk] = before.pk, before
+    compared = sorted({previous_of[pk] for pk in page_ids if previous_of[pk] is not None} - set(page_ids))
     with transaction.atomic():
         access_audit_write(user=request.user, what="context_inspector", session=run.session, run=run,
-                           detail={"after": after, "calls": page_ids})
+                           detail={"after": after, "calls": page_ids, "compared_with": compared})
+        loaded = {call.pk: call for call in session_calls(session=run.session, ids=[*page_ids, *compared])}
+        sent = {pk: (model_call_entries(call=call), model_call_tools(call=call)) for pk, call in loaded.items()}
         details = []
-        for call in run_calls(run=run, ids=page_ids):
-            entries = model_call_entries(call=call)
+        for pk in page_ids:
+            call = loaded[pk]
+            entries, tools = sent[pk]
+            before = previous_of[pk]
+            repairs = repair_views(model_call_repairs(call=call), record_url=lambda seq: records_url(
+                run.session_id, after=seq - 1, limit=1))
+            change, lines = sent_lines(entries, previous=sent[before][0] if before is not None else None,
+                                       previous_id=before, repairs=repairs,
+                                       previous_url=_call_url(earlier[before]) if before in earlier else None,
+                                       tools_differ=before is not None and tools_changed(sent[before][1], tools))
             details.append(CallDetail(
                 call=call, instance=_instance_label(call.instance),
                 figures=call_figures(estimated=call.estimated_tokens, usage=call.usage,
                                      estimates=[entry.estimated_tokens for entry in entries]),
-                messages=sent_messages(entries), tools=sent_tools(model_call_tools(call=call))))
+                change=change, lines=lines, repairs=repairs, tools=sent_tools(tools)))
     position = ids.index(page_ids[0]) if page_ids else len(ids)
     previous_start = max(0, position - CALLS_PAGE)
     more = bool(page_ids) and ids[-1] > page_ids[-1]

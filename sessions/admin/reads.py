@@ -84,7 +84,7 @@ def run_calls_overview(*, run: Run) -> list[ModelCall]:
                 .order_by("id"))
 
 
-def run_calls(*, run: Run, ids: list[int]) -> list[ModelCall]:
-    """The run's model calls ``ids`` with what each received (decrypts their requests)."""
-    return list(ModelCall.objects.filter(run=run, id__in=ids).select_related("instance")
+def session_calls(*, session: Session, ids: list[int]) -> list[ModelCall]:
+    """Model calls ``ids`` of any run of the session, with what each received (decrypts)."""
+    return list(ModelCall.objects.filter(run__session=session, id__in=ids).select_related("instance")
                 .defer("instance__frame").order_by("id"))

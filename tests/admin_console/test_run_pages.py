@@ -93,7 +93,7 @@ def test_the_inspector_shows_each_call_with_estimates_usage_and_their_ratio(cons
     assert f'id="call-{call.pk}"' in html and f'id="call-{summary.pk}"' in html
     audit = AccessAudit.objects.get()
     assert (audit.user, audit.what, audit.run) == (olivia, "context_inspector", story.first)
-    assert audit.detail == {"after": 0, "calls": [call.pk, summary.pk]}
+    assert audit.detail == {"after": 0, "calls": [call.pk, summary.pk], "compared_with": []}
 
 
 def test_an_estimate_well_below_the_providers_count_is_flagged(console, story):
@@ -115,6 +115,8 @@ def test_the_inspector_pages_through_calls_and_lists_them_all(console, story):
     assert 'rel="prev"' in second
     assert [a.detail["calls"] for a in AccessAudit.objects.order_by("id")] == \
         [[c.pk for c in calls[:5]], [c.pk for c in calls[5:]]]
+    # The second page compares its first call with the last of the first page: read, so audited.
+    assert [a.detail["compared_with"] for a in AccessAudit.objects.order_by("id")] == [[], [calls[4].pk]]
 
 
 def test_a_run_without_calls_or_events_still_renders_and_is_audited(console, story):
