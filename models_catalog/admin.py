@@ -18,7 +18,7 @@ from agentloom.errors import DomainError
 from context import Calibration
 from models_catalog.discovery import server_context_label
 from models_catalog.forms import DiscoverForm, ModelConnectionAdminForm
-from models_catalog.models import ModelConnection
+from models_catalog.models import ModelConnection, ModelPrice
 from models_catalog.selectors import connection_stored_key_for_discovery
 from models_catalog.serializers import discovery_data
 from models_catalog.services import connection_create, connection_update, models_discover
@@ -171,3 +171,18 @@ def exceeds_warning(connection: ModelConnection) -> str:
         "the server refuses a longer prompt or, like Ollama, silently drops its start. To use more, raise the "
         "server's context (Ollama: num_ctx or OLLAMA_CONTEXT_LENGTH; llama.cpp: --ctx-size) and discover again."
     )
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Prices per million tokens: with one, the usage page of an agent version shows cost."""
+
+    list_display = ["model", "provider", "input_per_million", "cached_input_per_million", "cache_write_per_million",
+                    "output_per_million", "currency", "updated_at"]
+    list_filter = ["provider", "currency"]
+    search_fields = ["model"]
+    fieldsets = [
+        (None, {"fields": ["provider", "model"]}),
+        ("Price per million tokens", {"fields": ["input_per_million", "cached_input_per_million",
+                                                 "cache_write_per_million", "output_per_million", "currency"]}),
+    ]

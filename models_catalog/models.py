@@ -1,6 +1,7 @@
 """Model connections: a provider endpoint, its encrypted key and its window figures (SPEC §2, §8)."""
 from __future__ import annotations
 
+from django.core.validators import MinValueValidator
 from django.db import models
 from django_cryptography.fields import encrypt
 
@@ -111,3 +112,37 @@ def api_key_hint(key: str) -> str:
     if len(key) <= 8:
         return "…" + key[-2:]
     return f"{key[:3]}…{key[-4:]}"
+
+
+class ModelPrice(models.Model):
+    """What a model's tokens cost, per million, as an admin enters it: the usage page of an
+    agent version shows cost from these (tokens only for a model without a price).
+
+    Matched to model calls by provider and model id exactly as the calls record them.
+    Cached input and cache writes cost the input price unless a price of their own is set
+    (OpenAI bills cache reads at a discount; Anthropic also bills cache writes higher).
+    """
+
+    provider = models.CharField(max_length=32, choices=Provider.choices)
+    model = models.CharField(max_length=200, help_text="The model id the calls record, e.g. gpt-4o-mini.")
+    currency = models.CharField(max_length=8, default="USD", help_text="A label shown beside the amounts.")
+    input_per_million = models.DecimalField(
+        "input", max_digits=12, decimal_places=6, validators=[MinValueValidator(0)],
+        help_text="Price of a million uncached input tokens.")
+    cached_input_per_million = models.DecimalField(
+        "cached input", max_digits=12, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="A million input tokens read from the provider's prompt cache. Empty: the input price.")
+    cache_write_per_million = models.DecimalField(
+        "cache write", max_digits=12, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="A million input tokens written to the prompt cache (Anthropic). Empty: the input price.")
+    output_per_million = models.DecimalField(
+        "output", max_digits=12, decimal_places=6, validators=[MinValueValidator(0)],
+        help_text="Price of a million output tokens.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["provider", "model"]
+        constraints = [models.UniqueConstraint(fields=["provider", "model"], name="modelprice_unique_model")]
+
+    def __str__(self) -> str:
+        return f"{self.get_provider_display()}: {self.model}"

@@ -9,9 +9,10 @@ of a space has no API reach into it (the admin console is the operator's tool).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from agentloom.api.fields import id_from_text
 from agentloom.errors import Forbidden, NotFound, ValidationFailed
@@ -19,7 +20,7 @@ from agentloom.spaces.models import Membership
 from agentloom.spaces.selectors import space_get_for_admin, space_require_admin, user_administers_a_space
 from models_catalog.errors import ProviderError
 from models_catalog.manifest import normalise_base_url
-from models_catalog.models import ModelConnection
+from models_catalog.models import ModelConnection, ModelPrice
 from models_catalog.providers import get_provider
 
 # --- connections ----------------------------------------------------------------------
@@ -125,3 +126,17 @@ def discovery_key_for_user(
     elif not user_administers_a_space(user=user):
         raise Forbidden("Only space admins can discover models.")
     return api_key
+
+
+# --- prices ---------------------------------------------------------------------------
+
+
+def model_prices(*, models: Iterable[tuple[str, str]]) -> dict[tuple[str, str], ModelPrice]:
+    """The admin-set price of each ``(provider, model)`` that has one (one query)."""
+    wanted = set(models)
+    if not wanted:
+        return {}
+    match = Q()
+    for provider, model in wanted:
+        match |= Q(provider=provider, model=model)
+    return {(price.provider, price.model): price for price in ModelPrice.objects.filter(match)}

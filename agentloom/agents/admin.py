@@ -1,11 +1,19 @@
-"""Agents and versions in the admin console (SPEC §10): drafts with the CTX-20 policy as
-separate validated inputs, the budget they imply, a Publish action; versions read-only."""
+"""Agents and versions in the admin console (SPEC §10): drafts with the CTX-20 policy and
+the run limits as separate validated inputs, the budget they imply, a Publish action;
+versions read-only, with the console pages other apps add to them (the usage page)."""
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 
 from django.contrib import admin, messages
 from django.db.models import Max
+from django.http import HttpRequest, HttpResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
 
-from agentloom.agents.forms import AgentAdminForm, POLICY_FIELDS
+from agentloom.agents.forms import LIMIT_FIELDS, POLICY_FIELDS, AgentAdminForm
 from agentloom.agents.models import Agent, AgentVersion
 from agentloom.agents.selectors import agent_budget, version_budget
 from agentloom.agents.services import agent_draft_create, agent_publish, agent_update
@@ -32,12 +40,13 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ["name"]
     list_filter = ["space"]
     actions = ["publish"]
-    readonly_fields = ["budget_figures", "created_by", "created_at", "updated_at"]
+    readonly_fields = ["budget_figures", "versions_pages", "created_by", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["space", "name", "instructions", "model_connection", "tools"]}),
-        ("Context policy (CTX-20)", {"fields": [*POLICY_FIELDS, "budget_figures"]}),
-        ("Run limits", {"fields": ["limits", "verify_before_complete"]}),
+        ("Context policy", {"fields": [*POLICY_FIELDS, "budget_figures"]}),
+        ("Run limits", {"fields": [*LIMIT_FIELDS, "verify_before_complete"]}),
         ("Storage", {"fields": ["call_log_retention_days"]}),
+        ("Published versions", {"fields": ["versions_pages"]}),
         ("Record", {"fields": ["created_by", "created_at", "updated_at"], "classes": ["collapse"]}),
     ]
 
@@ -56,11 +65,22 @@ class AgentAdmin(admin.ModelAdmin):
     class Media:
         js = ["agentloom/admin/agent_budget.js"]
 
-    @admin.display(description="Budget (CTX-21)")
+    @admin.display(description="Published versions")
+    def versions_pages(self, obj: Agent) -> str:
+        """Each published version with its console pages (usage and cost)."""
+        versions = list(obj.versions.only("id", "version", "published_at")) if obj.pk else []
+        if not versions:
+            return "None yet: publish the agent to make its first version."
+        return format_html_join(
+            "", '<p class="version-pages"><a href="{}">v{}</a> ({}) · {}</p>',
+            ((reverse("admin:agents_agentversion_change", args=[v.pk]), v.version, f"{v.published_at:%Y-%m-%d}",
+              version_page_links(v.pk)) for v in versions))
+
+    @admin.display(description="Budget")
     def budget_figures(self, obj: Agent) -> str:
         """What the draft's policy means in tokens with its connection's figures; the
         script recomputes it live as the connection or the ratios change."""
-        from django.utils.html import format_html, json_script
+        from django.utils.html import json_script
 
         from models_catalog.models import ModelConnection
 
@@ -94,14 +114,52 @@ class AgentAdmin(admin.ModelAdmin):
                 self.message_user(request, f"Published {agent.name} v{version.version}.", messages.SUCCESS)
 
 
+@dataclass(frozen=True)
+class VersionPage:
+    """A console page of a version that another app serves (``view(model_admin, request,
+    object_id)``), at ``<version id>/<suffix>/`` named ``agents_agentversion_<name>``."""
+
+    suffix: str
+    name: str
+    label: str
+    view: Callable[..., HttpResponse]
+    linked: bool = True  # listed with the version's links (a download beside its page is not)
+
+
+# Filled by the apps above this one when their admin loads (the sessions console adds the
+# usage page): the agents app cannot import them, the import floors point the other way.
+VERSION_PAGES: list[VersionPage] = []
+
+
+def version_page_links(version_id: int) -> str:
+    pages = [page for page in VERSION_PAGES if page.linked]
+    if not pages:
+        return "-"
+    return format_html_join(" · ", '<a href="{}">{}</a>', (
+        (reverse(f"admin:agents_agentversion_{page.name}", args=[version_id]), page.label) for page in pages))
+
+
 @admin.register(AgentVersion)
 class AgentVersionAdmin(admin.ModelAdmin):
     """Published versions are read-only: they are frozen by design (RUN-4)."""
 
-    list_display = ["name", "version", "agent", "model", "context_window", "budget_figures", "published_at"]
-    readonly_fields = ["budget_figures"]
+    list_display = ["name", "version", "agent", "model", "context_window", "budget_figures", "published_at", "pages"]
+    readonly_fields = ["budget_figures", "pages"]
     list_select_related = ["agent"]
     list_filter = ["agent__space"]
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        pages = [path(f"<path:object_id>/{page.suffix}/", wrap(partial(self._page, page.view)),
+                      name=f"agents_agentversion_{page.name}") for page in VERSION_PAGES]
+        return [*pages, *super().get_urls()]
+
+    def _page(self, view: Callable[..., HttpResponse], request: HttpRequest, object_id: str) -> HttpResponse:
+        return view(self, request, object_id)
+
+    @admin.display(description="Console")
+    def pages(self, obj: AgentVersion) -> str:
+        return version_page_links(obj.pk) if obj.pk else "-"
 
     def has_add_permission(self, request) -> bool:
         return False

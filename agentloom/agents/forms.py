@@ -1,8 +1,8 @@
-"""Admin console form for agent drafts (SPEC §10, CTX-20).
+"""Admin console form for agent drafts (SPEC §10, CTX-20, LOOP-2).
 
-The context policy is five separate inputs, so a bad value is reported on the input
-that holds it; the rules are the agent services' (``agent_draft_validate``), the same
-the API applies.
+The context policy is five separate inputs and the run limits four, so a bad value is
+reported on the input that holds it; the rules are the agent services'
+(``agent_draft_validate``), the same the API applies.
 """
 from __future__ import annotations
 
@@ -12,14 +12,28 @@ from django import forms
 
 from agentloom.agents.models import Agent
 from agentloom.agents.tool_registry import tool_names_available
-from agentloom.agents.services import agent_draft_validate, context_policy_normalize
+from agentloom.agents.services import LIMIT_KEYS, MAX_LIMIT, agent_draft_validate, context_policy_normalize
 from agentloom.errors import ValidationFailed
 from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
 from models_catalog.models import ModelConnection
 
 POLICY_FIELDS = ("context_ratio", "target_ratio", "user_turns", "model_steps", "max_compaction_calls")
-DRAFT_FORM_FIELDS = ("name", "instructions", "model_connection", "tools", "limits", "verify_before_complete",
+LIMIT_FIELDS = LIMIT_KEYS  # max_model_calls, max_tool_calls, max_wall_seconds, max_depth
+LIMIT_HELP = {
+    "max_model_calls": "Model calls one run may make (summary calls included).",
+    "max_tool_calls": "Tool calls one run may make.",
+    "max_wall_seconds": "Seconds one run may work before it stops.",
+    "max_depth": "How deep delegation to sub-agents may nest.",
+}
+DRAFT_FORM_FIELDS = ("name", "instructions", "model_connection", "tools", "verify_before_complete",
                      "call_log_retention_days")
+
+
+def _limit_input(name: str) -> forms.IntegerField:
+    # No bounds here: the service's rule (1 to MAX_LIMIT) gives the message, as in the API.
+    return forms.IntegerField(required=False, label=name.removeprefix("max_").replace("_", " ").capitalize(),
+                              help_text=f"{LIMIT_HELP[name]} Empty: the platform default.",
+                              widget=forms.NumberInput(attrs={"min": 1, "max": MAX_LIMIT, "step": 1}))
 
 
 class AgentAdminForm(forms.ModelForm):
@@ -37,9 +51,14 @@ class AgentAdminForm(forms.ModelForm):
         initial=POLICY_DEFAULTS["max_compaction_calls"], help_text=f"Summary calls per compaction, 1 to {MAX_COMPACTION_CALLS}."
     )
 
+    max_model_calls = _limit_input("max_model_calls")
+    max_tool_calls = _limit_input("max_tool_calls")
+    max_wall_seconds = _limit_input("max_wall_seconds")
+    max_depth = _limit_input("max_depth")
+
     class Meta:
         model = Agent
-        fields = ["space", "name", "instructions", "model_connection", "limits", "verify_before_complete",
+        fields = ["space", "name", "instructions", "model_connection", "verify_before_complete",
                   "call_log_retention_days"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -58,6 +77,9 @@ class AgentAdminForm(forms.ModelForm):
                 policy = dict(self.instance.context_policy or {})
             for name in POLICY_FIELDS:
                 self.initial[name] = policy.get(name)
+            limits = self.instance.limits if isinstance(self.instance.limits, dict) else {}
+            for name in LIMIT_FIELDS:
+                self.initial[name] = limits.get(name)
 
     def space_id(self) -> int | None:
         if self.instance.pk:
@@ -71,6 +93,8 @@ class AgentAdminForm(forms.ModelForm):
         data = {name: cleaned.get(name) for name in DRAFT_FORM_FIELDS if name in self.fields}
         data["tools"] = list(cleaned.get("tools") or [])
         data["context_policy"] = {name: cleaned.get(name) for name in POLICY_FIELDS}
+        # Empty inputs are left out: absent means the platform default (LOOP-2).
+        data["limits"] = {name: cleaned[name] for name in LIMIT_FIELDS if cleaned.get(name) is not None}
         return data
 
     def clean(self) -> dict[str, Any]:
@@ -82,6 +106,8 @@ class AgentAdminForm(forms.ModelForm):
                                  data=self.service_data())
         except ValidationFailed as exc:
             for name, message in exc.fields.items():
-                field = name.split(".", 1)[1] if name.startswith("context_policy.") else name.split(".", 1)[0]
+                # context_policy.target_ratio and limits.max_depth are inputs of their own.
+                section, _, rest = name.partition(".")
+                field = rest if section in ("context_policy", "limits") and rest else section
                 self.add_error(field if field in self.fields else None, message)
         return cleaned

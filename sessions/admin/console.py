@@ -13,8 +13,9 @@ from django.http import HttpRequest
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from agentloom.agents.admin import VERSION_PAGES, VersionPage
 from agentloom.errors import DomainError
-from sessions.admin import pages
+from sessions.admin import pages, usage
 from sessions.admin.display import call_figures, compaction_figures
 from sessions.models import (
     AccessAudit,
@@ -30,6 +31,11 @@ from sessions.models import (
 from sessions.services.dispatch import compaction_dispatch_on_commit
 from sessions.services.history import compaction_request
 from sessions.services.runs import run_cancel, run_resume
+
+# An agent version's usage page and its CSV, served at the version's own admin URLs.
+VERSION_PAGES.extend([VersionPage(suffix="usage", name="usage", label="Usage and cost", view=usage.usage_view),
+                      VersionPage(suffix="usage/csv", name="usage_csv", label="Usage CSV", view=usage.usage_csv_view,
+                                  linked=False)])
 
 
 def _links(*pairs: tuple[str, str]) -> str:
@@ -120,7 +126,7 @@ class SessionAdmin(admin.ModelAdmin):
         return _links((pages.records_url(obj.pk), "Records"),
                       (pages.admin_url("session_compactions", obj.pk), "Compactions"))
 
-    @admin.action(description="Compact now (manual compaction, CTX-43)", permissions=["change"])
+    @admin.action(description="Compact now (summarize the earlier history)", permissions=["change"])
     def compact_now(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
         for session in queryset:
             try:
@@ -188,14 +194,14 @@ class RunAdmin(ReadOnlyAdmin):
                       (pages.admin_url("run_context", obj.pk), "Context inspector"),
                       (pages.records_url(obj.session_id), "Session records"))
 
-    @admin.action(description="Stop the selected runs (LOOP-7)", permissions=["operate"])
+    @admin.action(description="Stop the selected runs", permissions=["operate"])
     def stop_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         for run in queryset.filter(status__in=Run.ACTIVE_STATUSES):
             run = run_cancel(run=run)
             self.message_user(request, f"Run {run.pk}: {run.status}"
                               f"{' (stop requested)' if run.cancel_requested else ''}.", messages.SUCCESS)
 
-    @admin.action(description="Resume the selected runs (RUN-4)", permissions=["operate"])
+    @admin.action(description="Resume the selected runs", permissions=["operate"])
     def resume_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         for run in queryset:
             try:
@@ -309,7 +315,7 @@ class ModelCallAdmin(ReadOnlyAdmin):
         value = call_figures(estimated=obj.estimated_tokens, usage=obj.usage, estimates=()).prompt_tokens
         return "-" if value is None else value
 
-    @admin.display(description="Provider / estimate (CTX-25)")
+    @admin.display(description="Provider / estimate")
     def ratio(self, obj: ModelCall) -> str:
         ratio = call_figures(estimated=obj.estimated_tokens, usage=obj.usage, estimates=()).ratio
         return "-" if ratio is None else f"{ratio:.2f}×"

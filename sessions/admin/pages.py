@@ -83,7 +83,7 @@ def records_url(session_id: int, *, after: int | None = None, limit: int | None 
     return admin_url("session_records", session_id, after=after, limit=limit, instance=instance)
 
 
-def _object_or_404(model_admin: ModelAdmin, request: HttpRequest, object_id: str, content_model: type) -> Any:
+def object_or_404(model_admin: ModelAdmin, request: HttpRequest, object_id: str, content_model: type) -> Any:
     """The row, when the staff user may view it and the encrypted content kind behind it."""
     obj = model_admin.get_object(request, object_id)
     if obj is None:
@@ -93,7 +93,7 @@ def _object_or_404(model_admin: ModelAdmin, request: HttpRequest, object_id: str
     return obj
 
 
-def _render(model_admin: ModelAdmin, request: HttpRequest, template: str, obj: Any, title: str,
+def render_page(model_admin: ModelAdmin, request: HttpRequest, template: str, obj: Any, title: str,
             context: dict[str, Any], *, status: int = 200) -> HttpResponse:
     opts = model_admin.opts
     base = {
@@ -108,7 +108,7 @@ def _render(model_admin: ModelAdmin, request: HttpRequest, template: str, obj: A
     return TemplateResponse(request, f"{TEMPLATES}/{template}", {**base, **context}, status=status)
 
 
-def _first_error(form: forms.Form) -> str:
+def first_error(form: forms.Form) -> str:
     for field, errors in form.errors.items():
         return f"{field}: {errors[0]}"
     return ""
@@ -152,15 +152,15 @@ class RecordItem:
 
 def records_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     """A session's records page by page (RUN-11 semantics), decrypted here, audited."""
-    session: Session = _object_or_404(model_admin, request, object_id, SessionMessage)
+    session: Session = object_or_404(model_admin, request, object_id, SessionMessage)
     subs = session_sub_instances(session=session)
     form = RecordsQuery(request.GET, session=session)
     context: dict[str, Any] = {"form": form, "sub_instances": subs, "limits": PAGE_SIZES}
     if not form.is_valid():
         # Nothing decrypted, so nothing to audit: the filter form says what to fix.
-        context.update(error=_first_error(form), instance_value=request.GET.get("instance", ""),
+        context.update(error=first_error(form), instance_value=request.GET.get("instance", ""),
                        limit_value=RECORDS_PAGE_DEFAULT)
-        return _render(model_admin, request, "session/records.html", session, "Records", context, status=400)
+        return render_page(model_admin, request, "session/records.html", session, "Records", context, status=400)
     after, limit = form.cleaned_data["after"], form.cleaned_data["limit"]
     instance = form.cleaned_data["instance"]
     with transaction.atomic():
@@ -183,7 +183,7 @@ def records_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) 
                       if previous is not None else None),
         first_url=records_url(session.pk, limit=limit, instance=instance) if after else None,
     )
-    return _render(model_admin, request, "session/records.html", session, "Records", context)
+    return render_page(model_admin, request, "session/records.html", session, "Records", context)
 
 
 # --- Compactions (CTX-41) ----------------------------------------------------------------------
@@ -219,7 +219,7 @@ def compactions_view(model_admin: ModelAdmin, request: HttpRequest, object_id: s
     Reads only plain columns (metrics, seqs): nothing decrypted, so nothing audited here;
     the record links lead to the audited records page.
     """
-    session: Session = _object_or_404(model_admin, request, object_id, CompactionSnapshot)
+    session: Session = object_or_404(model_admin, request, object_id, CompactionSnapshot)
     snapshots = session_snapshots(session=session)
     summaries = compaction_summary_seqs(session=session)
     rows, points = [], []
@@ -242,7 +242,7 @@ def compactions_view(model_admin: ModelAdmin, request: HttpRequest, object_id: s
                                  before=figures.tokens_before, after=figures.tokens_after,
                                  threshold=figures.threshold, target=figures.target))
     context = {"rows": rows, "chart": mark_safe(compaction_chart(points))}  # every text escaped by chart.py
-    return _render(model_admin, request, "session/compactions.html", session, "Compactions", context)
+    return render_page(model_admin, request, "session/compactions.html", session, "Compactions", context)
 
 
 # --- Event timeline (LOOP-5) -------------------------------------------------------------------
@@ -274,11 +274,11 @@ def _offset(seconds: float) -> str:
 
 def events_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     """A run's events in seq order, deltas folded into their text; decrypted here, audited."""
-    run: Run = _object_or_404(model_admin, request, object_id, RunEvent)
+    run: Run = object_or_404(model_admin, request, object_id, RunEvent)
     form = EventsQuery(request.GET)
     if not form.is_valid():
-        return _render(model_admin, request, "run/events.html", run, "Event timeline",
-                       {"error": _first_error(form)}, status=400)
+        return render_page(model_admin, request, "run/events.html", run, "Event timeline",
+                       {"error": first_error(form)}, status=400)
     after, limit = form.cleaned_data["after"], form.cleaned_data["limit"]
     with transaction.atomic():
         access_audit_write(user=request.user, what="events", session=run.session, run=run,
@@ -295,7 +295,7 @@ def events_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -
         if more else None,
         "first_url": admin_url("run_events", run.pk) if after else None,
     }
-    return _render(model_admin, request, "run/events.html", run, "Event timeline", context)
+    return render_page(model_admin, request, "run/events.html", run, "Event timeline", context)
 
 
 # --- Context inspector (CTX-25) ----------------------------------------------------------------
@@ -340,11 +340,11 @@ def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) 
     their changes since the previous call of the instance (first changed position: where a
     prompt cache stops matching), the projector's repairs, the tools, the provider's usage
     beside the estimate. Decrypted here — the previous calls compared with too — audited."""
-    run: Run = _object_or_404(model_admin, request, object_id, ModelCall)
+    run: Run = object_or_404(model_admin, request, object_id, ModelCall)
     form = CallsQuery(request.GET)
     if not form.is_valid():
-        return _render(model_admin, request, "run/context.html", run, "Context inspector",
-                       {"error": _first_error(form)}, status=400)
+        return render_page(model_admin, request, "run/context.html", run, "Context inspector",
+                       {"error": first_error(form)}, status=400)
     after = form.cleaned_data["after"]
     overview = run_calls_overview(run=run)
     ids = [call.pk for call in overview]
@@ -391,4 +391,4 @@ def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) 
         "previous_url": (admin_url("run_context", run.pk, after=ids[previous_start - 1] if previous_start else None)
                          if position > 0 else None),
     }
-    return _render(model_admin, request, "run/context.html", run, "Context inspector", context)
+    return render_page(model_admin, request, "run/context.html", run, "Context inspector", context)
