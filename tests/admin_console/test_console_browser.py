@@ -14,6 +14,7 @@ import pytest
 
 from tests.admin_console.conftest import SECRET, compaction, model_call
 from tests.browser.conftest import browser  # noqa: F401  (the shared browser fixture)
+from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))"
@@ -110,3 +111,51 @@ def test_an_operator_pages_through_500_records_and_every_console_page_is_inert(
     assert AccessAudit.objects.filter(user=olivia, what="records").count() == 7
     assert AccessAudit.objects.filter(what="events").count() == 1
     assert AccessAudit.objects.filter(what="context_inspector").count() == 1
+
+
+def test_the_inspector_highlights_where_a_call_first_differs_from_the_previous_one(
+        chromium_page, live_server_url, fake_session, strict, olivia):
+    import json
+
+    from agentloom.runloop.loop import run_execute
+    from sessions.models import ModelCall
+    from sessions.services.history import question_ask
+    from tests.fakes.fake_provider import chat_stream, sequence
+
+    strict.handler = sequence(
+        chat_stream(tool_calls=[{"id": "call_a", "name": "calculator", "arguments": json.dumps({"expression": "6*7"})}],
+                    usage={"prompt_tokens": 120, "completion_tokens": 9}),
+        chat_stream(["It is 42."], usage={"prompt_tokens": 180, "completion_tokens": 5,
+                                          "prompt_tokens_details": {"cached_tokens": 128}}))
+    session = fake_session()
+    run = question_ask(session=session, content="What is 6*7?")
+    run_execute(run_id=run.pk)
+    first, second = ModelCall.objects.filter(run=run).order_by("id")
+    page, base = chromium_page, live_server_url
+
+    page.goto(f"{base}/admin/login/?next=/admin/agent_sessions/run/{run.pk}/change/")
+    page.get_by_label("Username").fill("olivia")
+    page.get_by_label("Password").fill("olivia-password-1")
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("link", name="Context inspector").first.click()
+    detail = page.locator(f"#call-{second.pk}")
+    detail.get_by_text("First changed position: 2").wait_for()
+    highlighted = detail.locator("tr.first-change")
+    assert highlighted.count() == 1 and highlighted.get_attribute("id") == f"call-{second.pk}-m2"
+    assert "first change" in highlighted.inner_text() and "new" in highlighted.inner_text()
+    # Highlighted for the eye, not only in the markup: its cells differ from an unchanged row's.
+    background = "row => getComputedStyle(row.querySelector('td')).backgroundColor"
+    kept = detail.locator(f"#call-{second.pk}-m1")
+    assert highlighted.evaluate(background) != kept.evaluate(background)
+    assert detail.locator("dd[data-usage=cache_read]").inner_text().startswith("128")
+    highlighted.scroll_into_view_if_needed()
+    shoot(page, "inspector-diff")
+    # The earlier call is one click away.
+    detail.get_by_role("link", name=f"call #{first.pk}").click()
+    page.wait_for_url(re.compile(rf"#call-{first.pk}$"))
+
+    page.goto(f"{base}/admin/agents/agentversion/{session.version_id}/change/")
+    page.get_by_role("link", name="Usage and cost").first.click()
+    page.locator("svg.usage-chart").wait_for()
+    assert page.locator("#totals tr[data-row=all] td[data-figure=cache_read]").inner_text() == "128"
+    shoot(page, "usage")

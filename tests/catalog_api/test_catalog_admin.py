@@ -108,8 +108,9 @@ def test_cat2_a_connection_added_in_the_console_with_typed_figures_is_manual(ope
 
 def agent_form(space, connection, **overrides):
     return {"space": space.pk, "name": "Console agent", "instructions": "Hi.", "model_connection": connection.pk,
-            "tools": ["calculator"], "limits": "{}", "context_ratio": "0.8", "target_ratio": "0.6",
-            "user_turns": "", "model_steps": "", "max_compaction_calls": "4", **overrides}
+            "tools": ["calculator"], "context_ratio": "0.8", "target_ratio": "0.6",
+            "user_turns": "", "model_steps": "", "max_compaction_calls": "4", "max_model_calls": "",
+            "max_tool_calls": "", "max_wall_seconds": "", "max_depth": "", **overrides}
 
 
 @pytest.mark.parametrize(("overrides", "field"), [
@@ -118,13 +119,43 @@ def agent_form(space, connection, **overrides):
     ({"user_turns": "0"}, "user_turns"),
     ({"model_steps": "-2"}, "model_steps"),
     ({"max_compaction_calls": "17"}, "max_compaction_calls"),
-    ({"limits": '{"max_depth": 0}'}, "limits"),
+    ({"max_depth": "0"}, "max_depth"),
+    ({"max_model_calls": "1000001"}, "max_model_calls"),
+    ({"max_wall_seconds": "-5"}, "max_wall_seconds"),
+    ({"max_tool_calls": "ten"}, "max_tool_calls"),
 ])
 def test_ctx20_the_agent_form_puts_each_policy_error_on_its_field(operator, space, demo_connection, overrides, field):
     page = operator.post(f"{AGENTS}add/", agent_form(space, demo_connection, **overrides))
     assert page.status_code == 200
     assert field in page.context["adminform"].form.errors
     assert not Agent.objects.exists()
+
+
+def test_loop2_each_run_limit_is_its_own_input_refused_with_the_apis_own_words(operator, api, alice, space,
+                                                                              demo_connection):
+    page = operator.post(f"{AGENTS}add/", agent_form(space, demo_connection, max_depth="0", max_tool_calls="7"))
+    errors = page.context["adminform"].form.errors
+    assert list(errors) == ["max_depth"]
+    refused = api(alice).post("/api/v1/agents", {"name": "Researcher", "model_connection": demo_connection.pk,
+                                                 "limits": {"max_depth": 0}}, format="json")
+    assert errors["max_depth"] == [refused.json()["error"]["fields"]["limits.max_depth"]]
+    assert 'name="max_depth" value="0"' in page.content.decode()  # what was typed stays
+    assert not Agent.objects.exists()
+
+
+def test_loop2_run_limits_are_saved_as_numbers_and_an_empty_one_keeps_the_default(operator, space, demo_connection):
+    response = operator.post(f"{AGENTS}add/", agent_form(space, demo_connection, max_model_calls="40",
+                                                         max_wall_seconds="600"))
+    assert response.status_code == 302
+    agent = Agent.objects.get()
+    assert agent.limits == {"max_model_calls": 40, "max_wall_seconds": 600}
+    page = operator.get(f"{AGENTS}{agent.pk}/change/").content.decode()
+    assert 'name="max_model_calls" value="40"' in page and 'name="max_wall_seconds" value="600"' in page
+    assert 'name="limits"' not in page  # no raw JSON box
+    response = operator.post(f"{AGENTS}{agent.pk}/change/", agent_form(space, demo_connection, max_model_calls="40"))
+    assert response.status_code == 302
+    agent.refresh_from_db()
+    assert agent.limits == {"max_model_calls": 40}
 
 
 def test_ctx20_an_agent_saved_in_the_console_carries_the_whole_policy_and_shows_its_budget(operator, space,
