@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from html import escape
-from typing import Sequence
+from typing import Callable, Sequence
 
 WIDTH, HEIGHT = 760, 280
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 34, 46
@@ -58,6 +58,27 @@ def tokens_label(value: float) -> str:
     return f"{value:.0f}"
 
 
+def token_scale(top_value: float) -> tuple[Callable[[float], float], list[str]]:
+    """The y scale of a tokens chart of this size, from 0 to a round value above
+    ``top_value``: the y of a value, and the grid, its labels and the baseline as markup."""
+    step = nice_step(top_value or 1)
+    y_max = math.ceil((top_value or 1) / step) * step
+    plot_h = HEIGHT - TOP - BOTTOM
+
+    def y_at(value: float) -> float:
+        return TOP + plot_h - (value / y_max) * plot_h
+
+    marks = []
+    tick = 0.0
+    while tick <= y_max + step / 2:
+        y = y_at(tick)
+        marks.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>')
+        marks.append(f'<text x="{LEFT - 8}" y="{y + 4:.1f}" text-anchor="end">{tokens_label(tick)}</text>')
+        tick += step
+    marks.append(f'<line class="baseline" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{TOP + plot_h}" y2="{TOP + plot_h}"/>')
+    return y_at, marks
+
+
 def _runs(points: Sequence[tuple[float, float] | None]) -> list[list[tuple[float, float]]]:
     """Split a series at missing values, so a gap is never drawn as a straight line."""
     runs: list[list[tuple[float, float]]] = [[]]
@@ -80,17 +101,12 @@ def compaction_chart(points: Sequence[ChartPoint], *, title: str = "Tokens at ea
     if not points:
         return ""
     values = [v for p in points for v in (p.before, p.after, p.threshold, p.target) if v is not None]
-    top_value = max(values, default=0) or 1
-    step = nice_step(top_value)
-    y_max = math.ceil(top_value / step) * step
+    y_at, axis = token_scale(max(values, default=0))
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     slot = plot_w / len(points)
 
     def x_at(index: int) -> float:
         return LEFT + slot * (index + 0.5)
-
-    def y_at(value: float) -> float:
-        return TOP + plot_h - (value / y_max) * plot_h
 
     out = [
         f'<svg class="compaction-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
@@ -101,13 +117,7 @@ def compaction_chart(points: Sequence[ChartPoint], *, title: str = "Tokens at ea
     ]
     # Grid and y axis.
     out.append('<g class="axis">')
-    tick = 0.0
-    while tick <= y_max + step / 2:
-        y = y_at(tick)
-        out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>')
-        out.append(f'<text x="{LEFT - 8}" y="{y + 4:.1f}" text-anchor="end">{tokens_label(tick)}</text>')
-        tick += step
-    out.append(f'<line class="baseline" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{TOP + plot_h}" y2="{TOP + plot_h}"/>')
+    out.extend(axis)
     # X labels: every point when few, else about ten, always the first and the last.
     every = max(1, math.ceil(len(points) / 10))
     for index, point in enumerate(points):

@@ -13,10 +13,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Sequence
 
-from sessions.admin.chart import nice_step, tokens_label
-
-WIDTH, HEIGHT = 760, 280
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 34, 46
+from sessions.admin.chart import BOTTOM, HEIGHT, LEFT, RIGHT, TOP, WIDTH, token_scale
 
 # (figure, legend) from the bottom of a bar up.
 LAYERS = (
@@ -46,15 +43,10 @@ def usage_chart(bars: Sequence[UsageBar], *, title: str = "Tokens per period") -
     """The chart's SVG markup; an empty string when there is nothing to draw."""
     if not bars:
         return ""
-    top_value = max(bar.total for bar in bars) or 1
-    step = nice_step(top_value)
-    y_max = math.ceil(top_value / step) * step
+    y_at, axis = token_scale(max(bar.total for bar in bars))
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     slot = plot_w / len(bars)
     width = max(2.0, min(48.0, slot * 0.7))
-
-    def y_at(value: float) -> float:
-        return TOP + plot_h - (value / y_max) * plot_h
 
     out = [
         f'<svg class="usage-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
@@ -64,14 +56,8 @@ def usage_chart(bars: Sequence[UsageBar], *, title: str = "Tokens per period") -
         f'asked in each, stacked: uncached input, cache read, cache written, output. The table below has every '
         f'figure.</desc>',
         '<g class="axis">',
+        *axis,
     ]
-    tick = 0.0
-    while tick <= y_max + step / 2:
-        y = y_at(tick)
-        out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>')
-        out.append(f'<text x="{LEFT - 8}" y="{y + 4:.1f}" text-anchor="end">{tokens_label(tick)}</text>')
-        tick += step
-    out.append(f'<line class="baseline" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{TOP + plot_h}" y2="{TOP + plot_h}"/>')
     every = max(1, math.ceil(len(bars) / 8))
     for index, bar in enumerate(bars):
         if index % every == 0 or index == len(bars) - 1:
