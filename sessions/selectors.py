@@ -275,16 +275,6 @@ def model_call_tools(*, call: ModelCall) -> list[dict[str, Any]]:
     return [tool for tool in tools or [] if isinstance(tool, dict)]
 
 
-def model_call_repairs(*, call: ModelCall) -> list[dict[str, Any]]:
-    """What the projector repaired for this call's request, each with its reason
-    (``{"kind", "reason", "seq", "position", "call_id"?}``); calls logged before requests
-    were stored by reference carry none."""
-    stored = call.request if isinstance(call.request, dict) else {}
-    if stored.get("v") != 2:
-        return []
-    return list(stored.get("repairs") or [])
-
-
 def model_calls_previous(*, calls: Sequence[ModelCall]) -> dict[int, int | None]:
     """For each call, the call before it of the same instance and purpose among ``calls``
     (a run's calls in id order): what the inspector compares it with. Nothing is read."""

@@ -19,6 +19,7 @@ from sessions.services.model_calls import model_call_close, model_call_open
 from sessions.services.records import record_append
 from sessions.models import RunEvent
 from sessions.services.runs import run_finish
+from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401  (runs by the real loop)
 from tests.sessions.helpers import answer, call_tool, claim, tool_result
 
 SECRET = "The vault code is 7-4-1-9"  # only ever readable decrypted

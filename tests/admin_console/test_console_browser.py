@@ -14,7 +14,6 @@ import pytest
 
 from tests.admin_console.conftest import SECRET, compaction, model_call
 from tests.browser.conftest import browser  # noqa: F401  (the shared browser fixture)
-from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))"

@@ -10,15 +10,17 @@ import json
 import re
 
 import pytest
+from django.utils.html import escape
 from rest_framework.test import APIClient
 
 from agentloom.runloop.loop import run_execute
 from context.usage import usage_figures
 from sessions.models import AccessAudit, CompactionSnapshot, ModelCall, Run
-from sessions.services.history import question_ask
+from sessions.selectors import main_instance, model_call_repairs
+from sessions.services.history import question_ask, step_save_assistant
+from sessions.services.runs import run_claim, run_finish
 from tests.admin_console.conftest import model_call
 from tests.fakes.fake_provider import chat_stream, sequence
-from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401
 from tests.runloop.test_compaction import SMALL, VERY_LONG, Provider
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -186,3 +188,29 @@ def test_a_call_without_repairs_says_so(console, story):
     call = model_call(story.first)
     assert "The projector made no repairs for this request." in section(
         console.get(context(story.first.pk)).content.decode(), call.pk)
+
+
+def test_the_repairs_the_loop_kept_are_shown_with_their_reasons_on_both_wires(fake_session, strict, console, dialect):
+    strict.handler = lambda request: chat_stream(["I cannot tell whether it was paid."])
+    session = fake_session(tools=("delegate",))
+    crashed = run_claim(run_id=question_ask(session=session, content="Pay the invoice.").pk)
+    step_save_assistant(run=crashed, instance=main_instance(run=crashed), entry_key="assistant-1", message={
+        "role": "assistant", "content": None,
+        "tool_calls": [{"id": "pay:1/a", "type": "function", "function": {"name": "delegate", "arguments": "{}"}}]})
+    assert run_finish(run=crashed, status=Run.Status.INTERRUPTED, reason="the worker stopped responding",
+                      error={"code": "interrupted", "message": "resume", "retryable": True})
+    run = ask(session, "Was it paid?")
+    call = ModelCall.objects.get(run=run)
+    detail = section(console.get(context(run.pk)).content.decode(), call.pk)
+    assert "2 repairs the projector made for this request" in detail
+    assert "Call id renumbered" in detail and "Unknown outcome: result written in" in detail
+    for repair in model_call_repairs(call=call):  # each with its reason, its call id and its record
+        assert escape(repair["reason"]) in detail and f'<span class="call-id">{repair["call_id"]}</span>' in detail
+        assert f"records/?after={repair['seq'] - 1}&amp;limit=1" in detail
+    links = re.findall(rf'<a href="#call-{call.pk}-m(\d+)">', detail)
+    if dialect == "anthropic":  # turns merged in a native body: no position to point at
+        assert links == []
+    else:  # the call at 2, its written-in result at 3, each badged on its row
+        assert links == ["2", "3"]
+        row = re.search(rf'<tr [^>]*id="call-{call.pk}-m3">(.*?)</tr>', detail, flags=re.S).group(1)
+        assert "Unknown outcome: result written in</span>" in row

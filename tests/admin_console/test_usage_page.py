@@ -22,7 +22,6 @@ from models_catalog.models import ModelPrice
 from sessions.models import AccessAudit, ModelCall, Run, Session
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, error
-from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401
 from tests.runloop.test_compaction import SMALL, VERY_LONG, scripted_summary
 
 pytestmark = pytest.mark.django_db(transaction=True)
