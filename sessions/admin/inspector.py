@@ -84,10 +84,15 @@ class CallChange:
 
     previous_id: int | None
     previous_url: str | None  # set when the previous call belongs to an earlier run (another page)
+    pruned: int | None  # the call (this one or the previous) whose copy retention dropped: no diff
     first_changed: int | None
     counts: dict[str, int]
     tools_changed: bool
     sent: int
+
+    @property
+    def compared(self) -> bool:
+        return self.previous_id is not None and self.pruned is None
 
     @property
     def reusable(self) -> int:
@@ -96,11 +101,12 @@ class CallChange:
 
 
 def sent_lines(entries: Sequence[SentEntry], *, previous: Sequence[SentEntry] | None, previous_id: int | None,
-               tools_differ: bool, repairs: Sequence[RepairView],
-               previous_url: str | None = None) -> tuple[CallChange, list[SentLine]]:
+               tools_differ: bool, repairs: Sequence[RepairView], previous_url: str | None = None,
+               pruned: int | None = None) -> tuple[CallChange, list[SentLine]]:
     """The call's messages in order, each with its status since the previous call and its
     repairs; the removed ones stand where they were. ``previous`` is None when there is
-    nothing to compare with (a sub-instance's first call of a purpose, a session's first)."""
+    nothing to compare with (a sub-instance's first call of a purpose, a session's first),
+    as when ``pruned`` names a call whose copy the retention period dropped."""
     sent = sent_messages(entries)
     by_position: dict[int, list[RepairView]] = {}
     for repair in repairs:
@@ -114,9 +120,9 @@ def sent_lines(entries: Sequence[SentEntry], *, previous: Sequence[SentEntry] | 
                         previous=old, first_change=first,
                         repairs=tuple(by_position.get(index, ())) if index is not None else ())
 
-    if previous is None:
-        change = CallChange(previous_id=None, previous_url=None, first_changed=None, counts={}, tools_changed=False,
-                            sent=len(sent))
+    if previous is None or pruned is not None:
+        change = CallChange(previous_id=previous_id if pruned is not None else None, previous_url=previous_url,
+                            pruned=pruned, first_changed=None, counts={}, tools_changed=False, sent=len(sent))
         return change, [line("", i, None, False) for i in range(len(sent))]
     diff = request_diff([e.message for e in previous], [e.message for e in entries])
     first = 0 if tools_differ else diff.first_changed
@@ -131,6 +137,6 @@ def sent_lines(entries: Sequence[SentEntry], *, previous: Sequence[SentEntry] | 
             at_first = not marked and first == (span.after_start if index is None else index)
             marked = marked or at_first
             lines.append(line(span.status, index, before, at_first))
-    change = CallChange(previous_id=previous_id, previous_url=previous_url, first_changed=first, counts=diff.counts,
-                        tools_changed=tools_differ, sent=len(sent))
+    change = CallChange(previous_id=previous_id, previous_url=previous_url, pruned=None, first_changed=first,
+                        counts=diff.counts, tools_changed=tools_differ, sent=len(sent))
     return change, lines

@@ -373,8 +373,9 @@ def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) 
             before = previous_of[pk]
             repairs = repair_views(model_call_repairs(call=call), record_url=lambda seq: records_url(
                 run.session_id, after=seq - 1, limit=1))
+            pruned = next((c.pk for c in (call, loaded.get(before)) if c is not None and c.pruned_at), None)
             change, lines = sent_lines(entries, previous=sent[before][0] if before is not None else None,
-                                       previous_id=before, repairs=repairs,
+                                       previous_id=before, repairs=repairs, pruned=pruned,
                                        previous_url=_call_url(earlier[before]) if before in earlier else None,
                                        tools_differ=before is not None and tools_changed(sent[before][1], tools))
             details.append(CallDetail(

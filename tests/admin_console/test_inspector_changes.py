@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from django.utils.html import escape
 from rest_framework.test import APIClient
 
@@ -18,6 +20,7 @@ from context.usage import usage_figures
 from sessions.models import AccessAudit, CompactionSnapshot, ModelCall, Run
 from sessions.selectors import main_instance, model_call_repairs
 from sessions.services.history import question_ask, step_save_assistant
+from sessions.services.retention import call_logs_prune
 from sessions.services.runs import run_claim, run_finish
 from tests.admin_console.conftest import model_call
 from tests.fakes.fake_provider import chat_stream, sequence
@@ -214,3 +217,22 @@ def test_the_repairs_the_loop_kept_are_shown_with_their_reasons_on_both_wires(fa
         assert links == ["2", "3"]
         row = re.search(rf'<tr [^>]*id="call-{call.pk}-m3">(.*?)</tr>', detail, flags=re.S).group(1)
         assert "Unknown outcome: result written in</span>" in row
+
+
+def test_a_call_whose_previous_copy_was_dropped_after_the_retention_period_compares_nothing(
+        fake_session, strict, console, alice):
+    strict.handler = lambda request: chat_stream(["Noted."])
+    session = fake_session(tools=())
+    first = ask(session, "First question")
+    second = ask(session, "Second question")
+    ModelCall.objects.filter(run=first).update(created_at=timezone.now() - timedelta(days=10))
+    type(session.agent).objects.filter(pk=session.agent_id).update(call_log_retention_days=7)
+    call_logs_prune()
+    old, call = ModelCall.objects.get(run=first), ModelCall.objects.get(run=second)
+    assert old.pruned_at is not None
+    detail = section(console.get(context(second.pk)).content.decode(), call.pk)
+    assert f"What call #{old.pk} received was dropped after the agent's retention period" in detail
+    assert first_change_rows(detail) == [] and "Since #" not in detail
+    client = APIClient()
+    client.force_authenticate(alice)
+    assert client.get(f"/api/v1/runs/{second.pk}/context").json()["calls"][0]["diff"] is None
