@@ -3,7 +3,8 @@ calls used and why runs failed — aggregated in the database, so the page costs
 few queries for ten runs or ten thousand, and the CSV reads runs a chunk at a time.
 
 Token figures follow ``context.usage`` rule for rule (:class:`JsonCount` is the SQL twin
-of ``usage_count``), so the totals equal the sum of ``usage_figures`` over the calls.
+of ``usage_count``, ``_FIGURES_SQL`` and ``_SUMS_SQL`` of ``usage_figures``), so the totals
+equal the sum of ``usage_figures`` over the calls.
 Only plain columns are read (usage, statuses, error codes, times): nothing decrypted.
 """
 from __future__ import annotations
@@ -14,10 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import BigIntegerField, Case, Count, F, Func, Max, Min, Q, QuerySet, Sum, Value, When
+from django.db import connection
+from django.db.models import BigIntegerField, Count, F, Func, Max, Min, QuerySet
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, Greatest, Trunc
-from django.db.models.lookups import IsNull
+from django.db.models.functions import Trunc
+from django.utils import timezone
 
 from context.usage import MAX_COUNT, UsageFigures
 from sessions.models import ModelCall, Run
@@ -61,35 +63,65 @@ class JsonCount(Func):
         raise NotImplementedError(f"usage figures are read on SQLite and PostgreSQL, not {connection.vendor}")
 
 
-def _per_call(queryset: QuerySet[ModelCall]) -> QuerySet[ModelCall]:
-    """Model calls with their four figures (and whether they reported usage) as aliases."""
-    usage = "usage"
-    zero = Value(0)
-    return queryset.alias(
-        u_read=Coalesce(JsonCount(usage, "prompt_tokens_details", "cached_tokens"),
-                        JsonCount(usage, "cache_read_input_tokens"), JsonCount(usage, "prompt_cache_hit_tokens"), zero),
-        u_written=Coalesce(JsonCount(usage, "cache_creation_input_tokens"), zero),
-        u_prompt=Coalesce(JsonCount(usage, "prompt_tokens"), JsonCount(usage, "input_tokens") + F("u_read")
-                          + F("u_written")),
-        u_output_raw=Coalesce(JsonCount(usage, "completion_tokens"), JsonCount(usage, "output_tokens")),
-        u_output=Coalesce(F("u_output_raw"), zero),
-        u_uncached=Case(When(IsNull(F("u_prompt"), True), then=zero),
-                        default=Greatest(F("u_prompt") - F("u_read") - F("u_written"), zero)),
-    )
+# The usage fields each call's JSON is read for, once per call.
+RAW_FIELDS = {
+    "details_cached": ("prompt_tokens_details", "cached_tokens"),
+    "cache_read": ("cache_read_input_tokens",),
+    "cache_hit": ("prompt_cache_hit_tokens",),
+    "cache_creation": ("cache_creation_input_tokens",),
+    "prompt": ("prompt_tokens",),
+    "input": ("input_tokens",),
+    "completion": ("completion_tokens",),
+    "output": ("output_tokens",),
+}
+# context.usage's rules over those columns (plain SQL, the same on SQLite and PostgreSQL).
+_READ = "COALESCE(j_details_cached, j_cache_read, j_cache_hit, 0)"
+_WRITTEN = "COALESCE(j_cache_creation, 0)"
+_FIGURES_SQL = (f"{_READ} AS u_read, {_WRITTEN} AS u_written, "
+                f"COALESCE(j_prompt, j_input + {_READ} + {_WRITTEN}) AS u_prompt, COALESCE(j_completion, j_output) AS u_out")
+_SUMS_SQL = ("COUNT(*) AS calls, SUM(CASE WHEN u_prompt IS NULL AND u_out IS NULL THEN 1 ELSE 0 END) AS unreported, "
+             "SUM(CASE WHEN u_prompt - u_read - u_written > 0 THEN u_prompt - u_read - u_written ELSE 0 END) "
+             "AS input_uncached, SUM(u_read) AS cache_read, SUM(u_written) AS cache_written, "
+             "SUM(COALESCE(u_out, 0)) AS output")
 
 
-def _sums() -> dict[str, Any]:
-    """The aggregates of one group: calls, calls without usage, and the four sums."""
-    sums: dict[str, Any] = {"calls": Count("id"),
-                            "unreported": Count("id", filter=Q(u_prompt__isnull=True, u_output_raw__isnull=True))}
-    names = {"input_uncached": "u_uncached", "cache_read": "u_read", "cache_written": "u_written", "output": "u_output"}
-    for name, alias in names.items():
-        sums[name] = Coalesce(Sum(alias), Value(0))
-    return sums
+def _summed(calls: QuerySet[ModelCall], **keys: Any) -> list[dict[str, Any]]:
+    """``calls`` grouped by ``keys`` (name → field or expression), each group with its calls,
+    the calls that reported no usage and the four sums.
+
+    The JSON is read once per call in a derived table (the ORM writes it, so the filters
+    and keys are the ORM's); the rules are applied and summed over its columns. Writing
+    the rules as nested ORM expressions instead reads each field a dozen times per call.
+    """
+    inner = (calls.annotate(**{f"k_{name}": expr for name, expr in keys.items()},
+                            **{f"j_{name}": JsonCount("usage", *path) for name, path in RAW_FIELDS.items()})
+             .values(*(f"k_{name}" for name in keys), *(f"j_{name}" for name in RAW_FIELDS)).order_by())
+    sql, params = inner.query.sql_with_params()
+    group = ", ".join(f"k_{name}" for name in keys)
+    # A fence, so the planner does not fold the derived table back into the sums (which
+    # would read each field again for every rule that uses it).
+    fence = "OFFSET 0" if connection.vendor == "postgresql" else "LIMIT -1"
+    query = (f"SELECT {group}, {_SUMS_SQL} FROM (SELECT {group}, {_FIGURES_SQL} FROM ({sql} {fence}) AS usage_json) "
+             f"AS usage_rows GROUP BY {group}")
+    with connection.cursor() as cursor:
+        cursor.execute(query, params)
+        names = [column[0] for column in cursor.description]
+        rows = [dict(zip(names, row)) for row in cursor.fetchall()]
+    for row in rows:
+        for name in ("calls", "unreported", *FIGURES):
+            row[name] = int(row[name] or 0)  # PostgreSQL sums bigints as numeric
+    return rows
 
 
 def _figures(row: dict[str, Any]) -> UsageFigures:
-    return UsageFigures(**{name: int(row[name]) for name in FIGURES}, reported=row["calls"] > row["unreported"])
+    return UsageFigures(**{name: row[name] for name in FIGURES}, reported=row["calls"] > row["unreported"])
+
+
+def _moment(value: Any) -> datetime:
+    """A period's start as the database returned it (SQLite: text in the current zone)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return timezone.make_aware(value) if timezone.is_naive(value) else value
 
 
 @dataclass(frozen=True)
@@ -105,22 +137,43 @@ class UsageGroup:
     figures: UsageFigures
 
 
-def version_usage_groups(*, version) -> list[UsageGroup]:
-    """Every call of the version's runs, summed by (run completed or not, purpose, provider,
-    model): a handful of rows however many runs there are (one query)."""
-    rows = (_per_call(ModelCall.objects.filter(run__version=version))
-            .values("run__status", "purpose", "provider", "model").annotate(**_sums())
-            .order_by("run__status", "purpose", "provider", "model"))
+@dataclass(frozen=True)
+class UsageCell:
+    """The calls of one period, run status, purpose and model."""
+
+    start: datetime
+    status: str
+    purpose: str
+    provider: str
+    model: str
+    calls: int
+    unreported: int
+    figures: UsageFigures
+
+
+def version_usage_cells(*, version, kind: str) -> list[UsageCell]:
+    """Every call of the version's runs, summed by the ``kind`` (day, week, month) its run
+    was asked in, the run's status, the call's purpose and its model: at most a few
+    thousand rows however many runs there are, one query."""
+    if kind not in BUCKET_KINDS:
+        raise ValueError(f"kind must be one of {BUCKET_KINDS}")
+    rows = _summed(ModelCall.objects.filter(run__version=version), bucket=Trunc("run__created_at", kind),
+                   status=F("run__status"), purpose=F("purpose"), provider=F("provider"), model=F("model"))
+    return [UsageCell(start=_moment(row["k_bucket"]), status=row["k_status"], purpose=row["k_purpose"],
+                      provider=row["k_provider"], model=row["k_model"], calls=row["calls"],
+                      unreported=row["unreported"], figures=_figures(row)) for row in rows]
+
+
+def usage_groups(*, cells: list[UsageCell]) -> list[UsageGroup]:
+    """The cells summed by (run completed or not, purpose, provider, model)."""
     merged: dict[tuple[bool, str, str, str], UsageGroup] = {}
-    for row in rows:
-        key = (row["run__status"] == Run.Status.COMPLETED, row["purpose"], row["provider"], row["model"])
-        group = UsageGroup(*key, calls=row["calls"], unreported=row["unreported"], figures=_figures(row))
-        if key in merged:
-            old = merged[key]
-            group = UsageGroup(*key, calls=old.calls + group.calls, unreported=old.unreported + group.unreported,
-                               figures=old.figures + group.figures)
-        merged[key] = group
-    return list(merged.values())
+    for cell in cells:
+        key = (cell.status == Run.Status.COMPLETED, cell.purpose, cell.provider, cell.model)
+        old = merged.get(key)
+        merged[key] = UsageGroup(*key, calls=cell.calls + (old.calls if old else 0),
+                                 unreported=cell.unreported + (old.unreported if old else 0),
+                                 figures=cell.figures + old.figures if old else cell.figures)
+    return [merged[key] for key in sorted(merged)]
 
 
 def version_run_statuses(*, version) -> dict[str, int]:
@@ -143,7 +196,7 @@ def version_run_span(*, version) -> tuple[datetime | None, datetime | None]:
     return span["first"], span["last"]
 
 
-def bucket_kind(first: datetime | None, last: datetime | None) -> str:
+def bucket_kind(*, first: datetime | None, last: datetime | None) -> str:
     """Days for up to two months of runs, then weeks, then months: a chart of at most
     about sixty bars."""
     if first is None or last is None or (last - first).days < MAX_BUCKETS:
@@ -168,22 +221,18 @@ class Bucket:
         return total
 
 
-def version_usage_over_time(*, version, kind: str) -> list[Bucket]:
-    """The version's runs and tokens per ``kind`` (day, week, month) of the runs' start,
-    oldest first (two queries)."""
-    if kind not in BUCKET_KINDS:
-        raise ValueError(f"kind must be one of {BUCKET_KINDS}")
+def version_usage_over_time(*, version, kind: str, cells: list[UsageCell]) -> list[Bucket]:
+    """The version's runs per ``kind`` (by status, one query) with the tokens of ``cells``
+    (``version_usage_cells`` of the same kind) per model, oldest first."""
     buckets: dict[datetime, Bucket] = {}
     runs = (Run.objects.filter(version=version).annotate(bucket=Trunc("created_at", kind))
             .values("bucket", "status").annotate(n=Count("id")).order_by())
     for row in runs:
         buckets.setdefault(row["bucket"], Bucket(start=row["bucket"])).runs[row["status"]] = row["n"]
-    calls = (_per_call(ModelCall.objects.filter(run__version=version)).annotate(bucket=Trunc("run__created_at", kind))
-             .values("bucket", "provider", "model").annotate(**_sums()).order_by())
-    for row in calls:
-        bucket = buckets.setdefault(row["bucket"], Bucket(start=row["bucket"]))
-        key = (row["provider"], row["model"])
-        bucket.by_model[key] = bucket.by_model.get(key, UsageFigures()) + _figures(row)
+    for cell in cells:
+        bucket = buckets.setdefault(cell.start, Bucket(start=cell.start))
+        key = (cell.provider, cell.model)
+        bucket.by_model[key] = bucket.by_model.get(key, UsageFigures()) + cell.figures
     return [buckets[start] for start in sorted(buckets)]
 
 
@@ -218,19 +267,19 @@ def version_usage_runs(*, version, chunk: int = RUNS_CHUNK) -> Iterator[RunUsage
             return
         last = runs[-1]["pk"]
         calls: dict[int, list[dict[str, Any]]] = {}
-        rows = (_per_call(ModelCall.objects.filter(run__version=version, run_id__gt=after, run_id__lte=last))
-                .values("run_id", "purpose", "provider", "model").annotate(**_sums()).order_by())
+        rows = _summed(ModelCall.objects.filter(run__version=version, run_id__gt=after, run_id__lte=last),
+                       run=F("run_id"), purpose=F("purpose"), provider=F("provider"), model=F("model"))
         for row in rows:
-            calls.setdefault(row["run_id"], []).append(row)
+            calls.setdefault(row["k_run"], []).append(row)
         for run in runs:
             counts = dict.fromkeys(PURPOSES, 0)
             by_purpose = {purpose: UsageFigures() for purpose in PURPOSES}
             by_model: dict[tuple[str, str], UsageFigures] = {}
             for row in calls.get(run["pk"], ()):
                 figures = _figures(row)
-                counts[row["purpose"]] = counts.get(row["purpose"], 0) + row["calls"]
-                by_purpose[row["purpose"]] = by_purpose.get(row["purpose"], UsageFigures()) + figures
-                key = (row["provider"], row["model"])
+                counts[row["k_purpose"]] = counts.get(row["k_purpose"], 0) + row["calls"]
+                by_purpose[row["k_purpose"]] = by_purpose.get(row["k_purpose"], UsageFigures()) + figures
+                key = (row["k_provider"], row["k_model"])
                 by_model[key] = by_model.get(key, UsageFigures()) + figures
             yield RunUsage(run_id=run["pk"], session_id=run["session_id"], status=run["status"],
                            error_code=run["error_code"] or "", attempt=run["attempt"], created_at=run["created_at"],

@@ -30,10 +30,11 @@ from sessions.usage_selectors import (
     RunUsage,
     UsageGroup,
     bucket_kind,
+    usage_groups,
     version_failure_reasons,
     version_run_span,
     version_run_statuses,
-    version_usage_groups,
+    version_usage_cells,
     version_usage_over_time,
     version_usage_runs,
 )
@@ -63,10 +64,12 @@ class Money:
 
 
 def _prices(keys: Iterable[tuple[str, str]]) -> tuple[Prices, dict[tuple[str, str], str]]:
-    found = model_prices(models=keys)
+    """Each model's prices (None without), and the currency of the priced ones."""
+    wanted = set(keys)
+    found = model_prices(models=wanted)
     prices: Prices = {}
     currencies: dict[tuple[str, str], str] = {}
-    for key in set(keys):
+    for key in wanted:
         row = found.get(key)
         prices[key] = None if row is None else TokenPrices(
             input=row.input_per_million, output=row.output_per_million,
@@ -130,7 +133,10 @@ def usage_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) ->
     total_runs = sum(statuses.values())
     completed = statuses.get(Run.Status.COMPLETED, 0)
     ended = total_runs - sum(statuses.get(s, 0) for s in ACTIVE)
-    groups = version_usage_groups(version=version)
+    first, last = version_run_span(version=version)
+    kind = bucket_kind(first=first, last=last)
+    cells = version_usage_cells(version=version, kind=kind)
+    groups = usage_groups(cells=cells)
     prices, currencies = _prices({(g.provider, g.model) for g in groups})
     priced = any(price is not None for price in prices.values())
     shown = prices if priced else None
@@ -142,9 +148,7 @@ def usage_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) ->
               _row("other", f"Other runs ({total_runs - completed})", [g for g in groups if not g.completed],
                    per=None, prices=shown, currencies=currencies),
               _row("all", f"All runs ({total_runs})", groups, per=None, prices=shown, currencies=currencies)]
-    first, last = version_run_span(version=version)
-    kind = bucket_kind(first, last)
-    buckets = version_usage_over_time(version=version, kind=kind)
+    buckets = version_usage_over_time(version=version, kind=kind, cells=cells)
     bars, periods = [], []
     for bucket in buckets:
         label = timezone.localtime(bucket.start).strftime(PERIOD_FORMATS[kind])

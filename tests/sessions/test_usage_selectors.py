@@ -15,8 +15,9 @@ from sessions.services.model_calls import model_call_close, model_call_open
 from sessions.services.runs import run_finish
 from sessions.usage_selectors import (
     bucket_kind,
+    usage_groups,
     version_failure_reasons,
-    version_usage_groups,
+    version_usage_cells,
     version_usage_over_time,
     version_usage_runs,
 )
@@ -57,7 +58,7 @@ def test_the_database_sums_every_usage_shape_as_the_pure_function_reads_it(make_
     session = make_session(alice)
     run = claim(question_ask(session=session, content="Hi"))
     log_calls(run, USAGES)
-    groups = version_usage_groups(version=session.version)
+    groups = usage_groups(cells=version_usage_cells(version=session.version, kind="day"))
     summed = UsageFigures()
     for group in groups:
         summed = summed + group.figures
@@ -93,10 +94,10 @@ def test_runs_are_read_a_chunk_at_a_time_in_id_order(make_session, alice, django
 
 def test_periods_are_days_then_weeks_then_months():
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    assert bucket_kind(None, None) == "day"
-    assert bucket_kind(start, start + timedelta(days=61)) == "day"
-    assert bucket_kind(start, start + timedelta(days=62)) == "week"
-    assert bucket_kind(start, start + timedelta(days=62 * 7)) == "month"
+    assert bucket_kind(first=None, last=None) == "day"
+    assert bucket_kind(first=start, last=start + timedelta(days=61)) == "day"
+    assert bucket_kind(first=start, last=start + timedelta(days=62)) == "week"
+    assert bucket_kind(first=start, last=start + timedelta(days=62 * 7)) == "month"
 
 
 def test_runs_and_their_tokens_are_grouped_by_the_period_they_were_asked_in(make_session, alice):
@@ -106,8 +107,9 @@ def test_runs_and_their_tokens_are_grouped_by_the_period_they_were_asked_in(make
         log_calls(run, USAGES[1:2])
         run_finish(run=run, status=Run.Status.COMPLETED)
         Run.objects.filter(pk=run.pk).update(created_at=datetime(2026, 3, day, 12, tzinfo=timezone.utc))
-    buckets = version_usage_over_time(version=session.version, kind="day")
+    buckets = version_usage_over_time(version=session.version, kind="day",
+                                      cells=version_usage_cells(version=session.version, kind="day"))
     assert [(b.start.day, b.runs, total(b.figures)) for b in buckets] == [
         (1, {"completed": 2}, (80, 120, 0, 10)), (3, {"completed": 1}, (40, 60, 0, 5))]
     with pytest.raises(ValueError):
-        version_usage_over_time(version=session.version, kind="hour")
+        version_usage_cells(version=session.version, kind="hour")
