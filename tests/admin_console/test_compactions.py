@@ -8,7 +8,6 @@ import pytest
 from sessions.models import AccessAudit
 from context.compaction import SUMMARIZER_SYSTEM
 from tests.admin_console.conftest import compaction
-from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
