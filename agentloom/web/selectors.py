@@ -103,6 +103,7 @@ def delta_events(*, run: Run, after: int, upto: int) -> list[RunEvent]:
                                         type__in=("message_delta", "error")).order_by("seq"))
 
 
+METER_RUNS = 5  # runs looked back for a measurement (a failed or refused run may have none)
 METER_FIELDS = ("tokens", "measured_by", "effective_input_tokens", "trigger_tokens", "target_tokens")
 
 
@@ -110,10 +111,12 @@ def context_meter(*, session: Session) -> dict[str, Any]:
     """What the context meter starts at: the session's latest measurement (a
     ``context_measured`` event, written after each main step and each compaction), else
     an empty context against the bound version's figures."""
-    latest = (RunEvent.objects.filter(run__session=session, type="context_measured")
-              .order_by("-run_id", "-seq").first())
-    if latest is not None and isinstance(latest.payload, dict):
-        return {name: latest.payload.get(name) for name in METER_FIELDS}
+    # Run by run from the newest, each read backwards along its (run, seq) index: the
+    # measurement is near the end of a run, so a long session costs a few rows, not a scan.
+    for run_id in Run.objects.filter(session=session).order_by("-id").values_list("id", flat=True)[:METER_RUNS]:
+        latest = RunEvent.objects.filter(run_id=run_id, type="context_measured").order_by("-seq").first()
+        if latest is not None and isinstance(latest.payload, dict):
+            return {name: latest.payload.get(name) for name in METER_FIELDS}
     budget = version_budget(version=session.version)
     return {"tokens": 0, "measured_by": None, "effective_input_tokens": budget["effective_input_tokens"],
             "trigger_tokens": budget["trigger_tokens"], "target_tokens": budget["target_tokens"]}
