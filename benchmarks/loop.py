@@ -165,8 +165,6 @@ def bench_step_cost(steps: int, vendor: str) -> None:
     counted = [sum(1 for q in queries[a:b] if not q["sql"].lstrip().upper().startswith(CONTROL))
                for a, b in zip(marks, marks[1:])]
     tool_steps = counted[1:]
-    if os.environ.get("BENCH_SHOW_STEPS"):
-        print("statements per step:", tool_steps)
     durations = [b - a for a, b in zip(times, times[1:])]
     early = statistics.median(durations[15:25])
     late = statistics.median(durations[-10:])
