@@ -39,7 +39,7 @@ from context.policy import (
     default_safety_margin,
     evaluate_triggers,
 )
-from context.projector import project_records
+from context.projector import Projected, Projection, project_records
 from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, truncate_content, truncate_text
 from context.validate import DIALECTS, Problem, validate_request
 
@@ -122,6 +122,8 @@ __all__ = [
     "is_runtime_state_message",
     "message_groups",
     "project_records",
+    "Projected",
+    "Projection",
     "render_runtime_state",
     "summarizer_input",
     "summary_prompt",

@@ -24,9 +24,14 @@ class IdAllocator:
 
     __slots__ = ("_next", "_prefix")
 
-    def __init__(self, prefix: str = "call_") -> None:
+    def __init__(self, prefix: str = "call_", *, start: int = 0) -> None:
         self._prefix = prefix
-        self._next = 0
+        self._next = start  # ids already handed out by an earlier, settled part of the view
+
+    @property
+    def count(self) -> int:
+        """How many ids have been handed out, counting ``start``."""
+        return self._next
 
     def allocate(self) -> str:
         """Return the next fresh id."""

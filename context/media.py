@@ -48,14 +48,19 @@ def strip_images(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def trim_screenshots(messages: list[dict[str, Any]], screen_positions: Iterable[int]) -> list[int]:
+def trim_screenshots(messages: list[dict[str, Any]], imaged: list[int], screen_positions: Iterable[int]) -> list[int]:
     """Strip images from every screen observation but the newest one that has images.
 
-    ``screen_positions`` lists, in order, the indexes of ``messages`` that hold the result
-    of a screen-observing tool. ``messages`` is the projector's own fresh output, so it is
-    changed in place.
+    ``imaged`` lists, in order, positions of ``messages`` already known to be screen
+    observations that had images; all but its last were stripped before.
+    ``screen_positions`` are the newer screen observations, in order. ``imaged`` is
+    extended in place; every position whose images are (or were) stripped is returned.
+    A stripped message is replaced by a new dict, never changed in place: the list may
+    share earlier messages with an output already handed out.
     """
-    with_images = [i for i in screen_positions if count_images(messages[i].get("content"))]
-    for i in with_images[:-1]:
-        messages[i]["content"] = strip_images(messages[i]["content"])
-    return with_images[:-1]
+    first = len(imaged) - 1 if imaged else 0
+    imaged.extend(i for i in screen_positions if count_images(messages[i].get("content")))
+    for i in imaged[first:-1]:
+        if count_images(messages[i].get("content")):
+            messages[i] = {**messages[i], "content": strip_images(messages[i]["content"])}
+    return imaged[:-1]

@@ -12,15 +12,15 @@ import copy
 import gc
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from context import records as rec
-from context.ids import IdAllocator, is_portable_id
-from context.media import DEFAULT_SCREEN_TOOLS, trim_screenshots
-from context.pairing import Call, Closures, Result, call_outcome, pair
+from context.media import DEFAULT_SCREEN_TOOLS
+from context.output_pass import _ASST, _MSG, _RES, Settled, assemble, note
+from context.pairing import Call, Closures, Result
 from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, truncate_content, truncate_text
 
-_MSG, _ASST, _RES = 0, 1, 2
 _VIEW_RUN = object()  # the starting view belongs to no run, so it is never "open"
 
 
@@ -41,6 +41,7 @@ class _Reader:
         self.index = 0
         self.watermark: int | None = None
         self.any_read = False
+        self.generation = 0  # checkpoints applied: each one replaces ``items``
         self._run: Any = _VIEW_RUN  # run of the previous record, to skip closure bookkeeping
 
     # -- starting point -------------------------------------------------------------
@@ -118,7 +119,7 @@ class _Reader:
         notes: list[dict[str, Any]] = []
         if partial and content is not None:
             content = rec.suffix_content(content, rec.INTERRUPTED_SUFFIX)
-            notes.append(_note("interrupted_text", "the answer's stream was cut; its text is marked interrupted", seq))
+            notes.append(note("interrupted_text", "the answer's stream was cut; its text is marked interrupted", seq))
         calls: list[Call] = []
         raw_calls = message.get("tool_calls")
         for raw in raw_calls if isinstance(raw_calls, list) else ():
@@ -129,11 +130,11 @@ class _Reader:
             arguments, is_object = rec.parse_arguments(function.get("arguments"))
             if not is_object:
                 if partial or raw.get("partial"):
-                    notes.append(_note("call_dropped", f"the arguments of {name} were cut by an interrupted stream; "
+                    notes.append(note("call_dropped", f"the arguments of {name} were cut by an interrupted stream; "
                                                        "it never ran", seq))
                     continue  # cut by an interrupted stream: never executed (CTX-6)
                 arguments = rec.wrap_invalid_arguments(arguments)
-                notes.append(_note("arguments_wrapped", f"the arguments of {name} were not a JSON object; "
+                notes.append(note("arguments_wrapped", f"the arguments of {name} were not a JSON object; "
                                                          "the raw text is kept inside one", seq))
             raw_id = raw.get("id")
             calls.append(Call(raw_id if isinstance(raw_id, str) and raw_id else None, scope,
@@ -169,7 +170,7 @@ class _Reader:
         result = Result(raw_id if isinstance(raw_id, str) and raw_id else None, scope,
                         self.index, seq, status, content, bool(message.get("observes_screen")))
         if truncated and self.notes is not None:
-            self.notes[id(result)] = [_note("truncated", f"the result is longer than the {self.limit:,} characters "
+            self.notes[id(result)] = [note("truncated", f"the result is longer than the {self.limit:,} characters "
                                                          "the view shows; head and tail kept (CTX-7)", seq)]
         self.items.append((_RES, result, None, run, seq, seq if scope[0] == "records" else None))
 
@@ -201,122 +202,13 @@ class _Reader:
             if item_run != run and not (isinstance(item_seq, int) and item_seq <= covered):
                 return  # it never saw this item: applying it would erase history
         self.items = []
+        self.generation += 1
+        if self.notes is not None:
+            # Notes are keyed by id() of the items just dropped; a new item could reuse one.
+            self.notes = {}
         scope = ("checkpoint", seq, self.index)
         for message in messages:
             self._read_chat_message(message, scope, run, seq)
-
-
-def _late_content(call: Call, result: Result) -> str | list[dict[str, Any]]:
-    header = rec.LATE_RESULT_HEADER.format(
-        call_id=call.new_id, name=call.name, seq=result.seq, status=result.status)
-    return rec.prefix_content(result.content, header + "\n")
-
-
-def _source(seq: Any) -> tuple[int, int] | None:
-    # Only a real record seq is a source; junk seqs and view/checkpoint messages are None.
-    return (seq, seq) if isinstance(seq, int) and not isinstance(seq, bool) else None
-
-
-def _result_source(result: Result) -> tuple[int, int] | None:
-    return _source(result.seq) if result.scope[0] == "records" else None
-
-
-def _note(kind: str, reason: str, seq: Any, **extra: Any) -> dict[str, Any]:
-    return {"kind": kind, "reason": reason, "seq": seq if isinstance(seq, int) else None, **extra}
-
-
-def _assemble(reader: _Reader, open_runs: Collection[Any], screen_tools: Collection[str],
-              sources: list[tuple[int, int] | None] | None = None,
-              repairs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Second pass: pairing, ids, placeholders, late results, screenshots.
-
-    When ``sources`` is a list it receives one ``(first_seq, last_seq)`` or None per
-    output message, in step with the output; ``repairs`` receives what was changed to
-    make the request valid, each with its reason and ``position`` in the output.
-    """
-    notes = reader.notes or {}
-
-    def repaired(position: int, items: list[dict[str, Any]]) -> None:
-        if repairs is not None:
-            repairs.extend({**item, "position": position} for item in items)
-    entries: list[Call | Result] = []
-    for tag, a, b, _, _, _ in reader.items:
-        if tag == _ASST:
-            entries.extend(b)
-        elif tag == _RES:
-            entries.append(a)
-    pair(entries, reader.closures)
-
-    track = sources is not None
-    ids = IdAllocator()
-    seen_ids: set[Any] = set()
-    out: list[dict[str, Any]] = []
-    screens: list[int] = []
-    for tag, a, b, _, _, origin in reader.items:
-        if tag == _MSG:
-            out.append(a)
-            if track:
-                sources.append(_source(origin))
-        elif tag == _ASST:
-            kept = [c for c in b if c.answer is not None or call_outcome(c, reader.closures, open_runs) != "drop"]
-            if repairs is not None:
-                repaired(len(out), notes.get(id(a), []) + [
-                    _note("call_dropped", f"{c.name}: no result in a run still going, or cut by a Stop (CTX-2)", origin,
-                          call_id=c.raw_id) for c in b if c not in kept and not c.from_partial])
-            if not kept and a["content"] is None:
-                continue
-            message = a  # built by the reader for this output alone; no copy needed
-            if kept:
-                calls = []
-                for call in kept:
-                    call.new_id = ids.allocate()
-                    calls.append({"id": call.new_id, "type": "function",
-                                  "function": {"name": call.name, "arguments": call.arguments}})
-                    # Every id is renumbered; only one the provider would have refused
-                    # or confused (missing, outside the portable pattern, reused) is news.
-                    if repairs is not None and (not is_portable_id(call.raw_id) or call.raw_id in seen_ids):
-                        repaired(len(out), [_note("id_rewritten", f"{call.raw_id!r} is missing, reused or not "
-                                                                  f"accepted by every provider; sent as "
-                                                                  f"{call.new_id!r} (CTX-5)", origin,
-                                                  call_id=call.new_id)])
-                    seen_ids.add(call.raw_id)
-                message["tool_calls"] = calls
-            out.append(message)
-            if track:
-                sources.append(_source(origin))
-            for call in kept:
-                answer = call.answer
-                content = answer.content if answer is not None else rec.UNKNOWN_OUTCOME_TEXT
-                if repairs is not None:
-                    repaired(len(out), notes.get(id(answer), []) if answer is not None else [_note(
-                        "unknown_outcome", f"{call.name}: its run ended without a result; a placeholder says it may "
-                                           "or may not have happened (CTX-3)", origin, call_id=call.new_id)])
-                out.append({"role": "tool", "tool_call_id": call.new_id, "content": content})
-                if track:  # a placeholder comes from no record
-                    sources.append(_result_source(answer) if answer is not None else None)
-                if answer is not None and (answer.screen or call.name in screen_tools):
-                    screens.append(len(out) - 1)
-        else:
-            call = a.call
-            if call is None and repairs is not None:
-                repaired(len(out), [_note("orphan_result_dropped", "a result that answers no earlier call, or "
-                                                                   "answers one a second time (CTX-2, CTX-6)", a.seq)])
-            if call is not None and call.late is a and call.new_id:
-                if repairs is not None:
-                    repaired(len(out), [_note("late_result", f"the result of {call.name} arrived after its run had "
-                                                             "ended; shown where it arrived (CTX-4)", a.seq,
-                                              call_id=call.new_id)])
-                out.append({"role": "user", "content": _late_content(call, a)})
-                if track:
-                    sources.append(_result_source(a))
-                if a.screen or call.name in screen_tools:
-                    screens.append(len(out) - 1)
-    trimmed = trim_screenshots(out, screens)
-    if repairs is not None:
-        for position in trimmed:
-            repairs.append(_note("screenshot_trimmed", "an older screen observation: only the newest keeps its "
-                                                       "images (CTX-8)", None, position=position))
-    return out
 
 
 @contextmanager
@@ -380,24 +272,78 @@ def project_records(
     ``reasoning`` (opaque provider blocks); the provider adapters decide whether to send
     them. Everything else is plain OpenAI chat shape.
     """
-    if tool_result_limit < 1:
-        raise ValueError("tool_result_limit must be a positive number of characters")
-    if start_view is not None or start_watermark is not None:
-        if start_watermark is None or isinstance(start_watermark, bool) or not isinstance(start_watermark, int):
-            raise ValueError("start_view needs an integer start_watermark")
-    with _gc_paused():
-        reader = _Reader(tool_result_limit, instance, repairs=repairs_out is not None)
+    projection = Projection(screen_tools=screen_tools, tool_result_limit=tool_result_limit, start_view=start_view,
+                            start_watermark=start_watermark, instance=instance, repairs=repairs_out is not None)
+    projection.extend(records)
+    projected = projection.project(open_runs)
+    if sources_out is not None:
+        sources_out[:] = projected.sources
+    if repairs_out is not None:
+        repairs_out[:] = projected.repairs
+    return projected.messages
+
+
+@dataclass(frozen=True)
+class Projected:
+    """One projection: the messages, one source per message, and the repairs (empty when
+    the projection was made without them)."""
+
+    messages: list[dict[str, Any]]
+    sources: list[tuple[int, int] | None]
+    repairs: list[dict[str, Any]]
+
+
+class Projection:
+    """A projection kept between steps, so that a step costs what is new (LOOP-1).
+
+    ``extend`` reads records once, in seq order, as they are written; ``project`` then
+    returns what ``project_records`` would return for every record extended so far (a
+    property test holds the two equal for any history cut anywhere), re-reading only the
+    output that is not settled yet (see ``context.output_pass``). The options are
+    ``project_records``'s; ``repairs`` says whether repairs are collected.
+
+    Successive results share the messages of their settled prefix: callers treat every
+    message as read-only (the adapters copy before they change anything).
+    """
+
+    def __init__(self, *, screen_tools: Collection[str] = DEFAULT_SCREEN_TOOLS,
+                 tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT,
+                 start_view: Sequence[Mapping[str, Any]] | None = None, start_watermark: int | None = None,
+                 instance: str | None = None, repairs: bool = False) -> None:
+        if tool_result_limit < 1:
+            raise ValueError("tool_result_limit must be a positive number of characters")
+        if start_view is not None or start_watermark is not None:
+            if start_watermark is None or isinstance(start_watermark, bool) or not isinstance(start_watermark, int):
+                raise ValueError("start_view needs an integer start_watermark")
+        self._reader = _Reader(tool_result_limit, instance, repairs=repairs)
+        self._screen_tools = frozenset(screen_tools)
+        self._repairs = repairs
+        self._settled = Settled()
         if start_watermark is not None:
-            reader.load_view(start_view or [], start_watermark)
-        for record in records:
-            reader.read(record)
+            with _gc_paused():
+                self._reader.load_view(start_view or [], start_watermark)
+
+    def extend(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Read more records (SPEC §3 dicts, in seq order, after every record read so far)."""
+        with _gc_paused():
+            for record in records:
+                self._reader.read(record)
+
+    @property
+    def unsettled(self) -> int:
+        """How many items read so far the next ``project`` reads again (the rest is settled)."""
+        settled = self._settled.items if self._settled.generation == self._reader.generation else 0
+        return len(self._reader.items) - settled
+
+    def project(self, open_runs: Collection[Any] | None = None) -> Projected:
+        """The messages the next request reads; ``open_runs`` as in ``project_records``."""
+        reader = self._reader
         if open_runs is None:
             open_runs = {reader.closures.latest_run} if reader.any_read else set()
-        sources: list[tuple[int, int] | None] | None = [] if sources_out is not None else None
-        repairs: list[dict[str, Any]] | None = [] if repairs_out is not None else None
-        out = _assemble(reader, open_runs, frozenset(screen_tools), sources, repairs)
-        if sources_out is not None:
-            sources_out[:] = sources
-        if repairs_out is not None:
-            repairs_out[:] = repairs
-        return out
+        if self._settled.generation != reader.generation:  # a checkpoint replaced what was read
+            self._settled = Settled(generation=reader.generation)
+        repairs: list[dict[str, Any]] | None = [] if self._repairs else None
+        with _gc_paused():
+            out, sources = assemble(reader.items, reader.closures, reader.notes or {}, open_runs,
+                                    self._screen_tools, self._settled, repairs)
+        return Projected(out, sources, repairs or [])

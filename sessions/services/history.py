@@ -14,7 +14,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agentloom.errors import Conflict, NotFound, ValidationFailed
-from context import project_records
+from context import Projected, Projection
 from sessions.frames import CompactionFailure, QueuedSupplement, frame_initial
 from sessions.models import CompactionSnapshot, Instance, Run, RunAttention, Session, SessionMessage, SessionView
 from sessions.selectors import (
@@ -193,7 +193,8 @@ class PreparedContext:
 
 @dataclass
 class ContextCache:
-    """Decrypted records an instance has already read, so a step fetches only new ones.
+    """An instance's projection kept between steps, so a step reads and projects only new
+    records (LOOP-1: a step costs what is new).
 
     Valid while the starting point (snapshot revision or view) stays the same: records
     before a run's inherited watermark never change, and everything newer is the
@@ -201,13 +202,15 @@ class ContextCache:
     """
 
     key: tuple = ()
-    records: list[dict[str, Any]] = field(default_factory=list)
+    projection: Projection | None = None
+    options: tuple = ()  # what ``projection`` was made with
     last_seq: int = 0
     # After the first read the worker is the only writer of its instance's records, so it
-    # hands over what it writes (``own``) and later steps read nothing back (LOOP-1: a
-    # step costs what is new). A compaction starts a new cache.
+    # hands over what it writes (``own``) and later steps read nothing back. A compaction
+    # starts a new cache.
     start: tuple | None = None
     complete: bool = False
+    records: list[dict[str, Any]] = field(default_factory=list)  # read, not yet projected
 
     def own(self, rows: Sequence[SessionMessage]) -> None:
         """Records the worker just wrote to this instance, in seq order."""
@@ -215,6 +218,19 @@ class ContextCache:
             if row.seq > self.last_seq:
                 self.records.append(record_as_engine_dict(row))
                 self.last_seq = row.seq
+
+    def projected(self, *, open_runs: set[Any], screen_tools: frozenset[str], tool_result_limit: int,
+                  start_view: Sequence[dict[str, Any]] | None, watermark: int) -> Projected:
+        """The projection of every record read so far; a new one when the options changed."""
+        options = (screen_tools, tool_result_limit, watermark)
+        if self.projection is None or self.options != options:
+            view = {"start_view": start_view, "start_watermark": watermark} if start_view is not None else {}
+            self.projection = Projection(screen_tools=screen_tools, tool_result_limit=tool_result_limit,
+                                         repairs=True, **view)
+            self.options = options
+        self.projection.extend(self.records)
+        self.records = []
+        return self.projection.project(open_runs)
 
 
 def context_project(*, run: Run, instance: Instance, screen_tools: Sequence[str] = ("browser_use",),
@@ -242,22 +258,18 @@ def context_project(*, run: Run, instance: Instance, screen_tools: Sequence[str]
                 start, watermark, start_view, estimator_id = "view", view.watermark, view.messages, view.estimator_id
                 key = ("view", view.pk)
         if cache.key != key:
-            cache.key, cache.records, cache.last_seq = key, [], watermark
+            cache.key, cache.projection, cache.records, cache.last_seq = key, None, [], watermark
         fresh = [record_as_engine_dict(r) for r in
                  visible_records_query(run=run, instance=instance, after_seq=max(watermark, cache.last_seq))]
         cache.records.extend(fresh)
         if fresh:
             cache.last_seq = fresh[-1]["seq"]
         cache.start = (start, watermark, start_view, estimator_id)
-    options: dict[str, Any] = {"open_runs": {run.pk}, "screen_tools": set(screen_tools),
-                               "tool_result_limit": tool_result_limit}
-    if start_view is not None:
-        options.update(start_view=start_view, start_watermark=watermark)
-    sources: list[tuple[int, int] | None] = []
-    repairs: list[dict[str, Any]] = []
-    messages = project_records(cache.records, sources_out=sources, repairs_out=repairs, **options)
-    return PreparedContext(messages=messages, start=start, start_watermark=watermark,
-                           records_read=len(fresh), estimator_id=estimator_id, sources=sources, repairs=repairs)
+    projected = cache.projected(open_runs={run.pk}, screen_tools=frozenset(screen_tools),
+                                tool_result_limit=tool_result_limit, start_view=start_view, watermark=watermark)
+    return PreparedContext(messages=projected.messages, start=start, start_watermark=watermark,
+                           records_read=len(fresh), estimator_id=estimator_id, sources=projected.sources,
+                           repairs=projected.repairs)
 
 
 def view_allowed(*, run: Run, instance: Instance, covered_seq: int) -> bool:

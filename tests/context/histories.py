@@ -112,8 +112,10 @@ class _Builder:
         self._add(rng.choice(["tool_result", "tool_result", "delegation_result"]), message, run=run)
 
     def cancel(self, rng: random.Random) -> None:
-        self._add("run_status", {"status": rng.choice(["cancelled", "interrupted", "failed", "completed"]),
-                                 "reason": self._marker("META")})
+        # A run ends, or is resumed (reopened), now and then an older one.
+        status = rng.choice(["cancelled", "interrupted", "failed", "completed", "resumed"])
+        run = rng.choice(self.runs) if status == "resumed" and rng.random() < 0.3 else None
+        self._add("run_status", {"status": status, "reason": self._marker("META")}, run=run)
 
     def metadata(self, rng: random.Random) -> None:
         marker = self._marker("META")

@@ -1,0 +1,192 @@
+"""The projector's second pass: pairing, ids, placeholders, late results, screenshots.
+
+It reads the items the first pass (``projector._Reader``) collected and writes the
+message list. It can start part-way: a *settled* prefix of the items — one whose output
+no record appended later can change — is kept with its output (``Settled``), and the
+next pass reads only the items after it. That is what keeps a step's cost proportional
+to what is new rather than to the session's length (LOOP-1).
+
+When is a prefix settled? Its output depends on later records only through calls: a
+call still waiting for its result may yet be answered (and every call id after it is
+numbered by position, CTX-5), or be dropped or get a placeholder depending on whether
+its run goes on (CTX-2, CTX-3). So a prefix is settled when every call in it has its
+in-time or late result inside the prefix too. Results only ever answer earlier calls and
+run closures are read between two positions, so nothing appended can change such a
+prefix — except a newer screenshot, which strips the images of older ones (CTX-8): that
+one message is replaced (never changed in place) in the kept output. A checkpoint record
+replaces everything read before it, and with it the settled prefix.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from context import records as rec
+from context.ids import IdAllocator, is_portable_id
+from context.media import trim_screenshots
+from context.pairing import Call, Closures, Result, call_outcome, pair
+
+_MSG, _ASST, _RES = 0, 1, 2
+_OPEN = float("inf")  # the closing position of a call nothing has answered yet
+
+
+def note(kind: str, reason: str, seq: Any, **extra: Any) -> dict[str, Any]:
+    """One repair: what the read changed, why, and the record it came from."""
+    return {"kind": kind, "reason": reason, "seq": seq if isinstance(seq, int) else None, **extra}
+
+
+@dataclass
+class Settled:
+    """The output of a settled prefix of the first pass's items, kept between passes.
+
+    ``generation`` is the reader's: a checkpoint applied since makes the prefix void.
+    """
+
+    generation: int = -1
+    items: int = 0
+    out: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[tuple[int, int] | None] = field(default_factory=list)
+    repairs: list[dict[str, Any]] = field(default_factory=list)  # screenshot trims are never kept
+    imaged: list[int] = field(default_factory=list)  # screen observations that had images
+    ids: int = 0
+    seen_ids: set[Any] = field(default_factory=set)
+
+
+def _late_content(call: Call, result: Result) -> str | list[dict[str, Any]]:
+    header = rec.LATE_RESULT_HEADER.format(
+        call_id=call.new_id, name=call.name, seq=result.seq, status=result.status)
+    return rec.prefix_content(result.content, header + "\n")
+
+
+def _source(seq: Any) -> tuple[int, int] | None:
+    # Only a real record seq is a source; junk seqs and view/checkpoint messages are None.
+    return (seq, seq) if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
+def _result_source(result: Result) -> tuple[int, int] | None:
+    return _source(result.seq) if result.scope[0] == "records" else None
+
+
+def _pair_tail(items: list[tuple], closures: Closures) -> dict[int, int]:
+    """Pair the calls and results of ``items`` afresh; returns each result's position."""
+    entries: list[Call | Result] = []
+    positions: dict[int, int] = {}
+    for position, (tag, a, b, _, _, _) in enumerate(items):
+        if tag == _ASST:
+            for call in b:
+                call.answer = call.late = None  # a pass before this one may have paired it
+            entries.extend(b)
+        elif tag == _RES:
+            a.call = None
+            entries.append(a)
+            positions[id(a)] = position
+    pair(entries, closures)
+    return positions
+
+
+def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[str, Any]]],
+             open_runs: Collection[Any], screen_tools: Collection[str], settled: Settled,
+             repairs: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], list[tuple[int, int] | None]]:
+    """Write the output for ``items``, starting after ``settled`` (which is moved forward
+    to the longest settled prefix). Returns the messages and one source per message;
+    ``repairs`` (when a list) receives every repair, each with its ``position``."""
+    start = settled.items
+    tail = items[start:]
+    positions = _pair_tail(tail, closures)
+    ids = IdAllocator(start=settled.ids)
+    seen_ids = settled.seen_ids
+    tail_seen: list[Any] = []  # raw ids of this pass's kept calls, in order (a set beside it for lookups)
+    tail_seen_set: set[Any] = set()
+    out = list(settled.out)
+    sources = list(settled.sources)
+    found: list[dict[str, Any]] = list(settled.repairs) if repairs is not None else []
+    screens: list[int] = []  # this pass's screen observations
+    closes = -1.0  # the last position a call read so far waits for
+    mark: tuple[int, ...] | None = None  # (items, out, repairs, ids, seen) at the last settled boundary
+
+    def repaired(position: int, new: list[dict[str, Any]]) -> None:
+        if repairs is not None:
+            found.extend({**item, "position": position} for item in new)
+
+    for offset, (tag, a, b, _, _, origin) in enumerate(tail):
+        if closes < offset:
+            mark = (start + offset, len(out), len(found), ids.count, len(tail_seen))
+        if tag == _MSG:
+            out.append(a)
+            sources.append(_source(origin))
+        elif tag == _ASST:
+            for call in b:
+                answer = call.answer or call.late
+                closes = max(closes, positions.get(id(answer), _OPEN) if answer is not None else _OPEN)
+            kept = [c for c in b if c.answer is not None or call_outcome(c, closures, open_runs) != "drop"]
+            if repairs is not None:
+                repaired(len(out), notes.get(id(a), []) + [
+                    note("call_dropped", f"{c.name}: no result in a run still going, or cut by a Stop (CTX-2)", origin,
+                         call_id=c.raw_id) for c in b if c not in kept and not c.from_partial])
+            if not kept and a["content"] is None:
+                continue
+            message = dict(a)  # the reader's item is read again by later passes: never changed
+            if kept:
+                calls = []
+                for call in kept:
+                    call.new_id = ids.allocate()
+                    calls.append({"id": call.new_id, "type": "function",
+                                  "function": {"name": call.name, "arguments": call.arguments}})
+                    # Every id is renumbered; only one the provider would have refused
+                    # or confused (missing, outside the portable pattern, reused) is news.
+                    if repairs is not None and (not is_portable_id(call.raw_id) or call.raw_id in seen_ids
+                                                or call.raw_id in tail_seen_set):
+                        repaired(len(out), [note("id_rewritten", f"{call.raw_id!r} is missing, reused or not "
+                                                                 f"accepted by every provider; sent as "
+                                                                 f"{call.new_id!r} (CTX-5)", origin,
+                                                 call_id=call.new_id)])
+                    tail_seen.append(call.raw_id)
+                    tail_seen_set.add(call.raw_id)
+                message["tool_calls"] = calls
+            out.append(message)
+            sources.append(_source(origin))
+            for call in kept:
+                answer = call.answer
+                content = answer.content if answer is not None else rec.UNKNOWN_OUTCOME_TEXT
+                if repairs is not None:
+                    repaired(len(out), notes.get(id(answer), []) if answer is not None else [note(
+                        "unknown_outcome", f"{call.name}: its run ended without a result; a placeholder says it may "
+                                           "or may not have happened (CTX-3)", origin, call_id=call.new_id)])
+                out.append({"role": "tool", "tool_call_id": call.new_id, "content": content})
+                # A placeholder comes from no record.
+                sources.append(_result_source(answer) if answer is not None else None)
+                if answer is not None and (answer.screen or call.name in screen_tools):
+                    screens.append(len(out) - 1)
+        else:
+            call = a.call
+            if call is None and repairs is not None:
+                repaired(len(out), [note("orphan_result_dropped", "a result that answers no earlier call, or "
+                                                                  "answers one a second time (CTX-2, CTX-6)", a.seq)])
+            if call is not None and call.late is a and call.new_id:
+                if repairs is not None:
+                    repaired(len(out), [note("late_result", f"the result of {call.name} arrived after its run had "
+                                                            "ended; shown where it arrived (CTX-4)", a.seq,
+                                             call_id=call.new_id)])
+                out.append({"role": "user", "content": _late_content(call, a)})
+                sources.append(_result_source(a))
+                if a.screen or call.name in screen_tools:
+                    screens.append(len(out) - 1)
+    if closes < len(tail):
+        mark = (start + len(tail), len(out), len(found), ids.count, len(tail_seen))
+    imaged = list(settled.imaged)
+    trimmed = trim_screenshots(out, imaged, screens)
+    if mark is not None:
+        settled.items, length, found_length, settled.ids, seen_length = mark
+        settled.out, settled.sources = out[:length], sources[:length]
+        settled.repairs = found[:found_length] if repairs is not None else []
+        settled.imaged = imaged[:bisect_left(imaged, length)]
+        seen_ids.update(tail_seen[:seen_length])
+    if repairs is not None:
+        repairs[:] = found
+        for position in trimmed:
+            repairs.append(note("screenshot_trimmed", "an older screen observation: only the newest keeps its "
+                                                      "images (CTX-8)", None, position=position))
+    return out, sources
