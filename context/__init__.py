@@ -7,7 +7,7 @@ save what they return. See docs/context-engine.md.
 
 from __future__ import annotations
 
-from context.adapters import RequestValidationError, adapt_messages, build_request_body
+from context.adapters import RequestBuilder, RequestValidationError, adapt_messages, build_request_body
 from context.calibration import (
     CalibratedEstimator,
     Calibration,
@@ -97,6 +97,8 @@ __all__ = [
     "LegacyCharPolicy",
     "PolicyError",
     "Problem",
+    "RequestBuilder",
+    "RequestBuilder",
     "RequestValidationError",
     "RuntimeState",
     "SummaryCall",

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from context.records import EMPTY_RESULT_TEXT, is_image_part, is_text_part
-from context.validate import Problem, check_dialect, validate_request
+from context.validate import Problem, RequestValidator, check_dialect
 
 IMAGE_UNSUPPORTED_NOTE = "[image omitted: this model cannot read images]"
 CONTINUE_NOTE = "[Continue from where the conversation left off.]"
@@ -146,10 +147,11 @@ def _drop_blank_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """System text only at the start, a user turn first, no two assistant turns in a row."""
+def _anthropic(messages: list[dict[str, Any]], continuing: bool = False) -> list[dict[str, Any]]:
+    """System text only at the start, a user turn first, no two assistant turns in a row.
+    ``continuing``: these messages follow a turn already adapted (no start rules)."""
     out: list[dict[str, Any]] = []
-    leading = True
+    leading = not continuing
     for message in messages:
         if message["role"] in ("system", "developer"):
             if not leading:
@@ -158,7 +160,7 @@ def _anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             leading = False
         out.append(message)
     first = next((i for i, m in enumerate(out) if m["role"] not in ("system", "developer")), None)
-    if first is not None and out[first]["role"] != "user":
+    if first is not None and out[first]["role"] != "user" and not continuing:
         out.insert(first, {"role": "user", "content": HISTORY_START_NOTE})
     return _merge_runs(out, frozenset({"assistant"}))
 
@@ -188,18 +190,26 @@ def adapt_messages(
     """
     mode = check_dialect(dialect)
     images_ok = supports_images if supports_images is not None else mode != "deepseek"
+    out = _adapt(messages, mode, images_ok, thinking)
+    if out and out[-1]["role"] == "assistant":
+        out.append({"role": "user", "content": CONTINUE_NOTE})
+    return out
+
+
+def _adapt(messages: Sequence[Mapping[str, Any]], mode: str, images_ok: bool, thinking: bool,
+           continuing: bool = False) -> list[dict[str, Any]]:
+    """Every rule of ``adapt_messages`` but the closing continuation note; ``continuing``
+    says the messages follow others already adapted (``RequestBuilder``)."""
     # A copy of each message, not of everything in it: no rule below changes a part or a
     # call block in place, and deep-copying the whole history made each step cost O(n).
     out = _place_images([dict(m) for m in messages], images_ok)
     _reasoning(out, mode, thinking)
     out = _drop_blank_text(out)
     if mode == "anthropic":
-        out = _anthropic(out)
+        out = _anthropic(out, continuing)
     elif mode == "deepseek":
         out = _merge_runs(out, frozenset({"system", "user", "assistant"}))
     _flatten(out)
-    if out and out[-1]["role"] == "assistant":
-        out.append({"role": "user", "content": CONTINUE_NOTE})
     return out
 
 
@@ -222,20 +232,88 @@ def build_request_body(
     ever returned for sending) and ValueError for an unknown dialect or a bad limit.
     DeepSeek reasoner models are always in thinking mode.
     """
-    mode = check_dialect(dialect)
-    if isinstance(max_output_tokens, bool) or not isinstance(max_output_tokens, int) or max_output_tokens < 1:
-        raise ValueError("max_output_tokens must be a positive integer")
-    thinking = thinking or (mode == "deepseek" and "reasoner" in model)
-    adapted = adapt_messages(messages, dialect=mode, supports_images=supports_images, thinking=thinking)
-    problems = validate_request(adapted, mode, thinking=thinking if mode == "deepseek" else None)
-    if problems:
-        raise RequestValidationError(problems)
-    body: dict[str, Any] = {"model": model, "messages": adapted}
-    body[output_limit_field] = max_output_tokens
-    if tools:
-        body["tools"] = copy.deepcopy(list(tools))
-    body["stream"] = stream
-    if stream:
-        # Usage arrives in the last chunk only when asked for; CTX-25 needs it.
-        body["stream_options"] = {"include_usage": True}
-    return body
+    return RequestBuilder().build(messages, dialect=dialect, model=model, max_output_tokens=max_output_tokens,
+                                  output_limit_field=output_limit_field, tools=tools, stream=stream,
+                                  supports_images=supports_images, thinking=thinking)
+
+
+class RequestBuilder:
+    """``build_request_body`` for the successive requests of one conversation: when a
+    request's messages extend the previous request's (the same message objects, then new
+    ones), only the new ones are adapted and validated (LOOP-1: a step costs what is new).
+
+    The result is always ``build_request_body``'s (a property test holds them equal): the
+    new messages are adapted on their own only where no rule reaches across the seam — the
+    first new message is no tool result (its images would join the held ones), the
+    messages either side of the seam have different roles (nothing merges), and for the
+    ``anthropic`` rules a turn other than system text came before. Otherwise, or when
+    the options change, everything is built afresh. The first message (the system text,
+    rebuilt every step) is compared by value, the rest by identity: the caller treats the
+    messages it passes as read-only, as the projector's output is.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._inputs: list[Mapping[str, Any]] = []
+        self._adapted: list[dict[str, Any]] = []  # without the closing continuation note
+        self._validator: RequestValidator | None = None
+        self._opened = False  # a turn other than system text has been adapted
+        self.reused = 0  # messages the last build took from the one before (for tests)
+
+    def build(self, messages: Sequence[Mapping[str, Any]], *, dialect: str, model: str, max_output_tokens: int,
+              output_limit_field: str = "max_tokens", tools: Sequence[Mapping[str, Any]] | None = None,
+              stream: bool = True, supports_images: bool | None = None, thinking: bool = False) -> dict[str, Any]:
+        """The request body, as ``build_request_body`` builds it (same arguments, same errors)."""
+        mode = check_dialect(dialect)
+        if isinstance(max_output_tokens, bool) or not isinstance(max_output_tokens, int) or max_output_tokens < 1:
+            raise ValueError("max_output_tokens must be a positive integer")
+        thinking = thinking or (mode == "deepseek" and "reasoner" in model)
+        images_ok = supports_images if supports_images is not None else mode != "deepseek"
+        adapted, validator = self._extend(messages, (mode, images_ok, thinking))
+        if adapted and adapted[-1]["role"] == "assistant":
+            adapted.append({"role": "user", "content": CONTINUE_NOTE})
+            validator = validator.copy()
+            validator.feed(adapted[-1:])
+        problems = validator.problems()
+        if problems:
+            raise RequestValidationError(problems)
+        body: dict[str, Any] = {"model": model, "messages": adapted}
+        body[output_limit_field] = max_output_tokens
+        if tools:
+            body["tools"] = copy.deepcopy(list(tools))
+        body["stream"] = stream
+        if stream:
+            # Usage arrives in the last chunk only when asked for; CTX-25 needs it.
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _extend(self, messages: Sequence[Mapping[str, Any]], key: tuple[Any, ...]) -> tuple[list[dict[str, Any]],
+                                                                                            RequestValidator]:
+        mode, images_ok, thinking = key
+        known = len(self._inputs)
+        self.reused = 0
+        if (key == self._key and self._validator is not None and 0 < known <= len(messages)
+                and messages[0] == self._inputs[0]
+                and all(a is b for a, b in zip(islice(messages, 1, known), islice(self._inputs, 1, None)))):
+            fresh = messages[known:]
+            added = _adapt(fresh, mode, images_ok, thinking, continuing=True)
+            seam_clean = (not fresh or (isinstance(fresh[0], Mapping) and fresh[0].get("role") != "tool")) and (
+                not added or not self._adapted or self._adapted[-1]["role"] != added[0]["role"]) and (
+                mode != "anthropic" or self._opened)
+            if seam_clean:
+                validator = self._validator.copy()
+                validator.feed(added)
+                self.reused = known
+                return self._remember(messages, key, self._adapted + added, validator, added)
+        adapted = _adapt(messages, mode, images_ok, thinking)
+        validator = RequestValidator(mode, thinking=thinking if mode == "deepseek" else False)
+        validator.feed(adapted)
+        self._opened = False
+        return self._remember(messages, key, adapted, validator, adapted)
+
+    def _remember(self, messages: Sequence[Mapping[str, Any]], key: tuple[Any, ...], adapted: list[dict[str, Any]],
+                  validator: RequestValidator, added: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
+                                                                                     RequestValidator]:
+        self._key, self._inputs, self._adapted, self._validator = key, list(messages), adapted, validator
+        self._opened = self._opened or any(m["role"] not in ("system", "developer") for m in added)
+        return list(adapted), validator

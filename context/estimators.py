@@ -25,7 +25,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -286,8 +286,8 @@ class EstimateCache:
         self.estimator = estimator
         self.max_entries = max_entries
         self._cache: dict[Any, int] = {}
-        self._snapshots: list[Any] = []
-        self._figures: list[int] = []
+        # Layer 1, per track: (snapshots, figures) of the previous request on that track.
+        self._tracks: dict[Hashable, tuple[list[Any], list[int]]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -312,9 +312,14 @@ class EstimateCache:
         self._cache[key] = value
         return value
 
-    def messages(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
-        """Per-message estimates, in order (what the context inspector shows)."""
-        snapshots, figures = self._snapshots, self._figures
+    def messages(self, messages: Sequence[Mapping[str, Any]], track: Hashable = None) -> list[int]:
+        """Per-message estimates, in order (what the context inspector shows).
+
+        ``track`` names the sequence of requests this one continues (one instance's
+        projected view, or its request bodies): layer 1 compares with the previous request
+        of the same track, so estimating two differently shaped lists in turn still finds
+        every old message in place."""
+        snapshots, figures = self._tracks.get(track, ((), ()))
         out: list[int] = []
         new_snapshots: list[Any] = []
         for position, message in enumerate(messages):
@@ -326,14 +331,17 @@ class EstimateCache:
                 out.append(self.message(message))
                 # A snapshot, not the caller's object: in-place edits must not fool layer 1.
                 new_snapshots.append(copy.deepcopy(message))
-        self._snapshots, self._figures = new_snapshots, out
+        if track not in self._tracks and len(self._tracks) >= 64:
+            self._tracks.pop(next(iter(self._tracks)))  # the oldest track: a finished sub-agent's
+        self._tracks[track] = (new_snapshots, out)
         return list(out)
 
     def tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
         """Tool schemas rarely change within a run; they are estimated directly."""
         return self.estimator.tools(tools)
 
-    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> int:
+    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
+                track: Hashable = None) -> int:
         """The whole request: equal to the wrapped estimator's full count, by construction."""
         overhead = self.estimator.request([], None)
-        return overhead + sum(self.messages(messages)) + self.tools(tools or ())
+        return overhead + sum(self.messages(messages, track)) + self.tools(tools or ())

@@ -18,6 +18,7 @@ Dialects (a provider's ``ProviderSpec.dialect`` names the one it speaks):
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -131,69 +132,100 @@ def validate_request(
     mode = check_dialect(provider if provider is not None else dialect)
     if isinstance(messages, Mapping):
         messages = messages.get("messages") or []
-    out: list[Problem] = []
     if not messages:
         return [Problem(None, "request-empty", "the request has no messages")]
     if thinking is None:
         thinking = any(isinstance(m, Mapping) and "reasoning_content" in m for m in messages)
+    validator = RequestValidator(mode, thinking=thinking)
+    validator.feed(messages)
+    return validator.problems()
 
-    seen_ids: set[str] = set()
-    pending: dict[str, bool] = {}  # calls of the assistant message the tool run answers
-    pending_at: int | None = None
-    previous_role: str | None = None
-    seen_non_system = False
 
-    def close_group() -> None:
+class RequestValidator:
+    """``validate_request``'s reading, message by message and resumable: a request that
+    extends one already checked is checked on its new messages only (LOOP-1)."""
+
+    def __init__(self, mode: str, *, thinking: bool = False) -> None:
+        self.mode = check_dialect(mode)
+        self.thinking = thinking
+        self.count = 0  # messages read
+        self.last: Any = None
+        self._out: list[Problem] = []
+        self._seen_ids: set[str] = set()
+        self._pending: dict[str, bool] = {}  # calls of the assistant message the tool run answers
+        self._pending_at: int | None = None
+        self._previous_role: str | None = None
+        self._seen_non_system = False
+
+    def copy(self) -> RequestValidator:
+        """An independent validator in the same state (the sets and lists are copied)."""
+        other = copy.copy(self)
+        other._out, other._seen_ids, other._pending = list(self._out), set(self._seen_ids), dict(self._pending)
+        return other
+
+    def _close_group(self) -> None:
         """Report the calls of the group that just ended that no tool message answered."""
-        nonlocal pending, pending_at
-        for call_id, answered in pending.items():
+        for call_id, answered in self._pending.items():
             if not answered:
-                out.append(Problem(pending_at, "unanswered-call",
-                                   f"call {call_id!r} has no tool message right after its assistant message"))
-        pending, pending_at = {}, None
+                self._out.append(Problem(self._pending_at, "unanswered-call",
+                                         f"call {call_id!r} has no tool message right after its assistant message"))
+        self._pending, self._pending_at = {}, None
 
-    for i, message in enumerate(messages):
-        if not isinstance(message, Mapping) or not is_role(message.get("role")):
-            out.append(Problem(i, "message-shape", "not a chat message with a known role"))
-            close_group()
-            previous_role = None
-            continue
-        role = message["role"]
-        if role != "tool":
-            close_group()
-        _check_content(i, message, mode, out)
+    def feed(self, messages: Sequence[Any]) -> None:
+        """Read the next messages of the request."""
+        mode, thinking, out = self.mode, self.thinking, self._out
+        for i, message in enumerate(messages, start=self.count):
+            self.last = message
+            if not isinstance(message, Mapping) or not is_role(message.get("role")):
+                out.append(Problem(i, "message-shape", "not a chat message with a known role"))
+                self._close_group()
+                self._previous_role = None
+                continue
+            role = message["role"]
+            if role != "tool":
+                self._close_group()
+            _check_content(i, message, mode, out)
 
-        if role in ("system", "developer"):
-            if mode == "anthropic" and seen_non_system:
-                out.append(Problem(i, "system-not-at-start", "system text is allowed only at the start"))
-        elif not seen_non_system:
-            seen_non_system = True
-            if mode == "anthropic" and role != "user":
-                out.append(Problem(i, "first-turn-not-user", "the first turn must come from the user"))
+            if role in ("system", "developer"):
+                if mode == "anthropic" and self._seen_non_system:
+                    out.append(Problem(i, "system-not-at-start", "system text is allowed only at the start"))
+            elif not self._seen_non_system:
+                self._seen_non_system = True
+                if mode == "anthropic" and role != "user":
+                    out.append(Problem(i, "first-turn-not-user", "the first turn must come from the user"))
 
-        if role == "assistant":
-            if mode == "anthropic" and previous_role == "assistant":
-                out.append(Problem(i, "consecutive-assistant", "two assistant turns in a row"))
-            if "tool_calls" in message:
-                pending = dict.fromkeys(_check_calls(i, message["tool_calls"], seen_ids, out), False)
-                pending_at = i
-                if mode == "deepseek" and thinking and not isinstance(message.get("reasoning_content"), str):
-                    out.append(Problem(i, "missing-reasoning-content", "in thinking mode an assistant message "
-                                       "with tool calls must carry reasoning_content"))
-        elif role == "tool":
-            call_id = message.get("tool_call_id")
-            if not isinstance(call_id, str) or call_id not in pending:
-                out.append(Problem(i, "tool-without-call", f"tool message {call_id!r:.60} does not answer "
-                                   "a call of the assistant message right before it"))
-            elif pending[call_id]:
-                out.append(Problem(i, "duplicate-tool-result", f"call {call_id!r} is answered twice"))
-            else:
-                pending[call_id] = True
-        if mode == "deepseek" and role == previous_role and role != "tool":
-            out.append(Problem(i, "consecutive-same-role", f"two {role} messages in a row"))
-        previous_role = role
-    close_group()
-    last = messages[-1]
-    if isinstance(last, Mapping) and last.get("role") == "assistant":
-        out.append(Problem(len(messages) - 1, "ends-on-assistant", "the request must not end on an assistant turn"))
-    return out
+            if role == "assistant":
+                if mode == "anthropic" and self._previous_role == "assistant":
+                    out.append(Problem(i, "consecutive-assistant", "two assistant turns in a row"))
+                if "tool_calls" in message:
+                    self._pending = dict.fromkeys(_check_calls(i, message["tool_calls"], self._seen_ids, out), False)
+                    self._pending_at = i
+                    if mode == "deepseek" and thinking and not isinstance(message.get("reasoning_content"), str):
+                        out.append(Problem(i, "missing-reasoning-content", "in thinking mode an assistant message "
+                                           "with tool calls must carry reasoning_content"))
+            elif role == "tool":
+                call_id = message.get("tool_call_id")
+                if not isinstance(call_id, str) or call_id not in self._pending:
+                    out.append(Problem(i, "tool-without-call", f"tool message {call_id!r:.60} does not answer "
+                                       "a call of the assistant message right before it"))
+                elif self._pending[call_id]:
+                    out.append(Problem(i, "duplicate-tool-result", f"call {call_id!r} is answered twice"))
+                else:
+                    self._pending[call_id] = True
+            if mode == "deepseek" and role == self._previous_role and role != "tool":
+                out.append(Problem(i, "consecutive-same-role", f"two {role} messages in a row"))
+            self._previous_role = role
+        self.count += len(messages)
+
+    def problems(self) -> list[Problem]:
+        """Every problem of the request read so far, as if it ended here (the validator
+        itself is left as it was, so it can read on)."""
+        if not self.count:
+            return [Problem(None, "request-empty", "the request has no messages")]
+        end = self.copy()
+        end._close_group()
+        last = self.last
+        if isinstance(last, Mapping) and last.get("role") == "assistant":
+            end._out.append(Problem(self.count - 1, "ends-on-assistant",
+                                    "the request must not end on an assistant turn"))
+        return end._out

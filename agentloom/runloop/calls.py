@@ -17,7 +17,7 @@ from django.conf import settings
 
 from agentloom.runloop.errors import ContextRefused, RunStopped
 from agentloom.runloop.state import RunState
-from context import RequestValidationError, build_anthropic_body, build_request_body, usage_prompt_tokens
+from context import RequestBuilder, RequestValidationError, build_anthropic_body, build_request_body, usage_prompt_tokens
 from models_catalog.client import (
     ChatClient,
     ReasoningDelta,
@@ -43,18 +43,21 @@ def chat_client(target: ModelTarget) -> ChatClient:
 
 
 def body_build(target: ModelTarget, messages: Sequence[dict[str, Any]], *, max_output_tokens: int,
-               tools: Sequence[dict[str, Any]] | None = None, keep_thinking: bool = False) -> dict[str, Any]:
+               tools: Sequence[dict[str, Any]] | None = None, keep_thinking: bool = False,
+               builder: RequestBuilder | None = None) -> dict[str, Any]:
     """A request body in the target's dialect; raises RequestValidationError (CTX-10).
 
     The ``anthropic`` dialect is the native Messages API body (top-level system, content
     blocks, prompt-cache breakpoints); ``keep_thinking`` passes signed thinking blocks back
-    when the model that wrote them is the one called now (CTX-11)."""
+    when the model that wrote them is the one called now (CTX-11). ``builder`` keeps what
+    the previous request of the same instance adapted and checked (LOOP-1)."""
     if target.dialect == "anthropic":
         return build_anthropic_body(messages, model=target.model, max_tokens=max_output_tokens, tools=tools or None,
                                     supports_images=target.supports_images, keep_thinking=keep_thinking)
-    return build_request_body(messages, dialect=target.dialect, output_limit_field=target.output_limit_field,
-                              model=target.model, max_output_tokens=max_output_tokens, tools=tools or None,
-                              supports_images=target.supports_images)
+    build = builder.build if builder is not None else build_request_body
+    return build(messages, dialect=target.dialect, output_limit_field=target.output_limit_field,
+                 model=target.model, max_output_tokens=max_output_tokens, tools=tools or None,
+                 supports_images=target.supports_images)
 
 
 
@@ -74,13 +77,14 @@ class ActionRequest:
     repairs: list[dict[str, Any]]
 
 
-def action_request_build(state: RunState, messages: list[dict[str, Any]], schemas: list[dict[str, Any]],
-                         repairs: Sequence[dict[str, Any]] = ()) -> ActionRequest:
+def action_request_build(state: RunState, instance: Instance, messages: list[dict[str, Any]],
+                         schemas: list[dict[str, Any]], repairs: Sequence[dict[str, Any]] = ()) -> ActionRequest:
     """Build the action request, refuse an invalid one (CTX-10) and one over the hard limit (CTX-39).
     ``repairs`` (what the projection changed, by position in ``messages``) go to the call's log."""
     try:
         body = body_build(state.target, messages, max_output_tokens=state.budget.max_output_tokens, tools=schemas,
-                          keep_thinking=state.thinking_continues)
+                          keep_thinking=state.thinking_continues,
+                          builder=state.builders.setdefault(instance.pk, RequestBuilder()))
     except RequestValidationError as exc:
         # CTX-10: an invalid request is a bug. Never send it; say so and keep the records.
         logger.error("run %s: refusing to send an invalid request: %s", state.run.pk, exc)
@@ -92,7 +96,8 @@ def action_request_build(state: RunState, messages: list[dict[str, Any]], schema
     # blocks carry raw base64).
     native = state.target.dialect == "anthropic"
     counted = messages if native else body["messages"]
-    estimate = estimator.request(counted, schemas if native else body.get("tools"))
+    figures = estimator.messages(counted, track=("body", instance.pk))
+    estimate = estimator.request([], schemas if native else body.get("tools")) + sum(figures)
     # CTX-39, checked before anything is sent, on the same calibrated figure as every other
     # decision (CTX-25): never below what the provider counted for a recent request.
     checked = state.figure(estimate)
@@ -100,7 +105,7 @@ def action_request_build(state: RunState, messages: list[dict[str, Any]], schema
         raise RunStopped("context_overflow", "The conversation is too long for this model's context window "
                          f"(about {checked:,} tokens plus {state.budget.max_output_tokens:,} reserved for the answer).")
     # Per-message figures line up with what the inspector shows only for OpenAI-shaped bodies.
-    per_message = [] if native else estimator.messages(body["messages"])  # the figures just summed
+    per_message = [] if native else figures
     # A native body merges turns and moves the system text out: positions would mislead.
     logged = [{**r, "position": None} for r in repairs] if native else list(repairs)
     return ActionRequest(body=body, estimator_id=estimator.id, estimate=estimate, per_message=per_message,

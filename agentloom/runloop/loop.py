@@ -148,7 +148,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         preparation = compaction.prepare(state, instance, prepared, system_message(state, depth), schemas, depth=depth,
                                          force="budget" if refused else None)
         try:
-            request = action_request_build(state, preparation.messages, schemas, preparation.repairs)
+            request = action_request_build(state, instance, preparation.messages, schemas, preparation.repairs)
             answer = action_call(state, instance, request)
         except ContextRefused as refusal:
             if refused:  # compacted and refused again: never retry forever (CTX-39)

@@ -22,6 +22,7 @@ from context import (
     Calibration,
     ContextPolicy,
     EstimateCache,
+    RequestBuilder,
     estimate_is_exact,
     get_estimator,
     prior_ratio,
@@ -64,6 +65,7 @@ class RunState:
     started: float = field(default_factory=time.monotonic)
     sub_instances: int = 0
     caches: dict[int, ContextCache] = field(default_factory=dict)
+    builders: dict[int, RequestBuilder] = field(default_factory=dict)  # per instance: what its last request built
     estimates: EstimateCache | None = None
     _calibration: Calibration | None = None
     # Signed thinking blocks may go back only to the model that wrote them (CTX-11): true

@@ -1,6 +1,7 @@
-"""LOOP-1: a projection kept between steps (``Projection``) gives exactly what a projection
-made afresh gives, for any history cut into steps anywhere — messages, sources and
-repairs — and a step re-reads only what is not settled yet."""
+"""LOOP-1: what a step keeps from the one before gives exactly what a fresh start gives,
+for any history cut into steps anywhere, while a step reads only what is new: the
+projection (``Projection``: messages, sources, repairs) and the request body
+(``RequestBuilder``: adapted, validated, the same errors)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from recordkit import assistant, call, image, result, run_status, text, user
 
-from context import project_records
+from context import RequestValidationError, build_request_body, project_records
+from context.adapters import RequestBuilder
 from context.projector import Projection
+from context.validate import DIALECTS
 
 
 def _fresh(records: list[dict], **options) -> tuple[list, list, list]:
@@ -99,3 +102,47 @@ def test_ctx8_a_newer_screenshot_strips_an_older_one_kept_from_an_earlier_step()
     assert second == project_records(records + more, open_runs={"r1"})
     assert "omitted" in json.dumps(second[2]) and second[-1]["content"] == shot
     assert first[-1]["content"] == shot  # what the first step handed out is left as it was
+
+
+def _body_or_problems(build, messages: list[dict], **options):
+    try:
+        return build(messages, **options)
+    except RequestValidationError as error:
+        return [(p.index, p.rule) for p in error.problems]
+
+
+@given(events=histories(), cuts=st.lists(st.integers(0, 60), max_size=6), dialect=st.sampled_from(DIALECTS),
+       images=st.sampled_from([None, True, False]), model=st.sampled_from(["m", "deepseek-reasoner"]),
+       system=st.booleans())
+def test_loop1_a_kept_request_builder_equals_a_fresh_build_for_any_history_cut_anywhere(
+        events, cuts, dialect, images, model, system) -> None:
+    records = build(events).records
+    projection = Projection()
+    builder = RequestBuilder()
+    options = {"dialect": dialect, "model": model, "max_output_tokens": 64, "supports_images": images,
+               "tools": [{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}]}
+    done = 0
+    for point in [*sorted({min(c, len(records)) for c in cuts}), len(records)]:
+        projection.extend(records[done:point])
+        done = point
+        # The system text is a new dict at every step, as the run loop builds it.
+        messages = ([{"role": "system", "content": "Be brief."}] if system else []) + projection.project().messages
+        before = json.dumps(messages, sort_keys=True)
+        kept = _body_or_problems(builder.build, messages, **options)
+        assert kept == _body_or_problems(build_request_body, messages, **options)
+        assert json.dumps(messages, sort_keys=True) == before  # the projected messages are left as they were
+
+
+def test_loop1_in_a_tool_loop_each_request_adapts_and_validates_only_its_new_messages() -> None:
+    records = _tool_loop(200)
+    projection = Projection()
+    builder = RequestBuilder()
+    projection.extend(records[:1])
+    builder.build([{"role": "system", "content": "S"}, *projection.project().messages], dialect="openai",
+                  model="m", max_output_tokens=64)
+    for position in range(1, len(records), 2):
+        projection.extend(records[position:position + 2])
+        messages = [{"role": "system", "content": "S"}, *projection.project().messages]
+        body = builder.build(messages, dialect="openai", model="m", max_output_tokens=64)
+        assert builder.reused == len(messages) - 2  # everything but this step's call and result
+        assert body == build_request_body(messages, dialect="openai", model="m", max_output_tokens=64)
