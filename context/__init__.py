@@ -67,10 +67,11 @@ from context.compaction import (  # noqa: E402
 )
 
 # The native Anthropic body reads compaction's continuation preamble, so it comes after it.
-from context.anthropic import build_anthropic_body  # noqa: E402
+from context.anthropic import AnthropicBuilder, build_anthropic_body  # noqa: E402
 from context.anthropic_validate import anthropic_body_problems  # noqa: E402
 
 __all__ = [
+    "AnthropicBuilder",
     "BYTES_V1",
     "CalibratedEstimator",
     "Calibration",

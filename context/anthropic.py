@@ -34,20 +34,22 @@ import copy
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
-from context.adapters import RequestValidationError, adapt_messages
+from context.adapters import CONTINUE_NOTE, RequestValidationError, _adapt
 from context.anthropic_validate import (
     ANTHROPIC_ID_RE,
     IMAGE_MEDIA_TYPES,
     MAX_CACHE_BREAKPOINTS,
-    anthropic_body_problems,
+    TurnChecker,
     is_signed_thinking,
 )
 from context.compaction.view import is_continuation_message
 from context.ids import is_portable_id
 from context.records import is_image_part, is_text_part, parse_arguments, wrap_invalid_arguments
-from context.validate import validate_request
+from context.validate import RequestValidator
 
 CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
 IMAGE_UNREADABLE_NOTE = "[image omitted: not an image format the model accepts]"
@@ -67,14 +69,16 @@ def _fresh_id(old: str, taken: set[str]) -> str:
     return candidate
 
 
-def prepare_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def prepare_messages(messages: Sequence[Mapping[str, Any]], taken: set[str] | None = None) -> list[dict[str, Any]]:
     """Step 1: ids rewritten with their pairs, arguments made objects, reasoning set aside.
 
     The rewriting depends only on what comes before a message, so the same history gives
-    the same ids from request to request (what a prompt cache needs).
+    the same ids from request to request (what a prompt cache needs). ``taken`` holds the
+    ids earlier messages use (it is extended): messages that follow others already
+    prepared, from a message that is no tool result, continue from it.
     """
     out: list[dict[str, Any]] = []
-    taken: set[str] = set()
+    taken = set() if taken is None else taken
     renamed: dict[str, list[str]] = {}  # old id -> new ids of the open group, in call order
     for message in messages:
         message = dict(message)
@@ -214,8 +218,10 @@ def place_cache_breakpoints(
     tools: list[dict[str, Any]],
     turns: list[dict[str, Any]],
     summary: tuple[int, int] | None,
-) -> int:
-    """Mark at most four blocks with ``cache_control`` on the stable prefix; return how many.
+) -> list[dict[str, Any]]:
+    """Mark at most four blocks with ``cache_control`` on the stable prefix; return the
+    marked blocks of ``turns``. A marked block is a marked copy, in a copy of its turn:
+    turns may share their blocks with an earlier body (``AnthropicBuilder``).
 
     The cache reads the longest prefix (tools → system → messages) that ends at an
     earlier breakpoint, so the marks go where the prefix stops changing:
@@ -229,26 +235,34 @@ def place_cache_breakpoints(
        turn that added many blocks (parallel tool calls) still finds the previous entry:
        the cache looks back only about 20 blocks from a breakpoint.
     """
-    candidates: list[dict[str, Any]] = []
+    spots: list[tuple[Any, int]] = []  # ("system" | "tools" | turn index, block index)
     if system:
-        candidates.append(system[-1])
+        spots.append(("system", len(system) - 1))
     elif tools:
-        candidates.append(tools[-1])
+        spots.append(("tools", len(tools) - 1))
     if summary is not None:
-        candidates.append(turns[summary[0]]["content"][summary[1]])
+        spots.append(summary)
     if turns:
-        candidates.append(turns[-1]["content"][-1])
+        spots.append((len(turns) - 1, len(turns[-1]["content"]) - 1))
     if len(turns) >= 3 and turns[-3]["role"] == "user":
-        candidates.append(turns[-3]["content"][-1])
+        spots.append((len(turns) - 3, len(turns[-3]["content"]) - 1))
+    done: list[tuple[Any, int]] = []
     marked: list[dict[str, Any]] = []
-    for block in candidates:
-        if len(marked) == MAX_CACHE_BREAKPOINTS or any(block is m for m in marked):
+    for where, index in spots:
+        if len(done) == MAX_CACHE_BREAKPOINTS or (where, index) in done:
             continue
-        if block.get("type") in ("thinking", "redacted_thinking"):
+        if where == "system" or where == "tools":
+            blocks = system if where == "system" else tools
+        else:
+            blocks = list(turns[where]["content"])
+            turns[where] = {**turns[where], "content": blocks}
+        if blocks[index].get("type") in ("thinking", "redacted_thinking"):
             continue  # cannot carry cache_control
-        block["cache_control"] = dict(CACHE_CONTROL)
-        marked.append(block)
-    return len(marked)
+        blocks[index] = {**blocks[index], "cache_control": dict(CACHE_CONTROL)}
+        if blocks is not system and blocks is not tools:
+            marked.append(blocks[index])
+        done.append((where, index))
+    return marked
 
 
 def build_anthropic_body(
@@ -274,24 +288,117 @@ def build_anthropic_body(
     on the OpenAI shapes, then on the native body), ValueError for a bad ``max_tokens``.
     The caller's messages and tools are never modified.
     """
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError("max_tokens must be a positive integer")
-    adapted = adapt_messages(prepare_messages(messages), dialect="anthropic", supports_images=supports_images)
-    problems = validate_request(adapted, "anthropic")
-    if problems:
-        raise RequestValidationError(problems)
-    system, turns, summary = native_turns(adapted, keep_thinking=keep_thinking)
-    native = native_tools(tools)
-    if cache:
-        place_cache_breakpoints(system=system, tools=native, turns=turns, summary=summary)
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
-    if system:
-        body["system"] = system
-    body["messages"] = turns
-    if native:
-        body["tools"] = native
-    body["stream"] = stream
-    problems = anthropic_body_problems(body)
-    if problems:
-        raise RequestValidationError(problems)
-    return body
+    return AnthropicBuilder().build(messages, model=model, max_tokens=max_tokens, tools=tools, stream=stream,
+                                    supports_images=supports_images, keep_thinking=keep_thinking, cache=cache)
+
+
+@dataclass
+class _Built:
+    """What a build kept of its messages (without the closing continuation note)."""
+
+    inputs: list[Mapping[str, Any]]
+    taken: set[str]  # call ids in use (step 1)
+    adapted: list[dict[str, Any]]  # OpenAI shapes, Anthropic mode (step 2)
+    validator: RequestValidator
+    system: list[dict[str, Any]]  # native (step 3), never marked
+    turns: list[dict[str, Any]]
+    summary: tuple[int, int] | None
+    checker: TurnChecker  # the native check of ``turns`` (step 6)
+
+
+class AnthropicBuilder:
+    """``build_anthropic_body`` for the successive requests of one conversation: when a
+    request's messages extend the previous request's (the same message objects, then new
+    ones), steps 1–3 and both checks read only the new ones (LOOP-1); the cache marks are
+    placed on copies, so nothing kept is ever changed.
+
+    The result is always ``build_anthropic_body``'s (a property test holds them equal):
+    the new messages are taken on their own only where no rule reaches across the seam —
+    the first new message is no tool result, a turn other than system text came before,
+    and the turns either side of the seam differ in role (in both shapes: nothing merges).
+    Otherwise, or when the options change, everything is built afresh. The first message
+    (the system text, rebuilt every step) is compared by value, the rest by identity.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._kept: _Built | None = None
+        self.reused = 0  # messages the last build took from the one before (for tests)
+
+    def build(self, messages: Sequence[Mapping[str, Any]], *, model: str, max_tokens: int,
+              tools: Sequence[Mapping[str, Any]] | None = None, stream: bool = True,
+              supports_images: bool | None = None, keep_thinking: bool = False, cache: bool = True) -> dict[str, Any]:
+        """The body, as ``build_anthropic_body`` builds it (same arguments, same errors)."""
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError("max_tokens must be a positive integer")
+        built = self._extend(messages, (supports_images, keep_thinking))
+        adapted, validator, turns, checker = built.adapted, built.validator, list(built.turns), built.checker
+        if adapted and adapted[-1]["role"] == "assistant":
+            note = {"role": "user", "content": CONTINUE_NOTE}
+            adapted = [*adapted, note]
+            validator = validator.copy()
+            validator.feed([note])
+            _, more, _ = native_turns([note], keep_thinking=keep_thinking)
+            turns.extend(more)  # after an assistant turn: a turn of its own
+            checker = checker.copy()
+            checker.feed(more)
+        problems = validator.problems()
+        if problems:
+            raise RequestValidationError(problems)
+        system = list(built.system)
+        native = native_tools(tools)
+        marks = place_cache_breakpoints(system=system, tools=native, turns=turns, summary=built.summary) \
+            if cache else []
+        body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+        if system:
+            body["system"] = system
+        body["messages"] = turns
+        if native:
+            body["tools"] = native
+        body["stream"] = stream
+        problems = checker.problems(body, marks=marks)
+        if problems:
+            raise RequestValidationError(problems)
+        return body
+
+    def _extend(self, messages: Sequence[Mapping[str, Any]], key: tuple[Any, ...]) -> _Built:
+        supports_images, keep_thinking = key
+        kept, self.reused = self._kept, 0
+        known = len(kept.inputs) if kept is not None else 0
+        if (kept is not None and key == self._key and 0 < known <= len(messages)
+                and messages[0] == kept.inputs[0]
+                and all(a is b for a, b in zip(islice(messages, 1, known), islice(kept.inputs, 1, None)))):
+            fresh = messages[known:]
+            if not fresh:
+                self.reused = known
+                return kept
+            if isinstance(fresh[0], Mapping) and fresh[0].get("role") != "tool" and kept.turns:
+                taken = set(kept.taken)
+                added = _adapt(prepare_messages(fresh, taken), "anthropic", _images_ok(supports_images), False,
+                               continuing=True)
+                _, more, summary = native_turns(added, keep_thinking=keep_thinking)
+                if (not added or kept.adapted[-1]["role"] != added[0]["role"]) and (
+                        not more or kept.turns[-1]["role"] != more[0]["role"]):
+                    validator, checker = kept.validator.copy(), kept.checker.copy()
+                    validator.feed(added)
+                    checker.feed(more)
+                    if summary is not None:
+                        summary = (summary[0] + len(kept.turns), summary[1])
+                    self.reused = known
+                    self._kept = _Built(list(messages), taken, kept.adapted + added, validator, kept.system,
+                                        kept.turns + more, summary or kept.summary, checker)
+                    return self._kept
+        taken = set()
+        adapted = _adapt(prepare_messages(messages, taken), "anthropic", _images_ok(supports_images), False)
+        validator = RequestValidator("anthropic")
+        validator.feed(adapted)
+        system, turns, summary = native_turns(adapted, keep_thinking=keep_thinking)
+        checker = TurnChecker()
+        checker.feed(turns)
+        self._key = key
+        self._kept = _Built(list(messages), taken, adapted, validator, system, turns, summary, checker)
+        return self._kept
+
+
+def _images_ok(supports_images: bool | None) -> bool:
+    return supports_images if supports_images is not None else True

@@ -215,51 +215,87 @@ def anthropic_body_problems(body: Any) -> list[Problem]:
     """Every problem of ``body`` as a Messages API request; empty when it may be sent."""
     if not isinstance(body, Mapping):
         return [Problem(None, "message-shape", "the body is not an object")]
-    c = _Checker()
-    _check_top(body, c)
+    turns = TurnChecker()
     messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        c.add(None, "request-empty", "the request has no messages")
-        messages = []
-    open_calls: list[str] = []
-    previous: str | None = None
-    for i, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, Mapping) else None
-        if role not in ("user", "assistant"):
-            c.add(i, "message-shape", f"role {role!r:.40} is not user or assistant")
-            continue
-        if set(message) - {"role", "content"}:
-            c.add(i, "unknown-field", f"message fields the API refuses: {sorted(set(message) - {'role', 'content'})}")
-        if i == 0 and role != "user":
-            c.add(i, "first-turn-not-user", "the first message must use the user role")
-        if role == previous:
-            c.add(i, "consecutive-same-role", f"two {role} turns in a row")
-        content = message.get("content")
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        if not isinstance(content, list) or not content:
-            c.add(i, "empty-message", f"{role} message has no content")
-            content = []
-        kinds = [c.block(i, role, block) for block in content]
-        if role == "user":
-            _check_pairing(i, kinds, content, open_calls, c)
-            open_calls = []
-        else:
-            if open_calls:
-                c.add(i - 1, "unanswered-call", f"tool_use ids without a tool_result in the next turn: {open_calls}")
-            thinking_done = False
-            for kind in kinds:
-                if kind in _THINKING_TYPES and thinking_done:
-                    c.add(i, "thinking-block", "thinking blocks must come before the other blocks of the turn")
-                thinking_done = thinking_done or kind not in _THINKING_TYPES
-            open_calls = [b["id"] for b, k in zip(content, kinds, strict=True) if k == "tool_use"
-                          and isinstance(b.get("id"), str)]
-        previous = role
-    if previous == "assistant":
-        c.add(len(messages) - 1, "ends-on-assistant", "the request must not end on an assistant turn")
-        if open_calls:
-            c.add(len(messages) - 1, "unanswered-call", f"tool_use ids without a tool_result: {open_calls}")
-    if c.breakpoints > MAX_CACHE_BREAKPOINTS:
-        c.add(None, "too-many-breakpoints",
-              f"at most {MAX_CACHE_BREAKPOINTS} blocks may carry cache_control; found {c.breakpoints}")
-    return c.out
+    turns.feed(messages if isinstance(messages, list) else [])
+    return turns.problems(body)
+
+
+class TurnChecker:
+    """The checks of ``anthropic_body_problems``, read turn by turn and resumable: a body
+    whose turns extend those of one already checked is checked on its new turns only
+    (LOOP-1). ``copy`` keeps a state to resume from."""
+
+    def __init__(self) -> None:
+        self._c = _Checker()
+        self.count = 0
+        self._open_calls: list[str] = []
+        self._previous: str | None = None
+
+    def copy(self) -> TurnChecker:
+        """An independent checker in the same state."""
+        other = TurnChecker()
+        other._c.out, other._c.breakpoints, other._c.tool_ids = (list(self._c.out), self._c.breakpoints,
+                                                                  set(self._c.tool_ids))
+        other.count, other._open_calls, other._previous = self.count, list(self._open_calls), self._previous
+        return other
+
+    def feed(self, messages: list[Any]) -> None:
+        """Check the next turns of the body."""
+        c = self._c
+        for i, message in enumerate(messages, start=self.count):
+            role = message.get("role") if isinstance(message, Mapping) else None
+            if role not in ("user", "assistant"):
+                c.add(i, "message-shape", f"role {role!r:.40} is not user or assistant")
+                continue
+            if set(message) - {"role", "content"}:
+                c.add(i, "unknown-field",
+                      f"message fields the API refuses: {sorted(set(message) - {'role', 'content'})}")
+            if i == 0 and role != "user":
+                c.add(i, "first-turn-not-user", "the first message must use the user role")
+            if role == self._previous:
+                c.add(i, "consecutive-same-role", f"two {role} turns in a row")
+            content = message.get("content")
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            if not isinstance(content, list) or not content:
+                c.add(i, "empty-message", f"{role} message has no content")
+                content = []
+            kinds = [c.block(i, role, block) for block in content]
+            if role == "user":
+                _check_pairing(i, kinds, content, self._open_calls, c)
+                self._open_calls = []
+            else:
+                if self._open_calls:
+                    c.add(i - 1, "unanswered-call",
+                          f"tool_use ids without a tool_result in the next turn: {self._open_calls}")
+                thinking_done = False
+                for kind in kinds:
+                    if kind in _THINKING_TYPES and thinking_done:
+                        c.add(i, "thinking-block", "thinking blocks must come before the other blocks of the turn")
+                    thinking_done = thinking_done or kind not in _THINKING_TYPES
+                self._open_calls = [b["id"] for b, k in zip(content, kinds, strict=True) if k == "tool_use"
+                                    and isinstance(b.get("id"), str)]
+            self._previous = role
+        self.count += len(messages)
+
+    def problems(self, body: Mapping[str, Any], *, marks: list[Mapping[str, Any]] | None = None) -> list[Problem]:
+        """Every problem of ``body`` whose turns are the ones read so far (the checker is
+        left as it was). ``marks``: when the turns were read before their cache marks were
+        placed, the blocks that carry one, checked and counted here instead."""
+        c = _Checker()
+        _check_top(body, c)  # the body's own fields first, then the turns, as the API reads them
+        c.out += self._c.out
+        c.breakpoints += self._c.breakpoints
+        if not self.count:
+            c.add(None, "request-empty", "the request has no messages")
+        for block in marks or ():
+            c.cache_mark(None, block)
+        if self._previous == "assistant":
+            c.add(self.count - 1, "ends-on-assistant", "the request must not end on an assistant turn")
+            if self._open_calls:
+                c.add(self.count - 1, "unanswered-call", f"tool_use ids without a tool_result: {self._open_calls}")
+        if c.breakpoints > MAX_CACHE_BREAKPOINTS:
+            c.add(None, "too-many-breakpoints",
+                  f"at most {MAX_CACHE_BREAKPOINTS} blocks may carry cache_control; found {c.breakpoints}")
+        return c.out

@@ -17,7 +17,14 @@ from django.conf import settings
 
 from agentloom.runloop.errors import ContextRefused, RunStopped
 from agentloom.runloop.state import RunState
-from context import RequestBuilder, RequestValidationError, build_anthropic_body, build_request_body, usage_prompt_tokens
+from context import (
+    AnthropicBuilder,
+    RequestBuilder,
+    RequestValidationError,
+    build_anthropic_body,
+    build_request_body,
+    usage_prompt_tokens,
+)
 from models_catalog.client import (
     ChatClient,
     ReasoningDelta,
@@ -42,9 +49,14 @@ def chat_client(target: ModelTarget) -> ChatClient:
                            allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=target.limits)
 
 
+def request_builder(target: ModelTarget) -> RequestBuilder | AnthropicBuilder:
+    """What keeps one instance's successive request bodies, for the target's dialect."""
+    return AnthropicBuilder() if target.dialect == "anthropic" else RequestBuilder()
+
+
 def body_build(target: ModelTarget, messages: Sequence[dict[str, Any]], *, max_output_tokens: int,
                tools: Sequence[dict[str, Any]] | None = None, keep_thinking: bool = False,
-               builder: RequestBuilder | None = None) -> dict[str, Any]:
+               builder: RequestBuilder | AnthropicBuilder | None = None) -> dict[str, Any]:
     """A request body in the target's dialect; raises RequestValidationError (CTX-10).
 
     The ``anthropic`` dialect is the native Messages API body (top-level system, content
@@ -52,9 +64,10 @@ def body_build(target: ModelTarget, messages: Sequence[dict[str, Any]], *, max_o
     when the model that wrote them is the one called now (CTX-11). ``builder`` keeps what
     the previous request of the same instance adapted and checked (LOOP-1)."""
     if target.dialect == "anthropic":
-        return build_anthropic_body(messages, model=target.model, max_tokens=max_output_tokens, tools=tools or None,
-                                    supports_images=target.supports_images, keep_thinking=keep_thinking)
-    build = builder.build if builder is not None else build_request_body
+        native = builder.build if isinstance(builder, AnthropicBuilder) else build_anthropic_body
+        return native(messages, model=target.model, max_tokens=max_output_tokens, tools=tools or None,
+                      supports_images=target.supports_images, keep_thinking=keep_thinking)
+    build = builder.build if isinstance(builder, RequestBuilder) else build_request_body
     return build(messages, dialect=target.dialect, output_limit_field=target.output_limit_field,
                  model=target.model, max_output_tokens=max_output_tokens, tools=tools or None,
                  supports_images=target.supports_images)
@@ -84,7 +97,7 @@ def action_request_build(state: RunState, instance: Instance, messages: list[dic
     try:
         body = body_build(state.target, messages, max_output_tokens=state.budget.max_output_tokens, tools=schemas,
                           keep_thinking=state.thinking_continues,
-                          builder=state.builders.setdefault(instance.pk, RequestBuilder()))
+                          builder=state.builders.setdefault(instance.pk, request_builder(state.target)))
     except RequestValidationError as exc:
         # CTX-10: an invalid request is a bug. Never send it; say so and keep the records.
         logger.error("run %s: refusing to send an invalid request: %s", state.run.pk, exc)

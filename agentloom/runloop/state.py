@@ -18,6 +18,7 @@ from agentloom.runloop.redaction import Redactor
 from agentloom.runloop.watch import RunWatch
 from agentloom.tools.delegate import MAX_DEPTH
 from context import (
+    AnthropicBuilder,
     Budget,
     Calibration,
     ContextPolicy,
@@ -65,7 +66,7 @@ class RunState:
     started: float = field(default_factory=time.monotonic)
     sub_instances: int = 0
     caches: dict[int, ContextCache] = field(default_factory=dict)
-    builders: dict[int, RequestBuilder] = field(default_factory=dict)  # per instance: what its last request built
+    builders: dict[int, RequestBuilder | AnthropicBuilder] = field(default_factory=dict)  # per instance: its last body
     estimates: EstimateCache | None = None
     _calibration: Calibration | None = None
     # Signed thinking blocks may go back only to the model that wrote them (CTX-11): true

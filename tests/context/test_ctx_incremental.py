@@ -13,8 +13,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from recordkit import assistant, call, image, result, run_status, text, user
 
-from context import RequestValidationError, build_request_body, project_records
-from context.adapters import RequestBuilder
+from context import (
+    AnthropicBuilder,
+    RequestBuilder,
+    RequestValidationError,
+    anthropic_body_problems,
+    build_anthropic_body,
+    build_request_body,
+    continuation_message,
+    project_records,
+)
 from context.projector import Projection
 from context.validate import DIALECTS
 
@@ -146,3 +154,45 @@ def test_loop1_in_a_tool_loop_each_request_adapts_and_validates_only_its_new_mes
         body = builder.build(messages, dialect="openai", model="m", max_output_tokens=64)
         assert builder.reused == len(messages) - 2  # everything but this step's call and result
         assert body == build_request_body(messages, dialect="openai", model="m", max_output_tokens=64)
+
+
+@given(events=histories(), cuts=st.lists(st.integers(0, 60), max_size=6), images=st.sampled_from([None, False]),
+       keep_thinking=st.booleans(), system=st.booleans(), summary_at=st.integers(0, 8))
+def test_loop1_a_kept_anthropic_builder_equals_a_fresh_native_body_for_any_history_cut_anywhere(
+        events, cuts, images, keep_thinking, system, summary_at) -> None:
+    records = build(events).records
+    projection = Projection()
+    builder = AnthropicBuilder()
+    summary = continuation_message("SUMMARY")
+    options = {"model": "claude-opus-5", "max_tokens": 64, "supports_images": images, "keep_thinking": keep_thinking,
+               "tools": [{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}]}
+    done = 0
+    for point in [*sorted({min(c, len(records)) for c in cuts}), len(records)]:
+        projection.extend(records[done:point])
+        done = point
+        messages = ([{"role": "system", "content": "Be brief."}] if system else []) + projection.project().messages
+        if summary_at < len(messages):  # a compaction summary somewhere: the cache mark it gets moves with it
+            messages[summary_at] = summary  # one object, as a view's messages are from step to step
+        before = json.dumps(messages, sort_keys=True)
+        kept = _body_or_problems(builder.build, messages, **options)
+        assert kept == _body_or_problems(build_anthropic_body, messages, **options)
+        if isinstance(kept, dict):  # the split check (turns, then the marks) agrees with the one-pass check
+            assert anthropic_body_problems(kept) == []
+        assert json.dumps(messages, sort_keys=True) == before
+
+
+def test_loop1_an_anthropic_tool_loop_builds_only_its_new_turns_and_marks_copies() -> None:
+    records = _tool_loop(120)
+    projection = Projection()
+    builder = AnthropicBuilder()
+    projection.extend(records[:1])
+    system = {"role": "system", "content": "S"}
+    first = builder.build([system, *projection.project().messages], model="m", max_tokens=64)
+    for position in range(1, len(records), 2):
+        projection.extend(records[position:position + 2])
+        messages = [{"role": "system", "content": "S"}, *projection.project().messages]
+        body = builder.build(messages, model="m", max_tokens=64)
+        assert builder.reused == len(messages) - 2
+        assert body == build_anthropic_body(messages, model="m", max_tokens=64)
+    # The first body handed out still carries only its own marks.
+    assert json.dumps(first).count("cache_control") == 2
