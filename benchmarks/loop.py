@@ -7,8 +7,10 @@
     provider on loopback. Reported: median ms per step for both and the ratio.
 (a2) SQL statements per step, by kind of step (transaction control left out).
 (a3) A long session (--long steps, 150 words of text per step, a window large enough
-    that nothing is compacted): ms per step around step 20 against around the last step,
-    and the bytes stored for the session (records, events, call logs and their indexes,
+    that nothing is compacted), on the OpenAI-compatible wire and then on Anthropic's
+    Messages API (the strict fake): ms per step around step 20 against around the last
+    step — in all, and the loop's own part (all minus a bare loop sending the same bodies)
+    — and the bytes stored for the session (records, events, call logs and their indexes,
     PostgreSQL) against its records' bytes.
 (b) With PostgreSQL (and Redis if REDIS_URL is set): --runs concurrent runs over two
     Celery worker processes — steps per second and p95 step latency.
@@ -42,7 +44,10 @@ def _script(steps: int):
     return handler
 
 
-def _agent(base_url: str, name: str):
+BENCH_KEY = "sk-bench-key-000000"
+
+
+def _agent(base_url: str, name: str, provider: str = "openai_compatible", model: str = "fake"):
     from django.contrib.auth import get_user_model
 
     from agentloom.agents.services import agent_create, agent_publish
@@ -51,8 +56,8 @@ def _agent(base_url: str, name: str):
 
     user, _ = get_user_model().objects.get_or_create(username="bench-loop")
     space = space_bootstrap_for_user(user=user)
-    connection = ModelConnection.objects.create(space=space, name=name, provider="openai_compatible",
-                                                base_url=base_url, api_key="sk-bench-key-000000", model="fake")
+    connection = ModelConnection.objects.create(space=space, name=name, provider=provider,
+                                                base_url=base_url, api_key=BENCH_KEY, model=model)
     agent = agent_create(space=space, name=name, model_connection=connection, tools=["calculator"],
                          limits={"max_model_calls": 1000, "max_tool_calls": 1000})
     return user, agent_publish(agent=agent)
@@ -120,15 +125,18 @@ def _long_script(steps: int, marks: list, times: list):
     return handler
 
 
-def _bare_replay(base_url: str, bodies: list) -> list[float]:
+def _bare_replay(base_url: str, bodies: list, dialect: str = "openai") -> list[float]:
     """Seconds per request for a bare httpx loop sending ``bodies`` in order (same fake)."""
     import httpx
 
+    path, headers = "/chat/completions", {}
+    if dialect == "anthropic":
+        path, headers = "/messages", {"x-api-key": BENCH_KEY, "anthropic-version": "2023-06-01"}
     out = []
     with httpx.Client(trust_env=False) as client:
         for body in bodies:
             start = time.perf_counter()
-            with client.stream("POST", base_url + "/chat/completions", json=body) as response:
+            with client.stream("POST", base_url + path, json=body, headers=headers) as response:
                 for line in response.iter_lines():
                     if line.startswith("data: ") and line != "data: [DONE]":
                         json.loads(line[6:])
@@ -136,7 +144,7 @@ def _bare_replay(base_url: str, bodies: list) -> list[float]:
     return out
 
 
-def bench_step_cost(steps: int, vendor: str) -> None:
+def bench_step_cost(steps: int, vendor: str, dialect: str = "openai") -> None:
     from django.db import connection, connections
     from django.test.utils import CaptureQueriesContext
 
@@ -147,8 +155,14 @@ def bench_step_cost(steps: int, vendor: str) -> None:
 
     marks: list[int] = []
     times: list[float] = []
-    with FakeProvider(_long_script(steps, marks, times)) as fake:
-        user, version = _agent(fake.base_url, "long")
+    handler = _long_script(steps, marks, times)
+    provider, model = "openai_compatible", "fake"
+    if dialect == "anthropic":  # the same answers over the Messages API, checked by its rules
+        from tests.fakes.anthropic_bridge import AnthropicBridge
+
+        handler, provider, model = AnthropicBridge(handler, api_key=BENCH_KEY), "anthropic", "claude-fake-4"
+    with FakeProvider(handler) as fake:
+        user, version = _agent(fake.base_url, f"long-{dialect}", provider, model)
         ModelConnection.objects.filter(pk=version.model_connection_id).update(context_window=2_000_000)
         type(version).objects.filter(pk=version.pk).update(context_window=2_000_000)
         version.refresh_from_db()
@@ -160,8 +174,8 @@ def bench_step_cost(steps: int, vendor: str) -> None:
             run_execute(run_id=run.pk)
             queries = list(database.queries_log)
         times, marks = list(times), list(marks)  # the replay below goes through the same handler
-        bodies = [request.json for request in fake.requests]
-        bare_times = _bare_replay(fake.base_url, bodies)
+        bodies = [getattr(request, "native", request.json) for request in fake.requests]
+        bare_times = _bare_replay(fake.base_url, bodies, dialect)
     counted = [sum(1 for q in queries[a:b] if not q["sql"].lstrip().upper().startswith(CONTROL))
                for a, b in zip(marks, marks[1:])]
     tool_steps = counted[1:]
@@ -170,15 +184,19 @@ def bench_step_cost(steps: int, vendor: str) -> None:
     late = statistics.median(durations[-10:])
     rows = [("a step with one tool call", f"{statistics.median(tool_steps):.0f}", f"{max(tool_steps)}", "12"),
             ("(queries include the model call log; the answer step is in the test suite)", "", "", "8")]
-    table(f"(a2) SQL statements per step ({vendor}, {steps}-step run)", rows, ("step", "median", "max", "target"))
+    table(f"(a2) SQL statements per step ({vendor}, {dialect} wire, {steps}-step run)", rows,
+          ("step", "median", "max", "target"))
     bare_early, bare_late = statistics.median(bare_times[15:25]), statistics.median(bare_times[-10:])
-    table(f"(a3) ms per step, 150 words of text per step ({steps}-step run); the bare loop sends the same bodies", [
+    table(f"(a3) ms per step, 150 words of text per step ({dialect} wire, {steps}-step run); the bare loop sends "
+          "the same bodies", [
         ("around step 20", f"{early * 1000:,.1f}", f"{bare_early * 1000:,.1f}", f"{(early - bare_early) * 1000:,.1f}",
          "1.00×"),
         (f"the last 10 of {steps}", f"{late * 1000:,.1f}", f"{bare_late * 1000:,.1f}",
          f"{(late - bare_late) * 1000:,.1f}", f"{late / early:,.2f}× (target ≤ 1.3×); overhead "
                                              f"{(late - bare_late) / (early - bare_early):,.2f}×"),
     ], ("steps", "AgentLoom ms / step", "bare httpx ms / step", "overhead ms", "ratio to step 20"))
+    if dialect != "openai":
+        return  # the storage figures below are the same on either wire
     if connection.vendor != "postgresql":
         print("(a3) bytes stored per session: needs PostgreSQL\n")
         return
@@ -299,6 +317,7 @@ def main() -> None:
     vendor = setup()
     bench_overhead(args.steps)
     bench_step_cost(args.long, vendor)
+    bench_step_cost(args.long, vendor, "anthropic")
     bench_concurrency(args.runs, 10, vendor)
     bench_event_latency()
 

@@ -190,13 +190,13 @@ def adapt_messages(
     """
     mode = check_dialect(dialect)
     images_ok = supports_images if supports_images is not None else mode != "deepseek"
-    out = _adapt(messages, mode, images_ok, thinking)
+    out = adapt_rules(messages, mode, images_ok, thinking)
     if out and out[-1]["role"] == "assistant":
         out.append({"role": "user", "content": CONTINUE_NOTE})
     return out
 
 
-def _adapt(messages: Sequence[Mapping[str, Any]], mode: str, images_ok: bool, thinking: bool,
+def adapt_rules(messages: Sequence[Mapping[str, Any]], mode: str, images_ok: bool, thinking: bool,
            continuing: bool = False) -> list[dict[str, Any]]:
     """Every rule of ``adapt_messages`` but the closing continuation note; ``continuing``
     says the messages follow others already adapted (``RequestBuilder``)."""
@@ -296,7 +296,7 @@ class RequestBuilder:
                 and messages[0] == self._inputs[0]
                 and all(a is b for a, b in zip(islice(messages, 1, known), islice(self._inputs, 1, None)))):
             fresh = messages[known:]
-            added = _adapt(fresh, mode, images_ok, thinking, continuing=True)
+            added = adapt_rules(fresh, mode, images_ok, thinking, continuing=True)
             seam_clean = (not fresh or (isinstance(fresh[0], Mapping) and fresh[0].get("role") != "tool")) and (
                 not added or not self._adapted or self._adapted[-1]["role"] != added[0]["role"]) and (
                 mode != "anthropic" or self._opened)
@@ -305,7 +305,7 @@ class RequestBuilder:
                 validator.feed(added)
                 self.reused = known
                 return self._remember(messages, key, self._adapted + added, validator, added)
-        adapted = _adapt(messages, mode, images_ok, thinking)
+        adapted = adapt_rules(messages, mode, images_ok, thinking)
         validator = RequestValidator(mode, thinking=thinking if mode == "deepseek" else False)
         validator.feed(adapted)
         self._opened = False

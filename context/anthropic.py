@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from context.adapters import CONTINUE_NOTE, RequestValidationError, _adapt
+from context.adapters import CONTINUE_NOTE, RequestValidationError, adapt_rules
 from context.anthropic_validate import (
     ANTHROPIC_ID_RE,
     IMAGE_MEDIA_TYPES,
@@ -374,7 +374,7 @@ class AnthropicBuilder:
                 return kept
             if isinstance(fresh[0], Mapping) and fresh[0].get("role") != "tool" and kept.turns:
                 taken = set(kept.taken)
-                added = _adapt(prepare_messages(fresh, taken), "anthropic", _images_ok(supports_images), False,
+                added = adapt_rules(prepare_messages(fresh, taken), "anthropic", _images_ok(supports_images), False,
                                continuing=True)
                 _, more, summary = native_turns(added, keep_thinking=keep_thinking)
                 if (not added or kept.adapted[-1]["role"] != added[0]["role"]) and (
@@ -389,7 +389,7 @@ class AnthropicBuilder:
                                         kept.turns + more, summary or kept.summary, checker)
                     return self._kept
         taken = set()
-        adapted = _adapt(prepare_messages(messages, taken), "anthropic", _images_ok(supports_images), False)
+        adapted = adapt_rules(prepare_messages(messages, taken), "anthropic", _images_ok(supports_images), False)
         validator = RequestValidator("anthropic")
         validator.feed(adapted)
         system, turns, summary = native_turns(adapted, keep_thinking=keep_thinking)

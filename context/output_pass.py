@@ -29,7 +29,9 @@ from context.ids import IdAllocator, is_portable_id
 from context.media import trim_screenshots
 from context.pairing import Call, Closures, Result, call_outcome, pair
 
-_MSG, _ASST, _RES = 0, 1, 2
+# What the first pass makes of a record: a plain message, an assistant message (with its
+# calls), a result.
+ITEM_MESSAGE, ITEM_ASSISTANT, ITEM_RESULT = 0, 1, 2
 _OPEN = float("inf")  # the closing position of a call nothing has answered yet
 
 
@@ -75,11 +77,11 @@ def _pair_tail(items: list[tuple], closures: Closures) -> dict[int, int]:
     entries: list[Call | Result] = []
     positions: dict[int, int] = {}
     for position, (tag, a, b, _, _, _) in enumerate(items):
-        if tag == _ASST:
+        if tag == ITEM_ASSISTANT:
             for call in b:
                 call.answer = call.late = None  # a pass before this one may have paired it
             entries.extend(b)
-        elif tag == _RES:
+        elif tag == ITEM_RESULT:
             a.call = None
             entries.append(a)
             positions[id(a)] = position
@@ -114,10 +116,10 @@ def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[
     for offset, (tag, a, b, _, _, origin) in enumerate(tail):
         if closes < offset:
             mark = (start + offset, len(out), len(found), ids.count, len(tail_seen))
-        if tag == _MSG:
+        if tag == ITEM_MESSAGE:
             out.append(a)
             sources.append(_source(origin))
-        elif tag == _ASST:
+        elif tag == ITEM_ASSISTANT:
             for call in b:
                 answer = call.answer or call.late
                 closes = max(closes, positions.get(id(answer), _OPEN) if answer is not None else _OPEN)

@@ -17,7 +17,7 @@ from typing import Any
 
 from context import records as rec
 from context.media import DEFAULT_SCREEN_TOOLS
-from context.output_pass import _ASST, _MSG, _RES, Settled, assemble, note
+from context.output_pass import ITEM_ASSISTANT, ITEM_MESSAGE, ITEM_RESULT, Settled, assemble, note
 from context.pairing import Call, Closures, Result
 from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, truncate_content, truncate_text
 
@@ -89,11 +89,11 @@ class _Reader:
                 return
             if kind == rec.SUPPLEMENT:
                 content = rec.prefix_content(content, rec.SUPPLEMENT_PREFIX)
-            self.items.append((_MSG, {"role": "user", "content": content}, None, run, seq, seq))
+            self.items.append((ITEM_MESSAGE, {"role": "user", "content": content}, None, run, seq, seq))
         elif kind == rec.COMMAND:
             if not message.get("exclude"):
                 text = self._command_text(message, seq)
-                self.items.append((_MSG, {"role": "user", "content": text}, None, run, seq, seq))
+                self.items.append((ITEM_MESSAGE, {"role": "user", "content": text}, None, run, seq, seq))
         elif kind == rec.COMPACTION:
             self._apply_checkpoint(record, run, seq)
         # Every other kind is metadata (run_status, model_change, label, extension_state,
@@ -150,7 +150,7 @@ class _Reader:
             base["reasoning"] = copy.deepcopy(reasoning)  # opaque provider blocks, verbatim
         if notes and self.notes is not None:
             self.notes[id(base)] = notes
-        self.items.append((_ASST, base, calls, run, seq, seq if scope[0] == "records" else None))
+        self.items.append((ITEM_ASSISTANT, base, calls, run, seq, seq if scope[0] == "records" else None))
 
     def _read_result(self, message: Mapping[str, Any], scope: Any, run: Any, seq: Any,
                      render_status: bool) -> None:
@@ -172,7 +172,7 @@ class _Reader:
         if truncated and self.notes is not None:
             self.notes[id(result)] = [note("truncated", f"the result is longer than the {self.limit:,} characters "
                                                          "the view shows; head and tail kept (CTX-7)", seq)]
-        self.items.append((_RES, result, None, run, seq, seq if scope[0] == "records" else None))
+        self.items.append((ITEM_RESULT, result, None, run, seq, seq if scope[0] == "records" else None))
 
     def _read_chat_message(self, message: Mapping[str, Any], scope: Any, run: Any, seq: Any) -> None:
         """Read one message of a checkpoint or starting view (already model-shaped)."""
@@ -184,7 +184,7 @@ class _Reader:
         else:
             content = rec.normalize_content(message.get("content"))
             if not rec.content_is_empty(content):
-                self.items.append((_MSG, {"role": role, "content": content}, None, run, seq, None))
+                self.items.append((ITEM_MESSAGE, {"role": role, "content": content}, None, run, seq, None))
 
     def _apply_checkpoint(self, record: Mapping[str, Any], run: Any, seq: Any) -> None:
         """CTX-9: a valid checkpoint replaces everything read so far with its messages.
