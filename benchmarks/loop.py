@@ -174,7 +174,7 @@ def bench_step_cost(steps: int, vendor: str, dialect: str = "openai") -> None:
             run_execute(run_id=run.pk)
             queries = list(database.queries_log)
         times, marks = list(times), list(marks)  # the replay below goes through the same handler
-        bodies = [getattr(request, "native", request.json) for request in fake.requests]
+        bodies = [request.native if dialect == "anthropic" else request.json for request in fake.requests]
         bare_times = _bare_replay(fake.base_url, bodies, dialect)
     counted = [sum(1 for q in queries[a:b] if not q["sql"].lstrip().upper().startswith(CONTROL))
                for a, b in zip(marks, marks[1:])]
