@@ -99,7 +99,6 @@ __all__ = [
     "PolicyError",
     "Problem",
     "RequestBuilder",
-    "RequestBuilder",
     "RequestValidationError",
     "RuntimeState",
     "SummaryCall",

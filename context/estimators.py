@@ -331,8 +331,9 @@ class EstimateCache:
                 out.append(self.message(message))
                 # A snapshot, not the caller's object: in-place edits must not fool layer 1.
                 new_snapshots.append(copy.deepcopy(message))
-        if track not in self._tracks and len(self._tracks) >= 64:
-            self._tracks.pop(next(iter(self._tracks)))  # the oldest track: a finished sub-agent's
+        self._tracks.pop(track, None)  # re-inserted last: the dict's order is the order of use
+        if len(self._tracks) >= 64:
+            self._tracks.pop(next(iter(self._tracks)))  # the least recently used: a finished sub-agent's
         self._tracks[track] = (new_snapshots, out)
         return list(out)
 

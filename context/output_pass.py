@@ -9,12 +9,17 @@ to what is new rather than to the session's length (LOOP-1).
 When is a prefix settled? Its output depends on later records only through calls: a
 call still waiting for its result may yet be answered (and every call id after it is
 numbered by position, CTX-5), or be dropped or get a placeholder depending on whether
-its run goes on (CTX-2, CTX-3). So a prefix is settled when every call in it has its
-in-time or late result inside the prefix too. Results only ever answer earlier calls and
-run closures are read between two positions, so nothing appended can change such a
-prefix — except a newer screenshot, which strips the images of older ones (CTX-8): that
-one message is replaced (never changed in place) in the kept output. A checkpoint record
-replaces everything read before it, and with it the settled prefix.
+its run goes on (CTX-2, CTX-3). So a prefix is settled when every call in it either has
+its in-time or late result inside the prefix too, or belongs to a run that has ended:
+such a call shows a placeholder (or, cut by a Stop, nothing) whatever comes later, and a
+result that arrives for it is its late result, shown where it arrives (CTX-4) — the pass
+hands these calls to the next one (``Settled.ended``) for that. Results only ever answer
+earlier calls and run closures are read between two positions, so nothing appended can
+change such a prefix, with three exceptions: a run that is resumed (a ``resumed``
+status) makes its ended calls pending again, so the settled prefix is dropped; a
+checkpoint record replaces everything read before it, and with it the settled prefix; a
+newer screenshot strips the images of older ones (CTX-8), and that one message is
+replaced (never changed in place) in the kept output.
 """
 
 from __future__ import annotations
@@ -44,10 +49,11 @@ def note(kind: str, reason: str, seq: Any, **extra: Any) -> dict[str, Any]:
 class Settled:
     """The output of a settled prefix of the first pass's items, kept between passes.
 
-    ``generation`` is the reader's: a checkpoint applied since makes the prefix void.
+    ``generation`` is the reader's (checkpoints applied, runs resumed): a change makes the
+    prefix void.
     """
 
-    generation: int = -1
+    generation: tuple[int, int] = (-1, -1)
     items: int = 0
     out: list[dict[str, Any]] = field(default_factory=list)
     sources: list[tuple[int, int] | None] = field(default_factory=list)
@@ -55,6 +61,7 @@ class Settled:
     imaged: list[int] = field(default_factory=list)  # screen observations that had images
     ids: int = 0
     seen_ids: set[Any] = field(default_factory=set)
+    ended: list[Call] = field(default_factory=list)  # unanswered calls of ended runs, in read order
 
 
 def _late_content(call: Call, result: Result) -> str | list[dict[str, Any]]:
@@ -72,8 +79,11 @@ def _result_source(result: Result) -> tuple[int, int] | None:
     return _source(result.seq) if result.scope[0] == "records" else None
 
 
-def _pair_tail(items: list[tuple], closures: Closures) -> dict[int, int]:
-    """Pair the calls and results of ``items`` afresh; returns each result's position."""
+def _pair_tail(items: list[tuple], closures: Closures, ended: list[Call]) -> dict[int, int]:
+    """Pair the calls and results of ``items`` afresh, after the ``ended`` calls of the
+    settled prefix; returns each result's position."""
+    for call in ended:
+        call.late = None  # a pass before this one may have found its late result
     entries: list[Call | Result] = []
     positions: dict[int, int] = {}
     for position, (tag, a, b, _, _, _) in enumerate(items):
@@ -85,7 +95,7 @@ def _pair_tail(items: list[tuple], closures: Closures) -> dict[int, int]:
             a.call = None
             entries.append(a)
             positions[id(a)] = position
-    pair(entries, closures)
+    pair(entries, closures, ended)
     return positions
 
 
@@ -97,7 +107,8 @@ def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[
     ``repairs`` (when a list) receives every repair, each with its ``position``."""
     start = settled.items
     tail = items[start:]
-    positions = _pair_tail(tail, closures)
+    positions = _pair_tail(tail, closures, settled.ended)
+    ended: list[Call] = []  # this pass's calls that settle unanswered (their run has ended)
     ids = IdAllocator(start=settled.ids)
     seen_ids = settled.seen_ids
     tail_seen: list[Any] = []  # raw ids of this pass's kept calls, in order (a set beside it for lookups)
@@ -107,7 +118,7 @@ def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[
     found: list[dict[str, Any]] = list(settled.repairs) if repairs is not None else []
     screens: list[int] = []  # this pass's screen observations
     closes = -1.0  # the last position a call read so far waits for
-    mark: tuple[int, ...] | None = None  # (items, out, repairs, ids, seen) at the last settled boundary
+    mark: tuple[int, ...] | None = None  # (items, out, repairs, ids, seen, ended) at the last settled boundary
 
     def repaired(position: int, new: list[dict[str, Any]]) -> None:
         if repairs is not None:
@@ -115,14 +126,19 @@ def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[
 
     for offset, (tag, a, b, _, _, origin) in enumerate(tail):
         if closes < offset:
-            mark = (start + offset, len(out), len(found), ids.count, len(tail_seen))
+            mark = (start + offset, len(out), len(found), ids.count, len(tail_seen), len(ended))
         if tag == ITEM_MESSAGE:
             out.append(a)
             sources.append(_source(origin))
         elif tag == ITEM_ASSISTANT:
             for call in b:
                 answer = call.answer or call.late
-                closes = max(closes, positions.get(id(answer), _OPEN) if answer is not None else _OPEN)
+                if answer is not None:
+                    closes = max(closes, positions.get(id(answer), _OPEN))
+                elif closures.closed_between(call.run, call.index):
+                    ended.append(call)  # settled unanswered: whatever comes, its view stays
+                else:
+                    closes = _OPEN  # pending: it may yet be answered, or dropped
             kept = [c for c in b if c.answer is not None or call_outcome(c, closures, open_runs) != "drop"]
             if repairs is not None:
                 repaired(len(out), notes.get(id(a), []) + [
@@ -177,11 +193,16 @@ def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[
                 if a.screen or call.name in screen_tools:
                     screens.append(len(out) - 1)
     if closes < len(tail):
-        mark = (start + len(tail), len(out), len(found), ids.count, len(tail_seen))
+        mark = (start + len(tail), len(out), len(found), ids.count, len(tail_seen), len(ended))
     imaged = list(settled.imaged)
     trimmed = trim_screenshots(out, imaged, screens)
     if mark is not None:
-        settled.items, length, found_length, settled.ids, seen_length = mark
+        items_settled, length, found_length, settled.ids, seen_length, ended_length = mark
+        # An ended call whose late result is now settled too waits for nothing any more.
+        boundary = items_settled - start
+        settled.ended = [c for c in settled.ended if c.late is None or positions.get(id(c.late), _OPEN) >= boundary]
+        settled.ended += ended[:ended_length]
+        settled.items = items_settled
         settled.out, settled.sources = out[:length], sources[:length]
         settled.repairs = found[:found_length] if repairs is not None else []
         settled.imaged = imaged[:bisect_left(imaged, length)]

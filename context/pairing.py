@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Collection, Hashable
+from collections.abc import Collection, Hashable, Sequence
 from typing import Any
 
 
@@ -120,15 +120,26 @@ class _Waiting:
         self.closed: deque[Call] = deque()
 
 
-def pair(calls_and_results: list[Call | Result], closures: Closures) -> None:
+def pair(calls_and_results: list[Call | Result], closures: Closures, ended: Sequence[Call] = ()) -> None:
     """Annotate calls with their answer or late result, in read order.
 
     A result answers the earliest unanswered earlier call with its id whose run is still
     going — or going again, resumed since it ended; if every such call's run has ended, it
     is the late result of the earliest one (CTX-4). A result with no id, or with no unanswered earlier call of that id, stays
     unpaired: an orphan or a second answer, both left out of the view (CTX-2, CTX-6).
+
+    ``ended`` are unanswered calls read before these entries whose run has ended, in read
+    order: a pass that starts part-way (``output_pass``) hands them over, so that a result
+    arriving now is still their late result.
     """
     waiting: dict[tuple[Hashable, Any], _Waiting] = {}
+    for call in ended:
+        if call.raw_id is not None:
+            key = (call.scope, call.raw_id)
+            queue = waiting.get(key)
+            if queue is None:
+                queue = waiting[key] = _Waiting()
+            queue.closed.append(call)
     for entry in calls_and_results:
         if isinstance(entry, Call):
             if entry.raw_id is not None:

@@ -42,6 +42,7 @@ class _Reader:
         self.watermark: int | None = None
         self.any_read = False
         self.generation = 0  # checkpoints applied: each one replaces ``items``
+        self.reopened = 0  # runs resumed: each one may make ended calls pending again
         self._run: Any = _VIEW_RUN  # run of the previous record, to skip closure bookkeeping
 
     # -- starting point -------------------------------------------------------------
@@ -76,6 +77,7 @@ class _Reader:
             self._run = run
             reopens = kind == rec.RUN_STATUS and isinstance(message, dict) and message.get("status") == rec.RUN_REOPENED
             self.closures.see(run, self.index, kind == rec.RUN_STATUS, reopens)
+            self.reopened += reopens
         if not isinstance(message, dict):
             return
         if kind == rec.ASSISTANT:
@@ -332,7 +334,8 @@ class Projection:
     @property
     def unsettled(self) -> int:
         """How many items read so far the next ``project`` reads again (the rest is settled)."""
-        settled = self._settled.items if self._settled.generation == self._reader.generation else 0
+        reader = self._reader
+        settled = self._settled.items if self._settled.generation == (reader.generation, reader.reopened) else 0
         return len(self._reader.items) - settled
 
     def project(self, open_runs: Collection[Any] | None = None) -> Projected:
@@ -340,8 +343,9 @@ class Projection:
         reader = self._reader
         if open_runs is None:
             open_runs = {reader.closures.latest_run} if reader.any_read else set()
-        if self._settled.generation != reader.generation:  # a checkpoint replaced what was read
-            self._settled = Settled(generation=reader.generation)
+        if self._settled.generation != (reader.generation, reader.reopened):
+            # A checkpoint replaced what was read, or a resumed run made ended calls pending.
+            self._settled = Settled(generation=(reader.generation, reader.reopened))
         repairs: list[dict[str, Any]] | None = [] if self._repairs else None
         with _gc_paused():
             out, sources = assemble(reader.items, reader.closures, reader.notes or {}, open_runs,

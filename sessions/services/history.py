@@ -210,7 +210,8 @@ class ContextCache:
     # starts a new cache.
     start: tuple | None = None
     complete: bool = False
-    records: list[dict[str, Any]] = field(default_factory=list)  # read, not yet projected
+    records: list[dict[str, Any]] = field(default_factory=list)  # every record read, in seq order
+    fed: int = 0  # how many of them ``projection`` has read
 
     def own(self, rows: Sequence[SessionMessage]) -> None:
         """Records the worker just wrote to this instance, in seq order."""
@@ -227,9 +228,9 @@ class ContextCache:
             view = {"start_view": start_view, "start_watermark": watermark} if start_view is not None else {}
             self.projection = Projection(screen_tools=screen_tools, tool_result_limit=tool_result_limit,
                                          repairs=True, **view)
-            self.options = options
-        self.projection.extend(self.records)
-        self.records = []
+            self.options, self.fed = options, 0
+        self.projection.extend(self.records[self.fed:])
+        self.fed = len(self.records)
         return self.projection.project(open_runs)
 
 
@@ -258,7 +259,7 @@ def context_project(*, run: Run, instance: Instance, screen_tools: Sequence[str]
                 start, watermark, start_view, estimator_id = "view", view.watermark, view.messages, view.estimator_id
                 key = ("view", view.pk)
         if cache.key != key:
-            cache.key, cache.projection, cache.records, cache.last_seq = key, None, [], watermark
+            cache.key, cache.projection, cache.records, cache.fed, cache.last_seq = key, None, [], 0, watermark
         fresh = [record_as_engine_dict(r) for r in
                  visible_records_query(run=run, instance=instance, after_seq=max(watermark, cache.last_seq))]
         cache.records.extend(fresh)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 
 from histories import build, histories
 from hypothesis import given
@@ -24,6 +25,7 @@ from context import (
     project_records,
 )
 from context.projector import Projection
+from tests.fakes.anthropic_rules import refusal
 from context.validate import DIALECTS
 
 
@@ -34,24 +36,27 @@ def _fresh(records: list[dict], **options) -> tuple[list, list, list]:
     return messages, sources, repairs
 
 
-@given(events=histories(), cuts=st.lists(st.integers(0, 60), max_size=8), explicit_run=st.booleans(),
-       view=st.booleans())
+VIEW = [{"role": "user", "content": "VIEW"},
+        {"role": "assistant", "content": None, "tool_calls": [call("a", "run")]}]  # a call the view left open
+
+
+@given(events=histories(), cuts=st.lists(st.integers(0, 60), max_size=8),
+       open_runs=st.lists(st.sampled_from([None, {"r1"}, {"r2"}, {"r1", "r3"}, set()]), min_size=9, max_size=9),
+       view=st.sampled_from([None, VIEW[:1], VIEW]))
 def test_loop1_a_kept_projection_equals_a_fresh_one_for_any_history_cut_anywhere(
-        events, cuts, explicit_run, view) -> None:
+        events, cuts, open_runs, view) -> None:
     records = build(events).records
     before = copy.deepcopy(records)
-    options: dict = {"open_runs": {"r2"}} if explicit_run else {}
-    if view:  # start from a reusable view covering the first few records
-        options.update(start_view=[{"role": "user", "content": "VIEW"}], start_watermark=2)
-    projection = Projection(repairs=True, **{k: v for k, v in options.items() if k != "open_runs"})
-    open_runs = options.get("open_runs")
+    options: dict = {"start_view": view, "start_watermark": 2} if view else {}
+    projection = Projection(repairs=True, **options)
     done = 0
     handed_out: list[tuple[list, str]] = []
-    for point in [*sorted({min(c, len(records)) for c in cuts}), len(records)]:
+    for step, point in enumerate([*sorted({min(c, len(records)) for c in cuts}), len(records)]):
         projection.extend(records[done:point])
         done = point
-        got = projection.project(open_runs)
-        assert (got.messages, got.sources, got.repairs) == _fresh(records[:point], **options)
+        got = projection.project(open_runs[step])  # the runs still going may change from step to step
+        assert (got.messages, got.sources, got.repairs) == _fresh(records[:point], open_runs=open_runs[step],
+                                                                  **options)
         handed_out.append((got.messages, json.dumps(got.messages, sort_keys=True)))
     # A later step never changes what an earlier one handed out (it may share it).
     for messages, dumped in handed_out:
@@ -81,20 +86,37 @@ def test_loop1_in_a_tool_loop_each_step_re_reads_only_its_own_records() -> None:
     assert projection.project({"r1"}).messages == project_records(records, open_runs={"r1"})
 
 
-def test_loop1_an_unanswered_call_keeps_what_follows_it_unsettled_until_its_result_comes() -> None:
+def test_loop1_a_call_whose_run_ended_unanswered_settles_and_still_gets_its_late_result() -> None:
     records = [*_tool_loop(3), assistant(8, None, [call("late", "search")]), run_status(9, status="interrupted")]
     projection = Projection()
     projection.extend(records)
     first = projection.project({"r1"})
-    # The run ended without an answer: a placeholder (CTX-3), and the call may get a late result.
+    # The run ended without an answer: a placeholder (CTX-3) that nothing later changes.
     assert first.messages[-1]["content"].startswith("[unknown outcome")
-    assert projection.unsettled == 1  # the assistant message holding the call (a status is no item)
+    assert projection.unsettled == 0
     more = [user(10, "Again?", run="r2"), result(11, "late", "found it")]
     projection.extend(more)
     second = projection.project({"r2"}).messages
     assert second == project_records(records + more, open_runs={"r2"})
-    assert "found it" in second[-1]["content"]  # shown where it arrived (CTX-4)
+    assert "found it" in second[-1]["content"]  # its late result, shown where it arrived (CTX-4)
     assert projection.unsettled == 0
+
+
+def test_loop1_a_pending_call_keeps_what_follows_it_unsettled_and_a_resumed_run_re_reads_all() -> None:
+    records = [*_tool_loop(3), assistant(8, None, [call("slow", "search")])]
+    projection = Projection()
+    projection.extend(records)
+    projection.project({"r1"})
+    assert projection.unsettled == 1  # its run goes on: the call may yet be answered
+    ended = [run_status(9, status="interrupted"), user(10, "Still there?", run="r2")]
+    projection.extend(ended)
+    projection.project({"r2"})
+    assert projection.unsettled == 0
+    # Resumed: the call is pending again, and its re-run result answers it (RUN-6).
+    resumed = [run_status(11, status="resumed"), result(12, "slow", "done")]
+    projection.extend(resumed)
+    assert projection.unsettled == 10  # every item read again: 4 questions and answers, 3 calls, 3 results
+    assert projection.project({"r1"}).messages == project_records(records + ended + resumed, open_runs={"r1"})
 
 
 def test_ctx8_a_newer_screenshot_strips_an_older_one_kept_from_an_earlier_step() -> None:
@@ -112,6 +134,17 @@ def test_ctx8_a_newer_screenshot_strips_an_older_one_kept_from_an_earlier_step()
     assert first[-1]["content"] == shot  # what the first step handed out is left as it was
 
 
+def _requests(records: list[dict], cuts: list[int], system: bool) -> Iterator[list[dict]]:
+    """The messages of each step's request, the history cut at ``cuts``: a kept projection,
+    after a system text that is a new dict at every step (as the run loop builds it)."""
+    projection = Projection()
+    done = 0
+    for point in [*sorted({min(c, len(records)) for c in cuts}), len(records)]:
+        projection.extend(records[done:point])
+        done = point
+        yield ([{"role": "system", "content": "Be brief."}] if system else []) + projection.project().messages
+
+
 def _body_or_problems(build, messages: list[dict], **options):
     try:
         return build(messages, **options)
@@ -125,16 +158,10 @@ def _body_or_problems(build, messages: list[dict], **options):
 def test_loop1_a_kept_request_builder_equals_a_fresh_build_for_any_history_cut_anywhere(
         events, cuts, dialect, images, model, system) -> None:
     records = build(events).records
-    projection = Projection()
     builder = RequestBuilder()
     options = {"dialect": dialect, "model": model, "max_output_tokens": 64, "supports_images": images,
                "tools": [{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}]}
-    done = 0
-    for point in [*sorted({min(c, len(records)) for c in cuts}), len(records)]:
-        projection.extend(records[done:point])
-        done = point
-        # The system text is a new dict at every step, as the run loop builds it.
-        messages = ([{"role": "system", "content": "Be brief."}] if system else []) + projection.project().messages
+    for messages in _requests(records, cuts, system):
         before = json.dumps(messages, sort_keys=True)
         kept = _body_or_problems(builder.build, messages, **options)
         assert kept == _body_or_problems(build_request_body, messages, **options)
@@ -161,23 +188,19 @@ def test_loop1_in_a_tool_loop_each_request_adapts_and_validates_only_its_new_mes
 def test_loop1_a_kept_anthropic_builder_equals_a_fresh_native_body_for_any_history_cut_anywhere(
         events, cuts, images, keep_thinking, system, summary_at) -> None:
     records = build(events).records
-    projection = Projection()
     builder = AnthropicBuilder()
     summary = continuation_message("SUMMARY")
     options = {"model": "claude-opus-5", "max_tokens": 64, "supports_images": images, "keep_thinking": keep_thinking,
                "tools": [{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}]}
-    done = 0
-    for point in [*sorted({min(c, len(records)) for c in cuts}), len(records)]:
-        projection.extend(records[done:point])
-        done = point
-        messages = ([{"role": "system", "content": "Be brief."}] if system else []) + projection.project().messages
+    for messages in _requests(records, cuts, system):
         if summary_at < len(messages):  # a compaction summary somewhere: the cache mark it gets moves with it
             messages[summary_at] = summary  # one object, as a view's messages are from step to step
         before = json.dumps(messages, sort_keys=True)
         kept = _body_or_problems(builder.build, messages, **options)
         assert kept == _body_or_problems(build_anthropic_body, messages, **options)
-        if isinstance(kept, dict):  # the split check (turns, then the marks) agrees with the one-pass check
-            assert anthropic_body_problems(kept) == []
+        if isinstance(kept, dict):  # the split check (turns, then the marks) agrees with the one-pass check,
+            assert anthropic_body_problems(kept) == []  # and with the strict fake's own rules
+            assert refusal(json.loads(json.dumps(kept))) is None
         assert json.dumps(messages, sort_keys=True) == before
 
 
