@@ -280,14 +280,21 @@ class EstimateCache:
     Python equality treats ``True == 1 == 1.0``; a message differing from the previous
     step's only by such a type swap at the same position would reuse its figure. Chat
     messages carry no such fields.
+
+    A caller whose messages are read-only — never changed in place once passed, as the run
+    loop's projections and request bodies are (LOOP-1) — says so with ``read_only``: its
+    track keeps the messages themselves instead of snapshots, and a message that *is*
+    the previous request's at its position is a hit without being compared, as Python's
+    own containers treat identity as equality. A step then costs what is new.
     """
 
     def __init__(self, estimator: Estimator, max_entries: int = 200_000) -> None:
         self.estimator = estimator
         self.max_entries = max_entries
         self._cache: dict[Any, int] = {}
-        # Layer 1, per track: (snapshots, figures) of the previous request on that track.
-        self._tracks: dict[Hashable, tuple[list[Any], list[int]]] = {}
+        # Layer 1, per track: (snapshots, figures, read_only) of the previous request on that
+        # track; a read-only track's snapshots are the caller's messages themselves.
+        self._tracks: dict[Hashable, tuple[list[Any], list[int], bool]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -312,29 +319,34 @@ class EstimateCache:
         self._cache[key] = value
         return value
 
-    def messages(self, messages: Sequence[Mapping[str, Any]], track: Hashable = None) -> list[int]:
+    def messages(self, messages: Sequence[Mapping[str, Any]], track: Hashable = None, *,
+                 read_only: bool = False) -> list[int]:
         """Per-message estimates, in order (what the context inspector shows).
 
         ``track`` names the sequence of requests this one continues (one instance's
         projected view, or its request bodies): layer 1 compares with the previous request
         of the same track, so estimating two differently shaped lists in turn still finds
-        every old message in place."""
-        snapshots, figures = self._tracks.get(track, ((), ()))
+        every old message in place. ``read_only``: see the class."""
+        snapshots, figures, was_read_only = self._tracks.get(track, ((), (), False))
+        if was_read_only != read_only:
+            snapshots, figures = (), ()
         out: list[int] = []
         new_snapshots: list[Any] = []
+        known = len(snapshots)
         for position, message in enumerate(messages):
-            if position < len(snapshots) and message == snapshots[position]:
+            # A snapshot of a track that is not read-only is a copy: never the message itself.
+            if position < known and (message is snapshots[position] or message == snapshots[position]):
                 self.hits += 1
                 out.append(figures[position])
-                new_snapshots.append(snapshots[position])
+                new_snapshots.append(message if read_only else snapshots[position])
             else:
                 out.append(self.message(message))
                 # A snapshot, not the caller's object: in-place edits must not fool layer 1.
-                new_snapshots.append(copy.deepcopy(message))
+                new_snapshots.append(message if read_only else copy.deepcopy(message))
         self._tracks.pop(track, None)  # re-inserted last: the dict's order is the order of use
         if len(self._tracks) >= 64:
             self._tracks.pop(next(iter(self._tracks)))  # the least recently used: a finished sub-agent's
-        self._tracks[track] = (new_snapshots, out)
+        self._tracks[track] = (new_snapshots, out, read_only)
         return list(out)
 
     def tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
@@ -342,7 +354,7 @@ class EstimateCache:
         return self.estimator.tools(tools)
 
     def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
-                track: Hashable = None) -> int:
+                track: Hashable = None, *, read_only: bool = False) -> int:
         """The whole request: equal to the wrapped estimator's full count, by construction."""
         overhead = self.estimator.request([], None)
-        return overhead + sum(self.messages(messages, track)) + self.tools(tools or ())
+        return overhead + sum(self.messages(messages, track, read_only=read_only)) + self.tools(tools or ())

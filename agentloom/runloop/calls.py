@@ -109,7 +109,8 @@ def action_request_build(state: RunState, instance: Instance, messages: list[dic
     # blocks carry raw base64).
     native = state.target.dialect == "anthropic"
     counted = messages if native else body["messages"]
-    figures = estimator.messages(counted, track=("body", instance.pk))
+    # Read-only (LOOP-1): the projection and the builders never change a message they handed out.
+    figures = estimator.messages(counted, track=("body", instance.pk), read_only=True)
     estimate = estimator.request([], schemas if native else body.get("tools")) + sum(figures)
     # CTX-39, checked before anything is sent, on the same calibrated figure as every other
     # decision (CTX-25): never below what the provider counted for a recent request.

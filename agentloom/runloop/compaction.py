@@ -70,9 +70,9 @@ def prepare(state: RunState, instance: Instance, prepared: PreparedContext, syst
     if policy is None:  # CTX-40: a version without a policy keeps the legacy character threshold
         messages = list(LegacyCharPolicy().select(messages))
         # The character threshold drops whole messages: the repairs stand, their positions do not.
-        return Preparation(messages, estimator.request(messages, schemas, track=("view", instance.pk)),
+        return Preparation(messages, estimator.request(messages, schemas, track=("view", instance.pk), read_only=True),
                            [{**r, "position": None} for r in prepared.repairs])
-    estimate = estimator.request(messages, schemas, track=("view", instance.pk))
+    estimate = estimator.request(messages, schemas, track=("view", instance.pk), read_only=True)
     # CTX-25: the trigger, the commit rule, segment budgets and the hard limit all read
     # the same calibrated figures.
     calibrated_estimator = CalibratedEstimator(estimator, state.calibration.ratio)

@@ -103,12 +103,15 @@ def _refs(session_id: int, chain: CallChain, messages: Sequence[Any],
           named: dict[str, Any]) -> tuple[list[int], dict[str, tuple[Any, int]]]:
     """Blob ids of ``messages`` and of the named pieces (system, tools). What equals the
     previous call's piece at the same place is reused by comparing content (C-level,
-    short-circuits on strings shared with the records); only the rest is hashed and
+    short-circuits on strings shared with the records) — or by identity: the builders
+    hand the same, never-changed message objects to successive bodies (LOOP-1), and
+    Python's containers treat identity as equality too. Only the rest is hashed and
     stored, all in one write."""
     refs: list[int | None] = []
     fresh: list[Any] = []
+    known = len(chain.messages)
     for position, message in enumerate(messages):
-        if position < len(chain.messages) and message == chain.messages[position]:
+        if position < known and (message is chain.messages[position] or message == chain.messages[position]):
             refs.append(chain.refs[position])
         else:
             refs.append(None)

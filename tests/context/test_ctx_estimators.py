@@ -149,6 +149,32 @@ def test_ctx24_a_message_edited_in_place_between_steps_is_re_estimated() -> None
     assert cache.messages(messages) == [estimator.message(m) for m in messages]
 
 
+def test_loop1_a_read_only_track_reuses_the_same_messages_unread_and_still_reads_new_or_equal_ones() -> None:
+    compared = []
+
+    class Watched(dict):  # a message that counts the times it is compared
+        def __eq__(self, other):
+            compared.append(self)
+            return super().__eq__(other)
+
+        __hash__ = None
+
+    estimator = BytesEstimator()
+    cache = EstimateCache(estimator)
+    kept = [Watched(role="user", content="Count up.")]
+    for step in range(40):  # a run's projection: the same objects, then one new message a step
+        kept.append(Watched(role="tool", tool_call_id=f"c{step}", content="figure " * step))
+        sent = [{"role": "system", "content": "S"}, *kept]  # the system text is a new dict each step
+        assert cache.request(sent, TOOLS, track="body", read_only=True) == estimator.request(sent, TOOLS)
+    # Per step only the new message is estimated, and the kept ones are not even compared.
+    assert cache.misses == 2 + 40
+    assert compared == []
+    # A track that is not read-only still catches an edit in place; switching modes starts afresh.
+    cache.messages(kept, track="body")
+    kept[1]["content"] = "a much longer result than before"
+    assert cache.messages(kept, track="body") == [estimator.message(m) for m in kept]
+
+
 def test_ctx1_importing_the_engine_pulls_in_no_django_drf_celery_or_tiktoken() -> None:
     code = ("import sys, context; bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('django', 'rest_framework', 'celery', 'tiktoken')); print(','.join(bad))")
