@@ -125,29 +125,29 @@ def pair(calls_and_results: list[Call | Result], closures: Closures, ended: Sequ
 
     A result answers the earliest unanswered earlier call with its id whose run is still
     going — or going again, resumed since it ended; if every such call's run has ended, it
-    is the late result of the earliest one (CTX-4). A result with no id, or with no unanswered earlier call of that id, stays
-    unpaired: an orphan or a second answer, both left out of the view (CTX-2, CTX-6).
+    is the late result of the earliest one (CTX-4). A result with no id, or with no
+    unanswered earlier call of that id, stays unpaired: an orphan or a second answer, both
+    left out of the view (CTX-2, CTX-6).
 
     ``ended`` are unanswered calls read before these entries whose run has ended, in read
     order: a pass that starts part-way (``output_pass``) hands them over, so that a result
     arriving now is still their late result.
     """
     waiting: dict[tuple[Hashable, Any], _Waiting] = {}
+
+    def queue_of(call: Call) -> _Waiting:
+        queue = waiting.get((call.scope, call.raw_id))
+        if queue is None:
+            queue = waiting[(call.scope, call.raw_id)] = _Waiting()
+        return queue
+
     for call in ended:
         if call.raw_id is not None:
-            key = (call.scope, call.raw_id)
-            queue = waiting.get(key)
-            if queue is None:
-                queue = waiting[key] = _Waiting()
-            queue.closed.append(call)
+            queue_of(call).closed.append(call)
     for entry in calls_and_results:
         if isinstance(entry, Call):
             if entry.raw_id is not None:
-                key = (entry.scope, entry.raw_id)
-                queue = waiting.get(key)
-                if queue is None:
-                    queue = waiting[key] = _Waiting()
-                queue.open.append(entry)
+                queue_of(entry).open.append(entry)
             continue
         if entry.raw_id is None:
             continue
