@@ -79,35 +79,40 @@ def _result_source(result: Result) -> tuple[int, int] | None:
     return _source(result.seq) if result.scope[0] == "records" else None
 
 
-def _pair_tail(items: list[tuple], closures: Closures, ended: list[Call]) -> dict[int, int]:
+def _pair_tail(items: list[tuple], closures: Closures, ended: list[Call], once: bool) -> dict[int, int]:
     """Pair the calls and results of ``items`` afresh, after the ``ended`` calls of the
-    settled prefix; returns each result's position."""
+    settled prefix; returns each result's position (nothing when ``once``)."""
     for call in ended:
         call.late = None  # a pass before this one may have found its late result
     entries: list[Call | Result] = []
     positions: dict[int, int] = {}
     for position, (tag, a, b, _, _, _) in enumerate(items):
         if tag == ITEM_ASSISTANT:
-            for call in b:
-                call.answer = call.late = None  # a pass before this one may have paired it
+            if not once:
+                for call in b:
+                    call.answer = call.late = None  # a pass before this one may have paired it
             entries.extend(b)
         elif tag == ITEM_RESULT:
-            a.call = None
             entries.append(a)
-            positions[id(a)] = position
+            if not once:
+                a.call = None
+                positions[id(a)] = position
     pair(entries, closures, ended)
     return positions
 
 
 def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[str, Any]]],
              open_runs: Collection[Any], screen_tools: Collection[str], settled: Settled,
-             repairs: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], list[tuple[int, int] | None]]:
+             repairs: list[dict[str, Any]] | None, once: bool = False,
+             track: bool = True) -> tuple[list[dict[str, Any]], list[tuple[int, int] | None]]:
     """Write the output for ``items``, starting after ``settled`` (which is moved forward
-    to the longest settled prefix). Returns the messages and one source per message;
-    ``repairs`` (when a list) receives every repair, each with its ``position``."""
+    to the longest settled prefix). Returns the messages and one source per message (none
+    unless ``track``); ``repairs`` (when a list) receives every repair, each with its
+    ``position``. ``once``: no pass comes after this one (``project_records``), so nothing
+    is kept and the items' own dicts may become the output."""
     start = settled.items
     tail = items[start:]
-    positions = _pair_tail(tail, closures, settled.ended)
+    positions = _pair_tail(tail, closures, settled.ended, once)
     ended: list[Call] = []  # this pass's calls that settle unanswered (their run has ended)
     ids = IdAllocator(start=settled.ids)
     seen_ids = settled.seen_ids
@@ -125,13 +130,16 @@ def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[
             found.extend({**item, "position": position} for item in new)
 
     for offset, (tag, a, b, _, _, origin) in enumerate(tail):
-        if closes < offset:
-            mark = (start + offset, len(out), len(found), ids.count, len(tail_seen), len(ended))
         if tag == ITEM_MESSAGE:
             out.append(a)
-            sources.append(_source(origin))
+            if track:
+                sources.append(_source(origin))
         elif tag == ITEM_ASSISTANT:
-            for call in b:
+            # Only an assistant message opens calls, so the last settled boundary is before
+            # one of them or at the end: marks are taken there alone.
+            if closes < offset and not once:
+                mark = (start + offset, len(out), len(found), ids.count, len(tail_seen), len(ended))
+            for call in b if not once else ():
                 answer = call.answer or call.late
                 if answer is not None:
                     closes = max(closes, positions.get(id(answer), _OPEN))
@@ -146,7 +154,7 @@ def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[
                          call_id=c.raw_id) for c in b if c not in kept and not c.from_partial])
             if not kept and a["content"] is None:
                 continue
-            message = dict(a)  # the reader's item is read again by later passes: never changed
+            message = a if once else dict(a)  # a later pass reads the item again: never changed
             if kept:
                 calls = []
                 for call in kept:
@@ -155,17 +163,18 @@ def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[
                                   "function": {"name": call.name, "arguments": call.arguments}})
                     # Every id is renumbered; only one the provider would have refused
                     # or confused (missing, outside the portable pattern, reused) is news.
-                    if repairs is not None and (not is_portable_id(call.raw_id) or call.raw_id in seen_ids
-                                                or call.raw_id in tail_seen_set):
-                        repaired(len(out), [note("id_rewritten", f"{call.raw_id!r} is missing, reused or not "
-                                                                 f"accepted by every provider; sent as "
-                                                                 f"{call.new_id!r} (CTX-5)", origin,
-                                                 call_id=call.new_id)])
-                    tail_seen.append(call.raw_id)
-                    tail_seen_set.add(call.raw_id)
+                    if repairs is not None:
+                        if not is_portable_id(call.raw_id) or call.raw_id in seen_ids or call.raw_id in tail_seen_set:
+                            repaired(len(out), [note("id_rewritten", f"{call.raw_id!r} is missing, reused or not "
+                                                                     f"accepted by every provider; sent as "
+                                                                     f"{call.new_id!r} (CTX-5)", origin,
+                                                     call_id=call.new_id)])
+                        tail_seen.append(call.raw_id)
+                        tail_seen_set.add(call.raw_id)
                 message["tool_calls"] = calls
             out.append(message)
-            sources.append(_source(origin))
+            if track:
+                sources.append(_source(origin))
             for call in kept:
                 answer = call.answer
                 content = answer.content if answer is not None else rec.UNKNOWN_OUTCOME_TEXT
@@ -174,8 +183,8 @@ def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[
                         "unknown_outcome", f"{call.name}: its run ended without a result; a placeholder says it may "
                                            "or may not have happened (CTX-3)", origin, call_id=call.new_id)])
                 out.append({"role": "tool", "tool_call_id": call.new_id, "content": content})
-                # A placeholder comes from no record.
-                sources.append(_result_source(answer) if answer is not None else None)
+                if track:  # a placeholder comes from no record
+                    sources.append(_result_source(answer) if answer is not None else None)
                 if answer is not None and (answer.screen or call.name in screen_tools):
                     screens.append(len(out) - 1)
         else:
@@ -189,10 +198,11 @@ def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[
                                                             "ended; shown where it arrived (CTX-4)", a.seq,
                                              call_id=call.new_id)])
                 out.append({"role": "user", "content": _late_content(call, a)})
-                sources.append(_result_source(a))
+                if track:
+                    sources.append(_result_source(a))
                 if a.screen or call.name in screen_tools:
                     screens.append(len(out) - 1)
-    if closes < len(tail):
+    if closes < len(tail) and not once:
         mark = (start + len(tail), len(out), len(found), ids.count, len(tail_seen), len(ended))
     imaged = list(settled.imaged)
     trimmed = trim_screenshots(out, imaged, screens)
@@ -203,7 +213,7 @@ def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[
         settled.ended = [c for c in settled.ended if c.late is None or positions.get(id(c.late), _OPEN) >= boundary]
         settled.ended += ended[:ended_length]
         settled.items = items_settled
-        settled.out, settled.sources = out[:length], sources[:length]
+        settled.out, settled.sources = out[:length], sources[:length] if track else []
         settled.repairs = found[:found_length] if repairs is not None else []
         settled.imaged = imaged[:bisect_left(imaged, length)]
         seen_ids.update(tail_seen[:seen_length])

@@ -134,20 +134,17 @@ def pair(calls_and_results: list[Call | Result], closures: Closures, ended: Sequ
     arriving now is still their late result.
     """
     waiting: dict[tuple[Hashable, Any], _Waiting] = {}
-
-    def queue_of(call: Call) -> _Waiting:
-        queue = waiting.get((call.scope, call.raw_id))
-        if queue is None:
-            queue = waiting[(call.scope, call.raw_id)] = _Waiting()
-        return queue
-
-    for call in ended:
+    for call in ended:  # few: set up the plain way
         if call.raw_id is not None:
-            queue_of(call).closed.append(call)
+            waiting.setdefault((call.scope, call.raw_id), _Waiting()).closed.append(call)
     for entry in calls_and_results:
         if isinstance(entry, Call):
             if entry.raw_id is not None:
-                queue_of(entry).open.append(entry)
+                key = (entry.scope, entry.raw_id)
+                queue = waiting.get(key)
+                if queue is None:
+                    queue = waiting[key] = _Waiting()
+                queue.open.append(entry)
             continue
         if entry.raw_id is None:
             continue

@@ -276,8 +276,9 @@ def project_records(
     """
     projection = Projection(screen_tools=screen_tools, tool_result_limit=tool_result_limit, start_view=start_view,
                             start_watermark=start_watermark, instance=instance, repairs=repairs_out is not None)
-    projection.extend(records)
-    projected = projection.project(open_runs)
+    with _gc_paused():  # one pause for both passes: a collection in between walks every item read
+        projection.extend(records)
+        projected = projection._project(open_runs, once=True, track=sources_out is not None)
     if sources_out is not None:
         sources_out[:] = projected.sources
     if repairs_out is not None:
@@ -340,6 +341,11 @@ class Projection:
 
     def project(self, open_runs: Collection[Any] | None = None) -> Projected:
         """The messages the next request reads; ``open_runs`` as in ``project_records``."""
+        return self._project(open_runs)
+
+    def _project(self, open_runs: Collection[Any] | None, once: bool = False, track: bool = True) -> Projected:
+        # ``once``: the last projection of this object (project_records): nothing is kept;
+        # ``track``: sources are wanted.
         reader = self._reader
         if open_runs is None:
             open_runs = {reader.closures.latest_run} if reader.any_read else set()
@@ -349,5 +355,5 @@ class Projection:
         repairs: list[dict[str, Any]] | None = [] if self._repairs else None
         with _gc_paused():
             out, sources = assemble(reader.items, reader.closures, reader.notes or {}, open_runs,
-                                    self._screen_tools, self._settled, repairs)
+                                    self._screen_tools, self._settled, repairs, once, track)
         return Projected(out, sources, repairs or [])
