@@ -296,11 +296,12 @@ class RequestBuilder:
                 and messages[0] == self._inputs[0]
                 and all(a is b for a, b in zip(islice(messages, 1, known), islice(self._inputs, 1, None)))):
             fresh = messages[known:]
-            added = adapt_rules(fresh, mode, images_ok, thinking, continuing=True)
-            seam_clean = (not fresh or (isinstance(fresh[0], Mapping) and fresh[0].get("role") != "tool")) and (
-                not added or not self._adapted or self._adapted[-1]["role"] != added[0]["role"]) and (
+            # The seam is checked on the input first (a tool result would join the held
+            # images), then on the adapted side (nothing merges), before anything is reused.
+            opens_clean = (not fresh or (isinstance(fresh[0], Mapping) and fresh[0].get("role") != "tool")) and (
                 mode != "anthropic" or self._opened)
-            if seam_clean:
+            added = adapt_rules(fresh, mode, images_ok, thinking, continuing=True) if opens_clean else []
+            if opens_clean and (not added or not self._adapted or self._adapted[-1]["role"] != added[0]["role"]):
                 validator = self._validator.copy()
                 validator.feed(added)
                 self.reused = known
