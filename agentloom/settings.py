@@ -20,6 +20,7 @@ from agentloom.env import (
     env_str,
     redis_url_checked,
 )
+from agentloom.toolservers.config import ServersFileError, servers_read
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AGENTLOOM_VAR_DIR", str(BASE_DIR / "var")))
@@ -93,6 +94,7 @@ INSTALLED_APPS = [
     "agentloom.accounts",
     "agentloom.spaces",
     "agentloom.agents",
+    "agentloom.toolservers",
     "models_catalog",
     "sessions.apps.SessionsConfig",
     "agentloom.runloop",
@@ -241,8 +243,20 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # The MCP SDK's HTTP client logs every request at INFO; a request line is noise here
+    # (and a URL may carry what its admin typed into it).
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx2": {"level": "WARNING"},
+                "httpcore2": {"level": "WARNING"}, "mcp": {"level": "WARNING"}},
 }
+
+# Tool servers (SPEC §7a). The operator's local MCP servers, started by the workers over
+# stdio, come from the JSON file this names (TOOL-2, docs/tool-servers.md); read once here
+# so a bad file stops start-up with one line.
+AGENTLOOM_MCP_SERVERS = env_str("AGENTLOOM_MCP_SERVERS")
+try:
+    MCP_OPERATOR_SERVERS = servers_read(AGENTLOOM_MCP_SERVERS)
+except ServersFileError as exc:
+    raise ConfigError("AGENTLOOM_MCP_SERVERS", f"({AGENTLOOM_MCP_SERVERS}) {exc}") from None
 
 # The run loop (SPEC §7).
 AGENTLOOM_PROVIDER_ATTEMPTS = env_int("AGENTLOOM_PROVIDER_ATTEMPTS", 4, minimum=1, maximum=10)

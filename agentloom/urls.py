@@ -29,6 +29,7 @@ urlpatterns = [
     path("api/models/discover", models_discover_view, name="models-discover"),
     path("api/v1/", include("models_catalog.urls")),
     path("api/v1/", include("agentloom.agents.urls")),
+    path("api/v1/", include("agentloom.toolservers.urls")),
     path("", include("agentloom.web.urls")),
 ]
 

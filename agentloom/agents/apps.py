@@ -5,3 +5,11 @@ class AgentsConfig(AppConfig):
     name = "agentloom.agents"
     label = "agents"
     verbose_name = "Agents"
+
+    def ready(self) -> None:
+        from agentloom.agents.server_tools import drafts_using_server
+        from agentloom.toolservers.services import IN_USE_CHECKS
+
+        # A server whose tools a draft chooses is not deleted or renamed under it.
+        if drafts_using_server not in IN_USE_CHECKS:
+            IN_USE_CHECKS.append(drafts_using_server)

@@ -14,7 +14,11 @@ class Agent(models.Model):
     model_connection = models.ForeignKey(
         "models_catalog.ModelConnection", on_delete=models.PROTECT, related_name="agents"
     )
+    # Built-in names (``calculator``) and server tools (``"<server>.<tool>"``, TOOL-3).
     tools = models.JSONField(default=list, blank=True)
+    # Per server tool, what the admin decided against its annotations (TOOL-5):
+    # {"<server>.<tool>": {"idempotent": bool, "observes_screen": bool}}. Frozen at publish.
+    tool_overrides = models.JSONField(default=dict, blank=True)
     # Always written with every field filled in (CTX-20) by the agent services.
     context_policy = models.JSONField(default=dict, blank=True)
     # Per-run bounds (LOOP-2): max_model_calls, max_tool_calls, max_wall_seconds, max_depth.
@@ -56,6 +60,9 @@ class AgentVersion(models.Model):
     name = models.CharField(max_length=200)
     instructions = models.TextField(blank=True)
     tools = models.JSONField(default=list, blank=True)
+    # The server tools as published (TOOL-3): JSON text, so every request carries the same
+    # bytes; read through ``agents.server_tools.frozen_server_tools``.
+    server_tools = models.TextField(default="[]", blank=True)
     model_connection = models.ForeignKey(
         "models_catalog.ModelConnection",
         on_delete=models.SET_NULL,
@@ -78,7 +85,7 @@ class AgentVersion(models.Model):
     published_at = models.DateTimeField(auto_now_add=True)
 
     FROZEN_FIELDS = (
-        "agent_id", "version", "name", "instructions", "tools", "provider", "base_url", "model",
+        "agent_id", "version", "name", "instructions", "tools", "server_tools", "provider", "base_url", "model",
         "context_window", "max_output_tokens", "safety_margin_tokens", "context_policy",
         "limits", "verify_before_complete",
     )

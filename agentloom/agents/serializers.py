@@ -14,6 +14,7 @@ from rest_framework import serializers
 
 from agentloom.agents.models import Agent, AgentVersion
 from agentloom.agents.selectors import agent_budget, version_budget
+from agentloom.agents.server_tools import version_tool_drift
 from agentloom.api.fields import MAX_ID, StrictCharField
 from agentloom.errors import NotFound
 from models_catalog.selectors import connection_get_for_user
@@ -40,7 +41,11 @@ class AgentUpdateIn(RejectUnknownFields):
     name = StrictCharField(required=False, max_length=200)
     instructions = StrictCharField(required=False, allow_blank=True, trim_whitespace=False, max_length=100_000)
     model_connection = ConnectionRefField(required=False, min_value=1)
-    tools = serializers.ListField(child=StrictCharField(max_length=100), required=False, max_length=64)
+    tools = serializers.ListField(child=StrictCharField(max_length=200), required=False, max_length=64,
+                                  help_text='Built-ins ("calculator") and server tools ("<server>.<tool>", TOOL-3).')
+    tool_overrides = serializers.JSONField(required=False, allow_null=True,
+                                           help_text='Per server tool: {"<server>.<tool>": {"idempotent": true}} '
+                                                     '(TOOL-5; also observes_screen). Frozen at publish.')
     context_policy = serializers.JSONField(required=False, allow_null=True,
                                            help_text="Any of context_ratio, target_ratio, user_turns, model_steps, "
                                                      "max_compaction_calls (CTX-20).")
@@ -78,7 +83,8 @@ class AgentOut(serializers.ModelSerializer):
 
     class Meta:
         model = Agent
-        fields = ["id", "space", "name", "instructions", "model_connection", "model", "tools", "context_policy",
+        fields = ["id", "space", "name", "instructions", "model_connection", "model", "tools", "tool_overrides",
+                  "context_policy",
                   "limits", "verify_before_complete", "call_log_retention_days", "budget", "latest_version",
                   "created_at", "updated_at"]
 
@@ -92,6 +98,20 @@ class AgentOut(serializers.ModelSerializer):
         return agent.versions.aggregate(n=Max("version"))["n"]
 
 
+class FrozenToolOut(serializers.Serializer):
+    ref = serializers.CharField(help_text="<server>.<tool> as the agent chose it.")
+    function = serializers.CharField(help_text="The function name requests carry (TOOL-3).")
+    server = serializers.CharField()
+    tool = serializers.CharField()
+    description = serializers.CharField()
+    input_schema = serializers.JSONField()
+    annotations = serializers.JSONField()
+    idempotent = serializers.BooleanField(help_text="Re-run on resume (TOOL-5).")
+    observes_screen = serializers.BooleanField()
+    drift = serializers.JSONField(allow_null=True, help_text="How the server's last listing differs, or null.")
+    drift_text = serializers.CharField()
+
+
 class VersionOut(serializers.ModelSerializer):
     """A published version: frozen, read-only (RUN-4)."""
 
@@ -99,13 +119,20 @@ class VersionOut(serializers.ModelSerializer):
     model_connection = serializers.IntegerField(source="model_connection_id", allow_null=True)
     published_by = serializers.IntegerField(source="published_by_id", allow_null=True)
     budget = serializers.SerializerMethodField()
+    server_tools = serializers.SerializerMethodField()
 
     class Meta:
         model = AgentVersion
-        fields = ["id", "agent", "version", "name", "instructions", "tools", "model_connection", "provider",
+        fields = ["id", "agent", "version", "name", "instructions", "tools", "server_tools", "model_connection",
+                  "provider",
                   "base_url", "model", "context_window", "max_output_tokens", "safety_margin_tokens",
                   "context_policy", "limits", "verify_before_complete", "budget", "published_by", "published_at"]
 
     @extend_schema_field(BudgetOut)
     def get_budget(self, version: AgentVersion) -> dict[str, Any]:
         return BudgetOut(version_budget(version=version)).data
+
+    @extend_schema_field(FrozenToolOut(many=True))
+    def get_server_tools(self, version: AgentVersion) -> list[dict[str, Any]]:
+        """The frozen server tools, each with how the server's last listing differs now."""
+        return [{key: entry[key] for key in FrozenToolOut().fields} for entry in version_tool_drift(version)]

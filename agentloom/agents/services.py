@@ -8,6 +8,12 @@ from django.db import transaction
 from django.db.models import Max
 
 from agentloom.agents.models import Agent, AgentVersion
+from agentloom.agents.server_tools import (
+    is_server_ref,
+    server_refs_check,
+    server_tools_freeze,
+    tool_overrides_normalize,
+)
 from agentloom.agents.tool_registry import tool_names_available
 from agentloom.errors import ValidationFailed
 from context.policy import ContextPolicy, PolicyError
@@ -31,16 +37,19 @@ def agent_create(
     tools: list[str] | None = None,
     context_policy: dict[str, Any] | None = None,
     limits: dict[str, Any] | None = None,
+    tool_overrides: dict[str, Any] | None = None,
     created_by=None,
 ) -> Agent:
     if model_connection.space_id != space.pk:
         raise ValidationFailed("The model connection belongs to another space.", fields={"model_connection": "not in this space"})
+    tools = agent_tools_normalize(list(tools or []), space_id=space.pk)
     return Agent.objects.create(
         space=space,
         name=name,
         instructions=instructions,
         model_connection=model_connection,
-        tools=list(tools or []),
+        tools=tools,
+        tool_overrides=tool_overrides_normalize(tool_overrides, tools=tools),
         context_policy=context_policy_normalize(context_policy),
         limits=dict(limits or {}),
         created_by=created_by,
@@ -52,11 +61,16 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
 
     The frozen window is the connection's effective one: never more than the server
     keeps (CAT-7), so no run of the version relies on context the server would drop.
-    Locks the agent row so two publishers never get the same number.
+    Server tools are frozen from their servers' last listing, the one the admin saw
+    (TOOL-3, TOOL-6): publishing connects to nothing. Locks the agent row so two
+    publishers never get the same number.
     """
     with transaction.atomic():
         agent = Agent.objects.select_for_update().select_related("model_connection").get(pk=agent.pk)
         connection = agent.model_connection
+        builtins = [name for name in agent.tools if not is_server_ref(name)]
+        server_tools = server_tools_freeze(tools=list(agent.tools), overrides=agent.tool_overrides or {},
+                                           space_id=agent.space_id, reserved=tool_names_available())
         number = (agent.versions.aggregate(n=Max("version"))["n"] or 0) + 1
         return AgentVersion.objects.create(
             agent=agent,
@@ -64,6 +78,7 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
             name=agent.name,
             instructions=agent.instructions,
             tools=list(agent.tools),
+            server_tools=server_tools if builtins != list(agent.tools) else "[]",
             model_connection=connection,
             provider=connection.provider,
             base_url=connection.base_url,
@@ -83,25 +98,27 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
 LIMIT_KEYS = ("max_model_calls", "max_tool_calls", "max_wall_seconds", "max_depth")
 MAX_LIMIT = 1_000_000
 MAX_INSTRUCTIONS = 100_000
-DRAFT_FIELDS = ("name", "instructions", "model_connection", "tools", "context_policy", "limits",
+DRAFT_FIELDS = ("name", "instructions", "model_connection", "tools", "tool_overrides", "context_policy", "limits",
                 "verify_before_complete", "call_log_retention_days")
 MAX_RETENTION_DAYS = 36_500
 
 
-def agent_tools_normalize(tools: Any) -> list[str]:
-    """The tool names, de-duplicated in order; a name outside the registry is a 400.
+def agent_tools_normalize(tools: Any, *, space_id: int) -> list[str]:
+    """The tool names, de-duplicated in order; a 400 for a built-in outside the registry or
+    a ``"<server>.<tool>"`` that no server of the space lists (TOOL-3).
 
     Read at call time, so tools registered after start-up are accepted without a restart.
     """
     if not isinstance(tools, (list, tuple)) or not all(isinstance(name, str) for name in tools):
         raise ValidationFailed("The tools are not valid.", fields={"tools": "must be a list of tool names"})
     available = set(tool_names_available())
-    unknown = [name for name in tools if name not in available]
+    unknown = [name for name in tools if name not in available and not is_server_ref(name)]
     if unknown:
         raise ValidationFailed(
             "Unknown tools.",
             fields={"tools": f"unknown: {', '.join(unknown)}; available: {', '.join(sorted(available))}"},
         )
+    server_refs_check(refs=[name for name in tools if is_server_ref(name)], space_id=space_id)
     return list(dict.fromkeys(tools))
 
 
@@ -161,7 +178,7 @@ def agent_draft_validate(*, agent: Agent | None, space_id: int, data: Mapping[st
             errors["model_connection"] = "not a model connection of this agent's space"
         out["model_connection"] = connection
     checks = {
-        "tools": agent_tools_normalize,
+        "tools": lambda raw: agent_tools_normalize(raw, space_id=space_id),
         "limits": agent_limits_normalize,
         "context_policy": lambda raw: _policy_merge(agent, raw),
     }
@@ -171,6 +188,16 @@ def agent_draft_validate(*, agent: Agent | None, space_id: int, data: Mapping[st
                 out[name] = check(data[name])
             except ValidationFailed as exc:
                 errors.update(exc.fields)
+    if "tool_overrides" in data or ("tools" in out and agent is not None and agent.tool_overrides):
+        # Overrides follow the tools: a tool taken out of the list takes its override with it.
+        tools = out.get("tools", agent.tools if agent is not None else [])
+        raw = data.get("tool_overrides", agent.tool_overrides if agent is not None else {}) or {}
+        if "tool_overrides" not in data:
+            raw = {ref: flags for ref, flags in raw.items() if ref in tools}
+        try:
+            out["tool_overrides"] = tool_overrides_normalize(raw, tools=list(tools))
+        except ValidationFailed as exc:
+            errors.update(exc.fields)
     if "verify_before_complete" in data:
         out["verify_before_complete"] = bool(data["verify_before_complete"])
     if "call_log_retention_days" in data:
@@ -198,6 +225,7 @@ def agent_draft_create(*, space, data: Mapping[str, Any], created_by=None) -> Ag
         model_connection=fields["model_connection"],
         instructions=fields.get("instructions", ""),
         tools=fields.get("tools", []),
+        tool_overrides=fields.get("tool_overrides"),
         context_policy=fields["context_policy"],
         limits=fields.get("limits", {}),
         created_by=created_by,

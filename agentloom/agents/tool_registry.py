@@ -1,7 +1,7 @@
 """The tool registry (LOOP-4): what a tool is, and which tools agents may choose.
 
-A tool is a plain function ``(arguments, context) -> str | list[content parts]`` with
-JSON-schema parameters and flags: ``idempotent`` (re-run on resume, RUN-6),
+A tool is a plain function ``(arguments, context) -> str | list[content parts] | ToolResult``
+with JSON-schema parameters (checked by a JSON-Schema library before it runs) and flags: ``idempotent`` (re-run on resume, RUN-6),
 ``observes_screen`` (CTX-8), ``delegates`` (run by the loop as a sub-agent, RUN-3), a
 time-out and an output cap. It raises ``ToolError`` for a failure the model should read.
 
@@ -26,6 +26,26 @@ class ToolCancelled(Exception):
     """Raised by a tool that noticed ``context.cancelled()`` and stopped."""
 
 
+class ToolOutcomeUnknown(Exception):
+    """Raised by a tool that cannot know whether its effect happened (a server tool whose
+    session was lost mid-call, or that was abandoned after a Stop). With a message, the call
+    gets an ``unknown`` result saying so; after a Stop it is left without one (LOOP-7) and a
+    resume records it as unknown, never repeating it (RUN-6)."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or "outcome unknown")
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A result with more than content: ``structured`` (a server tool's
+    ``structuredContent``, TOOL-4) is kept in the record beside it."""
+
+    content: Content
+    structured: dict[str, Any] | None = None
+
+
 @dataclass
 class ToolContext:
     """What a running tool may know: where it runs, and whether it should stop."""
@@ -33,6 +53,7 @@ class ToolContext:
     run_id: int
     session_id: int
     instance_id: int
+    call_id: str = ""
     cancel_event: threading.Event = field(default_factory=threading.Event)
     services: dict[str, Any] = field(default_factory=dict)
 
@@ -45,7 +66,7 @@ class Tool:
     name: str
     description: str
     parameters: dict[str, Any]
-    run: Callable[[dict[str, Any], ToolContext], Content]
+    run: Callable[[dict[str, Any], ToolContext], Content | ToolResult]
     idempotent: bool
     observes_screen: bool = False
     delegates: bool = False  # the loop runs it as a sub-agent instead of calling ``run``
@@ -62,8 +83,9 @@ class Tool:
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    status: str  # ok | error | cancelled | timeout
+    status: str  # ok | error | cancelled | timeout | unknown
     content: Content
+    structured: dict[str, Any] | None = None
 
 
 registry: dict[str, Tool] = {}

@@ -67,6 +67,7 @@ def run_execute(*, run_id: int) -> None:
         logger.warning("run %s is no longer owned by this worker; stopping without writing", run.pk)
     finally:
         state.watch.stop_background()
+        state.tool_sessions.close_all()  # one protocol session per server and run (TOOL-4)
 
 
 def _drive(state: RunState) -> None:

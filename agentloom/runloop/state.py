@@ -17,6 +17,8 @@ from agentloom.runloop.errors import RunCancelled, RunLost, RunStopped
 from agentloom.runloop.redaction import Redactor
 from agentloom.runloop.watch import RunWatch
 from agentloom.tools.delegate import MAX_DEPTH
+from agentloom.tools.server_tools import run_tool_sessions, server_tools_build
+from agentloom.toolservers.sessions import RunToolSessions
 from context import (
     AnthropicBuilder,
     Budget,
@@ -63,6 +65,8 @@ class RunState:
     watch: RunWatch
     redactor: Redactor
     target: ModelTarget
+    # The run's protocol sessions with its tool servers (TOOL-4): closed when the run ends.
+    tool_sessions: RunToolSessions = field(default_factory=lambda: RunToolSessions({}))
     started: float = field(default_factory=time.monotonic)
     sub_instances: int = 0
     caches: dict[int, ContextCache] = field(default_factory=dict)
@@ -232,6 +236,7 @@ def run_state_build(run: Run) -> RunState:
         limits=replace(CHAT_LIMITS, read_timeout=settings.AGENTLOOM_PROVIDER_READ_TIMEOUT),
         connection_id=connection.pk if connection is not None else None,
     )
+    sessions = run_tool_sessions(version=version)
     others = (ModelCall.objects.filter(run__session_id=run.session_id, purpose=ModelCall.Purpose.ACTION)
               .exclude(provider=target.provider, model=target.model).exists())
     imported = SessionView.objects.filter(session_id=run.session_id, raw_complete=False).exists()
@@ -243,10 +248,12 @@ def run_state_build(run: Run) -> RunState:
         budget=Budget(context_window=window,
                       max_output_tokens=frozen.get("max_output_tokens", version.max_output_tokens),
                       safety_margin_tokens=frozen.get("safety_margin_tokens", version.safety_margin_tokens)),
-        tools=[registry[name] for name in version.tools if name in registry],
+        tools=[*(registry[name] for name in version.tools if name in registry),
+               *server_tools_build(version=version, sessions=sessions)],
         watch=RunWatch(run.pk, attempt=run.attempt),
-        redactor=Redactor([api_key]),
+        redactor=Redactor([api_key, *sessions.secrets()]),
         target=target,
+        tool_sessions=sessions,
     )
 
 

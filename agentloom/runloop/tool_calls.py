@@ -33,8 +33,15 @@ NOT_STARTED = "[cancelled] The user stopped the run before this tool started; it
 MAX_TOOL_THREADS = 4
 
 
+PROGRESS_EVERY = 0.25  # seconds between two tool_progress events of one call
+
+
 def result_message(call_id: str, name: str, outcome: ToolOutcome) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": outcome.content, "status": outcome.status}
+    message = {"role": "tool", "tool_call_id": call_id, "name": name, "content": outcome.content,
+               "status": outcome.status}
+    if outcome.structured is not None:  # a server tool's structuredContent, kept in the record (TOOL-4)
+        message["structured_content"] = outcome.structured
+    return message
 
 
 def _result_key(step: int, index: int) -> str:
@@ -73,7 +80,7 @@ class ToolGroup:
         tool = self.allowed.get(call.name)
         if tool is None:
             return ToolOutcome("error", f"This agent has no tool named {call.name!r}.")
-        return tool_invoke(tool, call.arguments, tool_context(self.state, self.instance))
+        return tool_invoke(tool, call.arguments, tool_context(self.state, self.instance, call))
 
     def _invoke_in_thread(self, call: ToolCall) -> ToolOutcome | None:
         """Run one plain tool in a pool thread, closing the connections that thread opened
@@ -118,7 +125,9 @@ class ToolGroup:
             if index in self.saved or outcome is None:
                 continue
             self.saved.add(index)
-            outcome = ToolOutcome(outcome.status, self.state.redactor.content(outcome.content))
+            redact = self.state.redactor.content
+            outcome = ToolOutcome(outcome.status, redact(outcome.content),
+                                  redact(outcome.structured) if outcome.structured is not None else None)
             kind = "delegation_result" if self._delegated(call) else "tool_result"
             records.append(NewRecord(kind, result_message(call.id, call.name, outcome), _result_key(self.step, index)))
             events.append(("tool_finished", {"call_id": call.id, "name": call.name, "status": outcome.status,
@@ -134,9 +143,26 @@ class ToolGroup:
                       _result_key(self.step, index)) for index, call in enumerate(self.calls)])
 
 
-def tool_context(state: RunState, instance: Instance) -> ToolContext:
-    return ToolContext(run_id=state.run.pk, session_id=state.run.session_id, instance_id=instance.pk,
-                       services={"should_cancel": state.watch.cancel_requested_from_thread})
+def tool_context(state: RunState, instance: Instance, call: ToolCall) -> ToolContext:
+    return ToolContext(run_id=state.run.pk, session_id=state.run.session_id, instance_id=instance.pk, call_id=call.id,
+                       services={"should_cancel": state.watch.cancel_requested_from_thread,
+                                 "progress": _progress_events(state, call)})
+
+
+def _progress_events(state: RunState, call: ToolCall) -> Callable[[float, float | None, str | None], None]:
+    """A tool's progress as ``tool_progress`` events (TOOL-4), at most one per quarter second."""
+    last = [0.0]
+
+    def progress(done: float, total: float | None, message: str | None) -> None:
+        now = time.monotonic()
+        if now - last[0] < PROGRESS_EVERY and (total is None or done < total):
+            return
+        last[0] = now
+        event_emit(run_id=state.run.pk, type="tool_progress", data={
+            "call_id": call.id, "name": call.name, "progress": done, "total": total,
+            "message": state.redactor.text(message or "")[:300]})
+
+    return progress
 
 
 def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[ToolCall], *, depth: int,
@@ -209,7 +235,7 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
                         index=index)
         tool = allowed.get(call.name)
         if tool is not None and tool.idempotent:
-            outcome = (tool_invoke(tool, call.arguments, tool_context(state, instance))
+            outcome = (tool_invoke(tool, call.arguments, tool_context(state, instance, call))
                        or ToolOutcome("unknown", UNKNOWN_ON_RESUME))
         else:
             outcome = ToolOutcome("unknown", UNKNOWN_ON_RESUME)

@@ -1,16 +1,24 @@
-"""Running a tool (LOOP-4): argument checks, its time-out, Stop, and an output cap.
+"""Running a tool (LOOP-4, TOOL-4): argument checks, its time-out, Stop, and an output cap.
 
-Any exception a tool raises is caught, so a broken tool gives a result with
-``status: error`` and never crashes the run.
+Arguments are checked against the tool's JSON Schema by the ``jsonschema`` library, every
+keyword (a server tool's frozen schema and the built-ins' alike) before the tool runs; a
+mismatch is a result with ``status: error`` that says which argument and why, so the model
+can correct itself. Any exception a tool raises is caught, so a broken tool gives a result
+with ``status: error`` and never crashes the run.
 """
 from __future__ import annotations
 
 import json
 import logging
 import threading
+from functools import lru_cache
 from typing import Any
 
 from django.db import connections
+from jsonschema import SchemaError
+from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
 
 from agentloom.agents.tool_registry import (
     Tool,
@@ -18,34 +26,47 @@ from agentloom.agents.tool_registry import (
     ToolContext,
     ToolError,
     ToolOutcome,
+    ToolOutcomeUnknown,
+    ToolResult,
 )
 from context.truncation import cap_for_storage
 
 logger = logging.getLogger("agentloom.tools")
 
+UNKNOWN_AFTER_TIMEOUT = (" It was told to stop, but it may or may not have taken effect: check before relying on "
+                         "it, and do not simply repeat it.")
 
-def _check_arguments(tool: Tool, raw: str) -> dict[str, Any]:
+
+@lru_cache(maxsize=512)
+def _validator(schema_text: str) -> Validator:
+    """A compiled validator per schema (compiling costs far more than validating)."""
+    schema = json.loads(schema_text)
+    cls = validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _where(error: ValidationError) -> str:
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return f"at argument {path.lstrip('.')!r}: " if path else ""
+
+
+def check_arguments(tool: Tool, raw: str) -> dict[str, Any]:
+    """The parsed arguments, or ``ToolError`` saying what does not match the schema."""
     try:
         arguments = json.loads(raw or "{}")
     except ValueError:
         raise ToolError("The arguments are not valid JSON.") from None
     if not isinstance(arguments, dict):
         raise ToolError("The arguments must be a JSON object.")
-    properties = tool.parameters.get("properties", {})
-    for name in tool.parameters.get("required", []):
-        if name not in arguments:
-            raise ToolError(f"Missing required argument {name!r}.")
-    for name, value in arguments.items():
-        spec = properties.get(name)
-        if spec is None:
-            if tool.parameters.get("additionalProperties", True) is False:
-                raise ToolError(f"Unknown argument {name!r}.")
-            continue
-        expected = spec.get("type")
-        checks = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict, "array": list}
-        if expected in checks and (not isinstance(value, checks[expected]) or
-                                   (expected in {"integer", "number"} and isinstance(value, bool))):
-            raise ToolError(f"Argument {name!r} must be of type {expected}.")
+    try:
+        validator = _validator(json.dumps(tool.parameters, sort_keys=True))
+    except SchemaError:
+        raise ToolError(f"The tool {tool.name!r} has an input schema that is not valid JSON Schema, so it cannot "
+                        "be called; an admin should look at its server.") from None
+    error = best_match(validator.iter_errors(arguments))
+    if error is not None:
+        raise ToolError(f"The arguments do not match the tool's schema: {_where(error)}{error.message[:500]}.")
     return arguments
 
 
@@ -54,11 +75,11 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
     """Run a tool with its time-out, watching for cancellation.
 
     Returns the outcome, or None when the run was cancelled and the tool did not stop
-    within ``cancel_grace``: its effect cannot be known, so no result is invented
-    (LOOP-7; the projector later shows it as an unknown outcome, CTX-3).
+    within ``cancel_grace`` or could not know its effect: no result is invented (LOOP-7;
+    the projector later shows it as an unknown outcome, CTX-3).
     """
     try:
-        arguments = _check_arguments(tool, raw_arguments)
+        arguments = check_arguments(tool, raw_arguments)
     except ToolError as exc:
         return ToolOutcome("error", str(exc))
     box: dict[str, Any] = {}
@@ -68,6 +89,8 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
             box["content"] = tool.run(arguments, context)
         except ToolCancelled:
             box["cancelled"] = True
+        except ToolOutcomeUnknown as exc:
+            box["unknown"] = exc.message
         except ToolError as exc:
             box["error"] = str(exc)
         except Exception as exc:  # a broken tool must not crash the run (LOOP-4)
@@ -90,9 +113,15 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
             return None
         if cancelled_at is None and waited >= tool.timeout_seconds and worker.is_alive():
             context.cancel_event.set()
-            return ToolOutcome("timeout", f"The tool did not finish within {tool.timeout_seconds:g} seconds.")
+            note = "" if tool.idempotent else UNKNOWN_AFTER_TIMEOUT
+            return ToolOutcome("timeout", f"The tool did not finish within {tool.timeout_seconds:g} seconds.{note}")
+    if "unknown" in box:
+        return None if cancelled_at is not None or not box["unknown"] else ToolOutcome("unknown", box["unknown"])
     if box.get("cancelled") or (cancelled_at is not None and "content" not in box):
         return ToolOutcome("cancelled", "Stopped by the user before the tool finished.")
     if "error" in box:
         return ToolOutcome("error", box["error"])
-    return ToolOutcome("ok", cap_for_storage(box.get("content", ""), tool.output_limit))
+    value = box.get("content", "")
+    if isinstance(value, ToolResult):
+        return ToolOutcome("ok", cap_for_storage(value.content, tool.output_limit), value.structured)
+    return ToolOutcome("ok", cap_for_storage(value, tool.output_limit))

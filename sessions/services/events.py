@@ -24,6 +24,7 @@ EVENT_TYPES = frozenset({
     "compaction_failed", "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "error",
     "plan_updated",  # the agent's plan changed (update_plan); the chat shows it beside the run
     "context_measured",  # how full the main context is after a step: the chat's meter
+    "tool_progress",  # a server tool's progress notification (TOOL-4), shown on its step
 })
 
 

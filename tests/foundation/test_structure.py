@@ -5,7 +5,7 @@
 - No private name (``_name``) imported from another module.
 - The floors: ``context`` < common (errors, API fields, parsers and client addresses,
   accounts, spaces, crypto, env) <
-  ``models_catalog`` < ``agentloom.agents`` < ``sessions`` < the run loop, tools, web and
+  ``models_catalog`` and ``agentloom.toolservers`` < ``agentloom.agents`` < ``sessions`` < the run loop, tools, web and
   the project's wiring. A module never imports from a floor above its own.
 - No module over 450 lines.
 
@@ -30,12 +30,12 @@ FLOORS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, ("agentloom.errors", "agentloom.api.fields", "agentloom.api.errors", "agentloom.api.pages",
          "agentloom.api.clients", "agentloom.api.parsers", "agentloom.accounts",
          "agentloom.crypto", "agentloom.env", "agentloom.spaces")),
-    (2, ("models_catalog",)),
+    (2, ("models_catalog", "agentloom.toolservers")),
     (3, ("agentloom.agents",)),
     (4, ("sessions",)),
     (5, ("agentloom",)),
 )
-FLOOR_NAMES = {0: "context", 1: "common", 2: "models_catalog", 3: "agents", 4: "sessions",
+FLOOR_NAMES = {0: "context", 1: "common", 2: "models_catalog, tool servers", 3: "agents", 4: "sessions",
                5: "run loop, tools, web"}
 
 

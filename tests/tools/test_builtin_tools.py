@@ -40,9 +40,17 @@ def test_loop4_the_calculator_refuses_what_is_not_arithmetic_with_a_reason(expre
 def test_loop4_bad_arguments_are_an_error_result_not_a_crash():
     calculator = registry["calculator"]
     assert tool_invoke(calculator, "not json", ctx()).status == "error"
-    assert "Missing required argument" in tool_invoke(calculator, "{}", ctx()).content
-    assert "must be of type string" in tool_invoke(calculator, '{"expression": 5}', ctx()).content
-    assert "Unknown argument" in tool_invoke(calculator, '{"expression": "1", "x": 1}', ctx()).content
+    assert "'expression' is a required property" in tool_invoke(calculator, "{}", ctx()).content
+    assert "5 is not of type 'string'" in tool_invoke(calculator, '{"expression": 5}', ctx()).content
+    assert "'x' was unexpected" in tool_invoke(calculator, '{"expression": "1", "x": 1}', ctx()).content
+
+
+def test_tool4_arguments_are_checked_by_every_keyword_of_the_schema_and_the_message_names_the_argument():
+    plan = registry["update_plan"]
+    outcome = tool_invoke(plan, json.dumps({"steps": [{"step": "a", "status": "later"}]}), ctx())
+    assert outcome.status == "error"
+    assert "at argument 'steps[0].status'" in outcome.content and "'later' is not one of" in outcome.content
+    assert tool_invoke(registry["read_record"], '{"seq": true}', ctx()).content.endswith("True is not of type 'integer'.")
 
 
 def test_loop4_current_time_answers_in_utc_or_a_named_zone():

@@ -1,0 +1,60 @@
+"""Server tools as the run loop calls them (TOOL-3, TOOL-4, TOOL-5).
+
+A published version froze each server tool (``agents.server_tools``); here each becomes a
+``Tool`` of the registry's shape, named by its frozen function name, described and
+schema'd byte for byte as frozen, idempotent as frozen, with its server's time-out. Calling
+it goes through the run's ``RunToolSessions`` (one protocol session per server).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from agentloom.agents.server_tools import frozen_server_tools
+from agentloom.agents.tool_registry import Tool, ToolCancelled, ToolContext, ToolError, ToolOutcomeUnknown, ToolResult
+from agentloom.toolservers.models import ToolServer
+from agentloom.toolservers.protocol import Endpoint
+from agentloom.toolservers.selectors import server_usable_by, toolserver_endpoint
+from agentloom.toolservers.sessions import CallRefused, CallStopped, CallUnknown, RunToolSessions
+
+# Past the server's own time-out the SDK gives up first and cancels; ours is the backstop.
+TIMEOUT_MARGIN = 5.0
+
+
+def run_tool_sessions(*, version: Any) -> RunToolSessions:
+    """The sessions a run of ``version`` may open: one per server its tools use, each only
+    if the version's space may still use it (a server moved out of reach is not called)."""
+    entries = frozen_server_tools(version)
+    servers = {s.pk: s for s in ToolServer.objects.filter(pk__in={e["server_id"] for e in entries})}
+    space_id = version.agent.space_id
+    endpoints: dict[int, tuple[str, Endpoint | None]] = {}
+    for entry in entries:
+        server = servers.get(entry["server_id"])
+        usable = server is not None and server_usable_by(server=server, space_id=space_id)
+        endpoints[entry["server_id"]] = (entry["server"], toolserver_endpoint(server=server) if usable else None)
+    return RunToolSessions(endpoints)
+
+
+def server_tools_build(*, version: Any, sessions: RunToolSessions) -> list[Tool]:
+    """The version's server tools, in the order the agent chose them."""
+    tools = []
+    for entry in frozen_server_tools(version):
+        def run(arguments: dict[str, Any], context: ToolContext, entry: dict[str, Any] = entry) -> ToolResult:
+            try:
+                result = sessions.call(entry, arguments, cancel=context.cancel_event,
+                                       on_progress=context.services.get("progress"))
+            except CallRefused as exc:
+                raise ToolError(str(exc)) from None
+            except CallStopped:
+                raise ToolCancelled() from None
+            except CallUnknown as exc:
+                raise ToolOutcomeUnknown(exc.message) from None
+            if result.is_error:
+                raise ToolError(result.content if isinstance(result.content, str) else
+                                "\n".join(p.get("text", "") for p in result.content if p.get("type") == "text"))
+            return ToolResult(result.content, result.structured)
+
+        timeout = sessions.timeout_of(entry["server_id"]) + TIMEOUT_MARGIN
+        tools.append(Tool(name=entry["function"], description=entry["description"],
+                          parameters=entry["input_schema"], run=run, idempotent=bool(entry["idempotent"]),
+                          observes_screen=bool(entry.get("observes_screen")), timeout_seconds=timeout))
+    return tools

@@ -1,0 +1,1 @@
+"""Tool servers (SPEC §7a): remote MCP servers a space registers and the operator's local ones."""

@@ -1,0 +1,188 @@
+"""Writes for tool servers: register, change, refresh, delete, and the operator's listing
+(TOOL-1, TOOL-2).
+
+Every write that touches the URL or the headers connects first (initialize, then every
+page of ``tools/list``) and saves only when the server answered: a refused token, a dead
+port, a metadata address or a protocol error is a 400 naming the cause, and nothing is
+saved. The connection happens before any transaction opens (STYLE 10). Header values are
+written to the encrypted column and never returned, logged or put into a message.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agentloom.errors import Conflict, ValidationFailed
+from agentloom.toolservers.listing import listing_changes
+from agentloom.toolservers.models import ToolServer
+from agentloom.toolservers.protocol import Listing, RemoteEndpoint, StdioEndpoint, ToolServerError, probe
+from agentloom.toolservers.selectors import operator_servers, servers_for_space
+from agentloom.toolservers.validation import header_hints, headers_check, name_check, timeout_check
+
+logger = logging.getLogger("agentloom.toolservers")
+
+MAX_URL = 500
+# Filled at start-up by the apps above this one (the agents app: drafts that choose a
+# server's tools), so this app never imports them. Each returns the names of the users.
+IN_USE_CHECKS: list[Callable[[ToolServer], list[str]]] = []
+
+
+def _url_check(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_URL:
+        raise ValidationFailed("The URL is not valid.", fields={"url": f"an http(s) URL of at most {MAX_URL} characters"})
+    url = value.strip()
+    if not url.lower().startswith(("http://", "https://")):
+        raise ValidationFailed("The URL is not valid.", fields={"url": "must start with http:// or https://"})
+    return url
+
+
+def _scrub(text: str, headers: Mapping[str, str]) -> str:
+    """Belt and braces: messages are built without header values, but a value pasted into
+    the URL field would otherwise come back in "host … could not be resolved"."""
+    for value in headers.values():
+        text = text.replace(value, "[REDACTED]")
+    return text
+
+
+def _listing(endpoint: RemoteEndpoint) -> Listing:
+    """Connect and list, or a 400 naming the cause (``url`` or ``headers``)."""
+    try:
+        return probe(endpoint)
+    except ToolServerError as exc:
+        message = _scrub(exc.message, endpoint.headers)
+        logger.info("tool server refused: code=%s", exc.code)  # never the URL's query or a header
+        raise ValidationFailed(message, code=exc.code, fields={exc.field: message}) from None
+
+
+def _keep_listing(server: ToolServer, listing: Listing) -> None:
+    server.transport = listing.transport
+    server.protocol_version = listing.protocol_version
+    server.server_info = listing.server_info
+    server.tools_json = json.dumps(listing.tools, ensure_ascii=False)
+    server.skipped = listing.skipped
+    server.listed_at = timezone.now()
+    server.list_error = ""
+
+
+def _name_free(*, space_id: int, name: str, server: ToolServer | None = None) -> None:
+    taken = servers_for_space(space_id=space_id).get(name)
+    if taken is not None and (server is None or taken.pk != server.pk):
+        whose = "an operator's server" if taken.space_id is None else "another server of this space"
+        raise ValidationFailed("The name is taken.", code="name_taken", fields={"name": f"already used by {whose}"})
+
+
+def toolserver_in_use_by(*, server: ToolServer) -> list[str]:
+    return sorted({name for check in IN_USE_CHECKS for name in check(server)})
+
+
+def toolserver_register(*, space, data: Mapping[str, Any], created_by=None) -> tuple[ToolServer, Listing]:
+    """Register a remote server in ``space`` (the caller checked they administer it)."""
+    name = name_check(data.get("name"))
+    url = _url_check(data.get("url"))
+    headers = headers_check(data.get("headers"))
+    timeout = timeout_check(data.get("timeout_seconds", ToolServer._meta.get_field("timeout_seconds").default))
+    _name_free(space_id=space.pk, name=name)
+    listing = _listing(RemoteEndpoint(url=url, headers=headers, allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
+                                      timeout=float(timeout)))
+    server = ToolServer(space=space, kind=ToolServer.Kind.REMOTE, name=name, url=url,
+                        headers=json.dumps(headers) if headers else "", header_hints=header_hints(headers),
+                        timeout_seconds=timeout, created_by=created_by)
+    _keep_listing(server, listing)
+    try:
+        with transaction.atomic():
+            server.save()
+    except IntegrityError:  # registered by someone else meanwhile
+        raise Conflict("A server with this name was just registered in this space.", code="name_taken") from None
+    logger.info("tool server %s registered in space %s: %d tools over %s", server.pk, space.pk, len(listing.tools),
+                listing.transport)
+    return server, listing
+
+
+def toolserver_update(*, server: ToolServer, data: Mapping[str, Any]) -> ToolServer:
+    """Change a remote server. A new URL or new headers connect again first; a new URL
+    needs its headers again, because headers go only to the URL they were entered for (CAT-6)."""
+    unknown = set(data) - {"name", "url", "headers", "timeout_seconds"}
+    if unknown:
+        raise ValidationFailed("Unknown fields.", fields={name: "unknown field" for name in sorted(unknown)})
+    changes: dict[str, Any] = {}
+    if "name" in data and data["name"] != server.name:
+        changes["name"] = name_check(data["name"])
+        _name_free(space_id=server.space_id, name=changes["name"], server=server)
+        users = toolserver_in_use_by(server=server)
+        if users:
+            raise Conflict(f"Agents choose this server's tools by its name ({', '.join(users[:5])}); remove them "
+                           "from those agents before renaming it.", code="in_use")
+    if "timeout_seconds" in data:
+        changes["timeout_seconds"] = timeout_check(data["timeout_seconds"])
+    url = _url_check(data["url"]) if "url" in data else server.url
+    headers = headers_check(data["headers"]) if "headers" in data else server.header_values()
+    if url != server.url and "headers" not in data and server.header_values():
+        raise ValidationFailed("Enter the headers again for the new URL.", fields={
+            "headers": "headers are sent only to the URL they were entered for: give them again with the new URL"})
+    if url != server.url or "headers" in data:
+        listing = _listing(RemoteEndpoint(url=url, headers=headers, allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
+                                          timeout=float(changes.get("timeout_seconds", server.timeout_seconds))))
+        _keep_listing(server, listing)
+        changes.update(url=url, headers=json.dumps(headers) if headers else "", header_hints=header_hints(headers))
+    for name, value in changes.items():
+        setattr(server, name, value)
+    server.save()
+    logger.info("tool server %s updated: %s", server.pk, ", ".join(sorted(changes)) or "nothing")
+    return server
+
+
+def toolserver_refresh(*, server: ToolServer) -> tuple[ToolServer, dict[str, Any]]:
+    """List the tools again and say what changed since the last listing (TOOL-1)."""
+    endpoint = RemoteEndpoint(url=server.url, headers=server.header_values(), transport=server.transport,
+                              allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
+                              timeout=float(server.timeout_seconds))
+    before = server.tools
+    listing = _listing(endpoint)
+    _keep_listing(server, listing)
+    server.save()
+    return server, listing_changes(before, listing.tools)
+
+
+def toolserver_delete(*, server: ToolServer) -> None:
+    """Delete a server no draft uses (409 naming them otherwise). Published versions that
+    froze its tools keep them; calling one then is a tool error saying the server is gone."""
+    users = toolserver_in_use_by(server=server)
+    if users:
+        raise Conflict(f"Agents use this server's tools ({', '.join(users[:5])}{'…' if len(users) > 5 else ''}); "
+                       "remove them from those agents first.", code="in_use")
+    server.delete()
+    logger.info("tool server %s deleted", server.pk)
+
+
+def operator_servers_sync(*, names: list[str] | None = None) -> dict[str, str]:
+    """List the operator's servers (TOOL-2): start each command, initialize, list, stop, and
+    keep what it listed. Run by workers when they start and by ``manage.py toolservers_sync``
+    — never by a web request. Returns ``{name: "ok" | the failure}``."""
+    outcome: dict[str, str] = {}
+    for name, config in operator_servers().items():
+        if names is not None and name not in names:
+            continue
+        server = ToolServer.objects.filter(space__isnull=True, name=name).first() or ToolServer(
+            kind=ToolServer.Kind.OPERATOR, name=name, transport="stdio")
+        try:
+            listing = probe(StdioEndpoint(command=config.command, args=config.args, env=config.env,
+                                          timeout=config.timeout))
+        except ToolServerError as exc:
+            server.list_error = exc.message[:300]
+            outcome[name] = exc.message
+        else:
+            _keep_listing(server, listing)
+            outcome[name] = "ok"
+        server.timeout_seconds = int(config.timeout)
+        try:
+            server.save()
+        except IntegrityError:  # another worker listed it at the same moment: theirs stands
+            pass
+    logger.info("operator's tool servers listed: %s", ", ".join(f"{k}: {v}" for k, v in outcome.items()) or "none")
+    return outcome
