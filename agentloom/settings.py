@@ -200,6 +200,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two "kind" fields with choices (a tool server's, a record's): name each enum.
+    "ENUM_NAME_OVERRIDES": {"ToolServerKindEnum": "agentloom.toolservers.models.ToolServer.Kind"},
 }
 
 # Celery: Redis when REDIS_URL is set; otherwise kombu's filesystem transport, so the

@@ -159,6 +159,8 @@ def classify(exc: BaseException, trace: Trace | None, endpoint: Endpoint) -> Too
         return ToolServerError(f"There is no MCP endpoint at this URL (HTTP {status}).", code="protocol")
     if status is not None and status >= 400:
         return ToolServerError(f"The tool server answered HTTP {status}.", code="server_error", dropped=status >= 500)
+    if any(isinstance(e, httpx2.SSEError) for e in leaves):  # a page that is not an event stream
+        return ToolServerError("The answer at this URL is not the Model Context Protocol.", code="protocol")
     mcp_error = next((e for e in leaves if isinstance(e, MCPError)), None)
     if mcp_error is not None and mcp_error.code == CONNECTION_CLOSED:
         return ToolServerError(f"The session with the tool server at {_where(endpoint)} ended.", code="dropped",
@@ -170,7 +172,7 @@ def classify(exc: BaseException, trace: Trace | None, endpoint: Endpoint) -> Too
         # a registration error never does.
         return ToolServerError(f"The tool server answered with a protocol error (JSON-RPC {mcp_error.code}).",
                                code="protocol", detail=str(mcp_error.error.message or "")[:500])
-    if any(isinstance(e, (ValidationError, ValueError)) for e in leaves):
+    if any(isinstance(e, (ValidationError, ValueError, httpx2.SSEError)) for e in leaves):
         return ToolServerError("The answer at this URL is not the Model Context Protocol.", code="protocol")
     if any(isinstance(e, (httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError,
                           anyio.EndOfStream, EOFError, OSError)) for e in leaves):
@@ -211,6 +213,8 @@ class Connection:
         self._trace: Trace | None = None
         self._closing: anyio.Event | None = None
         self._owner: Any = None
+        self._expired = False
+        self._statuses_at_open = 0
 
     # -- opening --
 
@@ -278,6 +282,7 @@ class Connection:
                 info = client.server_info
                 self.server_info = info.model_dump(exclude_none=True, include={"name", "title", "version"}) if info else {}
                 self._client = client
+                self._statuses_at_open = len(self._trace.statuses) if self._trace else 0
                 self._ready.set()
                 await self._closing.wait()
         except BaseException as exc:  # kept for the thread that waits; the task ends here
@@ -292,7 +297,18 @@ class Connection:
 
     @property
     def broken(self) -> bool:
-        return self._ended.is_set()
+        return self._ended.is_set() or self._expired
+
+    def _call_error(self, exc: BaseException) -> ToolServerError:
+        """A call's failure; a 404 on an established session means the server no longer
+        knows it (it restarted): the spec says the request was not processed, so it can
+        be sent again on a new session, whatever the tool does."""
+        statuses = self._trace.statuses[self._statuses_at_open:] if self._trace else []
+        if 404 in statuses:
+            self._expired = True
+            return ToolServerError("The tool server no longer knows this session (it restarted or ended it); the "
+                                   "call was not processed.", code="session_expired", dropped=True)
+        return classify(exc, self._trace, self.endpoint)
 
     def list_tools(self) -> Listing:
         """Every page of ``tools/list`` (bounded), as kept entries."""
@@ -347,7 +363,7 @@ class Connection:
             except TimeoutError:
                 pass
             except BaseException as exc:
-                raise classify(exc, self._trace, self.endpoint) from None
+                raise self._call_error(exc) from None
             finally:
                 while on_progress is not None and not progress.empty():
                     on_progress(*progress.get_nowait())

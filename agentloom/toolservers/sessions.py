@@ -5,8 +5,11 @@
   once; a published tool the server no longer offers, or whose input schema moved, is not
   called: the call is a tool error saying so, and the run goes on (TOOL-3).
 * A session that ended by itself (the server restarted) is opened again once per run. A
-  call that was on its way when the session dropped is sent again only if the tool may be
-  repeated (TOOL-5); any other is an ``unknown`` outcome: it may have taken effect.
+  call the server answered with "no such session" (404: not processed, says the spec) is
+  sent again on the new session; a call that was on its way when the connection dropped
+  is sent again only if the tool may be repeated (TOOL-5); any other is an ``unknown``
+  outcome: it may have taken effect. A server of the protocol's stateless revision keeps
+  no session to lose: a restart between calls goes unnoticed.
 * Stop abandons the call: the SDK sends ``notifications/cancelled``. A repeatable tool's
   call then ends ``cancelled``; any other is left without a result, so a resume records it
   as unknown and never runs it again (LOOP-7, RUN-6).
@@ -153,12 +156,13 @@ class RunToolSessions:
                     raise CallStopped() from None
                 raise CallUnknown(None) from None
             except ToolServerError as exc:
+                expired = exc.code == "session_expired"  # not processed: safe to send again
                 if exc.code == "timeout" and not entry["idempotent"]:
                     raise CallUnknown(TIMED_OUT_UNKNOWN.format(seconds=connection.endpoint.timeout)) from None
                 if not exc.dropped:
                     detail = f" The server said: {exc.detail}" if exc.detail else ""
                     raise CallRefused(f"{exc.message}{detail}") from None
-                if not entry["idempotent"]:
+                if not entry["idempotent"] and not expired:
                     raise CallUnknown(DROPPED_UNKNOWN) from None
                 reopened = self._reopen(server) if attempt == 1 else None
                 if reopened is None:

@@ -169,6 +169,9 @@ def _tools_refusal(tools: Any) -> str | None:
             return f"tools.{k}.custom.input_schema: Field required"
         if schema.get("type") != "object":
             return f"tools.{k}.custom.input_schema.type: Input should be 'object'"
+    names = [tool["name"] for tool in tools]
+    if len(set(names)) != len(names):
+        return "tools: Tool names must be unique."
     return None
 
 

@@ -15,7 +15,8 @@ Its tools cover what a run meets on real servers:
 ``listing_page`` paginates ``tools/list`` (the SDK's server does not), so clients must read
 every page. ``seen`` counts the JSON-RPC methods the server received (``initialize``,
 ``server/discover``, ``tools/list``, ``tools/call``, ``notifications/cancelled``), read by
-an ASGI wrapper, nothing patched. ``rename_tool`` and ``reschema_tool`` change the server
+an ASGI wrapper, nothing patched; with ``legacy=True`` the same wrapper makes the server
+one of the protocol's earlier, stateful revision (sessions with ``Mcp-Session-Id``). ``rename_tool`` and ``reschema_tool`` change the server
 after an agent was published; ``restart`` stops it and serves again on the same port.
 """
 from __future__ import annotations
@@ -36,6 +37,7 @@ from mcp.server import MCPServer
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import (
     EmbeddedResource,
     ImageContent,
@@ -81,40 +83,59 @@ class _PagedServer(MCPServer):
 
 
 class _Counting:
-    """ASGI wrapper: counts the JSON-RPC methods of every POST body (batches too)."""
+    """ASGI wrapper: counts the JSON-RPC methods of every POST body (batches too). With
+    ``legacy``, it answers ``server/discover`` as a server of an earlier revision does
+    (JSON-RPC "Method not found"), so clients fall back to the stateful ``initialize``
+    handshake with an ``Mcp-Session-Id``, as they do with most servers deployed today."""
 
-    def __init__(self, app: Any, seen: Counter[str]) -> None:
-        self.app, self.seen = app, seen
+    def __init__(self, app: Any, seen: Counter[str], *, legacy: bool = False) -> None:
+        self.app, self.seen, self.legacy = app, seen, legacy
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         body = bytearray()
-
-        async def counting_receive() -> Any:
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                body.extend(message.get("body", b""))
-                if not message.get("more_body"):
-                    try:
-                        data = json.loads(bytes(body) or b"null")
-                    except ValueError:
-                        data = None
-                    for item in data if isinstance(data, list) else [data]:
-                        if isinstance(item, dict) and "method" in item:
-                            self.seen[item["method"]] += 1
-            return message
+            body.extend(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        try:
+            data = json.loads(bytes(body) or b"null")
+        except ValueError:
+            data = None
+        items = data if isinstance(data, list) else [data]
+        for item in items:
+            if isinstance(item, dict) and "method" in item:
+                self.seen[item["method"]] += 1
+        discover = next((i for i in items if isinstance(i, dict) and i.get("method") == "server/discover"), None)
+        if self.legacy and discover is not None:
+            answer = json.dumps({"jsonrpc": "2.0", "id": discover.get("id"),
+                                 "error": {"code": -32601, "message": "Method not found"}}).encode()
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(answer)).encode())]})
+            await send({"type": "http.response.body", "body": answer})
+            return
+        replayed = False
 
-        await self.app(scope, counting_receive, send)
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
 
 class ToolServerApp:
     """An SDK-built MCP server on ``127.0.0.1``; use as a context manager."""
 
     def __init__(self, *, transport: str = "streamable_http", token: str | None = TOKEN, name: str = "tests",
-                 page_size: int = 2) -> None:
-        self.transport, self.token, self.name = transport, token, name
+                 page_size: int = 2, legacy: bool = False) -> None:
+        self.transport, self.token, self.name, self.legacy = transport, token, name, legacy
         self.seen: Counter[str] = Counter()
         self.effects = 0
         self.increment_delay = 0.0
@@ -157,7 +178,7 @@ class ToolServerApp:
         @server.tool(annotations=READ_ONLY)
         def fail(reason: str) -> str:
             """Always fails, with the reason given."""
-            raise ValueError(f"refused: {reason}")
+            raise ToolError(f"refused: {reason}")  # the SDK's way to an isError result with words
 
         @server.tool(annotations=READ_ONLY)
         def picture() -> list[Any]:
@@ -227,7 +248,8 @@ class ToolServerApp:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", self.port))
         self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(_Counting(app, self.seen), log_level="warning", lifespan="on"))
+        wrapped = _Counting(app, self.seen, legacy=self.legacy)
+        self._server = uvicorn.Server(uvicorn.Config(wrapped, log_level="warning", lifespan="on"))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 20

@@ -3,20 +3,39 @@
 Independent of our own validator on purpose — a second opinion on every request the
 loop sends: 401 for a wrong key, 400 for a missing output-limit field, for a tool
 message that does not answer the previous assistant's calls, for unanswered calls,
-for empty messages and duplicate call ids. ``rejections`` lists every refusal so a
-test can assert the platform never sent an invalid request.
+for empty messages and duplicate call ids, and for function names OpenAI refuses.
+``rejections`` lists every refusal so a test can assert the platform never sent an
+invalid request.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tests.fakes.responses import Handler, RecordedRequest, ResponseSpec, error
 
 
+FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def tool_problems(tools: Any) -> list[str]:
+    """OpenAI's refusals of function definitions, in its words."""
+    problems = []
+    for k, tool in enumerate(tools if isinstance(tools, list) else []):
+        name = (tool.get("function") or {}).get("name") if isinstance(tool, dict) else None
+        if not isinstance(name, str) or not FUNCTION_NAME.fullmatch(name):
+            problems.append(f"Invalid 'tools[{k}].function.name': string does not match pattern. Expected a string "
+                            "that matches the pattern '^[a-zA-Z0-9_-]+$'.")
+        elif len(name) > 64:
+            problems.append(f"Invalid 'tools[{k}].function.name': string too long. Expected a string with maximum "
+                            f"length 64, but got a string with length {len(name)} instead.")
+    return problems
+
+
 def protocol_problems(body: Any) -> list[str]:
     if not isinstance(body, dict):
         return ["body is not an object"]
-    problems = []
+    problems = tool_problems(body.get("tools"))
     if "max_tokens" not in body and "max_completion_tokens" not in body:
         problems.append("missing max_tokens / max_completion_tokens")
     messages = body.get("messages")

@@ -56,7 +56,7 @@ def registered(as_alice, mcp_server):
 
 
 # The run loop's fixtures: an agent on the strict fake provider (both wires where a module asks).
-from tests.runloop.conftest import FAKE_KEY, fake, strict  # noqa: E402,F401
+from tests.runloop.conftest import FAKE_KEY, extra_sink, fake, strict  # noqa: E402,F401
 
 
 @pytest.fixture
