@@ -16,8 +16,10 @@ from django.utils.html import format_html, format_html_join
 from agentloom.agents.forms import LIMIT_FIELDS, POLICY_FIELDS, AgentAdminForm
 from agentloom.agents.models import Agent, AgentVersion
 from agentloom.agents.selectors import agent_budget, version_budget
+from agentloom.agents.server_tools import version_tool_drift
 from agentloom.agents.services import agent_draft_create, agent_publish, agent_update
 from agentloom.errors import DomainError
+from agentloom.toolservers.admin import annotations_text
 
 
 def _budget_text(summary: dict) -> str:
@@ -42,7 +44,7 @@ class AgentAdmin(admin.ModelAdmin):
     actions = ["publish"]
     readonly_fields = ["budget_figures", "versions_pages", "created_by", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["space", "name", "instructions", "model_connection", "tools"]}),
+        (None, {"fields": ["space", "name", "instructions", "model_connection", "tools", "tool_overrides"]}),
         ("Context policy", {"fields": [*POLICY_FIELDS, "budget_figures"]}),
         ("Run limits", {"fields": [*LIMIT_FIELDS, "verify_before_complete"]}),
         ("Storage", {"fields": ["call_log_retention_days"]}),
@@ -144,7 +146,7 @@ class AgentVersionAdmin(admin.ModelAdmin):
     """Published versions are read-only: they are frozen by design (RUN-4)."""
 
     list_display = ["name", "version", "agent", "model", "context_window", "budget_figures", "published_at", "pages"]
-    readonly_fields = ["budget_figures", "pages"]
+    readonly_fields = ["budget_figures", "frozen_server_tools", "pages"]
     list_select_related = ["agent"]
     list_filter = ["agent__space"]
 
@@ -173,3 +175,20 @@ class AgentVersionAdmin(admin.ModelAdmin):
     @admin.display(description="Budget (frozen)")
     def budget_figures(self, obj: AgentVersion) -> str:
         return _budget_text(version_budget(version=obj))
+
+    @admin.display(description="Server tools (frozen)")
+    def frozen_server_tools(self, obj: AgentVersion) -> str:
+        """Each server tool as published, and how its server's last listing differs (TOOL-3)."""
+        entries = version_tool_drift(obj) if obj.pk else []
+        if not entries:
+            return "None."
+        rows = format_html_join("", '<tr class="{}"><td><code>{}</code></td><td><code>{}</code></td><td>{}</td>'
+                                    "<td>{}</td><td>{}</td><td>{}</td></tr>",
+                                (("drift" if e["drift"] else "as-published", e["ref"], e["function"], e["description"],
+                                  annotations_text(e["annotations"]),
+                                  "yes" if e["idempotent"] else "no (an unknown outcome on resume)",
+                                  e["drift_text"] + (f" (listed {e['listed_at']:%Y-%m-%d %H:%M})"
+                                                     if e["listed_at"] else "")) for e in entries))
+        return format_html('<table class="frozen-tools"><thead><tr><th>Tool</th><th>Function</th><th>Description'
+                           "</th><th>Annotations</th><th>Re-run on resume</th><th>On the server now</th></tr></thead>"
+                           "<tbody>{}</tbody></table>", rows)

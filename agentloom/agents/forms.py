@@ -15,6 +15,8 @@ from agentloom.agents.tool_registry import tool_names_available
 from agentloom.agents.services import LIMIT_KEYS, MAX_LIMIT, agent_draft_validate, context_policy_normalize
 from agentloom.errors import ValidationFailed
 from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
+from agentloom.toolservers.admin import annotations_text
+from agentloom.toolservers.models import ToolServer
 from models_catalog.models import ModelConnection
 
 POLICY_FIELDS = ("context_ratio", "target_ratio", "user_turns", "model_steps", "max_compaction_calls")
@@ -25,8 +27,28 @@ LIMIT_HELP = {
     "max_wall_seconds": "Seconds one run may work before it stops.",
     "max_depth": "How deep delegation to sub-agents may nest.",
 }
-DRAFT_FORM_FIELDS = ("name", "instructions", "model_connection", "tools", "verify_before_complete",
+DRAFT_FORM_FIELDS = ("name", "instructions", "model_connection", "tools", "tool_overrides", "verify_before_complete",
                      "call_log_retention_days")
+
+
+def tool_choices(current: list[str]) -> list[tuple[str, Any]]:
+    """The picker's choices: the built-ins, then each tool server's tools under its name,
+    each with its description and annotations, so an admin reads what a tool says it does
+    before choosing it (TOOL-6). Stored names no longer offered stay visible, so saving
+    reports them instead of dropping them silently."""
+    builtins = tool_names_available()
+    groups: list[tuple[str, Any]] = [("Built-in", [(name, name) for name in builtins])]
+    offered = set(builtins)
+    for server in ToolServer.objects.defer("headers").select_related("space").order_by("name", "id"):
+        owner = "operator's" if server.space_id is None else server.space.name
+        tools = [(f"{server.name}.{tool['name']}",
+                  f"{tool['name']} — {(tool['description'] or 'no description')[:160]} "
+                  f"[{annotations_text(tool['annotations'])}]") for tool in server.tools]
+        offered |= {value for value, _ in tools}
+        if tools:
+            groups.append((f"{server.name} ({owner} server)", tools))
+    stale = [(name, f"{name} (no longer offered)") for name in current if name not in offered]
+    return groups + ([("No longer offered", stale)] if stale else [])
 
 
 def _limit_input(name: str) -> forms.IntegerField:
@@ -38,6 +60,10 @@ def _limit_input(name: str) -> forms.IntegerField:
 
 class AgentAdminForm(forms.ModelForm):
     tools = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    tool_overrides = forms.JSONField(
+        required=False, initial=dict,
+        help_text='Per server tool, what you decide against its annotations, e.g. {"git.git_commit": '
+                  '{"idempotent": true}} lets a pending call run again on resume. Frozen at publish.')
     context_ratio = forms.FloatField(
         initial=POLICY_DEFAULTS["context_ratio"],
         help_text="Compaction triggers at effective input x this ratio (0 < target < context <= 1).",
@@ -66,11 +92,12 @@ class AgentAdminForm(forms.ModelForm):
         current = list(self.instance.tools or []) if self.instance.pk else []
         # Stored names outside the registry stay visible, so saving reports them instead of
         # dropping them silently.
-        self.fields["tools"].choices = [(name, name) for name in dict.fromkeys([*tool_names_available(), *current])]
+        self.fields["tools"].choices = tool_choices(current)
         if "model_connection" in self.fields:
             self.fields["model_connection"].queryset = ModelConnection.objects.defer("api_key").select_related("space")
         if self.instance.pk:
             self.initial["tools"] = current
+            self.initial["tool_overrides"] = self.instance.tool_overrides or {}
             try:
                 policy = context_policy_normalize(self.instance.context_policy)
             except ValidationFailed:
@@ -92,6 +119,7 @@ class AgentAdminForm(forms.ModelForm):
         cleaned = self.cleaned_data
         data = {name: cleaned.get(name) for name in DRAFT_FORM_FIELDS if name in self.fields}
         data["tools"] = list(cleaned.get("tools") or [])
+        data["tool_overrides"] = cleaned.get("tool_overrides") or {}
         data["context_policy"] = {name: cleaned.get(name) for name in POLICY_FIELDS}
         # Empty inputs are left out: absent means the platform default (LOOP-2).
         data["limits"] = {name: cleaned[name] for name in LIMIT_FIELDS if cleaned.get(name) is not None}

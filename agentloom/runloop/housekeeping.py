@@ -11,6 +11,8 @@
   retention (``call_logs_prune``), at most once an hour — no beat process to run.
 - Shutting down (Ctrl-C, SIGTERM, ``make run`` stopping), it ends the runs it was
   executing as ``interrupted`` (resumable) and deletes its heartbeat row.
+- When it is ready it lists the operator's tool servers (``AGENTLOOM_MCP_SERVERS``,
+  TOOL-2): each command is started, asked for its tools and stopped, and the listing kept.
 
 The hooks are Celery's worker signals; they fire only in worker processes.
 """
@@ -28,6 +30,8 @@ from django.utils import timezone
 
 from agentloom.runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
 from agentloom.runloop.workers import executing, lease_take, worker_beat, worker_forget, worker_name, workers_prune
+from agentloom.toolservers.selectors import operator_servers
+from agentloom.toolservers.services import operator_servers_sync
 from sessions.services.retention import call_logs_prune
 from sessions.services.runs import heartbeat_period
 
@@ -108,6 +112,19 @@ def _start(**kwargs) -> None:
     housekeeper = Housekeeper(name=worker_name())
     _current["housekeeper"] = housekeeper
     housekeeper.start()
+    if operator_servers():
+        # The operator's tool servers are listed by the workers, never by a web request
+        # (TOOL-2); on a thread of its own, so a slow command delays no run.
+        threading.Thread(target=_list_operator_servers, name="agentloom-tool-servers", daemon=True).start()
+
+
+def _list_operator_servers() -> None:
+    try:
+        operator_servers_sync()
+    except DatabaseError:
+        logger.exception("could not record the operator's tool servers; the next worker start lists them again")
+    finally:
+        connections.close_all()
 
 
 def _shut_down(**kwargs) -> None:

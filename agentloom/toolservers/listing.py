@@ -36,7 +36,8 @@ def changes_text(changes: Mapping[str, Any]) -> str:
         parts.append("removed " + ", ".join(changes["removed"]))
     for item in changes["changed"]:
         parts.append(f"{item['name']}: {', '.join(f.replace('_', ' ') for f in item['fields'])} changed")
-    return ("; ".join(parts).capitalize() + ".") if parts else "No change."
+    text = "; ".join(parts)
+    return (text[0].upper() + text[1:] + ".") if parts else "No change."
 
 
 def tool_drift(frozen: Mapping[str, Any], live: Mapping[str, Any] | None) -> dict[str, Any] | None:
