@@ -14,13 +14,15 @@ from typing import Any, Iterable
 
 from agentloom.web.errors import error_explain
 from agentloom.web.markdown import render_markdown
-from context.records import content_text
+from context.records import content_text, is_image_part
 from sessions.models import Run, SessionMessage
 
 COMPACTED_NOTICE = ("Earlier messages were summarized to fit the model's context window. "
                     "The full history is still kept.")
 PLAN_STATUS_LABELS = {"pending": "to do", "in_progress": "in progress", "done": "done"}
 RESULT_PREVIEW_CHARS = 4_000
+MAX_STEP_IMAGES = 4
+SHOWN_IMAGE_PREFIXES = tuple(f"data:image/{kind};base64," for kind in ("png", "jpeg", "gif", "webp"))
 ARGUMENTS_PREVIEW_CHARS = 2_000
 
 STEP_STATUS_LABELS = {
@@ -66,6 +68,7 @@ class Step:
     result: str = ""
     result_omitted: int = 0
     duration_ms: int | None = None
+    images: list[str] = field(default_factory=list)  # data URLs of the result's images (TOOL-4)
     kind: str = "step"
 
     @property
@@ -140,6 +143,16 @@ def duration_label(ms: int | None) -> str:
 
 
 
+def result_images(content: Any) -> list[str]:
+    """The images of a tool result to show on its step: raster data URLs only (an SVG or a
+    link is never rendered inline), at most a few."""
+    if not isinstance(content, list):
+        return []
+    urls = [part["image_url"].get("url", "") for part in content
+            if is_image_part(part) and isinstance(part.get("image_url"), dict)]
+    return [url for url in urls if isinstance(url, str) and url.startswith(SHOWN_IMAGE_PREFIXES)][:MAX_STEP_IMAGES]
+
+
 def _clip(text: str, limit: int) -> tuple[str, int]:
     if len(text) <= limit:
         return text, 0
@@ -203,7 +216,9 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                 steps[call_id] = step
                 items.append(step)
             step.status = message.get("status") or "ok"
-            step.result, step.result_omitted = _clip(content_text(message.get("content")), RESULT_PREVIEW_CHARS)
+            step.result, step.result_omitted = _clip(content_text(message.get("content"), image=""),
+                                                     RESULT_PREVIEW_CHARS)
+            step.images = result_images(message.get("content"))
         elif kind == "run_status":
             item = _status_item(message)
             if item is not None:

@@ -14,7 +14,7 @@
     "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
     "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped", "compaction_failed",
     "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "error", "plan_updated",
-    "context_measured"
+    "context_measured", "tool_progress"
   ];
   var COMPACTION_ENDS = ["compacted", "compaction_failed", "compaction_skipped"];
   var COMPACTION_WATCH_MS = 120000;
@@ -388,6 +388,9 @@
         this.stepSet(this.step(data), "running", "running");
         setStatus("Running " + (data.name || "a tool") + "…", true);
         break;
+      case "tool_progress":
+        this.stepProgress(data);
+        break;
       case "tool_finished":
         this.stepFinished(data);
         setStatus("Working…", true);
@@ -503,10 +506,37 @@
     setStatus("The agent is calling " + (data.name || "a tool") + "…", true);
   };
 
+  LiveRun.prototype.stepProgress = function (data) {
+    // A tool server's progress notification (TOOL-4): a bar when the total is known, and
+    // the server's own words, as text.
+    var step = this.step(data);
+    if (!step.progress) {
+      step.progress = el("progress", "step-progress");
+      step.progressText = el("span", "step-progress-text");
+      step.details.querySelector("summary").append(" ", step.progress, " ", step.progressText);
+    }
+    var done = Number(data.progress) || 0;
+    var total = Number(data.total) || 0;
+    if (total > 0) {
+      step.progress.max = total;
+      step.progress.value = Math.min(done, total);
+    } else {
+      step.progress.removeAttribute("value");  // indeterminate
+    }
+    var words = String(data.message || "");
+    step.progress.setAttribute("aria-label", "Progress of " + (data.name || "the tool"));
+    step.progressText.textContent = words || (total > 0 ? Math.round(100 * done / total) + "%" : "working");
+  };
+
   LiveRun.prototype.stepFinished = function (data) {
     var step = this.step(data);
     var status = data.status || "ok";
     this.stepSet(step, status, config.stepStatus[status] || status);
+    if (step.progress) {
+      step.progress.remove();
+      step.progressText.remove();
+      step.progress = null;
+    }
     if (typeof data.duration_ms === "number") {
       step.duration.textContent = data.duration_ms < 1000 ? data.duration_ms + " ms"
         : (data.duration_ms / 1000).toFixed(1) + " s";

@@ -9,6 +9,7 @@ Its tools cover what a run meets on real servers:
   head and tail), ``fail`` (an ``isError`` result), ``picture`` (a PNG), ``links`` (a
   resource link and an embedded resource);
 * ``slow`` sends progress notifications and notices the protocol's cancellation;
+  ``gated`` reports progress until the test sets ``release`` (no timing margin);
 * ``increment`` has a side effect and no hints: it counts its effects in ``effects`` (and
   can be made slow, so a Stop or a killed worker falls inside it).
 
@@ -141,6 +142,7 @@ class ToolServerApp:
         self.increment_delay = 0.0
         self.cancellations = 0
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.release = threading.Event()  # lets ``gated`` return
         self.port = 0
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -183,7 +185,7 @@ class ToolServerApp:
         @server.tool(annotations=READ_ONLY)
         def picture() -> list[Any]:
             """A small red picture."""
-            data = base64.b64encode(tiny_png()).decode()
+            data = base64.b64encode(tiny_png(24, 16)).decode()
             return [TextContent(type="text", text="Here is the picture."),
                     ImageContent(type="image", data=data, mime_type="image/png")]
 
@@ -206,6 +208,16 @@ class ToolServerApp:
                 app.cancellations += 1
                 raise
             return f"finished {steps} steps"
+
+        @server.tool(annotations=READ_ONLY)
+        async def gated(ctx: Context) -> str:
+            """Waits until the test releases it, telling how long it has waited."""
+            tick = 0
+            while not app.release.is_set():
+                tick += 1
+                await ctx.report_progress(tick, None, f"waiting for the release ({tick})")
+                await anyio.sleep(0.1)
+            return "released"
 
         @server.tool()
         async def increment(by: int) -> str:

@@ -48,13 +48,16 @@ def world(alice, space, agent, version, make_session, outbound, monkeypatch):
     connection = connection_create(space=space, data={
         "name": "Fuzzed", "provider": "openai_compatible", "base_url": "http://127.0.0.1:9/v1",
         "model": "m", "api_key": SECRET_KEY_OF_PROVIDER})
+    from agentloom.toolservers.models import ToolServer
+
+    tool_server = ToolServer.objects.create(space=space, name="fuzzed", url="http://127.0.0.1:9/mcp")  # nobody there
     session = make_session(alice)
     run = question_ask(session=session, content="What is 2+2?")
     run_execute(run_id=run.pk)  # the offline demo model answers; the run ends with run_finished
     return {
         "token": token_for(alice),
         "ids": {"session_id": session.pk, "run_id": run.pk, "agent_id": agent.pk, "connection_id": connection.pk,
-                "space_id": space.pk},
+                "space_id": space.pk, "server_id": tool_server.pk},
     }
 
 

@@ -13,7 +13,7 @@ from tests.fakes.mcp_servers import TOKEN, ToolServerApp
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/api/v1/tool-servers"
-TOOL_NAMES = ["echo", "add", "big", "fail", "picture", "links", "slow", "increment"]
+TOOL_NAMES = ["echo", "add", "big", "fail", "picture", "links", "slow", "gated", "increment"]
 
 
 def register(client, server, **extra):
@@ -25,7 +25,7 @@ def test_tool1_registering_connects_and_lists_every_page_of_tools(as_alice, mcp_
     response = register(as_alice, mcp_server)
     assert response.status_code == 201, response.json()
     body = response.json()
-    assert [tool["name"] for tool in body["tools"]] == TOOL_NAMES  # four pages of two
+    assert [tool["name"] for tool in body["tools"]] == TOOL_NAMES  # five pages of two
     assert mcp_server.seen["tools/list"] >= 4
     echo = body["tools"][0]
     assert echo["description"] == "Repeat the text back."
