@@ -150,8 +150,8 @@ def classify(exc: BaseException, trace: Trace | None, endpoint: Endpoint) -> Too
         return ToolServerError(f"Could not connect to the tool server at {_where(endpoint)}.", code="unreachable",
                                dropped=True)
     if any(isinstance(e, (httpx2.TimeoutException, TimeoutError)) for e in leaves):
-        return ToolServerError(f"The tool server at {_where(endpoint)} did not answer in time.", code="timeout",
-                               dropped=True)
+        # Not a drop: a call that took too long is not sent again (it may still be running).
+        return ToolServerError(f"The tool server at {_where(endpoint)} did not answer in time.", code="timeout")
     if isinstance(endpoint, StdioEndpoint) and any(isinstance(e, (FileNotFoundError, PermissionError)) for e in leaves):
         return ToolServerError(f"The operator's server could not be started: {_where(endpoint)} was not found or "
                                "is not executable.", code="unreachable")
@@ -257,7 +257,9 @@ class Connection:
             transport: Any = stdio_client(params, errlog=errlog)
         else:
             trace = self._trace = Trace()
-            timeout = httpx2.Timeout(endpoint.timeout, connect=10.0)
+            # The SDK ends a call at the server's time-out (and sends the cancellation); the
+            # HTTP read time-out is only the backstop for a connection that went silent.
+            timeout = httpx2.Timeout(endpoint.timeout + 30.0, connect=10.0)
             if self.transport == SSE:
                 def factory(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
                             auth: Any = None) -> httpx2.AsyncClient:

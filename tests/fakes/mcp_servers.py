@@ -15,7 +15,8 @@ Its tools cover what a run meets on real servers:
 
 ``listing_page`` paginates ``tools/list`` (the SDK's server does not), so clients must read
 every page. ``seen`` counts the JSON-RPC methods the server received (``initialize``,
-``server/discover``, ``tools/list``, ``tools/call``, ``notifications/cancelled``), read by
+``server/discover``, ``tools/list``, ``tools/call``, ``notifications/cancelled``) and the
+``DELETE`` requests that end a session, read by
 an ASGI wrapper, nothing patched; with ``legacy=True`` the same wrapper makes the server
 one of the protocol's earlier, stateful revision (sessions with ``Mcp-Session-Id``). ``rename_tool`` and ``reschema_tool`` change the server
 after an agent was published; ``restart`` stops it and serves again on the same port.
@@ -93,6 +94,8 @@ class _Counting:
         self.app, self.seen, self.legacy = app, seen, legacy
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "DELETE":
+            self.seen["DELETE"] += 1  # a client ending its session (stateful revision)
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -274,8 +277,10 @@ class ToolServerApp:
             time.sleep(0.01)
 
     def stop(self) -> None:
+        """Stop at once, as a crash would: open streams are cut, not waited for."""
         if self._server is not None:
             self._server.should_exit = True
+            self._server.force_exit = True
             assert self._thread is not None
             self._thread.join(timeout=20)
             self._server = None

@@ -69,9 +69,9 @@ def test_tool2_an_agent_calls_the_real_time_server_and_its_secret_is_redacted(op
     from agentloom.runloop.loop import run_execute
     from sessions.models import Run, SessionMessage
     from sessions.services.history import question_ask
-    from tests.toolservers.test_runs import _session_with
+    from tests.toolservers.runs import session_with
 
-    session = _session_with(space, alice, fake, "openai", ["time.get_current_time"])
+    session = session_with(space, alice, fake, "openai", ["time.get_current_time"])
     strict.handler = sequence(chat_stream(tool_calls=[{"id": "t1", "name": "time__get_current_time",
                                                        "arguments": json.dumps({"timezone": "Europe/Paris"})}]),
                               chat_stream(["It is evening in Paris (my secret: operator-secret-value-42)."]))
@@ -91,14 +91,14 @@ def test_tool2_the_real_git_server_reads_a_repository(settings, space, alice, st
     from agentloom.runloop.loop import run_execute
     from sessions.models import Run, SessionMessage
     from sessions.services.history import question_ask
-    from tests.toolservers.test_runs import _session_with
+    from tests.toolservers.runs import session_with
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / "notes.txt").write_text("hello\n")
     settings.MCP_OPERATOR_SERVERS = servers_parse(json.dumps({"mcpServers": {"git": {
         "command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(tmp_path)]}}}))
     assert operator_servers_sync() == {"git": "ok"}
-    session = _session_with(space, alice, fake, "openai", ["git.git_status"])
+    session = session_with(space, alice, fake, "openai", ["git.git_status"])
     strict.handler = sequence(chat_stream(tool_calls=[{"id": "g1", "name": "git__git_status",
                                                        "arguments": json.dumps({"repo_path": str(tmp_path)})}]),
                               chat_stream(["One untracked file."]))

@@ -58,11 +58,11 @@ def _resume(run) -> Run:
 @pytest.mark.parametrize("legacy", [False, True], ids=["stateless-revision", "stateful-revision"])
 def test_loop7_stop_during_a_slow_call_cancels_it_on_the_server_and_ends_it_cancelled(
         space, alice, strict, fake, extra_sink, legacy):
-    from tests.toolservers.test_runs import _session_with
+    from tests.toolservers.runs import session_with
 
     with ToolServerApp(legacy=legacy) as server:
         toolserver_register(space=space, data={"name": "svc", "url": server.url, "headers": server.headers})
-        session = _session_with(space, alice, fake, "openai", ["svc.slow"])
+        session = session_with(space, alice, fake, "openai", ["svc.slow"])
         strict.handler = sequence(chat_stream(tool_calls=[call("svc__slow", {"steps": 300})]))
         extra_sink(lambda event: _stop(event.run_id) if event.type == "tool_progress" else None)
         run = _run(session, "Work slowly")
