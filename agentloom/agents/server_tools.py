@@ -37,7 +37,7 @@ def server_refs_check(*, refs: list[str], space_id: int) -> None:
         names = ", ".join(sorted(servers)) or "none"
         raise ValidationFailed("Unknown server tools.", fields={"tools": (
             f"not a listed tool of a server of this space: {', '.join(unknown)} (servers: {names}; refresh a "
-            "server after its tools changed)")})
+            "server after its tools changed; the operator's servers appear once a worker has listed them)")})
 
 
 def tool_overrides_normalize(overrides: Any, *, tools: list[str]) -> dict[str, dict[str, bool]]:

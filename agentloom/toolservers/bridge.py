@@ -21,6 +21,7 @@ loop serves them all without a thread each.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
@@ -33,15 +34,18 @@ T = TypeVar("T")
 _lock = threading.Lock()
 _portal: BlockingPortal | None = None
 _portal_cm: Any = None
+_pid = 0
 
 
 def portal() -> BlockingPortal:
-    """The process's portal into its MCP event loop (started on first use)."""
-    global _portal, _portal_cm
+    """The process's portal into its MCP event loop (started on first use, and again in a
+    forked child, which inherits the parent's portal but not its thread)."""
+    global _portal, _portal_cm, _pid
     with _lock:
-        if _portal is None:
+        if _portal is None or _pid != os.getpid():
             _portal_cm = start_blocking_portal(backend="asyncio")
             _portal = _portal_cm.__enter__()
+            _pid = os.getpid()
             atexit.register(_stop)
         return _portal
 

@@ -12,26 +12,13 @@ import pytest
 
 from agentloom.runloop.loop import run_execute
 from sessions.models import Run, SessionMessage
-from sessions.selectors import main_instance
-from sessions.services.history import question_ask, step_save_assistant
-from sessions.services.runs import run_claim, run_finish, run_resume
+from sessions.services.runs import run_resume
 from tests.fakes.fake_provider import chat_stream
+from tests.sessions.helpers import interrupted_after_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).
 DIALECTS = ("openai", "anthropic")
-
-
-def _interrupted_after_calls(session, calls):
-    run = question_ask(session=session, content="Work it out.")
-    run = run_claim(run_id=run.pk)
-    message = {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-        for call_id, name, arguments in calls]}
-    step_save_assistant(run=run, instance=main_instance(run=run), message=message, entry_key="assistant-1")
-    assert run_finish(run=run, status=Run.Status.INTERRUPTED, reason="the worker stopped responding",
-                      error={"code": "interrupted", "message": "resume", "retryable": True})
-    return run
 
 
 def _resume(run) -> Run:
@@ -48,7 +35,7 @@ def _texts(request) -> list[str]:
 def test_run6_an_idempotent_call_run_again_on_resume_is_the_calls_result_and_nothing_else(fake_session, fake, strict):
     strict.handler = lambda request: chat_stream(["17 × 23 is 391."])
     session = fake_session(tools=("calculator",))
-    run = _resume(_interrupted_after_calls(session, [("c1", "calculator", '{"expression": "17*23"}')]))
+    run = _resume(interrupted_after_calls(session, [("c1", "calculator", '{"expression": "17*23"}')]))
     assert run.status == Run.Status.COMPLETED, run.error
     texts = _texts(fake.requests[-1])
     assert sum("391" in t for t in texts) == 1  # the re-run result, once, as the call's result
@@ -60,7 +47,7 @@ def test_run6_an_idempotent_call_run_again_on_resume_is_the_calls_result_and_not
 def test_run6_a_call_that_may_not_be_repeated_is_said_unknown_once(fake_session, fake, strict):
     strict.handler = lambda request: chat_stream(["I cannot tell if it went through."])
     session = fake_session(tools=("delegate",))
-    run = _resume(_interrupted_after_calls(session, [("d1", "delegate", '{"task": "pay the invoice"}')]))
+    run = _resume(interrupted_after_calls(session, [("d1", "delegate", '{"task": "pay the invoice"}')]))
     assert run.status == Run.Status.COMPLETED, run.error
     texts = _texts(fake.requests[-1])
     assert sum("unknown outcome" in t or "may or may not" in t for t in texts) == 1

@@ -21,6 +21,22 @@ def answer(run: Run, text: str, key: str) -> None:
                         message={"role": "assistant", "content": text})
 
 
+def interrupted_after_calls(session, calls: list[tuple[str, str, str]]) -> Run:
+    """A run whose worker vanished after saving the model's calls ``(id, name, arguments)``,
+    before running any of them: resuming it settles them (RUN-6)."""
+    from sessions.services.history import question_ask
+    from sessions.services.runs import run_finish
+
+    run = claim(question_ask(session=session, content="Work it out."))
+    message = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        for call_id, name, arguments in calls]}
+    step_save_assistant(run=run, instance=main_instance(run=run), message=message, entry_key="assistant-1")
+    assert run_finish(run=run, status=Run.Status.INTERRUPTED, reason="the worker stopped responding",
+                      error={"code": "interrupted", "message": "resume", "retryable": True})
+    return run
+
+
 def call_tool(run: Run, call_id: str, name: str, key: str) -> None:
     step_save_assistant(run=run, instance=main_instance(run=run), entry_key=key, message={
         "role": "assistant", "content": None,

@@ -17,12 +17,12 @@ from django.db import connections
 from agentloom.agents.server_tools import frozen_server_tools
 from agentloom.runloop.loop import run_execute
 from sessions.models import Run, SessionMessage
-from sessions.services.history import question_ask, step_save_assistant
-from sessions.selectors import main_instance
-from sessions.services.runs import run_claim, run_finish, run_resume
+from sessions.services.history import question_ask
+from sessions.services.runs import run_resume
 
 from agentloom.toolservers.services import toolserver_register
 from tests.fakes.fake_provider import chat_stream, sequence
+from tests.sessions.helpers import interrupted_after_calls
 from tests.fakes.mcp_servers import ToolServerApp
 from tests.runloop.worker import wait_for
 
@@ -113,7 +113,7 @@ def test_tool5_a_call_left_pending_by_a_vanished_worker_runs_again_on_resume_onl
     overrides = {"tests.increment": {"idempotent": True}} if override else None
     session = server_agent(["tests.increment"], overrides=overrides)
     assert frozen_server_tools(session.version)[0]["idempotent"] is bool(override)  # frozen at publish
-    run = _interrupted_after_calls(session, [("c1", "tests__increment", json.dumps({"by": 5}))])
+    run = interrupted_after_calls(session, [("c1", "tests__increment", json.dumps({"by": 5}))])
     strict.handler = sequence(chat_stream(["Done."]))
     resumed = _resume(run)
     assert resumed.status == Run.Status.COMPLETED, resumed.error
@@ -121,13 +121,3 @@ def test_tool5_a_call_left_pending_by_a_vanished_worker_runs_again_on_resume_onl
     assert strict.rejections == []
 
 
-def _interrupted_after_calls(session, calls):
-    """A run whose worker vanished after saving the model's calls, before running them."""
-    run = run_claim(run_id=question_ask(session=session, content="Work it out.").pk)
-    message = {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-        for call_id, name, arguments in calls]}
-    step_save_assistant(run=run, instance=main_instance(run=run), message=message, entry_key="assistant-1")
-    assert run_finish(run=run, status=Run.Status.INTERRUPTED, reason="the worker stopped responding",
-                      error={"code": "interrupted", "message": "resume", "retryable": True})
-    return run
