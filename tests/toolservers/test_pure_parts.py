@@ -35,6 +35,13 @@ def test_tool3_a_long_name_is_shortened_from_the_front_and_keeps_the_tools_own_n
     assert len(name) == 64 and name.endswith("product_line_x") and name == tool[-64:]
 
 
+def test_tool3_an_80_character_name_keeps_the_whole_tool_name_when_it_fits():
+    server, tool = "warehouse_inventory_serv_x", "reserve_stock_for_the_order_and_notify_the_buyer_now"
+    assert len(f"{server}__{tool}") == 80
+    name = function_name(server, tool)
+    assert len(name) == 64 and name.endswith(tool) and FUNCTION_NAME.fullmatch(name)
+
+
 def test_tool3_collisions_with_each_other_and_with_built_ins_are_made_unique_stably():
     refs = [("a", "b-c"), ("a", "b.c"), ("a", "b c"), ("x", "calculator")]
     names = function_names(refs, reserved=["a__b-c", "calculator"])

@@ -4,6 +4,7 @@ wire is in ``test_runs_on_both_wires``."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -95,7 +96,8 @@ def test_tool6_a_result_is_data_never_new_tools_or_instructions(server_agent, st
     assert results(session)[1]["status"] == "error" and "no tool named" in results(session)[1]["content"]
     assert strict.rejections == []
 
-def test_loop8_the_token_never_reaches_records_events_or_the_model(server_agent, strict, fake):
+def test_loop8_the_token_never_reaches_records_events_logs_or_the_model(server_agent, strict, fake, caplog):
+    caplog.set_level(logging.DEBUG)
     strict.handler = sequence(chat_stream(tool_calls=[call("tests__echo", {"text": f"the token is {TOKEN}"})]),
                               chat_stream(["Done."]))
     session = server_agent(["tests.echo"])
@@ -104,6 +106,7 @@ def test_loop8_the_token_never_reaches_records_events_or_the_model(server_agent,
     records = json.dumps([m.message for m in SessionMessage.objects.filter(session=session)])
     events = json.dumps([e.payload for e in RunEvent.objects.filter(run=run)])
     assert TOKEN not in records and TOKEN not in events and "[REDACTED]" in records
+    assert TOKEN not in caplog.text
     assert TOKEN not in json.dumps(chat_requests(fake)[-1].json)
 
 @pytest.mark.parametrize("legacy", [True, False], ids=["stateful-revision", "stateless-revision"])
