@@ -122,7 +122,8 @@ def bench_calls(calls: int, runs: int) -> None:
 
 
 def bench_stdio() -> None:
-    from agentloom.toolservers.protocol import Connection, StdioEndpoint
+    from agentloom.toolservers.endpoints import StdioEndpoint
+    from agentloom.toolservers.protocol import Connection
 
     endpoint = StdioEndpoint(command=sys.executable, args=("-m", "mcp_server_time", "--local-timezone", "UTC"))
     opens, calls = [], []

@@ -15,10 +15,6 @@ from functools import lru_cache
 from typing import Any
 
 from django.db import connections
-from jsonschema import SchemaError
-from jsonschema.exceptions import ValidationError, best_match
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 
 from agentloom.agents.tool_registry import (
     Tool,
@@ -38,15 +34,18 @@ UNKNOWN_AFTER_TIMEOUT = (" It was told to stop, but it may or may not have taken
 
 
 @lru_cache(maxsize=512)
-def _validator(schema_text: str) -> Validator:
-    """A compiled validator per schema (compiling costs far more than validating)."""
+def _validator(schema_text: str) -> Any:
+    """A compiled validator per schema (compiling costs far more than validating). The
+    library is loaded at the first call, not when every process starts."""
+    from jsonschema.validators import validator_for
+
     schema = json.loads(schema_text)
     cls = validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
 
 
-def _where(error: ValidationError) -> str:
+def _where(error: Any) -> str:
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     return f"at argument {path.lstrip('.')!r}: " if path else ""
 
@@ -59,6 +58,9 @@ def check_arguments(tool: Tool, raw: str) -> dict[str, Any]:
         raise ToolError("The arguments are not valid JSON.") from None
     if not isinstance(arguments, dict):
         raise ToolError("The arguments must be a JSON object.")
+    from jsonschema import SchemaError
+    from jsonschema.exceptions import best_match
+
     try:
         validator = _validator(json.dumps(tool.parameters, sort_keys=True))
     except SchemaError:

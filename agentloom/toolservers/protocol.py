@@ -1,5 +1,9 @@
 """One protocol session with one MCP server, through the official SDK (TOOL-1, TOOL-2, TOOL-4).
 
+The only module that imports the SDK (about a second of start-up): the rest of the app
+reads ``toolservers.endpoints`` and imports this one where it connects, so a web or
+worker process that never calls a tool server never pays for it.
+
 Nothing of the protocol is written here: the SDK's ``Client`` negotiates the version
 (``server/discover`` of 2026-07-28, else the ``initialize`` handshake), lists, calls,
 cancels and reports progress. This module chooses the transport, applies the network
@@ -15,9 +19,8 @@ import json
 import os
 import queue
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -31,72 +34,26 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation
 from pydantic import ValidationError
 
 from agentloom.toolservers import bridge
+from agentloom.toolservers.endpoints import (
+    SSE,
+    STREAMABLE_HTTP,
+    CallCancelled,
+    Endpoint,
+    Listing,
+    RemoteEndpoint,
+    StdioEndpoint,
+    ToolServerError,
+)
 from agentloom.toolservers.http import GuardRefused, Trace, guarded_client
 from models_catalog.errors import ProviderError
 from models_catalog.http import check_url
 
-STREAMABLE_HTTP = "streamable_http"
-SSE = "sse"
-STDIO = "stdio"
 CLIENT_INFO = Implementation(name="AgentLoom", version="0.1.0")
 MAX_PAGES = 100  # tools/list pages read before giving up on a paginator that never ends
 MAX_TOOLS = 1_000
 MAX_DESCRIPTION_CHARS = 20_000
 MAX_SCHEMA_BYTES = 64 * 1024
 POLL_SECONDS = 0.05
-DEFAULT_TIMEOUT = 60.0
-
-
-class ToolServerError(Exception):
-    """A tool server could not be used. ``str()`` is safe to show: it never carries a
-    header value or a response body. ``field`` names the input to fix (``url``,
-    ``headers``) when there is one; ``dropped`` means the session ended under a call."""
-
-    def __init__(self, message: str, *, code: str, field: str = "url", dropped: bool = False,
-                 detail: str = "") -> None:
-        super().__init__(message)
-        self.message, self.code, self.field, self.dropped, self.detail = message, code, field, dropped, detail
-
-
-class CallCancelled(Exception):
-    """The caller gave up on a call (Stop); the server was sent the protocol's cancellation."""
-
-
-@dataclass(frozen=True)
-class RemoteEndpoint:
-    """A space's server: a URL, the headers entered for it, the transport it speaks
-    (empty: find out, trying Streamable HTTP and then the older HTTP+SSE)."""
-
-    url: str
-    headers: Mapping[str, str] = field(default_factory=dict)
-    transport: str = ""
-    allow_private: bool = True
-    timeout: float = DEFAULT_TIMEOUT
-
-
-@dataclass(frozen=True)
-class StdioEndpoint:
-    """An operator's server: a command the worker starts (TOOL-2)."""
-
-    command: str
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    timeout: float = DEFAULT_TIMEOUT
-    transport: str = STDIO
-
-
-Endpoint = RemoteEndpoint | StdioEndpoint
-
-
-@dataclass(frozen=True)
-class Listing:
-    """What a server said about itself and its tools (every page)."""
-
-    transport: str
-    protocol_version: str
-    server_info: dict[str, Any]
-    tools: list[dict[str, Any]]
-    skipped: list[dict[str, str]] = field(default_factory=list)  # tools we cannot offer, with why
 
 
 def tool_entry(tool: Any) -> dict[str, Any]:

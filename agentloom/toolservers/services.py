@@ -21,7 +21,7 @@ from django.utils import timezone
 from agentloom.errors import Conflict, ValidationFailed
 from agentloom.toolservers.listing import listing_changes
 from agentloom.toolservers.models import ToolServer
-from agentloom.toolservers.protocol import Listing, RemoteEndpoint, StdioEndpoint, ToolServerError, probe
+from agentloom.toolservers.endpoints import Endpoint, Listing, RemoteEndpoint, StdioEndpoint, ToolServerError
 from agentloom.toolservers.selectors import operator_servers, servers_for_space
 from agentloom.toolservers.validation import header_hints, headers_check, name_check, timeout_check
 
@@ -50,10 +50,18 @@ def _scrub(text: str, headers: Mapping[str, str]) -> str:
     return text
 
 
+def _probe(endpoint: Endpoint) -> Listing:
+    """Connect, list every page, close (``toolservers.protocol.probe``, which imports the
+    SDK: loaded here, when a server is first reached, not when the app starts)."""
+    from agentloom.toolservers.protocol import probe
+
+    return probe(endpoint)
+
+
 def _listing(endpoint: RemoteEndpoint) -> Listing:
     """Connect and list, or a 400 naming the cause (``url`` or ``headers``)."""
     try:
-        return probe(endpoint)
+        return _probe(endpoint)
     except ToolServerError as exc:
         message = _scrub(exc.message, endpoint.headers)
         logger.info("tool server refused: code=%s", exc.code)  # never the URL's query or a header
@@ -171,7 +179,7 @@ def operator_servers_sync(*, names: list[str] | None = None) -> dict[str, str]:
         server = ToolServer.objects.filter(space__isnull=True, name=name).first() or ToolServer(
             kind=ToolServer.Kind.OPERATOR, name=name, transport="stdio")
         try:
-            listing = probe(StdioEndpoint(command=config.command, args=config.args, env=config.env,
+            listing = _probe(StdioEndpoint(command=config.command, args=config.args, env=config.env,
                                           timeout=config.timeout))
         except ToolServerError as exc:
             server.list_error = exc.message[:300]

@@ -19,13 +19,17 @@ Used from the run's tool threads, concurrently: opening is under a lock per serv
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from agentloom.toolservers.listing import drift_blocks_call, tool_drift
-from agentloom.toolservers.protocol import CallCancelled, Connection, Endpoint, ToolServerError
+from agentloom.toolservers.endpoints import CallCancelled, Endpoint, ToolServerError
 from agentloom.toolservers.results import ConvertedResult, result_content
+
+if TYPE_CHECKING:
+    from agentloom.toolservers.protocol import Connection
 
 DROPPED_UNKNOWN = ("[unknown outcome] The connection to the tool server was lost while this call was running. It may "
                    "or may not have taken effect: check before relying on it, and do not simply repeat it.")
@@ -88,6 +92,8 @@ class RunToolSessions:
         return found
 
     def _open(self, server: _Server) -> Connection:
+        from agentloom.toolservers.protocol import Connection  # the SDK, once a run first calls a server
+
         assert server.endpoint is not None
         connection = Connection.open(server.endpoint)
         self.opened += 1

@@ -16,7 +16,8 @@ from agentloom.toolservers.models import ToolServer
 from agentloom.toolservers.services import operator_servers_sync
 from tests.fakes.mcp_servers import TOKEN
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Only the test's thread writes: the SDK runs on the bridge's loop, which never touches the database.
+pytestmark = pytest.mark.django_db
 ADD = "/admin/toolservers/toolserver/add/"
 
 

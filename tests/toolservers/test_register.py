@@ -11,7 +11,8 @@ from agentloom.toolservers.models import ToolServer
 from tests.fakes.fake_provider import FakeProvider, redirect
 from tests.fakes.mcp_servers import TOKEN, ToolServerApp
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Only the test's thread writes: the SDK runs on the bridge's loop, which never touches the database.
+pytestmark = pytest.mark.django_db
 URL = "/api/v1/tool-servers"
 TOOL_NAMES = ["echo", "add", "big", "fail", "picture", "links", "slow", "gated", "increment"]
 
