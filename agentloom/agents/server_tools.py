@@ -31,6 +31,8 @@ def is_server_ref(name: str) -> bool:
 
 def server_refs_check(*, refs: list[str], space_id: int) -> None:
     """Every reference names a listed tool of a server the space may use; else a 400."""
+    if not refs:
+        return
     servers = servers_for_space(space_id=space_id)
     unknown = [ref for ref in refs if server_tool_resolve(space_id=space_id, ref=ref, servers=servers) is None]
     if unknown:
@@ -68,6 +70,8 @@ def server_tools_freeze(*, tools: list[str], overrides: Mapping[str, Mapping[str
                         reserved: list[str]) -> str:
     """The frozen server tools of a version, as JSON text (``reserved``: built-in names)."""
     refs = [name for name in tools if is_server_ref(name)]
+    if not refs:
+        return "[]"
     servers = servers_for_space(space_id=space_id)
     resolved = []
     for ref in refs:

@@ -68,7 +68,6 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
     with transaction.atomic():
         agent = Agent.objects.select_for_update().select_related("model_connection").get(pk=agent.pk)
         connection = agent.model_connection
-        builtins = [name for name in agent.tools if not is_server_ref(name)]
         server_tools = server_tools_freeze(tools=list(agent.tools), overrides=agent.tool_overrides or {},
                                            space_id=agent.space_id, reserved=tool_names_available())
         number = (agent.versions.aggregate(n=Max("version"))["n"] or 0) + 1
@@ -78,7 +77,7 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
             name=agent.name,
             instructions=agent.instructions,
             tools=list(agent.tools),
-            server_tools=server_tools if builtins != list(agent.tools) else "[]",
+            server_tools=server_tools,
             model_connection=connection,
             provider=connection.provider,
             base_url=connection.base_url,

@@ -24,6 +24,8 @@ def run_tool_sessions(*, version: Any) -> RunToolSessions:
     """The sessions a run of ``version`` may open: one per server its tools use, each only
     if the version's space may still use it (a server moved out of reach is not called)."""
     entries = frozen_server_tools(version)
+    if not entries:
+        return RunToolSessions({})
     servers = {s.pk: s for s in ToolServer.objects.filter(pk__in={e["server_id"] for e in entries})}
     space_id = version.agent.space_id
     endpoints: dict[int, tuple[str, Endpoint | None]] = {}
