@@ -63,13 +63,22 @@ def tool_entry(tool: Any) -> dict[str, Any]:
             "annotations": annotations}
 
 
-def _too_big(entry: dict[str, Any]) -> str | None:
+def tool_problem(entry: dict[str, Any]) -> str | None:
+    """Why a listed tool cannot be offered to agents, or None: every provider takes an
+    object schema, and a schema no validator reads would fail every call."""
+    from jsonschema import SchemaError
+    from jsonschema.validators import validator_for
+
     if len(entry["description"]) > MAX_DESCRIPTION_CHARS:
         return f"its description is longer than {MAX_DESCRIPTION_CHARS:,} characters"
     if len(json.dumps(entry["input_schema"])) > MAX_SCHEMA_BYTES:
         return f"its input schema is larger than {MAX_SCHEMA_BYTES // 1024} kB"
     if entry["input_schema"].get("type") != "object":
         return "its input schema is not an object schema"
+    try:
+        validator_for(entry["input_schema"]).check_schema(entry["input_schema"])
+    except SchemaError:
+        return "its input schema is not valid JSON Schema"
     return None
 
 
@@ -281,7 +290,7 @@ class Connection:
                 page = await self._client.list_tools(cursor=cursor)
                 for tool in page.tools:
                     entry = tool_entry(tool)
-                    reason = _too_big(entry)
+                    reason = tool_problem(entry)
                     if reason:
                         skipped.append({"name": tool.name, "reason": reason})
                     elif len(tools) < MAX_TOOLS:

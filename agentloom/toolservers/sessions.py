@@ -126,8 +126,12 @@ class RunToolSessions:
                                       "The tool was not called.") from None
             return server, server.connection
 
-    def _reopen(self, server: _Server) -> Connection | None:
+    def _reopen(self, server: _Server, dropped: Connection) -> Connection | None:
+        """A new session in place of ``dropped`` (once per run), or the one a parallel call
+        of the same step opened already; None when the run has had its second chance."""
         with server.lock:
+            if server.connection is not None and server.connection is not dropped and not server.connection.broken:
+                return server.connection
             if server.reopened:
                 return None
             if server.connection is not None:
@@ -170,7 +174,7 @@ class RunToolSessions:
                     raise CallRefused(f"{exc.message}{detail}") from None
                 if not entry["idempotent"] and not expired:
                     raise CallUnknown(DROPPED_UNKNOWN) from None
-                reopened = self._reopen(server) if attempt == 1 else None
+                reopened = self._reopen(server, connection) if attempt == 1 else None
                 if reopened is None:
                     raise CallRefused(f"{exc.message} The tool could not be called.") from None
                 connection = reopened

@@ -135,6 +135,19 @@ def test_tool3_only_a_missing_tool_or_a_moved_schema_stops_a_call():
     assert drift_blocks_call(tool_drift(ECHO, None))
 
 
+@pytest.mark.parametrize("change, why", [
+    ({"description": "d" * 20_001}, "description is longer"),
+    ({"input_schema": {"type": "object", "properties": {"x": {"enum": "not a list"}}}}, "not valid JSON Schema"),
+    ({"input_schema": {"type": "array"}}, "not an object schema"),
+    ({"input_schema": {"type": "object", "description": "x" * 70_000}}, "larger than 64 kB"),
+])
+def test_tool1_a_listed_tool_that_cannot_be_offered_is_skipped_with_why(change, why):
+    from agentloom.toolservers.protocol import tool_problem
+
+    assert tool_problem(dict(ECHO)) is None
+    assert why in tool_problem({**ECHO, **change})
+
+
 # --- the operator's file ----------------------------------------------------------------
 
 
