@@ -7,7 +7,7 @@ import base64
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentloom.toolservers.config import ServersFileError, servers_parse
@@ -50,6 +50,7 @@ def test_tool3_collisions_with_each_other_and_with_built_ins_are_made_unique_sta
     assert function_names(refs, reserved=["a__b-c", "calculator"]) == names  # the same every time
 
 
+@settings(max_examples=300)  # names and strings, not histories: the CI profile's 2,000 cost 20 s for nothing new
 @given(st.lists(st.tuples(st.from_regex(r"[a-z][a-z0-9_]{0,30}", fullmatch=True),
                           st.text(min_size=1, max_size=130)), max_size=12),
        st.lists(st.from_regex(FUNCTION_NAME, fullmatch=True), max_size=6))
