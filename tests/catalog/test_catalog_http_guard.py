@@ -33,7 +33,7 @@ def test_cat5_a_302_is_not_followed(fake):
 
 
 def test_cat5_an_oversized_body_is_refused_while_reading(fake):
-    limits = HttpLimits(read_timeout=1.0, total_timeout=5.0, max_response_bytes=1_000)
+    limits = HttpLimits(read_timeout=30.0, total_timeout=60.0, max_response_bytes=1_000)
     fake.handler = lambda r: RawResponse(b'{"data": [' + b" " * 5_000 + b"]}", content_length=False)
     with build_client(allow_private=True, limits=limits) as client, pytest.raises(ResponseTooLargeError):
         request_json(client, "GET", fake.base_url + "/models", limits=limits)
@@ -108,7 +108,7 @@ def test_an_unresolvable_host_is_a_transient_error():
 
 
 def test_loop4_fetch_url_is_bounded_and_reports_redirects(fake):
-    limits = HttpLimits(read_timeout=1.0, total_timeout=5.0, max_response_bytes=100)
+    limits = HttpLimits(read_timeout=30.0, total_timeout=60.0, max_response_bytes=100)
     fake.handler = route({
         "GET /big": RawResponse(b"a" * 1_000, headers={"Content-Type": "text/plain"}, content_length=False),
         "GET /moved": redirect("http://example.com/elsewhere", status=301),
