@@ -90,7 +90,8 @@ def _claude_code_segments(path: Path) -> list[_Builder]:
             for block in blocks:
                 if block.get("type") == "tool_result":
                     builder.add("tool_result", {
-                        "role": "tool", "tool_call_id": block["tool_use_id"], "content": _text_parts(block.get("content")),
+                        "role": "tool", "tool_call_id": block["tool_use_id"],
+                        "content": _text_parts(block.get("content")),
                         "status": "error" if block.get("is_error") else "ok"})
             texts = [b for b in blocks if b.get("type") == "text" and b.get("text")]
             if texts:

@@ -23,8 +23,9 @@ from context import Budget, ContextPolicy, Counters, evaluate_triggers, get_esti
 from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive  # noqa: E402
 
 SYSTEM = {"role": "system", "content": "You are a coding agent. Use tools to inspect and fix the repository."}
-TOOLS = [{"type": "function", "function": {"name": "run", "description": "Run a shell command.",
-                                           "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}]
+TOOLS = [{"type": "function", "function": {
+    "name": "run", "description": "Run a shell command.",
+    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}]
 
 
 def records_for(steps: int) -> list[dict]:
@@ -40,8 +41,8 @@ def records_for(steps: int) -> list[dict]:
             add("user", {"role": "user", "content": f"Task {step // 20 + 1}: fix the failing tests in module {step}."})
         call = f"c{step}"
         add("assistant", {"role": "assistant", "content": f"Step {step}: checking.",
-                          "tool_calls": [{"id": call, "type": "function",
-                                          "function": {"name": "run", "arguments": f'{{"cmd": "pytest -k t{step}"}}'}}]})
+                          "tool_calls": [{"id": call, "type": "function", "function": {
+                              "name": "run", "arguments": f'{{"cmd": "pytest -k t{step}"}}'}}]})
         output = "\n".join(f"line {i} of step {step}: test_{i} PASSED in 0.0{i % 10}s" for i in range(70))
         add("tool_result", {"role": "tool", "tool_call_id": call, "name": "run", "content": output, "status": "ok"})
     return records
@@ -78,7 +79,7 @@ def run(steps: int, compacting: bool) -> dict:
                 system=SYSTEM, messages=messages, sources=[None] * len(messages), task_anchor=anchor,
                 runtime_state=RuntimeState(), budget=budget, policy=policy, estimator=estimator, tools=TOOLS,
                 trigger="budget", max_summary_calls=policy.max_compaction_calls, provider="openai")),
-                lambda call: calls.append(call) or summarize(call))
+                lambda call: calls.append(call) or summarize(call))  # noqa: B023  (drive calls it in this iteration)
             if result.outcome == "compacted":
                 view, watermark = result.messages, records[position - 1]["seq"]
                 messages = result.messages
@@ -101,7 +102,8 @@ def main() -> None:
     for mark in marks:
         print(f"{mark:>6}  {plain['sent'][mark - 1]:>14,}  {compacted['sent'][mark - 1]:>16,}")
     total_plain, total_compacted = sum(plain["sent"]), sum(compacted["sent"])
-    print(f"{'total':>6}  {total_plain:>14,}  {total_compacted:>16,}   ({total_plain / total_compacted:.1f}× fewer tokens sent)")
+    print(f"{'total':>6}  {total_plain:>14,}  {total_compacted:>16,}   "
+          f"({total_plain / total_compacted:.1f}× fewer tokens sent)")
     over = sum(1 for t in plain["sent"] if t + 4_096 > 128_000 - 1_024)
     print(f"\nwithout compaction, {over} of {args.steps} steps would exceed the window (stopped by CTX-39)")
     calls = compacted["summary_calls"]

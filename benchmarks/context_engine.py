@@ -12,13 +12,15 @@ the ratios mean something on a shared 2-core machine even when absolute times wa
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -49,7 +51,7 @@ def synthetic_history(n_records: int, seed: int = 1) -> list[dict[str, Any]]:
     while len(records) < n_records:
         run += 1
         add("user", {"role": "user", "content": _text(rng, 200)})
-        for step in range(rng.randint(1, 8)):
+        for _step in range(rng.randint(1, 8)):
             calls = [{"id": f"call_{rng.randint(0, 50)}", "type": "function",
                       "function": {"name": rng.choice(["read", "run", "browser_use"]),
                                    "arguments": '{"path": "src/app.py"}'}} for _ in range(rng.randint(1, 2))]
@@ -83,7 +85,7 @@ def best_of(repeat: int, fn: Callable[[], Any]) -> float:
 def bench_projection(rows: list[tuple[str, str, str]]) -> None:
     for size in (10_000, 100_000):
         records = synthetic_history(size)
-        seconds = best_of(3, lambda: project_records(records))
+        seconds = best_of(3, functools.partial(project_records, records))
         target = " (target < 1 s: " + ("met" if seconds < 1 else "MISSED") + ")" if size == 100_000 else ""
         rows.append((f"projection, {size:,} records", f"{seconds * 1000:,.0f} ms",
                      f"{size / seconds:,.0f} records/s{target}"))

@@ -47,11 +47,21 @@ CORPUS_DIR = Path(os.environ.get("AGENTLOOM_CORPUS_DIR", SHARED / "corpus"))
 
 from benchmarks._django import table  # noqa: E402
 from benchmarks._tokenizers import (  # noqa: E402
-    REPLY_PRIMING, RealTokenizer, TemplateCount, real_tokenizers, tiktoken_vocabulary_missing,
+    REPLY_PRIMING,
+    RealTokenizer,
+    TemplateCount,
+    real_tokenizers,
+    tiktoken_vocabulary_missing,
 )
 from benchmarks._transcripts import Conversation, conversations  # noqa: E402
 from context import (  # noqa: E402
-    Budget, BytesEstimator, ContextPolicy, EstimateCache, RequestValidationError, build_request_body, project_records,
+    Budget,
+    BytesEstimator,
+    ContextPolicy,
+    EstimateCache,
+    RequestValidationError,
+    build_request_body,
+    project_records,
 )
 from context.estimators import tiktoken_estimator  # noqa: E402
 
@@ -321,7 +331,8 @@ def report_usable(all_series: list[Series], reals: list[RealTokenizer], names: l
             shares = []
             for s in all_series:
                 real = s.real[tokenizer.name]
-                figures = calibrated(s.estimates[base], real, factor) if calibrate else scaled(s.estimates[base], factor)
+                figures = (calibrated(s.estimates[base], real, factor) if calibrate
+                           else scaled(s.estimates[base], factor))
                 shares += [policy.context_ratio * r / f for f, r in zip(figures, real) if f > 0]
             cells.append(f"{sum(shares) / len(shares):.0%} / {quantile(shares, 0.05):.0%} / {max(shares):.0%}")
         rows.append((mode, *cells))

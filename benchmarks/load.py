@@ -18,7 +18,6 @@ import json
 import os
 import random
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -48,13 +47,14 @@ def _provider(request):
     if "add" in question and messages[-1]["role"] == "user":
         return chat_stream(tool_calls=[{"id": "c1", "name": "calculator", "arguments": '{"expression": "2+2"}'}],
                            usage={"prompt_tokens": 20, "completion_tokens": 5})
-    return chat_stream([f"word{i} " for i in range(20)], delay=0.01, usage={"prompt_tokens": 20, "completion_tokens": 20})
+    return chat_stream([f"word{i} " for i in range(20)], delay=0.01,
+                       usage={"prompt_tokens": 20, "completion_tokens": 20})
 
 
 def _world(users: int, base_url: str):
     from django.contrib.auth import get_user_model
-    from agentloom.accounts.services import token_issue
 
+    from agentloom.accounts.services import token_issue
     from agentloom.agents.services import agent_create, agent_publish
     from agentloom.spaces.models import Membership
     from agentloom.spaces.services import membership_add, space_bootstrap_for_user
@@ -169,7 +169,8 @@ def main() -> int:
             errors: list[str] = []
             started = time.monotonic()
             deadline = started + args.seconds
-            threads = [threading.Thread(target=_user, args=(url, token, agent.pk, deadline, results, errors), daemon=True)
+            threads = [threading.Thread(target=_user, args=(url, token, agent.pk, deadline, results, errors),
+                                        daemon=True)
                        for token in tokens]
             for thread in threads:
                 thread.start()

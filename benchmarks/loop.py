@@ -211,7 +211,8 @@ def bench_step_cost(steps: int, vendor: str, dialect: str = "openai") -> None:
         ("around step 20", f"{early * 1000:,.1f}", f"{bare_early * 1000:,.1f}", f"{own_early * 1000:,.1f}", "1.00×",
          "1.00×"),
         (f"the last 10 of {steps}", f"{late * 1000:,.1f}", f"{bare_late * 1000:,.1f}", f"{own_late * 1000:,.1f}",
-         f"{late / early:,.2f}× (bare {bare_late / bare_early:,.2f}×)", f"{own_late / own_early:,.2f}× (target ≤ 1.3×)"),
+         f"{late / early:,.2f}× (bare {bare_late / bare_early:,.2f}×)",
+         f"{own_late / own_early:,.2f}× (target ≤ 1.3×)"),
     ], ("steps", "AgentLoom ms / step", "bare httpx ms / step", "own work ms / step", "step, ratio to step 20",
         "own work, ratio"))
     if dialect != "openai":
@@ -258,9 +259,11 @@ def bench_concurrency(runs: int, steps: int, vendor: str) -> None:
             user, version = _agent(fake.base_url, "concurrency")
             ids = [question_ask(session=_session(user, version), content="Count up.").pk for _ in range(runs)]
             deadline = time.monotonic() + 600
-            while time.monotonic() < deadline and Run.objects.filter(pk__in=ids, status__in=["queued", "running"]).exists():
+            unfinished = Run.objects.filter(pk__in=ids, status__in=["queued", "running"])
+            while time.monotonic() < deadline and unfinished.exists():
                 time.sleep(0.5)
-        calls = list(ModelCall.objects.filter(run_id__in=ids).order_by("run_id", "id").values_list("run_id", "created_at"))
+        calls = list(ModelCall.objects.filter(run_id__in=ids).order_by("run_id", "id")
+                     .values_list("run_id", "created_at"))
         span = ModelCall.objects.filter(run_id__in=ids).aggregate(a=Min("created_at"), b=Max("finished_at"))
         gaps = [(b[1] - a[1]).total_seconds() for a, b in zip(calls, calls[1:]) if a[0] == b[0]]
         seconds = (span["b"] - span["a"]).total_seconds()
@@ -281,10 +284,10 @@ def bench_concurrency(runs: int, steps: int, vendor: str) -> None:
 
 def bench_event_latency(count: int = 200) -> None:
     import httpx
-    from agentloom.accounts.services import token_issue
 
-    from sessions.services.events import event_emit
+    from agentloom.accounts.services import token_issue
     from sessions.models import Run, RunEvent
+    from sessions.services.events import event_emit
     from sessions.services.runs import run_finish
     from tests.fakes.fake_provider import FakeProvider
     from tests.runloop.livesrv import LiveServer, read_sse
@@ -323,7 +326,8 @@ def bench_event_latency(count: int = 200) -> None:
 
     table(f"(c) event latency, {len(latencies)} events, produced → received by an SSE client "
           f"({'Redis pub/sub' if settings.REDIS_URL else 'database polling'})", [
-        ("p50 ms", f"{latencies[len(latencies) // 2]:,.1f}"), ("p95 ms", f"{latencies[int(len(latencies) * 0.95)]:,.1f}"),
+        ("p50 ms", f"{latencies[len(latencies) // 2]:,.1f}"),
+        ("p95 ms", f"{latencies[int(len(latencies) * 0.95)]:,.1f}"),
     ], ("figure", "value"))
 
 

@@ -5,8 +5,9 @@ the MCP SDK's client, and protocol sessions per run (TOOL-4).
 
 (a) An SDK-built server on loopback (Streamable HTTP behind a bearer token; the stateless
     2026-07-28 revision, then the stateful earlier one). Directly: one SDK ``Client``, its
-    ``echo`` tool called --calls times, 100 ms apart as a run's steps space them. Through the loop: a run whose model (a zero-latency
-    fake on loopback) calls ``tests__echo`` once per step, --calls steps; each call's time
+    ``echo`` tool called --calls times, 100 ms apart as a run's steps space them. Through the
+    loop: a run whose model (a zero-latency fake on loopback) calls ``tests__echo`` once per
+    step, --calls steps; each call's time
     is its ``tool_finished`` duration (argument check, the tool thread, the bridge to the
     SDK's event loop, the call, the result as a record). Reported: median ms per call both
     ways and their ratio.

@@ -222,7 +222,8 @@ def _results_since_question(messages: list[dict[str, Any]]) -> list[tuple[str, s
             if isinstance(call, dict) and isinstance(call.get("function"), dict):
                 names[str(call.get("id"))] = str(call["function"].get("name", "tool"))
         if message.get("role") == "tool":
-            results.append((names.get(str(message.get("tool_call_id")), "tool"), _words(message.get("content")).strip()))
+            results.append((names.get(str(message.get("tool_call_id")), "tool"),
+                            _words(message.get("content")).strip()))
     return results
 
 

@@ -8,7 +8,6 @@ from rest_framework.response import Response
 
 from agentloom.api.clients import ClientThrottle
 from agentloom.errors import ValidationFailed
-from sessions.services.events import event_emit
 from sessions.selectors import (
     instance_in_session,
     records_page,
@@ -26,9 +25,10 @@ from sessions.serializers import (
     SessionOut,
 )
 from sessions.services.dispatch import compaction_dispatch_on_commit
+from sessions.services.events import event_emit
 from sessions.services.history import compaction_request, question_ask, supplement_add
-from sessions.services.runs import run_cancel, run_resume
 from sessions.services.imports import session_import
+from sessions.services.runs import run_cancel, run_resume
 from sessions.services.sessions import session_create
 
 
@@ -85,7 +85,8 @@ def session_questions(request, session_id: int):
         OpenApiParameter("limit", int, description="1–200, default 100."),
         OpenApiParameter("instance", str, description="`main`, a sub-instance id, or omitted for all."),
     ],
-    responses=inline_serializer("RecordsPage", {"items": RecordOut(many=True), "next_after": serializers.IntegerField()}),
+    responses=inline_serializer("RecordsPage",
+                                {"items": RecordOut(many=True), "next_after": serializers.IntegerField()}),
 )
 @api_view(["GET"])
 def session_messages(request, session_id: int):
@@ -95,7 +96,8 @@ def session_messages(request, session_id: int):
     query.is_valid(raise_exception=True)
     instance = query.validated_data.get("instance")
     if instance is not None and not instance_in_session(session=session, instance=instance):
-        raise ValidationFailed("Unknown instance.", fields={"instance": "use main or a sub-instance id of this session"})
+        raise ValidationFailed("Unknown instance.",
+                               fields={"instance": "use main or a sub-instance id of this session"})
     page = records_page(session=session, after=query.validated_data["after"],
                         limit=query.validated_data["limit"], instance=instance)
     return Response({"items": RecordOut(page.items, many=True).data, "next_after": page.next_after})
@@ -124,7 +126,8 @@ def run_resume_view(request, run_id: int):
     return Response(RunOut(run).data, status=status.HTTP_202_ACCEPTED)
 
 
-@extend_schema(request=ContentIn, responses={202: inline_serializer("SupplementOut", {"id": serializers.CharField(), "run": serializers.IntegerField(), "status": serializers.CharField()})})
+@extend_schema(request=ContentIn, responses={202: inline_serializer("SupplementOut", {
+    "id": serializers.CharField(), "run": serializers.IntegerField(), "status": serializers.CharField()})})
 @api_view(["POST"])
 @throttle_classes([SupplementThrottle])
 def run_supplements(request, run_id: int):

@@ -4,7 +4,6 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from agentloom.api.fields import StrictCharField, id_from_text
-
 from sessions.models import Run, Session, SessionMessage
 from sessions.selectors import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, instance_label
 

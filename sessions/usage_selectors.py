@@ -55,7 +55,8 @@ class JsonCount(Func):
         column, params = compiler.compile(self.source_expressions[0])
         path = "'{" + ",".join(self.path) + "}'"
         digits = len(str(MAX_COUNT))
-        sql = (f"(CASE WHEN jsonb_typeof({column} #> {path}) = 'number' AND ({column} #>> {path}) ~ '^[0-9]{{1,{digits}}}$' "
+        sql = (f"(CASE WHEN jsonb_typeof({column} #> {path}) = 'number' "
+               f"AND ({column} #>> {path}) ~ '^[0-9]{{1,{digits}}}$' "
                f"THEN ({column} #>> {path})::bigint END)")
         return sql, [*params, *params, *params]
 
@@ -78,7 +79,8 @@ RAW_FIELDS = {
 _READ = "COALESCE(j_details_cached, j_cache_read, j_cache_hit, 0)"
 _WRITTEN = "COALESCE(j_cache_creation, 0)"
 _FIGURES_SQL = (f"{_READ} AS u_read, {_WRITTEN} AS u_written, "
-                f"COALESCE(j_prompt, j_input + {_READ} + {_WRITTEN}) AS u_prompt, COALESCE(j_completion, j_output) AS u_out")
+                f"COALESCE(j_prompt, j_input + {_READ} + {_WRITTEN}) AS u_prompt, "
+                "COALESCE(j_completion, j_output) AS u_out")
 _SUMS_SQL = ("COUNT(*) AS calls, SUM(CASE WHEN u_prompt IS NULL AND u_out IS NULL THEN 1 ELSE 0 END) AS unreported, "
              "SUM(CASE WHEN u_prompt - u_read - u_written > 0 THEN u_prompt - u_read - u_written ELSE 0 END) "
              "AS input_uncached, SUM(u_read) AS cache_read, SUM(u_written) AS cache_written, "

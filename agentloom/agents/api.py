@@ -18,8 +18,8 @@ from agentloom.agents.selectors import (
     version_list_for_agent,
 )
 from agentloom.agents.serializers import AgentCreateIn, AgentOut, AgentUpdateIn, VersionOut
-from agentloom.api.fields import id_from_text
 from agentloom.agents.services import agent_draft_create, agent_publish, agent_update
+from agentloom.api.fields import id_from_text
 from agentloom.errors import ValidationFailed
 from agentloom.spaces.selectors import space_get_for_admin
 

@@ -11,12 +11,12 @@ from typing import Any
 from django import forms
 
 from agentloom.agents.models import Agent
-from agentloom.agents.tool_registry import tool_names_available
 from agentloom.agents.services import LIMIT_KEYS, MAX_LIMIT, agent_draft_validate, context_policy_normalize
+from agentloom.agents.tool_registry import tool_names_available
 from agentloom.errors import ValidationFailed
-from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
 from agentloom.toolservers.admin import annotations_text
 from agentloom.toolservers.models import ToolServer
+from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
 from models_catalog.models import ModelConnection
 
 POLICY_FIELDS = ("context_ratio", "target_ratio", "user_turns", "model_steps", "max_compaction_calls")
@@ -74,7 +74,8 @@ class AgentAdminForm(forms.ModelForm):
     user_turns = forms.IntegerField(required=False, help_text="Also compact after this many questions; empty = off.")
     model_steps = forms.IntegerField(required=False, help_text="Also compact after this many model steps; empty = off.")
     max_compaction_calls = forms.IntegerField(
-        initial=POLICY_DEFAULTS["max_compaction_calls"], help_text=f"Summary calls per compaction, 1 to {MAX_COMPACTION_CALLS}."
+        initial=POLICY_DEFAULTS["max_compaction_calls"],
+        help_text=f"Summary calls per compaction, 1 to {MAX_COMPACTION_CALLS}.",
     )
 
     max_model_calls = _limit_input("max_model_calls")

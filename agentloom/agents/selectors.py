@@ -17,11 +17,13 @@ from context import Calibration
 from context.policy import Budget, ContextPolicy, PolicyError
 from models_catalog.learning import calibration_for_connection
 
+
 def agent_list_for_user(*, user, space_id: int | None = None) -> QuerySet[Agent]:
     """Agents of the caller's spaces, each with ``latest_version`` (None before publishing)."""
     spaces = Membership.objects.filter(user=user).values("space_id")
     # The key column is encrypted and never needed here: do not decrypt it per row.
-    query = Agent.objects.filter(space_id__in=spaces).select_related("model_connection").defer("model_connection__api_key")
+    query = (Agent.objects.filter(space_id__in=spaces).select_related("model_connection")
+             .defer("model_connection__api_key"))
     if space_id is not None:
         query = query.filter(space_id=space_id)
     return query.annotate(latest_version=Max("versions__version")).order_by("name", "id")
@@ -99,7 +101,8 @@ def version_budget(*, version: AgentVersion) -> dict[str, Any]:
     lowered to what the server was seen to keep (CAT-3)."""
     connection = version.model_connection
     return budget_summary(
-        context_window=connection.effective_context_window(version.context_window) if connection else version.context_window,
+        context_window=(connection.effective_context_window(version.context_window) if connection
+                        else version.context_window),
         max_output_tokens=version.max_output_tokens,
         safety_margin_tokens=version.safety_margin_tokens,
         context_policy=version.context_policy,

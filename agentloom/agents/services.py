@@ -41,7 +41,8 @@ def agent_create(
     created_by=None,
 ) -> Agent:
     if model_connection.space_id != space.pk:
-        raise ValidationFailed("The model connection belongs to another space.", fields={"model_connection": "not in this space"})
+        raise ValidationFailed("The model connection belongs to another space.",
+                               fields={"model_connection": "not in this space"})
     tools = agent_tools_normalize(list(tools or []), space_id=space.pk)
     return Agent.objects.create(
         space=space,
@@ -131,7 +132,8 @@ def agent_limits_normalize(limits: Any) -> dict[str, int]:
     for key, value in limits.items():
         if key not in LIMIT_KEYS:
             errors[f"limits.{key}"] = f"unknown field; use {', '.join(LIMIT_KEYS)}"
-        elif value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT):
+        elif value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                    or not 1 <= value <= MAX_LIMIT):
             errors[f"limits.{key}"] = f"must be an integer from 1 to {MAX_LIMIT:,} or null"
     if errors:
         raise ValidationFailed("The limits are not valid.", fields=errors)
@@ -158,7 +160,7 @@ def agent_draft_validate(*, agent: Agent | None, space_id: int, data: Mapping[st
     """
     unknown = set(data) - set(DRAFT_FIELDS)
     if unknown:
-        raise ValidationFailed("Unknown fields.", fields={name: "unknown field" for name in sorted(unknown)})
+        raise ValidationFailed("Unknown fields.", fields=dict.fromkeys(sorted(unknown), "unknown field"))
     errors: dict[str, str] = {}
     out: dict[str, Any] = {}
     if "name" in data:
@@ -201,7 +203,8 @@ def agent_draft_validate(*, agent: Agent | None, space_id: int, data: Mapping[st
         out["verify_before_complete"] = bool(data["verify_before_complete"])
     if "call_log_retention_days" in data:
         days = data["call_log_retention_days"]
-        if days is not None and (isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_RETENTION_DAYS):
+        if days is not None and (isinstance(days, bool) or not isinstance(days, int)
+                                 or not 1 <= days <= MAX_RETENTION_DAYS):
             errors["call_log_retention_days"] = f"a number of days from 1 to {MAX_RETENTION_DAYS:,}, or empty"
         out["call_log_retention_days"] = days
     if errors:

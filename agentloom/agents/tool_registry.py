@@ -1,8 +1,9 @@
 """The tool registry (LOOP-4): what a tool is, and which tools agents may choose.
 
 A tool is a plain function ``(arguments, context) -> str | list[content parts] | ToolResult``
-with JSON-schema parameters (checked by a JSON-Schema library before it runs) and flags: ``idempotent`` (re-run on resume, RUN-6),
-``observes_screen`` (CTX-8), ``delegates`` (run by the loop as a sub-agent, RUN-3), a
+with JSON-schema parameters (checked by a JSON-Schema library before it runs) and flags:
+``idempotent`` (re-run on resume, RUN-6), ``observes_screen`` (CTX-8), ``delegates`` (run by
+the loop as a sub-agent, RUN-3), a
 time-out and an output cap. It raises ``ToolError`` for a failure the model should read.
 
 The registry belongs to the agents domain: drafts are validated against it. The built-in
@@ -12,8 +13,9 @@ run loop's app loads it at start-up); running them is ``agentloom.tools.invoke``
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 Content = str | list[dict[str, Any]]
 

@@ -88,5 +88,5 @@ def exception_handler(exc, context) -> Response:
         if isinstance(exc, drf.Throttled) and exc.wait is not None:
             headers["Retry-After"] = str(int(exc.wait) + 1)
         return Response(error_body(_DRF_CODES.get(status, "error"), str(message)), status=status, headers=headers)
-    logger.exception("unhandled API error in %s", context.get("view").__class__.__name__ if context else "?")
+    logger.error("unhandled API error in %s", context.get("view").__class__.__name__ if context else "?", exc_info=exc)
     return Response(error_body("server_error", "Something went wrong on our side."), status=500)

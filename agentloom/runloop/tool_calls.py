@@ -202,7 +202,8 @@ def _delegate(state: RunState, parent: Instance, call: ToolCall, instance_loop: 
         return ToolOutcome("error", f"This run may start at most {state.limits['max_sub_instances']} sub-agents.")
     state.sub_instances += 1
     # Keyed by the parent's step and the call's position, like its result: call ids repeat.
-    sub, _ = Instance.objects.get_or_create(run=state.run, key=key[:64], defaults={"parent": parent, "depth": depth + 1})
+    sub, _ = Instance.objects.get_or_create(run=state.run, key=key[:64],
+                                            defaults={"parent": parent, "depth": depth + 1})
     record_append(session=state.run.session, run=state.run, instance=sub, kind="user", entry_key="task",
                   message={"role": "user", "content": state.redactor.text(task)})  # LOOP-8
     event_emit(run_id=state.run.pk, type="sub_instance_started", data={"instance": str(sub.pk), "call_id": call.id})

@@ -64,7 +64,8 @@ def space_default_for_admin(*, user) -> Space:
         raise Forbidden("Only space admins can do this, and you administer no space.")
     if len(spaces) > 1:
         raise ValidationFailed(
-            "You administer several spaces: say which one.", fields={"space": "required when you administer several spaces"}
+            "You administer several spaces: say which one.",
+            fields={"space": "required when you administer several spaces"},
         )
     return spaces[0]
 

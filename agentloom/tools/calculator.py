@@ -7,6 +7,7 @@ Bounds on length, exponent and result size keep a hostile expression from hoggin
 from __future__ import annotations
 
 import math
+import operator
 import re
 
 from agentloom.agents.tool_registry import Tool, ToolError, register
@@ -14,10 +15,12 @@ from agentloom.agents.tool_registry import Tool, ToolError, register
 MAX_EXPRESSION = 500
 MAX_EXPONENT = 1000
 MAX_MAGNITUDE = 1e300
-_TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)|(\*\*|//|[-+*/%^(),])|([A-Za-z_]+))")
+_TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"  # a number
+                    r"|(\*\*|//|[-+*/%^(),])|([A-Za-z_]+))")  # an operator, a function name
 _FUNCTIONS = {"sqrt": math.sqrt, "abs": abs, "round": round, "floor": math.floor, "ceil": math.ceil,
               "log": math.log, "log10": math.log10, "sin": math.sin, "cos": math.cos, "tan": math.tan,
               "exp": math.exp}
+_PRODUCTS = {"*": operator.mul, "/": operator.truediv, "//": operator.floordiv, "%": operator.mod}
 _CONSTANTS = {"pi": math.pi, "e": math.e}
 
 
@@ -59,8 +62,7 @@ class _Parser:
             op, right = self.take(), self.power()
             if op != "*" and right == 0:
                 raise ToolError("Division by zero.")
-            value = _check({"*": lambda: value * right, "/": lambda: value / right,
-                            "//": lambda: value // right, "%": lambda: value % right}[op]())
+            value = _check(_PRODUCTS[op](value, right))
         return value
 
     def power(self) -> float:

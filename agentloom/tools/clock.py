@@ -1,7 +1,7 @@
 """``current_time``: the current UTC time (or in an IANA time zone)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agentloom.agents.tool_registry import Tool, ToolError, register
@@ -13,7 +13,7 @@ def _run(arguments: dict, context) -> str:
         zone = ZoneInfo(zone_name)
     except (ZoneInfoNotFoundError, ValueError):
         raise ToolError(f"Unknown time zone {zone_name!r}; use an IANA name like Europe/Paris.") from None
-    return datetime.now(timezone.utc).astimezone(zone).isoformat(timespec="seconds")
+    return datetime.now(UTC).astimezone(zone).isoformat(timespec="seconds")
 
 
 current_time = register(Tool(

@@ -65,7 +65,8 @@ def _run(arguments: dict, context) -> str:
     except ProviderError as exc:
         raise ToolError(f"Could not fetch {url}: {exc}") from None
     if result.redirect_location:
-        return f"HTTP {result.status}: the page redirects to {result.redirect_location} (not followed; fetch that URL if needed)."
+        return (f"HTTP {result.status}: the page redirects to {result.redirect_location} "
+                "(not followed; fetch that URL if needed).")
     if result.status >= 400:
         raise ToolError(f"Could not fetch {url}: HTTP {result.status}.")
     charset = "utf-8"

@@ -11,8 +11,8 @@ from typing import Any
 
 from agentloom.agents.server_tools import frozen_server_tools
 from agentloom.agents.tool_registry import Tool, ToolCancelled, ToolContext, ToolError, ToolOutcomeUnknown, ToolResult
-from agentloom.toolservers.models import ToolServer
 from agentloom.toolservers.endpoints import Endpoint
+from agentloom.toolservers.models import ToolServer
 from agentloom.toolservers.selectors import server_usable_by, toolserver_endpoint
 from agentloom.toolservers.sessions import CallRefused, CallStopped, CallUnknown, RunToolSessions
 

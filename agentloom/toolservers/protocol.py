@@ -248,7 +248,8 @@ class Connection:
                 client = await self._enter(stack)
                 self.protocol_version = client.protocol_version
                 info = client.server_info
-                self.server_info = info.model_dump(exclude_none=True, include={"name", "title", "version"}) if info else {}
+                self.server_info = (info.model_dump(exclude_none=True, include={"name", "title", "version"})
+                                    if info else {})
                 self._client = client
                 self._statuses_at_open = len(self._trace.statuses) if self._trace else 0
                 self._ready.set()
@@ -320,7 +321,8 @@ class Connection:
 
         async def run() -> dict[str, Any]:
             assert self._client is not None
-            result = await self._client.call_tool(name, arguments, read_timeout_seconds=timeout or self.endpoint.timeout,
+            result = await self._client.call_tool(name, arguments,
+                                                  read_timeout_seconds=timeout or self.endpoint.timeout,
                                                   progress_callback=on_server_progress)
             return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 

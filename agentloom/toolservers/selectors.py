@@ -18,8 +18,8 @@ from agentloom.errors import Forbidden, NotFound
 from agentloom.spaces.models import Membership
 from agentloom.spaces.selectors import space_require_admin
 from agentloom.toolservers.config import OperatorServer
-from agentloom.toolservers.models import ToolServer
 from agentloom.toolservers.endpoints import Endpoint, RemoteEndpoint, StdioEndpoint
+from agentloom.toolservers.models import ToolServer
 
 OPERATOR_READ_ONLY = ("The operator's servers are configured in the file named by AGENTLOOM_MCP_SERVERS and are "
                       "read-only here; the workers list them when they start.")

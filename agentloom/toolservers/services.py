@@ -19,9 +19,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agentloom.errors import Conflict, ValidationFailed
+from agentloom.toolservers.endpoints import Endpoint, Listing, RemoteEndpoint, StdioEndpoint, ToolServerError
 from agentloom.toolservers.listing import listing_changes
 from agentloom.toolservers.models import ToolServer
-from agentloom.toolservers.endpoints import Endpoint, Listing, RemoteEndpoint, StdioEndpoint, ToolServerError
 from agentloom.toolservers.selectors import operator_servers, servers_for_space
 from agentloom.toolservers.validation import header_hints, headers_check, name_check, timeout_check
 
@@ -35,7 +35,8 @@ IN_USE_CHECKS: list[Callable[[ToolServer], list[str]]] = []
 
 def _url_check(value: Any) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_URL:
-        raise ValidationFailed("The URL is not valid.", fields={"url": f"an http(s) URL of at most {MAX_URL} characters"})
+        raise ValidationFailed("The URL is not valid.",
+                               fields={"url": f"an http(s) URL of at most {MAX_URL} characters"})
     url = value.strip()
     if not url.lower().startswith(("http://", "https://")):
         raise ValidationFailed("The URL is not valid.", fields={"url": "must start with http:// or https://"})
@@ -117,7 +118,7 @@ def toolserver_update(*, server: ToolServer, data: Mapping[str, Any]) -> ToolSer
     needs its headers again, because headers go only to the URL they were entered for (CAT-6)."""
     unknown = set(data) - {"name", "url", "headers", "timeout_seconds"}
     if unknown:
-        raise ValidationFailed("Unknown fields.", fields={name: "unknown field" for name in sorted(unknown)})
+        raise ValidationFailed("Unknown fields.", fields=dict.fromkeys(sorted(unknown), "unknown field"))
     changes: dict[str, Any] = {}
     if "name" in data and data["name"] != server.name:
         changes["name"] = name_check(data["name"])
@@ -134,7 +135,8 @@ def toolserver_update(*, server: ToolServer, data: Mapping[str, Any]) -> ToolSer
         raise ValidationFailed("Enter the headers again for the new URL.", fields={
             "headers": "headers are sent only to the URL they were entered for: give them again with the new URL"})
     if url != server.url or "headers" in data:
-        listing = _listing(RemoteEndpoint(url=url, headers=headers, allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
+        listing = _listing(RemoteEndpoint(url=url, headers=headers,
+                                          allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
                                           timeout=float(changes.get("timeout_seconds", server.timeout_seconds))))
         _keep_listing(server, listing)
         changes.update(url=url, headers=json.dumps(headers) if headers else "", header_hints=header_hints(headers))

@@ -19,13 +19,12 @@ Used from the run's tool threads, concurrently: opening is under a lock per serv
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentloom.toolservers.listing import drift_blocks_call, tool_drift
 from agentloom.toolservers.endpoints import CallCancelled, Endpoint, ToolServerError
+from agentloom.toolservers.listing import drift_blocks_call, tool_drift
 from agentloom.toolservers.results import ConvertedResult, result_content
 
 if TYPE_CHECKING:

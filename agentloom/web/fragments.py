@@ -4,8 +4,8 @@ keeps its shape); the same reach rules apply — a run outside the caller's sess
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import wraps
-from typing import Callable
 
 from django.http import JsonResponse
 from django.template.loader import render_to_string

@@ -7,8 +7,8 @@ through could not run.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import wraps
-from typing import Callable
 
 from django.core.cache import cache
 

@@ -9,8 +9,9 @@ in this rendering when the run ends.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from agentloom.web.errors import error_explain
 from agentloom.web.markdown import render_markdown

@@ -55,7 +55,7 @@ def is_continuation_message(message: Any) -> bool:
         return False
     content = message.get("content")
     return (isinstance(content, str) and content.startswith(CONTINUATION_HEADER + _CONTINUATION_INTRO)
-            and (content.endswith(_SUMMARY_END + CLOSING) or content.endswith(_SUMMARY_END + CLOSING_WITH_ANCHOR)))
+            and content.endswith((_SUMMARY_END + CLOSING, _SUMMARY_END + CLOSING_WITH_ANCHOR)))
 
 
 def continuation_summary(message: Mapping[str, Any]) -> str:
@@ -117,7 +117,7 @@ def unknown_outcome_calls(messages: Sequence[Mapping[str, Any]]) -> tuple[dict[s
         content = message.get("content")
         text = content if isinstance(content, str) else " ".join(
             part.get("text", "") for part in content or () if isinstance(part, dict))
-        if text.startswith(UNKNOWN_OUTCOME_TEXT) or text.startswith(UNKNOWN_STATUS_PREFIX):
+        if text.startswith((UNKNOWN_OUTCOME_TEXT, UNKNOWN_STATUS_PREFIX)):
             call = calls.get(str(message.get("tool_call_id")))
             if call is not None:
                 found.append(call)

@@ -8,9 +8,9 @@ later are both readable; each point's time is in its tooltip and under the axis.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import Callable, Sequence
 
 WIDTH, HEIGHT = 760, 280
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 34, 46

@@ -6,9 +6,10 @@ Plain Python, no Django: dict in, small frozen dataclasses out, which the templa
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from context.records import content_text as records_content_text
 from context.usage import UsageFigures, usage_figures

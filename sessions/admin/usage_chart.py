@@ -9,9 +9,9 @@ table under the chart has every number.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import Sequence
 
 from sessions.admin.chart import BOTTOM, HEIGHT, LEFT, RIGHT, TOP, WIDTH, token_scale
 

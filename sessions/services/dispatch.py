@@ -7,7 +7,7 @@ Queueing itself (after commit, failing the run when the broker refuses) is
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from django.db import transaction
 

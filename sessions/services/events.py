@@ -8,8 +8,8 @@ skipped, never stopping the others or the run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any, Callable, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection, transaction

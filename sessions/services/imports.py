@@ -31,7 +31,7 @@ def transcript_parse(raw: Any) -> list[dict[str, Any]]:
     """The messages of a transcript; ValidationFailed naming the line or index otherwise."""
     if isinstance(raw, str):
         stripped = raw.strip()
-        if stripped.startswith("[") or stripped.startswith("{"):
+        if stripped.startswith(("[", "{")):
             try:
                 raw = json.loads(stripped)
             except ValueError:
@@ -63,7 +63,8 @@ def _parse_jsonl(text: str) -> list[Any]:
         try:
             messages.append(json.loads(line))
         except ValueError:
-            raise ValidationFailed(f"Line {number} is not valid JSON.", fields={f"line.{number}": "invalid JSON"}) from None
+            raise ValidationFailed(f"Line {number} is not valid JSON.",
+                                   fields={f"line.{number}": "invalid JSON"}) from None
     return messages
 
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import F

@@ -38,7 +38,8 @@ def call_logs_prune(*, now: datetime | None = None) -> dict[str, int]:
         # An instance whose newest call is older than the cutoff: its whole chain goes.
         pending = ModelCall.objects.filter(run__session__agent=agent, pruned_at__isnull=True).values("instance_id")
         instances = (ModelCall.objects.filter(run__session__agent=agent, instance_id__in=pending).values("instance_id")
-                     .annotate(newest=Max("created_at")).filter(newest__lt=cutoff).values_list("instance_id", flat=True))
+                     .annotate(newest=Max("created_at")).filter(newest__lt=cutoff)
+                     .values_list("instance_id", flat=True))
         for instance_id in list(instances):
             with transaction.atomic():
                 calls = ModelCall.objects.filter(instance_id=instance_id, pruned_at__isnull=True).select_related("run")

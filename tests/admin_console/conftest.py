@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from sessions.models import Instance, ModelCall, Run, Session  # noqa: F401
+from sessions.models import Instance, ModelCall, Run, RunEvent, Session  # noqa: F401
 from sessions.selectors import main_instance
 from sessions.services.history import checkpoint_commit, question_ask
 from sessions.services.model_calls import model_call_close, model_call_open
 from sessions.services.records import record_append
-from sessions.models import RunEvent
 from sessions.services.runs import run_finish
 from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401  (runs by the real loop)
 from tests.sessions.helpers import answer, call_tool, claim, tool_result

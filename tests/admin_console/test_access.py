@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from sessions.services.events import event_emit
 from sessions.models import AccessAudit
+from sessions.services.events import event_emit
 from tests.admin_console.conftest import SECRET, compaction, model_call
 
 pytestmark = pytest.mark.django_db

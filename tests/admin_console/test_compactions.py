@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from sessions.models import AccessAudit
 from context.compaction import SUMMARIZER_SYSTEM
+from sessions.models import AccessAudit
 from tests.admin_console.conftest import compaction
 
 pytestmark = pytest.mark.django_db

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sessions.admin.chart import ChartPoint, compaction_chart, nice_step, tokens_label
-from sessions.selectors import SentEntry
 from sessions.admin.display import (
     call_figures,
     compaction_figures,
@@ -15,8 +14,9 @@ from sessions.admin.display import (
     text,
     timeline,
 )
+from sessions.selectors import SentEntry
 
-AT = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
 
 def point(n: int, before: int | None, after: int | None, threshold: int | None = 80_000,

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from sessions.models import AccessAudit
+from sessions.selectors import main_instance
 from sessions.services.history import step_save_assistant
 from sessions.services.records import record_append
-from sessions.selectors import main_instance
 from tests.admin_console.conftest import SECRET
 from tests.sessions.helpers import answer
 

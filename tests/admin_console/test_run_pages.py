@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from sessions.services.events import event_emit
 from sessions.models import AccessAudit
+from sessions.services.events import event_emit
 from tests.admin_console.conftest import SECRET, model_call
 
 pytestmark = pytest.mark.django_db

@@ -21,7 +21,7 @@ class DroppingProxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "DroppingProxy":
+    def __enter__(self) -> DroppingProxy:
         threading.Thread(target=self._accept, daemon=True).start()
         return self
 

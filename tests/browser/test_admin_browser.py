@@ -351,7 +351,8 @@ def test_an_operator_opens_a_sessions_records_timeline_inspector_and_compaction_
             {"id": "call_1", "name": "calculator", "arguments": json.dumps({"expression": "17*23"})}],
             usage={"prompt_tokens": 212, "completion_tokens": 24}),
         chat_stream(["17 × 23 = **391**. ", "Anything else?"], usage={"prompt_tokens": 251, "completion_tokens": 12}),
-        chat_stream(["The square root of 391 is about ", "19.77."], usage={"prompt_tokens": 290, "completion_tokens": 15}))
+        chat_stream(["The square root of 391 is about ", "19.77."],
+                    usage={"prompt_tokens": 290, "completion_tokens": 15}))
     first = run_to_the_end(session, "What is 17*23?", worker_threads)
     second = run_to_the_end(session, "And its square root, roughly?", worker_threads)
     session.refresh_from_db()

@@ -120,8 +120,8 @@ def test_the_keyboard_alone_logs_in_sends_a_question_and_stops_the_answer(page, 
 
 
 def test_a_compaction_during_the_answer_shows_a_quiet_notice(page, server, fake_session, fake_provider):
-    from sessions.services.events import event_emit
     from sessions.models import Run
+    from sessions.services.events import event_emit
 
     session = fake_session()
     fake_provider.handler = sequence(chat_stream(words(30), delay=0.06))

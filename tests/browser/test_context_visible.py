@@ -79,7 +79,7 @@ def test_the_meter_is_named_valued_marked_and_follows_each_step(page, server, sm
     first = _latest_measured(session)["tokens"]
     expect(meter).to_have_js_property("value", first)
     ask(page, f"Question 2. {LONG}")
-    page.wait_for_selector(f"#transcript section.run:nth-of-type(2):not([data-live])", timeout=15_000)
+    page.wait_for_selector("#transcript section.run:nth-of-type(2):not([data-live])", timeout=15_000)
     second = _latest_measured(session)["tokens"]
     assert second > first
     expect(meter).to_have_js_property("value", second)

@@ -192,7 +192,8 @@ def test_loop3_429_honours_retry_after_and_529_overloaded_is_transient(fake):
 
 
 def test_prompt_too_long_is_a_context_overflow_with_both_counts(fake):
-    fake.handler = lambda r: api_error(400, "invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum")
+    fake.handler = lambda r: api_error(400, "invalid_request_error",
+                                       "prompt is too long: 208310 tokens > 200000 maximum")
     with pytest.raises(ContextOverflowError) as caught:
         run(fake)
     err = caught.value

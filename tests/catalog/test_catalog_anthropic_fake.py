@@ -81,11 +81,15 @@ REFUSED = [
     ("an empty text block", _set("messages.0.content.0.text", ""), "messages: text content blocks must be non-empty"),
     ("a whitespace text block", _set("messages.0.content.0.text", " \n"),
      "messages: text content blocks must contain non-whitespace text"),
-    ("max_completion_tokens", _set("max_completion_tokens", 64), "max_completion_tokens: Extra inputs are not permitted"),
-    ("stream_options", _set("stream_options", {"include_usage": True}), "stream_options: Extra inputs are not permitted"),
-    ("tool_calls on a message", _set("messages.1.tool_calls", []), "messages.1.tool_calls: Extra inputs are not permitted"),
+    ("max_completion_tokens", _set("max_completion_tokens", 64),
+     "max_completion_tokens: Extra inputs are not permitted"),
+    ("stream_options", _set("stream_options", {"include_usage": True}),
+     "stream_options: Extra inputs are not permitted"),
+    ("tool_calls on a message", _set("messages.1.tool_calls", []),
+     "messages.1.tool_calls: Extra inputs are not permitted"),
     ("five cache breakpoints", _set("messages.0.content", [{"type": "text", "text": f"t{n}", "cache_control": {
-        "type": "ephemeral"}} for n in range(5)]), "A maximum of 4 blocks with cache_control may be provided. Found 5."),
+        "type": "ephemeral"}} for n in range(5)]),
+     "A maximum of 4 blocks with cache_control may be provided. Found 5."),
     ("no max_tokens", lambda b: b.pop("max_tokens"), "max_tokens: Field required"),
     ("a thinking block from another model", _set("messages.1.content", [
         {"type": "thinking", "thinking": "t", "signature": sign_thinking("claude-haiku-4-5", "t")},
@@ -184,7 +188,8 @@ def test_a_session_moved_from_an_openai_model_to_claude_sends_a_valid_native_req
             "role": "assistant", "content": "", "reasoning": "o-series reasoning text", "partial": False,
             "tool_calls": [{"id": "functions.plot:0", "type": "function",
                             "function": {"name": "plot", "arguments": '{"x": [1, 2]}'}},
-                           {"id": "call_Ab12", "type": "function", "function": {"name": "plot", "arguments": "oops"}}]}},
+                           {"id": "call_Ab12", "type": "function",
+                            "function": {"name": "plot", "arguments": "oops"}}]}},
         {"seq": 3, "run": "r1", "instance": "main", "kind": "tool_result", "message": {
             "role": "tool", "tool_call_id": "functions.plot:0", "status": "ok", "content": [
                 {"type": "text", "text": "plotted"},

@@ -195,6 +195,6 @@ def test_the_openapi_schema_describes_the_catalog_and_agent_endpoints(api, alice
     response = api(alice).get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert response.status_code == 200
     text = response.content.decode()
-    for path in ("/api/models/discover", "/api/v1/model-connections/{connection_id}", "/api/v1/agents/{agent_id}/publish",
-                 "/api/v1/agents/{agent_id}/versions"):
+    for path in ("/api/models/discover", "/api/v1/model-connections/{connection_id}",
+                 "/api/v1/agents/{agent_id}/publish", "/api/v1/agents/{agent_id}/versions"):
         assert path in text

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from agentloom.agents.models import Agent, AgentVersion
 from models_catalog.models import ModelConnection
@@ -42,7 +41,8 @@ def test_cat1_the_form_panel_gets_a_fragment_whose_use_buttons_carry_the_figures
     assert "data-token=" in fragment
 
 
-def test_cat1_the_admin_panel_reuses_the_stored_key_only_for_the_same_endpoint(operator, fake_provider, make_connection):
+def test_cat1_the_admin_panel_reuses_the_stored_key_only_for_the_same_endpoint(
+        operator, fake_provider, make_connection):
     listing(fake_provider)
     connection = make_connection(base_url=fake_provider.base_url)
     same = operator.post(DISCOVER, {"provider": "openai_compatible", "base_url": fake_provider.base_url,

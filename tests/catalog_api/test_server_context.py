@@ -98,7 +98,8 @@ def test_the_admin_discovery_results_warn_that_the_server_keeps_less_than_the_mo
                                                                                     ollama_server):
     html = operator.post(DISCOVER, {"provider": "openai_compatible", "base_url": ollama_server.base_url},
                          HTTP_X_REQUESTED_WITH="XMLHttpRequest").content.decode()
-    assert "server-context-warning" in html and "The model supports 131072 tokens but the server keeps only 4096" in html
+    assert "server-context-warning" in html
+    assert "The model supports 131072 tokens but the server keeps only 4096" in html
     assert "Ollama&#x27;s default context" in html and 'data-context-window="4096"' in html
 
 

@@ -17,8 +17,8 @@ from context.anthropic_validate import anthropic_body_problems
 from tests.fakes.anthropic_rules import refusal, sign_thinking
 
 EPHEMERAL = {"type": "ephemeral"}
-TOOLS = [{"type": "function", "function": {"name": "run", "description": "Run a command",
-                                           "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}},
+TOOLS = [{"type": "function", "function": {"name": "run", "description": "Run a command", "parameters": {
+             "type": "object", "properties": {"cmd": {"type": "string"}}}}},
          {"type": "function", "function": {"name": "current_time", "parameters": {"type": "object"}}}]
 SIGNED = [{"type": "thinking", "thinking": "The user wants the tests run.", "signature": "EqQBCkYIBBgC"},
           {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}]
@@ -51,10 +51,12 @@ def test_ctx11_system_is_top_level_and_only_user_and_assistant_turns_are_sent() 
 def test_ctx11_every_tool_result_comes_first_in_the_next_user_turn() -> None:
     sent = body([
         {"role": "user", "content": "Run the tests"},
-        {"role": "assistant", "content": "Running.", "tool_calls": [call("call_1"), call("call_2", "current_time", "{}")]},
+        {"role": "assistant", "content": "Running.",
+         "tool_calls": [call("call_1"), call("call_2", "current_time", "{}")]},
         {"role": "tool", "tool_call_id": "call_1", "content": "2 failed"},
         {"role": "tool", "tool_call_id": "call_2", "content": "12:00"},
-        {"role": "user", "content": "[Supplement: the user sent this while the previous request was running]\nAlso lint"},
+        {"role": "user",
+         "content": "[Supplement: the user sent this while the previous request was running]\nAlso lint"},
     ])
     assert sent["messages"][1:] == [
         {"role": "assistant", "content": [
@@ -208,8 +210,8 @@ def test_ctx10_a_history_that_breaks_the_protocol_is_refused_not_sent() -> None:
 def valid_body() -> dict:
     return {"model": "m", "max_tokens": 64, "system": [{"type": "text", "text": "s"}],
             "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]},
-                         {"role": "assistant", "content": [*copy.deepcopy(SIGNED), {"type": "tool_use", "id": "c1", "name": "run",
-                                                                     "input": {}}]},
+                         {"role": "assistant", "content": [
+                             *copy.deepcopy(SIGNED), {"type": "tool_use", "id": "c1", "name": "run", "input": {}}]},
                          {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "ok"},
                                                       {"type": "text", "text": "and?"}]}]}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from context import BYTES_V1, Budget, Calibration, CalibratedEstimator, calibrated, prior_ratio, ratio_sample
+from context import BYTES_V1, Budget, CalibratedEstimator, Calibration, calibrated, prior_ratio, ratio_sample
 from context.calibration import PROXY_PRIOR, RECENT_SAMPLES, usage_prompt_tokens
 from context.estimators import BytesEstimator
 from context.policy import default_safety_margin

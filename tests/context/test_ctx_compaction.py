@@ -134,14 +134,15 @@ def rounds(count: int, *, log: str = LOG, start: int = 1) -> list[dict]:
     return out
 
 
-def request(messages: list[dict], *, sources=None, anchor=None, state=RuntimeState(), budget=BUDGET,
+def request(messages: list[dict], *, sources=None, anchor=None, state=None, budget=BUDGET,
             policy=POLICY, trigger="budget", max_calls=4, dialect="openai", tools=()) -> CompactionRequest:
     """A compaction request over ``messages`` with record seqs 1, 2, … unless given."""
     return CompactionRequest(
         system=SYSTEM, messages=messages,
         sources=sources if sources is not None else [(i + 1, i + 1) for i in range(len(messages))],
-        task_anchor=anchor, runtime_state=state, budget=budget, policy=policy, estimator=EST,
-        tools=list(tools), trigger=trigger, max_summary_calls=max_calls, dialect=dialect)
+        task_anchor=anchor, runtime_state=state if state is not None else RuntimeState(), budget=budget,
+        policy=policy, estimator=EST, tools=list(tools), trigger=trigger, max_summary_calls=max_calls,
+        dialect=dialect)
 
 
 def valid_everywhere(view: list[dict]) -> bool:

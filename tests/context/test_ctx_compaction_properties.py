@@ -11,18 +11,18 @@ HYPOTHESIS_PROFILE=ci.
 from __future__ import annotations
 
 import json
-from collections import Counter
 import os
 import random
 import re
+from collections import Counter
 
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from recordkit import assistant, call, record, result, user
 from test_ctx_compaction import (
-    EST,
     DIALECTS,
+    EST,
     SYSTEM,
     drive_recording,
     nine,

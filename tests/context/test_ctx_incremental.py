@@ -25,8 +25,8 @@ from context import (
     project_records,
 )
 from context.projector import Projection
-from tests.fakes.anthropic_rules import refusal
 from context.validate import DIALECTS
+from tests.fakes.anthropic_rules import refusal
 
 
 def _fresh(records: list[dict], **options) -> tuple[list, list, list]:

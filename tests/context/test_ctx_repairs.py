@@ -6,8 +6,8 @@ output, and asking for them never changes the output.
 
 from __future__ import annotations
 
-from hypothesis import given, settings
 from histories import build, histories
+from hypothesis import given, settings
 from recordkit import assistant, call, image, result, run_status, text, user
 
 from context import project_records

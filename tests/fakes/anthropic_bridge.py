@@ -52,7 +52,8 @@ def openai_view(body: Mapping[str, Any]) -> dict[str, Any]:
             continue
         text = "".join(block["text"] for block in blocks if block["type"] == "text") or None
         message: dict[str, Any] = {"role": "assistant", "content": text}
-        calls = [{"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
+        calls = [{"id": b["id"], "type": "function",
+                  "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
                  for b in blocks if b["type"] == "tool_use"]
         if calls:
             message["tool_calls"] = calls

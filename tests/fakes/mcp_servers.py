@@ -18,8 +18,9 @@ every page. ``seen`` counts the JSON-RPC methods the server received (``initiali
 ``server/discover``, ``tools/list``, ``tools/call``, ``notifications/cancelled``) and the
 ``DELETE`` requests that end a session, read by
 an ASGI wrapper, nothing patched; with ``legacy=True`` the same wrapper makes the server
-one of the protocol's earlier, stateful revision (sessions with ``Mcp-Session-Id``). ``rename_tool`` and ``reschema_tool`` change the server
-after an agent was published; ``restart`` stops it and serves again on the same port.
+one of the protocol's earlier, stateful revision (sessions with ``Mcp-Session-Id``).
+``rename_tool`` and ``reschema_tool`` change the server after an agent was published;
+``restart`` stops it and serves again on the same port.
 """
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from tests.fakes.responses import Handler, RecordedRequest, ResponseSpec, error
 
-
 FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

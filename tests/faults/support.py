@@ -12,8 +12,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from sessions.models import Run, RunEvent, Session, SessionMessage
 from tests.conftest import REPO

@@ -10,17 +10,17 @@ import time
 import httpx
 import pytest
 
-from sessions.services.events import event_emit
 from sessions.api import AskThrottle
 from sessions.models import Instance, Run, RunEvent, SessionMessage
 from sessions.services.dispatch import dispatcher_set
+from sessions.services.events import event_emit
 from sessions.services.history import question_ask
 from sessions.services.records import NewRecord, records_append
 from sessions.services.runs import run_create
+from tests.conftest import token_for
 from tests.fakes.fake_provider import chat_stream
 from tests.faults.support import FaultWorker, celery_dispatcher, wait_for
 from tests.runloop.livesrv import LiveServer
-from tests.conftest import token_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]
 

@@ -16,12 +16,13 @@ import httpx
 import pytest
 from django.db import connection
 
-from sessions.services import events
 from agentloom.runloop.loop import run_execute
 from sessions.models import Run, RunEvent, SessionMessage
+from sessions.services import events
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.history import question_ask
 from sessions.services.runs import run_resume
+from tests.conftest import token_for
 from tests.fakes.fake_provider import chat_stream
 from tests.faults.support import (
     WORKER_APP_NAME,
@@ -33,7 +34,6 @@ from tests.faults.support import (
     wait_for,
 )
 from tests.runloop.livesrv import LiveServer, read_sse
-from tests.conftest import token_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]
 

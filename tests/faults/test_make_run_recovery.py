@@ -170,7 +170,7 @@ def test_a_worker_that_crashes_at_start_is_restarted_with_back_off_then_make_run
     delays = [float(delay) for delay in re.findall(r"restarting it in ([0-9.]+) s", output)]
     assert delays == [0.2, 0.4, 0.8, 1.6], output  # doubling back-off
     assert len(re.findall(r"^The worker stopped \(exit status 3\)", output, re.MULTILINE)) == 4
-    exits = [datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f") for stamp in re.findall(
+    exits = [datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f") for stamp in re.findall(  # noqa: DTZ007  (gaps only)
         r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})[^\n]*AGENTLOOM_FAULT_WORKER_EXIT_AT_START is set", output)]
     assert len(exits) == 5, output  # five starts, no more: it stopped trying
     gaps = [(later - earlier).total_seconds() for earlier, later in zip(exits, exits[1:])]

@@ -120,7 +120,8 @@ def test_a_worker_killed_after_the_assistant_message_is_saved_runs_no_unsafe_cal
     calculator = _result(run, "result-1-0")
     assert calculator["status"] == "ok" and calculator["content"] == "6*7 = 42"  # idempotent: run on resume
     assert _result(run, "result-1-1")["status"] == "unknown"
-    assert_appended(session, before, [("user", "question"), ("assistant", "assistant-1"), ("run_status", "status-0"), ("run_status", "resumed-1"),
+    assert_appended(session, before, [("user", "question"), ("assistant", "assistant-1"),
+                                      ("run_status", "status-0"), ("run_status", "resumed-1"),
                                       ("tool_result", "result-1-0"), ("tool_result", "result-1-1"),
                                       ("assistant", "assistant-2"), ("run_status", "status-1")])
 
@@ -134,7 +135,8 @@ def test_a_worker_killed_while_a_tool_runs_never_runs_that_call_again(session_wi
     assert len(probe_runs(probe)) == 1  # its effect happened once, at the kill; never again
     result = _result(run, "result-1-0")
     assert result["status"] == "unknown" and "may or may not" in result["content"]
-    assert_appended(session, before, [("user", "question"), ("assistant", "assistant-1"), ("run_status", "status-0"), ("run_status", "resumed-1"),
+    assert_appended(session, before, [("user", "question"), ("assistant", "assistant-1"),
+                                      ("run_status", "status-0"), ("run_status", "resumed-1"),
                                       ("tool_result", "result-1-0"), ("assistant", "assistant-2"),
                                       ("run_status", "status-1")])
 
@@ -150,7 +152,8 @@ def test_a_worker_killed_after_a_tool_result_is_saved_keeps_that_result_and_neve
                                           "content": "probe once done", "status": "ok"}
     assert RunEvent.objects.filter(run=run, type="tool_started").count() == 1
     assert_appended(session, before, [("user", "question"), ("assistant", "assistant-1"),
-                                      ("tool_result", "result-1-0"), ("run_status", "status-0"), ("run_status", "resumed-1"),
+                                      ("tool_result", "result-1-0"), ("run_status", "status-0"),
+                                      ("run_status", "resumed-1"),
                                       ("assistant", "assistant-2"), ("run_status", "status-1")])
 
 

@@ -30,7 +30,8 @@ def _get(url: str) -> tuple[int, str]:
 def test_the_launcher_serves_healthz_and_the_admin_login_then_stops_on_ctrl_c(tmp_path):
     port = _free_port()
     env = {k: v for k, v in os.environ.items()
-           if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "AGENTLOOM_ENCRYPTION_KEY", "DJANGO_SETTINGS_MODULE"}}
+           if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "AGENTLOOM_ENCRYPTION_KEY",
+                        "DJANGO_SETTINGS_MODULE"}}
     env.update({"PORT": str(port), "AGENTLOOM_VAR_DIR": str(tmp_path), "DJANGO_SUPERUSER_USERNAME": "admin",
                 "DJANGO_SUPERUSER_PASSWORD": "demo-password-123"})
     process = subprocess.Popen([sys.executable, "-m", "agentloom.launch"], cwd=REPO, env=env,

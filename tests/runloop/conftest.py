@@ -1,7 +1,7 @@
 """Fixtures for run-loop tests: an agent on the strict fake provider, helpers to ask and run."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -69,7 +69,8 @@ def test_every_call_of_a_long_run_rebuilds_byte_for_byte_and_the_log_stores_only
         if tools_since_question < 4:
             step = next(steps)
             return chat_stream([f"Step {step}: checking."],
-                               tool_calls=[{"id": f"call_{step}", "name": "lookup", "arguments": json.dumps({"n": step})}])
+                               tool_calls=[{"id": f"call_{step}", "name": "lookup",
+                                            "arguments": json.dumps({"n": step})}])
         return chat_stream(["Here is what I found, in detail. " * 10])
 
     strict.handler = handler

@@ -10,9 +10,9 @@ import pytest
 from agentloom.runloop.loop import run_execute
 from sessions.models import Run, RunEvent
 from sessions.services.history import question_ask
+from tests.conftest import token_for
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.runloop.livesrv import LiveServer, read_sse
-from tests.conftest import token_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

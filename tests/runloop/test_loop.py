@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
+from agentloom.agents.tool_registry import Tool, register, registry
 from agentloom.runloop.loop import run_execute
-from agentloom.agents.tool_registry import Tool, ToolCancelled, register, registry
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, error, sequence
@@ -65,7 +64,8 @@ def test_loop4_parallel_calls_run_and_their_results_are_saved_in_call_order(fake
     session = fake_session()
     run = ask_and_run(session)
     assert run.status == Run.Status.COMPLETED
-    results = [m.message["content"] for m in SessionMessage.objects.filter(session=session, kind="tool_result").order_by("seq")]
+    results = [m.message["content"]
+               for m in SessionMessage.objects.filter(session=session, kind="tool_result").order_by("seq")]
     assert results == ["1+1 = 2", "2+2 = 4", "3+3 = 6"]
     assert strict.rejections == []
 

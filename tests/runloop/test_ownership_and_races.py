@@ -96,7 +96,8 @@ def test_run3_each_delegation_gets_its_own_sub_instance_even_when_call_ids_repea
         answered = sum(1 for m in messages if m["role"] == "tool")
         if answered < 2:
             task = ["TASK ONE", "TASK TWO"][answered]
-            return chat_stream(tool_calls=[{"id": "call_0", "name": "delegate", "arguments": json.dumps({"task": task})}])
+            return chat_stream(tool_calls=[{"id": "call_0", "name": "delegate",
+                                            "arguments": json.dumps({"task": task})}])
         return chat_stream(["final"])
 
     strict.handler = handler

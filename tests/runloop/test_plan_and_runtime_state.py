@@ -96,7 +96,8 @@ def test_ctx36_calls_with_an_unknown_outcome_are_found_in_a_view():
             {"id": "call_2", "type": "function", "function": {"name": "book", "arguments": "{}"}},
             {"id": "call_3", "type": "function", "function": {"name": "look", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": UNKNOWN_OUTCOME_TEXT},
-        {"role": "tool", "tool_call_id": "call_2", "content": "[tool status: unknown]\n[unknown outcome] may or may not"},
+        {"role": "tool", "tool_call_id": "call_2",
+         "content": "[tool status: unknown]\n[unknown outcome] may or may not"},
         {"role": "tool", "tool_call_id": "call_3", "content": "looked"},
     ]
     assert unknown_outcome_calls(view) == ({"id": "call_1", "name": "pay", "arguments": '{"amount": 5}'},

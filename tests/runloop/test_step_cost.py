@@ -58,5 +58,6 @@ def test_a_tool_step_and_an_answer_step_cost_a_few_statements_however_long_the_r
     # The answer step: from the last answer to the end of the attempt (whose first write
     # saves the counted model steps).
     tail = queries[marks[-1]:]
-    end = next(i for i, q in enumerate(tail) if '"model_steps" =' in q["sql"] and q["sql"].lstrip().startswith("UPDATE"))
+    end = next(i for i, q in enumerate(tail)
+               if '"model_steps" =' in q["sql"] and q["sql"].lstrip().startswith("UPDATE"))
     assert _counted(tail[:end]) <= 8, [q["sql"][:80] for q in tail[:end]]

@@ -32,8 +32,9 @@ def test_loop1_a_question_asked_through_the_api_is_answered_by_a_worker_process(
     dispatcher_set(dispatch_run)
     client = APIClient()
     client.force_authenticate(alice)
-    with Worker() as worker:
-        run_id = client.post(f"/api/v1/sessions/{session.pk}/questions", {"content": "2+3?"}, format="json").json()["id"]
+    with Worker():
+        run_id = client.post(f"/api/v1/sessions/{session.pk}/questions", {"content": "2+3?"},
+                             format="json").json()["id"]
         wait_for(lambda: _status(run_id) in {"completed", "failed"}, timeout=60)
     assert _status(run_id) == "completed", Run.objects.get(pk=run_id).error
     assert list(SessionMessage.objects.filter(session=session).order_by("seq").values_list("kind", flat=True)) == [

@@ -34,7 +34,7 @@ class Worker:
              "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel=WARNING"],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    def __enter__(self) -> "Worker":
+    def __enter__(self) -> Worker:
         return self
 
     def kill(self) -> None:

@@ -114,7 +114,7 @@ def test_a_patch_with_an_impossible_figure_is_a_400_and_changes_nothing(api, ali
                                   "QUESTIONS", "SUPPLEMENTS"])
 def test_a_body_over_the_size_bound_is_413_in_the_error_shape_and_writes_nothing(alice, world, settings, path,
                                                                                  outbound):
-    
+
     path = {"QUESTIONS": f"/api/v1/sessions/{world['session'].pk}/questions",
             "SUPPLEMENTS": f"/api/v1/runs/{world['run'].pk}/supplements"}.get(path, path)
     client = Client(HTTP_AUTHORIZATION=f"Token {token_for(alice)}")
@@ -144,7 +144,7 @@ def test_a_form_encoded_login_over_the_size_bound_is_413(settings):
     ("\x00\x01\x02", "application/octet-stream"),
 ])
 def test_a_malformed_body_is_a_4xx_in_the_error_shape_and_asks_nothing(alice, world, body, content_type):
-    
+
     client = Client(HTTP_AUTHORIZATION=f"Token {token_for(alice)}")
     before = _counts()
     response = client.post(f"/api/v1/runs/{world['run'].pk}/supplements", body, content_type=content_type)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.services.events import event_emit
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
+from sessions.services.events import event_emit
 from sessions.services.history import question_ask
 from sessions.services.records import record_append
 from sessions.services.runs import run_finish

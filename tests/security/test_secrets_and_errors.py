@@ -23,11 +23,12 @@ from django.urls import include, path
 from agentloom.runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
+from tests.conftest import token_for
 from tests.fakes.fake_provider import chat_stream, error
 from tests.runloop.conftest import FAKE_KEY, fake, fake_agent_factory, fake_session, strict  # noqa: F401
 from tests.runloop.livesrv import LiveServer
 from tests.security.conftest import assert_error_shape
-from tests.conftest import token_for
+
 
 async def _drain(chunks) -> bytes:
     return b"".join([chunk async for chunk in chunks])

@@ -12,8 +12,8 @@ import time
 import httpx
 import pytest
 
-from sessions.services.events import event_emit
 from sessions.models import Run
+from sessions.services.events import event_emit
 from sessions.services.history import question_ask
 from sessions.services.runs import run_finish
 from tests.runloop.livesrv import LiveServer, read_sse

@@ -62,7 +62,8 @@ def shape(messages: list[dict]) -> list[tuple[str, str]]:
     for message in messages:
         text = text_of(message.get("content"))
         if message.get("tool_calls"):
-            text = (text + " " if text else "") + "calls " + ",".join(c["function"]["name"] for c in message["tool_calls"])
+            names = ",".join(c["function"]["name"] for c in message["tool_calls"])
+            text = (text + " " if text else "") + "calls " + names
         out.append((message["role"], text))
     return out
 

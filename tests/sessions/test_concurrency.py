@@ -16,6 +16,7 @@ def test_run1_fifty_simultaneous_questions_exactly_one_is_accepted(make_session,
     results = _in_threads(50, lambda index: question_ask(session=session, content=f"question {index}"))
     accepted = [r for r in results if isinstance(r, Run)]
     refused = [r for r in results if isinstance(r, ActiveRunConflict)]
-    assert len(accepted) == 1 and len(refused) == 49, [r for r in results if not isinstance(r, (Run, ActiveRunConflict))]
+    assert len(accepted) == 1 and len(refused) == 49, [
+        r for r in results if not isinstance(r, (Run, ActiveRunConflict))]
     assert Run.objects.filter(session=session).count() == 1
     assert list(SessionMessage.objects.filter(session=session).values_list("seq", "kind")) == [(1, "user")]

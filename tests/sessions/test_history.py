@@ -56,7 +56,8 @@ def test_run3_sub_instance_records_are_stored_but_only_the_delegation_result_is_
     record_append(session=session, run=run, instance=sub, kind="assistant",
                   message={"role": "assistant", "content": "sub-agent working notes"}, entry_key="a1")
     record_append(session=session, run=run, instance=main, kind="delegation_result", entry_key="result-d1",
-                  message={"role": "tool", "tool_call_id": "d1", "name": "delegate", "content": "the finding", "status": "ok"})
+                  message={"role": "tool", "tool_call_id": "d1", "name": "delegate", "content": "the finding",
+                           "status": "ok"})
     answer(run, "Done.", "s2")
     _complete(run)
     assert SessionMessage.objects.filter(instance=sub).count() == 2
@@ -166,7 +167,9 @@ def test_run7_a_checkpoint_becomes_a_view_only_over_an_observed_prefix(make_sess
 
 def test_run9_the_interleaving_case(make_session, alice):
     session = make_session(alice)
-    views = lambda: list(SessionView.objects.filter(session=session).order_by("watermark").values_list("watermark", flat=True))  # noqa: E731
+    def views():
+        return list(SessionView.objects.filter(session=session).order_by("watermark")
+                    .values_list("watermark", flat=True))
 
     # A: a question, a tool exchange, then Stop.
     a = claim(question_ask(session=session, content="Question A"))
@@ -200,7 +203,8 @@ def test_run9_the_interleaving_case(make_session, alice):
     supplement_add(run=resumed, content="Supplement for A")
     supplements_take(run=resumed, instance=main_instance(run=resumed))
     assert seen_by(resumed) == [("user", "Question A"), ("assistant", "calls search"), ("tool", "result for A"),
-                                ("user", "[Supplement: the user sent this while the previous request was running]\nSupplement for A")]
+                                ("user", "[Supplement: the user sent this while the previous request was running]"
+                                         "\nSupplement for A")]
     answer(resumed, "Answer A", "resume-1-s1")
     a_new_seqs = list(SessionMessage.objects.filter(run=a, seq__gt=covered_c).values_list("seq", flat=True))
     assert a_new_seqs and min(a_new_seqs) > covered_c  # appended at the end of the session

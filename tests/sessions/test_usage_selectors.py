@@ -3,7 +3,7 @@
 and groups runs by period."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -93,7 +93,7 @@ def test_runs_are_read_a_chunk_at_a_time_in_id_order(make_session, alice, django
 
 
 def test_periods_are_days_then_weeks_then_months():
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     assert bucket_kind(first=None, last=None) == "day"
     assert bucket_kind(first=start, last=start + timedelta(days=61)) == "day"
     assert bucket_kind(first=start, last=start + timedelta(days=62)) == "week"
@@ -106,7 +106,7 @@ def test_runs_and_their_tokens_are_grouped_by_the_period_they_were_asked_in(make
         run = claim(question_ask(session=session, content="Q"))
         log_calls(run, USAGES[1:2])
         run_finish(run=run, status=Run.Status.COMPLETED)
-        Run.objects.filter(pk=run.pk).update(created_at=datetime(2026, 3, day, 12, tzinfo=timezone.utc))
+        Run.objects.filter(pk=run.pk).update(created_at=datetime(2026, 3, day, 12, tzinfo=UTC))
     buckets = version_usage_over_time(version=session.version, kind="day",
                                       cells=version_usage_cells(version=session.version, kind="day"))
     assert [(b.start.day, b.runs, total(b.figures)) for b in buckets] == [

@@ -50,7 +50,8 @@ def test_tool4_arguments_are_checked_by_every_keyword_of_the_schema_and_the_mess
     outcome = tool_invoke(plan, json.dumps({"steps": [{"step": "a", "status": "later"}]}), ctx())
     assert outcome.status == "error"
     assert "at argument 'steps[0].status'" in outcome.content and "'later' is not one of" in outcome.content
-    assert tool_invoke(registry["read_record"], '{"seq": true}', ctx()).content.endswith("True is not of type 'integer'.")
+    outcome = tool_invoke(registry["read_record"], '{"seq": true}', ctx())
+    assert outcome.content.endswith("True is not of type 'integer'.")
 
 
 def test_loop4_current_time_answers_in_utc_or_a_named_zone():
@@ -77,8 +78,9 @@ def test_loop4_http_fetch_refuses_loopback_private_and_metadata_addresses():
 
 def test_loop4_http_fetch_reads_a_public_page_as_text_and_reports_redirects():
     page = b"<html><title>Hello</title><body><p>World</p><script>x()</script></body></html>"
+    html = {"Content-Type": "text/html; charset=utf-8"}
     with FakeProvider(lambda request: (redirect("http://example.org/elsewhere") if request.path == "/moved"
-                                       else RawResponse(page, headers={"Content-Type": "text/html; charset=utf-8"}))) as fake:
+                                       else RawResponse(page, headers=html))) as fake:
         options = {"transport": fake.forwarding_transport(), "resolver": lambda host, port: ["93.184.216.34"]}
         text = tool_invoke(registry["http_fetch"], '{"url": "http://example.org/page"}', ctx(fetch_options=options))
         moved = tool_invoke(registry["http_fetch"], '{"url": "http://example.org/moved"}', ctx(fetch_options=options))

@@ -158,7 +158,8 @@ def test_tool2_the_common_mcp_servers_shape_is_read():
         "git": {"command": "python", "args": ["-m", "mcp_server_git"], "env": {"GIT_TOKEN": "s"},
                 "spaces": [2], "timeout": 30}}}))
     assert servers["time"].args == ("mcp-server-time",) and servers["time"].spaces is None
-    assert servers["git"].env == {"GIT_TOKEN": "s"} and servers["git"].visible_to(2) and not servers["git"].visible_to(3)
+    assert servers["git"].env == {"GIT_TOKEN": "s"}
+    assert servers["git"].visible_to(2) and not servers["git"].visible_to(3)
     assert servers["git"].timeout == 30.0
 
 

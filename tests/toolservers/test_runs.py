@@ -9,9 +9,9 @@ import logging
 import pytest
 
 from sessions.models import Run, RunEvent, SessionMessage
-from tests.toolservers.runs import ask_and_run, call, chat_requests, event_data, results, session_with, tool_definitions
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.fakes.mcp_servers import TOKEN, ToolServerApp
+from tests.toolservers.runs import ask_and_run, call, chat_requests, event_data, results, session_with, tool_definitions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,8 +9,8 @@ import pytest
 
 from agentloom.agents.server_tools import frozen_server_tools
 from sessions.models import Run, SessionMessage
-from tests.toolservers.runs import ask_and_run, call, chat_requests, results, session_with, tool_definitions
 from tests.fakes.fake_provider import chat_stream, sequence
+from tests.toolservers.runs import ask_and_run, call, chat_requests, results, session_with, tool_definitions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")

@@ -16,15 +16,14 @@ from django.db import connections
 
 from agentloom.agents.server_tools import frozen_server_tools
 from agentloom.runloop.loop import run_execute
+from agentloom.toolservers.services import toolserver_register
 from sessions.models import Run, SessionMessage
 from sessions.services.history import question_ask
 from sessions.services.runs import run_resume
-
-from agentloom.toolservers.services import toolserver_register
 from tests.fakes.fake_provider import chat_stream, sequence
-from tests.sessions.helpers import interrupted_after_calls
 from tests.fakes.mcp_servers import ToolServerApp
 from tests.runloop.worker import wait_for
+from tests.sessions.helpers import interrupted_after_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

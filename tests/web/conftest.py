@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from sessions.services.events import event_emit
 from sessions.models import Run
 from sessions.selectors import main_instance
+from sessions.services.events import event_emit
 from sessions.services.history import question_ask, step_save_assistant
 from sessions.services.records import record_append
 from sessions.services.runs import run_claim, run_finish

@@ -46,7 +46,8 @@ def test_a_finished_run_reads_as_question_answer_steps_and_answer():
 
 
 def test_a_call_without_a_result_says_so():
-    items = items_from_records([rec("assistant", role="assistant", content=None, tool_calls=[call("c9", "http_fetch")])])
+    items = items_from_records([rec("assistant", role="assistant", content=None,
+                                    tool_calls=[call("c9", "http_fetch")])])
     assert items[0].status is None and items[0].status_label == "no result"
 
 

@@ -37,7 +37,8 @@ class Command(BaseCommand):
         old_secret = os.environ.get("OLD_SECRET_KEY")
         old_encryption = os.environ.get("OLD_AGENTLOOM_ENCRYPTION_KEY")
         if not old_secret or not old_encryption:
-            raise CommandError("Set OLD_SECRET_KEY and OLD_AGENTLOOM_ENCRYPTION_KEY to the keys the data was written with.")
+            raise CommandError(
+                "Set OLD_SECRET_KEY and OLD_AGENTLOOM_ENCRYPTION_KEY to the keys the data was written with.")
         old = ColumnCipher(secret_key=old_secret, encryption_key=old_encryption)
         new = ColumnCipher(secret_key=settings.SECRET_KEY, encryption_key=settings.ENCRYPTION_KEY)
         quote = connection.ops.quote_name
@@ -48,8 +49,8 @@ class Command(BaseCommand):
                 with transaction.atomic():
                     with connection.cursor() as cursor:
                         cursor.execute(
-                            f"SELECT id, {quote(column)} FROM {quote(table)} WHERE id > %s AND {quote(column)} IS NOT NULL "
-                            f"ORDER BY id LIMIT {BATCH}",
+                            f"SELECT id, {quote(column)} FROM {quote(table)} "
+                            f"WHERE id > %s AND {quote(column)} IS NOT NULL ORDER BY id LIMIT {BATCH}",
                             [last_id],
                         )
                         rows = cursor.fetchall()
@@ -64,7 +65,8 @@ class Command(BaseCommand):
                             try:
                                 value = old.load(raw)
                             except DecryptionFailed:
-                                raise CommandError(f"{label} row {pk}: readable with neither the old nor the new keys") from None
+                                raise CommandError(
+                                    f"{label} row {pk}: readable with neither the old nor the new keys") from None
                             cursor.execute(
                                 f"UPDATE {quote(table)} SET {quote(column)} = %s WHERE id = %s",
                                 [new.dump(value), pk],
