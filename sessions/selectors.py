@@ -1,7 +1,6 @@
 """Reads for sessions, runs and records. Nothing here writes."""
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -273,25 +272,3 @@ def model_call_tools(*, call: ModelCall) -> list[dict[str, Any]]:
     stored = call.request if isinstance(call.request, dict) else {}
     tools = model_call_body(call=call).get("tools") if stored.get("v") == 2 else stored.get("tools")
     return [tool for tool in tools or [] if isinstance(tool, dict)]
-
-
-def model_calls_previous(*, calls: Sequence[ModelCall]) -> dict[int, int | None]:
-    """For each call, the call before it of the same instance and purpose among ``calls``
-    (a run's calls in id order): what the inspector compares it with. Nothing is read."""
-    last: dict[tuple[int, str], int] = {}
-    previous: dict[int, int | None] = {}
-    for call in sorted(calls, key=lambda c: c.pk):
-        key = (call.instance_id, call.purpose)
-        previous[call.pk] = last.get(key)
-        last[key] = call.pk
-    return previous
-
-
-def model_call_last_before_run(*, run: Run, purpose: str) -> ModelCall | None:
-    """The last call of ``purpose`` a main instance of the session made in an earlier run:
-    what the first call of ``run``'s main instance extends when the conversation goes on
-    (a new question starts a new run, and a provider's prompt cache outlives the run).
-    The request is not read."""
-    return (ModelCall.objects.filter(run__session_id=run.session_id, run_id__lt=run.pk, purpose=purpose,
-                                     instance__parent__isnull=True)
-            .defer("request").order_by("-run_id", "-id").first())

@@ -14,18 +14,11 @@ from rest_framework.response import Response
 from agentloom.api.fields import MAX_ID, id_from_text
 from agentloom.errors import NotFound, ValidationFailed
 from agentloom.runloop.stream import EventStream, StreamSlot, event_as_dict, events_after
-from context.request_diff import request_diff, tools_changed
 from context.usage import usage_figures
 from sessions.admin.audit import access_audit_write
+from sessions.inspector_selectors import CallPairing, model_call_pairings
 from sessions.models import ModelCall, Run
-from sessions.selectors import (
-    model_call_entries,
-    model_call_last_before_run,
-    model_call_repairs,
-    model_call_tools,
-    model_calls_previous,
-    run_get_for_user,
-)
+from sessions.selectors import model_call_repairs, run_get_for_user
 from sessions.staff import staff_may_read
 
 
@@ -120,39 +113,25 @@ def run_context(request, run_id: int):
 
 
 def _calls(run: Run) -> list[dict]:
-    rows = list(ModelCall.objects.filter(run=run).select_related("run", "instance").defer("instance__frame")
-                .order_by("id"))
-    previous_of = model_calls_previous(calls=rows)
-    sent: dict[int, tuple[list, list]] = {}
-    pruned = {call.pk for call in rows if call.pruned_at}  # copies the retention period dropped
-    calls = []
-    for call in rows:
-        entries, tools = model_call_entries(call=call), model_call_tools(call=call)
-        sent[call.pk] = ([entry.message for entry in entries], tools)
-        before = previous_of[call.pk]
-        if before is None and call.instance.parent_id is None:
-            # A run's first main-instance call extends the previous run's last one.
-            earlier = model_call_last_before_run(run=run, purpose=call.purpose)
-            if earlier is not None:
-                earlier = ModelCall.objects.select_related("run").get(pk=earlier.pk)
-                before = earlier.pk
-                sent[before] = ([e.message for e in model_call_entries(call=earlier)], model_call_tools(call=earlier))
-                if earlier.pruned_at:
-                    pruned.add(before)
-        diff = None
-        if before is not None and not pruned & {before, call.pk}:  # a dropped copy has nothing to compare
-            changed = tools_changed(sent[before][1], tools)
-            diff = {"previous": before, "tools_changed": changed,
-                    **request_diff(sent[before][0], sent[call.pk][0]).as_dict()}
-            if changed:  # the tools precede every message: nothing of the prompt can match
-                diff["first_changed"] = 0
-        calls.append({
-            "id": call.id, "instance": call.instance_id, "purpose": call.purpose, "provider": call.provider,
-            "model": call.model, "estimator_id": call.estimator_id, "estimated_tokens": call.estimated_tokens,
-            "usage": call.usage, "usage_figures": usage_figures(call.usage).as_dict(), "outcome": call.outcome,
-            "created_at": call.created_at,
-            # Summary and verification calls store no per-message estimates: show the messages anyway.
-            "messages": [{"message": entry.message, "estimated_tokens": entry.estimated_tokens} for entry in entries],
-            "tools": tools, "repairs": model_call_repairs(call=call), "diff": diff,
-        })
-    return calls
+    return [_call(pairing) for pairing in model_call_pairings(run=run)]
+
+
+def _call(pairing: CallPairing) -> dict:
+    call = pairing.call
+    return {
+        "id": call.id, "instance": call.instance_id, "purpose": call.purpose, "provider": call.provider,
+        "model": call.model, "estimator_id": call.estimator_id, "estimated_tokens": call.estimated_tokens,
+        "usage": call.usage, "usage_figures": usage_figures(call.usage).as_dict(), "outcome": call.outcome,
+        "created_at": call.created_at,
+        # Summary and verification calls store no per-message estimates: show the messages anyway.
+        "messages": [{"message": entry.message, "estimated_tokens": entry.estimated_tokens}
+                     for entry in pairing.entries],
+        "tools": pairing.tools, "repairs": model_call_repairs(call=call), "diff": _diff(pairing),
+    }
+
+
+def _diff(pairing: CallPairing) -> dict | None:
+    if pairing.diff is None or pairing.previous is None:
+        return None
+    return {"previous": pairing.previous.pk, "tools_changed": pairing.tools_changed, **pairing.diff.as_dict(),
+            "first_changed": pairing.first_changed}

@@ -1,8 +1,9 @@
 """What the context inspector adds to each call's messages: the diff to the previous call
 of its instance and purpose, the repairs the projector made, the provider's usage.
 
-Plain Python, like ``display``: loaded entries in, frozen rows out for the template. The
-view (``pages.context_view``) decides what is read and audits it.
+Plain Python, like ``display``: a call's pairing in (``sessions.inspector_selectors``: the
+previous call and the diff, computed once for the API and the console), frozen rows out
+for the template. The view (``pages.context_view``) decides what is read and audits it.
 """
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from context.request_diff import ADDED, KEPT, REMOVED, REWRITTEN, request_diff
+from context.request_diff import ADDED, KEPT, REMOVED, REWRITTEN
 from sessions.admin.display import MessageView, SentMessage, message_view, sent_messages
-from sessions.selectors import SentEntry
+from sessions.inspector_selectors import CallPairing
 
 # How people read each repair kind the projector reports (SPEC §3: pairing, unknown
 # outcomes, late results, call ids, interrupted streams, tool output size, screenshots).
@@ -100,13 +101,14 @@ class CallChange:
         return self.sent if self.first_changed is None else min(self.first_changed, self.sent)
 
 
-def sent_lines(entries: Sequence[SentEntry], *, previous: Sequence[SentEntry] | None, previous_id: int | None,
-               tools_differ: bool, repairs: Sequence[RepairView], previous_url: str | None = None,
-               pruned: int | None = None) -> tuple[CallChange, list[SentLine]]:
+def sent_lines(pairing: CallPairing, *, repairs: Sequence[RepairView],
+               previous_url: str | None = None) -> tuple[CallChange, list[SentLine]]:
     """The call's messages in order, each with its status since the previous call and its
-    repairs; the removed ones stand where they were. ``previous`` is None when there is
-    nothing to compare with (a sub-instance's first call of a purpose, a session's first),
-    as when ``pruned`` names a call whose copy the retention period dropped."""
+    repairs; the removed ones stand where they were. Nothing is marked when the pairing
+    compared nothing (a sub-instance's first call of a purpose, a session's first, a copy
+    the retention period dropped)."""
+    entries, previous, diff = pairing.entries, pairing.previous_entries, pairing.diff
+    previous_id = pairing.previous.pk if pairing.previous is not None else None
     sent = sent_messages(entries)
     by_position: dict[int, list[RepairView]] = {}
     for repair in repairs:
@@ -120,12 +122,11 @@ def sent_lines(entries: Sequence[SentEntry], *, previous: Sequence[SentEntry] | 
                         previous=old, first_change=first,
                         repairs=tuple(by_position.get(index, ())) if index is not None else ())
 
-    if previous is None or pruned is not None:
-        change = CallChange(previous_id=previous_id if pruned is not None else None, previous_url=previous_url,
-                            pruned=pruned, first_changed=None, counts={}, tools_changed=False, sent=len(sent))
+    if diff is None:
+        change = CallChange(previous_id=previous_id, previous_url=previous_url, pruned=pairing.pruned,
+                            first_changed=None, counts={}, tools_changed=False, sent=len(sent))
         return change, [line("", i, None, False) for i in range(len(sent))]
-    diff = request_diff([e.message for e in previous], [e.message for e in entries])
-    first = 0 if tools_differ else diff.first_changed
+    first = pairing.first_changed
     lines: list[SentLine] = []
     marked = False
     for span in diff.spans:
@@ -138,5 +139,5 @@ def sent_lines(entries: Sequence[SentEntry], *, previous: Sequence[SentEntry] | 
             marked = marked or at_first
             lines.append(line(span.status, index, before, at_first))
     change = CallChange(previous_id=previous_id, previous_url=previous_url, pruned=None, first_changed=first,
-                        counts=diff.counts, tools_changed=tools_differ, sent=len(sent))
+                        counts=diff.counts, tools_changed=pairing.tools_changed, sent=len(sent))
     return change, lines

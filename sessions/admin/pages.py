@@ -21,7 +21,6 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from context.request_diff import tools_changed
 from sessions.admin.audit import access_audit_write
 from sessions.admin.chart import ChartPoint, compaction_chart
 from sessions.admin.display import (
@@ -48,20 +47,16 @@ from sessions.admin.reads import (
     run_calls_overview,
     run_events,
     run_events_more_after,
-    session_calls,
     session_snapshots,
     session_sub_instances,
 )
+from sessions.inspector_selectors import CallPairing, model_call_pairings
 from sessions.models import CompactionSnapshot, Instance, ModelCall, Run, RunEvent, Session, SessionMessage
 from sessions.selectors import (
     RECORDS_PAGE_DEFAULT,
     RECORDS_PAGE_MAX,
     instance_in_session,
-    model_call_entries,
-    model_call_last_before_run,
     model_call_repairs,
-    model_call_tools,
-    model_calls_previous,
     records_page,
 )
 from sessions.staff import staff_may_read
@@ -335,6 +330,19 @@ def _call_url(call: ModelCall) -> str:
     return admin_url("run_context", call.run_id, after=call.pk - 1 or None) + f"#call-{call.pk}"
 
 
+def _call_detail(run: Run, pairing: CallPairing) -> CallDetail:
+    call = pairing.call
+    repairs = repair_views(model_call_repairs(call=call), record_url=lambda seq: records_url(
+        run.session_id, after=seq - 1, limit=1))
+    earlier = pairing.previous if pairing.previous_in_earlier_run else None  # on another run's page
+    previous_url = _call_url(earlier) if earlier is not None else None
+    change, lines = sent_lines(pairing, repairs=repairs, previous_url=previous_url)
+    return CallDetail(call=call, instance=_instance_label(call.instance),
+                      figures=call_figures(estimated=call.estimated_tokens, usage=call.usage,
+                                           estimates=[entry.estimated_tokens for entry in pairing.entries]),
+                      change=change, lines=lines, repairs=repairs, tools=sent_tools(pairing.tools))
+
+
 def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     """Exactly what each model call of a run received: messages with their estimates and
     their changes since the previous call of the instance (first changed position: where a
@@ -353,36 +361,14 @@ def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) 
                              url=_call_url(call))
                  for call in overview]
     page_ids = [call_id for call_id in ids if call_id > after][:CALLS_PAGE]
-    previous_of = model_calls_previous(calls=overview)
-    earlier: dict[int, ModelCall] = {}  # the first main-instance call of a purpose: the previous run's last
-    for call in overview:
-        if call.pk in page_ids and previous_of[call.pk] is None and call.instance.parent_id is None:
-            before = model_call_last_before_run(run=run, purpose=call.purpose)
-            if before is not None:
-                previous_of[call.pk], earlier[before.pk] = before.pk, before
-    compared = sorted({previous_of[pk] for pk in page_ids if previous_of[pk] is not None} - set(page_ids))
-    with transaction.atomic():
+
+    def audit(compared: list[int]) -> None:  # before anything is decrypted, the previous calls too
         access_audit_write(user=request.user, what="context_inspector", session=run.session, run=run,
                            detail={"after": after, "calls": page_ids, "compared_with": compared})
-        loaded = {call.pk: call for call in session_calls(session=run.session, ids=[*page_ids, *compared])}
-        sent = {pk: (model_call_entries(call=call), model_call_tools(call=call)) for pk, call in loaded.items()}
-        details = []
-        for pk in page_ids:
-            call = loaded[pk]
-            entries, tools = sent[pk]
-            before = previous_of[pk]
-            repairs = repair_views(model_call_repairs(call=call), record_url=lambda seq: records_url(
-                run.session_id, after=seq - 1, limit=1))
-            pruned = next((c.pk for c in (call, loaded.get(before)) if c is not None and c.pruned_at), None)
-            change, lines = sent_lines(entries, previous=sent[before][0] if before is not None else None,
-                                       previous_id=before, repairs=repairs, pruned=pruned,
-                                       previous_url=_call_url(earlier[before]) if before in earlier else None,
-                                       tools_differ=before is not None and tools_changed(sent[before][1], tools))
-            details.append(CallDetail(
-                call=call, instance=_instance_label(call.instance),
-                figures=call_figures(estimated=call.estimated_tokens, usage=call.usage,
-                                     estimates=[entry.estimated_tokens for entry in entries]),
-                change=change, lines=lines, repairs=repairs, tools=sent_tools(tools)))
+
+    with transaction.atomic():
+        pairings = model_call_pairings(run=run, ids=page_ids, before_read=audit)
+        details = [_call_detail(run, pairing) for pairing in pairings]
     position = ids.index(page_ids[0]) if page_ids else len(ids)
     previous_start = max(0, position - CALLS_PAGE)
     more = bool(page_ids) and ids[-1] > page_ids[-1]

@@ -83,8 +83,3 @@ def run_calls_overview(*, run: Run) -> list[ModelCall]:
     return list(ModelCall.objects.filter(run=run).select_related("instance").defer("request", "instance__frame")
                 .order_by("id"))
 
-
-def session_calls(*, session: Session, ids: list[int]) -> list[ModelCall]:
-    """Model calls ``ids`` of any run of the session, with what each received (decrypts)."""
-    return list(ModelCall.objects.filter(run__session=session, id__in=ids).select_related("instance")
-                .defer("instance__frame").order_by("id"))
