@@ -19,6 +19,7 @@ from agentloom.agents.selectors import agent_budget, version_budget
 from agentloom.agents.server_tools import version_tool_drift
 from agentloom.agents.services import agent_draft_create, agent_publish, agent_update
 from agentloom.errors import DomainError
+from agentloom.readonly_admin import ReadOnlyAdminMixin
 from agentloom.toolservers.admin import annotations_text
 
 
@@ -142,7 +143,7 @@ def version_page_links(version_id: int) -> str:
 
 
 @admin.register(AgentVersion)
-class AgentVersionAdmin(admin.ModelAdmin):
+class AgentVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Published versions are read-only: they are frozen by design (RUN-4)."""
 
     list_display = ["name", "version", "agent", "model", "context_window", "budget_figures", "published_at", "pages"]
@@ -162,15 +163,6 @@ class AgentVersionAdmin(admin.ModelAdmin):
     @admin.display(description="Console")
     def pages(self, obj: AgentVersion) -> str:
         return version_page_links(obj.pk) if obj.pk else "-"
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="Budget (frozen)")
     def budget_figures(self, obj: AgentVersion) -> str:

@@ -15,6 +15,7 @@ from django.utils.html import format_html, format_html_join
 
 from agentloom.agents.admin import VERSION_PAGES, VersionPage
 from agentloom.errors import DomainError
+from agentloom.readonly_admin import ReadOnlyAdminMixin
 from sessions.admin import pages, usage
 from sessions.admin.display import call_figures, compaction_figures
 from sessions.models import (
@@ -48,20 +49,11 @@ def _change_link(model: str, pk: int | None, text: object) -> str:
     return format_html('<a href="{}">{}</a>', reverse(f"admin:agent_sessions_{model}_change", args=[pk]), text)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Runs, records, snapshots and events are written by the system only."""
 
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-
-class RunInline(admin.TabularInline):
+class RunInline(ReadOnlyAdminMixin, admin.TabularInline):
     """A session's runs on its page, with the way into each run's timeline and inspector."""
 
     model = Run
@@ -71,15 +63,6 @@ class RunInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="Pages")
     def pages(self, obj: Run) -> str:
