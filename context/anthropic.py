@@ -201,7 +201,8 @@ def native_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str, An
     input_schema}``; tools already in the native shape pass through (copied)."""
     out: list[dict[str, Any]] = []
     for tool in tools or ():
-        spec = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        function = tool.get("function")
+        spec: Mapping[str, Any] = function if isinstance(function, Mapping) else tool
         native: dict[str, Any] = {"name": spec.get("name")}
         description = spec.get("description")
         if isinstance(description, str) and description.strip():

@@ -27,7 +27,7 @@ every body it builds. The rules (each a stable slug, see docs/context-engine.md)
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from context.validate import Problem
@@ -40,7 +40,7 @@ BODY_FIELDS = frozenset({
     "model", "messages", "max_tokens", "system", "tools", "tool_choice", "stream", "metadata",
     "stop_sequences", "temperature", "top_k", "top_p", "thinking", "service_tier",
 })
-_BLOCK_FIELDS = {
+_BLOCK_FIELDS: dict[object, set[str]] = {  # looked up by whatever "type" a block holds
     "text": {"type", "text", "cache_control", "citations"},
     "image": {"type", "source", "cache_control"},
     "tool_use": {"type", "id", "name", "input", "cache_control"},
@@ -89,8 +89,9 @@ class _Checker:
             self.add(index, "blank-text-block", "text blocks must contain non-whitespace text")
 
     def image_block(self, index: int, block: Mapping[str, Any]) -> None:
-        source = block.get("source")
-        kind = source.get("type") if isinstance(source, Mapping) else None
+        raw = block.get("source")
+        source: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        kind = source.get("type")
         if kind == "base64":
             if source.get("media_type") not in IMAGE_MEDIA_TYPES or _blank(source.get("data")):
                 self.add(index, "image-source", "a base64 image needs a jpeg, png, gif or webp media_type and data")
@@ -99,7 +100,7 @@ class _Checker:
 
     def block(self, index: int, role: str, block: Any) -> str | None:
         """Check one content block; return its type when it is a known one."""
-        kind = block.get("type") if isinstance(block, Mapping) else None
+        kind: str | None = block.get("type") if isinstance(block, Mapping) else None  # a str once known
         if kind not in _BLOCK_FIELDS:
             self.add(index, "block-type", f"unknown content block {kind!r:.40}")
             return None
@@ -157,8 +158,8 @@ class _Checker:
 
 def _check_top(body: Mapping[str, Any], c: _Checker) -> None:
     unknown = sorted(set(body) - BODY_FIELDS)
-    for name in unknown:
-        c.add(None, "unknown-field", f"{name}: not a Messages API field")
+    for field in unknown:
+        c.add(None, "unknown-field", f"{field}: not a Messages API field")
     if _blank(body.get("model")):
         c.add(None, "model-missing", "model is required")
     limit = body.get("max_tokens")
@@ -176,7 +177,7 @@ def _check_top(body: Mapping[str, Any], c: _Checker) -> None:
         c.add(None, "system-shape", "system must be non-blank text or a list of text blocks")
     tools = body.get("tools")
     if tools is not None:
-        names: set[str] = set()
+        names: set[object] = set()
         for tool in tools if isinstance(tools, list) else [None]:
             name = tool.get("name") if isinstance(tool, Mapping) else None
             schema = tool.get("input_schema") if isinstance(tool, Mapping) else None
@@ -279,7 +280,7 @@ class TurnChecker:
             self._previous = role
         self.count += len(messages)
 
-    def problems(self, body: Mapping[str, Any], *, marks: list[Mapping[str, Any]] | None = None) -> list[Problem]:
+    def problems(self, body: Mapping[str, Any], *, marks: Sequence[Mapping[str, Any]] | None = None) -> list[Problem]:
         """Every problem of ``body`` whose turns are the ones read so far (the checker is
         left as it was). ``marks``: when the turns were read before their cache marks were
         placed, the blocks that carry one, checked and counted here instead."""

@@ -34,6 +34,9 @@ from context.ids import IdAllocator, is_portable_id
 from context.media import trim_screenshots
 from context.pairing import Call, Closures, Result, call_outcome, pair
 
+# One item of the first pass (``projector._Reader.items``): (tag, a, b, run, seq, source seq).
+Item = tuple[int, Any, Any, Any, Any, Any]
+
 # What the first pass makes of a record: a plain message, an assistant message (with its
 # calls), a result.
 ITEM_MESSAGE, ITEM_ASSISTANT, ITEM_RESULT = 0, 1, 2
@@ -79,7 +82,7 @@ def _result_source(result: Result) -> tuple[int, int] | None:
     return _source(result.seq) if result.scope[0] == "records" else None
 
 
-def _pair_tail(items: list[tuple], closures: Closures, ended: list[Call], once: bool) -> dict[int, int]:
+def _pair_tail(items: list[Item], closures: Closures, ended: list[Call], once: bool) -> dict[int, int]:
     """Pair the calls and results of ``items`` afresh, after the ``ended`` calls of the
     settled prefix; returns each result's position (nothing when ``once``)."""
     for call in ended:
@@ -101,7 +104,7 @@ def _pair_tail(items: list[tuple], closures: Closures, ended: list[Call], once: 
     return positions
 
 
-def assemble(items: list[tuple], closures: Closures, notes: dict[int, list[dict[str, Any]]],
+def assemble(items: list[Item], closures: Closures, notes: dict[int, list[dict[str, Any]]],
              open_runs: Collection[Any], screen_tools: Collection[str], settled: Settled,
              repairs: list[dict[str, Any]] | None, once: bool = False,
              track: bool = True) -> tuple[list[dict[str, Any]], list[tuple[int, int] | None]]:

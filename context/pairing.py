@@ -14,6 +14,9 @@ from collections import deque
 from collections.abc import Collection, Hashable, Sequence
 from typing import Any
 
+# Where a call or result was read: ("records", instance) or ("checkpoint", seq, index).
+Scope = tuple[Hashable, ...]
+
 
 class Call:
     """One tool call as read from an assistant message."""
@@ -23,7 +26,7 @@ class Call:
         "answer", "late", "new_id",
     )
 
-    def __init__(self, raw_id: Any, scope: Hashable, run: Any, index: int, name: str,
+    def __init__(self, raw_id: Any, scope: Scope, run: Any, index: int, name: str,
                  arguments: str, from_partial: bool) -> None:
         self.raw_id = raw_id
         self.scope = scope
@@ -42,7 +45,7 @@ class Result:
 
     __slots__ = ("raw_id", "scope", "index", "seq", "status", "content", "screen", "call")
 
-    def __init__(self, raw_id: Any, scope: Hashable, index: int, seq: Any, status: str,
+    def __init__(self, raw_id: Any, scope: Scope, index: int, seq: Any, status: str,
                  content: Any, screen: bool) -> None:
         self.raw_id = raw_id
         self.scope = scope

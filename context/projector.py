@@ -56,7 +56,7 @@ class _Reader:
             self._read_chat_message(message, ("view",), _VIEW_RUN, watermark)
 
     # -- records --------------------------------------------------------------------
-    def read(self, record: dict[str, Any]) -> None:
+    def read(self, record: Mapping[str, Any]) -> None:
         """Read one record; records the view already covers are skipped."""
         # Records are plain dicts (SPEC §3); exact dict checks keep this loop fast.
         if not isinstance(record, dict):
@@ -87,7 +87,7 @@ class _Reader:
             self._read_result(message, ("records", record.get("instance")), run, seq, render_status=True)
         elif kind == rec.USER or kind == rec.SUPPLEMENT:
             content = rec.normalize_content(message.get("content"))
-            if rec.content_is_empty(content):
+            if content is None or rec.content_is_empty(content):
                 return
             if kind == rec.SUPPLEMENT:
                 content = rec.prefix_content(content, rec.SUPPLEMENT_PREFIX)
@@ -127,7 +127,7 @@ class _Reader:
         for raw in raw_calls if isinstance(raw_calls, list) else ():
             function = raw.get("function") if isinstance(raw, dict) else None
             name = function.get("name") if isinstance(function, dict) else None
-            if not isinstance(name, str) or not name:
+            if not isinstance(function, dict) or not isinstance(name, str) or not name:
                 continue  # nothing any provider could accept, and nothing was executed
             arguments, is_object = rec.parse_arguments(function.get("arguments"))
             if not is_object:
@@ -161,7 +161,7 @@ class _Reader:
         if not isinstance(status, str) or status not in rec.RESULT_STATUSES:
             status = "error" if message.get("is_error") else "ok"
         content = rec.normalize_content(message.get("content"))
-        if rec.content_is_empty(content):
+        if content is None or rec.content_is_empty(content):
             content = rec.EMPTY_RESULT_TEXT if not content else [
                 *content, {"type": "text", "text": rec.EMPTY_RESULT_TEXT}]
         cut = truncate_content(content, self.limit, seq)

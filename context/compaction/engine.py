@@ -35,6 +35,7 @@ import math
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
+from context.estimators import Estimator
 from context.validate import Problem
 
 from .cleaning import MIN_SUMMARY_CHARS, clean_summary, summary_problem
@@ -121,13 +122,14 @@ def drive(
         while True:
             call = flow.send(summarize(call))
     except StopIteration as stop:
-        return stop.value
+        result: CompactionResult = stop.value
+        return result
 
 
 class _Units:
     """Costs of texts and messages in the request's estimator units."""
 
-    def __init__(self, estimator: Any) -> None:
+    def __init__(self, estimator: Estimator) -> None:
         self.estimator = estimator
         self._empty = estimator.message({"role": "user", "content": ""})
 
@@ -320,7 +322,8 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     if not decision.commit:
         return CompactionResult(decision.outcome, decision.reason, None, summary, metrics)
     lead = len(view) - len(retained)
-    sources: list[Source] = [None] * lead + retained_sources
+    summary_sources: list[Source] = [None] * lead  # the summary, the anchor, the state block
+    sources = summary_sources + retained_sources
     return CompactionResult("compacted", "committed", view, summary, metrics, sources)
 
 

@@ -74,7 +74,7 @@ def fit_tool_outputs(
             break
         original = out[i].get("content")
         size = _text_size(original)
-        if size <= MIN_TOOL_OUTPUT_CHARS:
+        if not isinstance(original, (str, list)) or size <= MIN_TOOL_OUTPUT_CHARS:
             continue
         allowed = costs[i] - (total - budget_tokens)  # what this message may cost
         limit = max(MIN_TOOL_OUTPUT_CHARS, int(size * max(allowed, 0) / max(costs[i], 1)))

@@ -79,7 +79,7 @@ def _excerpt(text: str, limit: int) -> str:
     return f' Begins: "{_clip(flat, limit)}"'
 
 
-def _tool_note(message: Mapping[str, Any], calls: Mapping[str, tuple[str, str]], excerpt: int) -> str:
+def _tool_note(message: Mapping[str, Any], calls: Mapping[object, tuple[str, str]], excerpt: int) -> str:
     content = message.get("content")
     images = sum(1 for part in content if is_image_part(part)) if isinstance(content, list) else 0
     # Size and excerpt describe the text; images are counted apart.
@@ -124,7 +124,7 @@ def summarizer_input(
     passes it for groups it has already classified, so a user who types the preamble
     into a question is still quoted as a user.
     """
-    calls: dict[str, tuple[str, str]] = {}
+    calls: dict[object, tuple[str, str]] = {}  # by whatever id a call holds
     for message in messages:
         for call in message.get("tool_calls") or ():
             if not isinstance(call, Mapping):
@@ -145,7 +145,7 @@ def summarizer_input(
     return out
 
 
-def _entry(message: Mapping[str, Any], previous: Mapping[str, Any] | None, calls: Mapping[str, tuple[str, str]],
+def _entry(message: Mapping[str, Any], previous: Mapping[str, Any] | None, calls: Mapping[object, tuple[str, str]],
            excerpt: int, text_limit: int | None, recognise: bool) -> str | None:
     role = message.get("role")
     if recognise:

@@ -28,9 +28,9 @@ class RuntimeState:
     """
 
     plan: str | None = None
-    pending_calls: tuple[dict, ...] = ()
-    unknown_calls: tuple[dict, ...] = ()
-    sub_instances: tuple[dict, ...] = ()
+    pending_calls: tuple[dict[str, Any], ...] = ()
+    unknown_calls: tuple[dict[str, Any], ...] = ()
+    sub_instances: tuple[dict[str, Any], ...] = ()
     queued_supplements: tuple[str, ...] = ()
 
     def is_empty(self) -> bool:
@@ -53,15 +53,15 @@ class CompactionRequest:
     model reply).
     """
 
-    system: dict
-    messages: list[dict]
+    system: dict[str, Any]
+    messages: list[dict[str, Any]]
     sources: list[Source]
-    task_anchor: dict | None
+    task_anchor: dict[str, Any] | None
     runtime_state: RuntimeState
     budget: Budget
     policy: ContextPolicy
     estimator: Estimator
-    tools: list[dict]
+    tools: list[dict[str, Any]]
     trigger: str
     max_summary_calls: int
     dialect: str = "openai"
@@ -78,7 +78,7 @@ class SummaryCall:
     Send it with ``max_output_tokens`` = the budget's output reserve.
     """
 
-    messages: list[dict]
+    messages: list[dict[str, Any]]
     segment: int
     attempt: int
     consumed: Source
@@ -110,7 +110,7 @@ class CompactionResult:
 
     outcome: str
     reason: str
-    messages: list[dict] | None
+    messages: list[dict[str, Any]] | None
     summary: str | None
     metrics: dict[str, Any]
     sources: list[Source] | None = None

@@ -60,7 +60,7 @@ def is_continuation_message(message: Any) -> bool:
 
 def continuation_summary(message: Mapping[str, Any]) -> str:
     """The summary inside a continuation message (``is_continuation_message`` must hold)."""
-    content = message["content"]
+    content: str = message["content"]
     body = content[len(CONTINUATION_HEADER + _CONTINUATION_INTRO):]
     return body[: body.rindex(_SUMMARY_END)]
 
@@ -175,7 +175,7 @@ def assemble_view(
         if is_continuation_message(summary_message):
             summary_message = continuation_message(continuation_summary(summary_message), restated_anchor=place_anchor)
         out.append(copy.deepcopy(dict(summary_message)))
-    if place_anchor:
+    if place_anchor and task_anchor is not None:  # (place_anchor already says it is not None)
         out.append(copy.deepcopy(dict(task_anchor)))
     if runtime_state_message is not None:
         out.append(copy.deepcopy(dict(runtime_state_message)))
