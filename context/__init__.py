@@ -70,8 +70,32 @@ from context.compaction import (  # noqa: E402
 from context.anthropic import AnthropicBuilder, build_anthropic_body  # noqa: E402
 from context.anthropic_validate import anthropic_body_problems  # noqa: E402
 
+# The pipeline of a step is built on all of the above.
+from context.pipeline import (  # noqa: E402
+    CompactFirst,
+    ContextPipeline,
+    ContextTooLong,
+    InstanceContext,
+    RequestShape,
+    RunFigures,
+    Send,
+    Start,
+    build_body,
+    request_builder,
+)
+
 __all__ = [
     "AnthropicBuilder",
+    "CompactFirst",
+    "ContextPipeline",
+    "ContextTooLong",
+    "InstanceContext",
+    "RequestShape",
+    "RunFigures",
+    "Send",
+    "Start",
+    "build_body",
+    "request_builder",
     "BYTES_V1",
     "CalibratedEstimator",
     "Calibration",

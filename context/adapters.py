@@ -224,9 +224,12 @@ def build_request_body(
     stream: bool = True,
     supports_images: bool | None = None,
     thinking: bool = False,
+    stream_usage: bool = True,
 ) -> dict[str, Any]:
     """Build a chat-completions request body in ``dialect`` from projected messages, with
-    the output limit in the provider's ``output_limit_field`` (CTX-11).
+    the output limit in the provider's ``output_limit_field`` (CTX-11). ``stream_usage``
+    asks for usage in a stream's last chunk (``ProviderSpec.stream_usage_option``): the
+    body says so itself, so the call log holds what the provider received.
 
     Raises RequestValidationError when the result would break CTX-10 (nothing invalid is
     ever returned for sending) and ValueError for an unknown dialect or a bad limit.
@@ -234,7 +237,7 @@ def build_request_body(
     """
     return RequestBuilder().build(messages, dialect=dialect, model=model, max_output_tokens=max_output_tokens,
                                   output_limit_field=output_limit_field, tools=tools, stream=stream,
-                                  supports_images=supports_images, thinking=thinking)
+                                  supports_images=supports_images, thinking=thinking, stream_usage=stream_usage)
 
 
 class RequestBuilder:
@@ -262,7 +265,8 @@ class RequestBuilder:
 
     def build(self, messages: Sequence[Mapping[str, Any]], *, dialect: str, model: str, max_output_tokens: int,
               output_limit_field: str = "max_tokens", tools: Sequence[Mapping[str, Any]] | None = None,
-              stream: bool = True, supports_images: bool | None = None, thinking: bool = False) -> dict[str, Any]:
+              stream: bool = True, supports_images: bool | None = None, thinking: bool = False,
+              stream_usage: bool = True) -> dict[str, Any]:
         """The request body, as ``build_request_body`` builds it (same arguments, same errors)."""
         mode = check_dialect(dialect)
         if isinstance(max_output_tokens, bool) or not isinstance(max_output_tokens, int) or max_output_tokens < 1:
@@ -282,7 +286,7 @@ class RequestBuilder:
         if tools:
             body["tools"] = copy.deepcopy(list(tools))
         body["stream"] = stream
-        if stream:
+        if stream and stream_usage:
             # Usage arrives in the last chunk only when asked for; CTX-25 needs it.
             body["stream_options"] = {"include_usage": True}
         return body

@@ -126,6 +126,12 @@ class Budget:
         """context_window - max_output_tokens - safety_margin_tokens."""
         return self.context_window - self.max_output_tokens - self.safety_margin_tokens
 
+    def fits(self, figure: int) -> bool:
+        """CTX-39, the one hard-limit rule: a request whose calibrated figure plus the output
+        reserve stays within the window less the safety margin may be sent. Every request
+        of a run (action, summary, completion check) and every throttle reads this."""
+        return figure + self.max_output_tokens <= self.context_window - self.safety_margin_tokens
+
     def trigger_threshold(self, policy: ContextPolicy) -> float:
         """effective_input x context_ratio, exactly; an estimate at or above it triggers."""
         return self.effective_input * policy.context_ratio

@@ -4,8 +4,9 @@
 an object with ``stream_chat(body) -> Iterator[ChatEvent]``: :class:`HttpChatClient` for
 providers spoken to over OpenAI-style ``POST {base_url}/chat/completions`` (OpenAI,
 DeepSeek, every compatible server) and ``demo.DemoChatClient`` for the offline demo.
-The body is a ready dict (``context.build_request_body`` makes it); the client only adds
-``stream``/``stream_options`` and never rewrites messages.
+The body is a ready dict (``context.build_body`` makes it, ``stream_options`` included
+where the provider reads it); the client only sets ``stream`` and never rewrites
+messages, so the call log holds what the provider received.
 
 Errors (LOOP-3): a failure before any content raises a :class:`ProviderError`; a failure
 after content arrived ends the iteration with ``StreamEnd(cut=True, error=...)`` so the
@@ -119,9 +120,7 @@ class HttpChatClient(GuardedChatClient):
 
         if body.get("stream", True) is False:
             return self._post_json(self.url, body, headers=self._headers(stream=False), json_events=json_events)
-        body["stream"] = True
-        if self._spec.stream_usage_option and "stream_options" not in body:
-            body["stream_options"] = {"include_usage": True}  # usage in the last chunk (CTX-25)
+        body["stream"] = True  # ``stream_options`` is the body's own (``context.build_body``)
         assembler = StreamAssembler()
 
         def read(message: SSEMessage) -> tuple[list[ChatEvent], bool]:

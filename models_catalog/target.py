@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from context import RequestShape
 from models_catalog.http import CHAT_LIMITS, HttpLimits
 from models_catalog.providers import get_provider
 
@@ -28,6 +29,13 @@ class ModelTarget:
     supports_images: bool = False
     limits: HttpLimits = CHAT_LIMITS
     connection_id: int | None = None  # what is learned about the model is kept per connection
+    stream_usage: bool = True  # the provider reads ``stream_options.include_usage`` (CTX-25)
+
+    @property
+    def shape(self) -> RequestShape:
+        """What the context engine needs to build this target's requests."""
+        return RequestShape(model=self.model, dialect=self.dialect, output_limit_field=self.output_limit_field,
+                            supports_images=self.supports_images, stream_usage=self.stream_usage)
 
 
 def model_target(*, provider: str, model: str, base_url: str | None, api_key: str | None,
@@ -38,4 +46,4 @@ def model_target(*, provider: str, model: str, base_url: str | None, api_key: st
     return ModelTarget(provider=spec.name, dialect=spec.dialect, output_limit_field=spec.output_limit_field,
                        exact_tokenizer=spec.exact_tokenizer, model=model, base_url=base_url or None,
                        api_key=api_key or None, supports_images=supports_images, limits=limits,
-                       connection_id=connection_id)
+                       connection_id=connection_id, stream_usage=spec.stream_usage_option)

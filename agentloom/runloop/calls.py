@@ -1,5 +1,6 @@
-"""Model calls of a run: the request body with its hard limit, the streaming action call,
-and the collected calls of summaries and completion checks.
+"""Model calls of a run: the streaming action call, and the collected calls of summaries
+and completion checks. Their bodies come from the context engine (``context.ContextPipeline``
+for action calls, ``context.build_body`` for the others), already under the hard limit.
 
 This is the one place a chat client is opened (``chat_client``), so every call of a run —
 action, summary, verification — goes to the run's ``ModelTarget`` with the same
@@ -8,8 +9,6 @@ the context inspector before it is sent and closed with its outcome and usage.
 """
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,14 +16,7 @@ from django.conf import settings
 
 from agentloom.runloop.errors import ContextRefused, RunStopped
 from agentloom.runloop.state import RunState
-from context import (
-    AnthropicBuilder,
-    RequestBuilder,
-    RequestValidationError,
-    build_anthropic_body,
-    build_request_body,
-    usage_prompt_tokens,
-)
+from context import Send, usage_prompt_tokens
 from models_catalog.client import (
     ChatClient,
     ReasoningDelta,
@@ -40,90 +32,12 @@ from sessions.models import Instance, ModelCall
 from sessions.services.events import DeltaBuffer, event_emit
 from sessions.services.model_calls import PreparedCall, model_call_close, model_call_open, model_call_prepare
 
-logger = logging.getLogger("agentloom.runloop")
 
 
 def chat_client(target: ModelTarget) -> ChatClient:
     """Open a chat client for ``target`` — the only place the run loop opens one."""
     return get_chat_client(provider=target.provider, base_url=target.base_url, api_key=target.api_key,
                            allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=target.limits)
-
-
-def request_builder(target: ModelTarget) -> RequestBuilder | AnthropicBuilder:
-    """What keeps one instance's successive request bodies, for the target's dialect."""
-    return AnthropicBuilder() if target.dialect == "anthropic" else RequestBuilder()
-
-
-def body_build(target: ModelTarget, messages: Sequence[dict[str, Any]], *, max_output_tokens: int,
-               tools: Sequence[dict[str, Any]] | None = None, keep_thinking: bool = False,
-               builder: RequestBuilder | AnthropicBuilder | None = None) -> dict[str, Any]:
-    """A request body in the target's dialect; raises RequestValidationError (CTX-10).
-
-    The ``anthropic`` dialect is the native Messages API body (top-level system, content
-    blocks, prompt-cache breakpoints); ``keep_thinking`` passes signed thinking blocks back
-    when the model that wrote them is the one called now (CTX-11). ``builder`` keeps what
-    the previous request of the same instance adapted and checked (LOOP-1)."""
-    if target.dialect == "anthropic":
-        native = builder.build if isinstance(builder, AnthropicBuilder) else build_anthropic_body
-        return native(messages, model=target.model, max_tokens=max_output_tokens, tools=tools or None,
-                      supports_images=target.supports_images, keep_thinking=keep_thinking)
-    build = builder.build if isinstance(builder, RequestBuilder) else build_request_body
-    return build(messages, dialect=target.dialect, output_limit_field=target.output_limit_field,
-                 model=target.model, max_output_tokens=max_output_tokens, tools=tools or None,
-                 supports_images=target.supports_images)
-
-
-
-def hard_limit(state: RunState) -> int:
-    """The most a whole request (messages, tools and output reserve) may hold (CTX-39)."""
-    return state.budget.context_window - state.budget.safety_margin_tokens
-
-
-@dataclass(frozen=True)
-class ActionRequest:
-    """An action call ready to send: its body and our estimate of it, per message too."""
-
-    body: dict[str, Any]
-    estimator_id: str
-    estimate: int
-    per_message: list[int]
-    repairs: list[dict[str, Any]]
-
-
-def action_request_build(state: RunState, instance: Instance, messages: list[dict[str, Any]],
-                         schemas: list[dict[str, Any]], repairs: Sequence[dict[str, Any]] = ()) -> ActionRequest:
-    """Build the action request, refuse an invalid one (CTX-10) and one over the hard limit (CTX-39).
-    ``repairs`` (what the projection changed, by position in ``messages``) go to the call's log."""
-    try:
-        body = body_build(state.target, messages, max_output_tokens=state.budget.max_output_tokens, tools=schemas,
-                          keep_thinking=state.thinking_continues,
-                          builder=state.builders.setdefault(instance.pk, request_builder(state.target)))
-    except RequestValidationError as exc:
-        # CTX-10: an invalid request is a bug. Never send it; say so and keep the records.
-        logger.error("run %s: refusing to send an invalid request: %s", state.run.pk, exc)
-        raise RunStopped("invalid_request", "The conversation could not be turned into a valid request; "
-                         "nothing was sent. This is a bug and has been logged.") from None
-    estimator = state.estimator()
-    # Estimated on the OpenAI-shaped messages in every dialect: our estimators count those
-    # shapes (a native body keeps the system text outside its messages, and its image
-    # blocks carry raw base64).
-    native = state.target.dialect == "anthropic"
-    counted = messages if native else body["messages"]
-    # Read-only (LOOP-1): the projection and the builders never change a message they handed out.
-    figures = estimator.messages(counted, track=("body", instance.pk), read_only=True)
-    estimate = estimator.request([], schemas if native else body.get("tools")) + sum(figures)
-    # CTX-39, checked before anything is sent, on the same calibrated figure as every other
-    # decision (CTX-25): never below what the provider counted for a recent request.
-    checked = state.figure(estimate)
-    if checked + state.budget.max_output_tokens > hard_limit(state):
-        raise RunStopped("context_overflow", "The conversation is too long for this model's context window "
-                         f"(about {checked:,} tokens plus {state.budget.max_output_tokens:,} reserved for the answer).")
-    # Per-message figures line up with what the inspector shows only for OpenAI-shaped bodies.
-    per_message = [] if native else figures
-    # A native body merges turns and moves the system text out: positions would mislead.
-    logged = [{**r, "position": None} for r in repairs] if native else list(repairs)
-    return ActionRequest(body=body, estimator_id=estimator.id, estimate=estimate, per_message=per_message,
-                         repairs=logged)
 
 
 @dataclass
@@ -136,7 +50,7 @@ class ActionAnswer:
     events: list[tuple[str, dict[str, Any]]]
 
 
-def action_call(state: RunState, instance: Instance, request: ActionRequest) -> ActionAnswer:
+def action_call(state: RunState, instance: Instance, request: Send) -> ActionAnswer:
     """One streaming action call with bounded retries (LOOP-3), deltas as events, Stop honoured.
 
     The call's log is saved with the step that saves the answer (one transaction); a call
@@ -167,7 +81,7 @@ def action_call(state: RunState, instance: Instance, request: ActionRequest) -> 
     return ActionAnswer(end=end, log=log, events=tail)
 
 
-def _log(state: RunState, instance: Instance, request: ActionRequest, outcome: str,
+def _log(state: RunState, instance: Instance, request: Send, outcome: str,
          usage: dict[str, Any] | None) -> PreparedCall:
     return model_call_prepare(run=state.run, instance=instance, purpose=ModelCall.Purpose.ACTION,
                               provider=state.target.provider, model=state.target.model,
@@ -176,7 +90,7 @@ def _log(state: RunState, instance: Instance, request: ActionRequest, outcome: s
                               outcome=outcome, usage=usage, finished=True, repairs=request.repairs)
 
 
-def _log_failed(state: RunState, instance: Instance, request: ActionRequest, outcome: str) -> None:
+def _log_failed(state: RunState, instance: Instance, request: Send, outcome: str) -> None:
     prepared = _log(state, instance, request, outcome, None)
     prepared.call.save(force_insert=True)
     state.call_chain(instance, ModelCall.Purpose.ACTION).advance(prepared)

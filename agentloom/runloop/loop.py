@@ -14,26 +14,25 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from typing import Any
 
 from django.db import connection as db_connection
 from django.db.models import Q
 
 from agentloom.runloop import compaction
-from agentloom.runloop.calls import action_call, action_request_build
+from agentloom.runloop.calls import action_call
 from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped
 from agentloom.runloop.meter import step_measured
 from agentloom.runloop.reaper import runs_reap_interrupted
 from agentloom.runloop.state import RunState, run_state_build, system_message
 from agentloom.runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_events
 from agentloom.runloop.verification import run_verify
-from context import PolicyError
+from context import ContextPipeline, ContextTooLong, PolicyError, RequestValidationError, Send
 from sessions.models import Instance, ModelCall, Run, RunAttention
 from sessions.selectors import main_instance
 from sessions.services.events import event_emit
 from sessions.services.history import (
-    ContextCache,
     assistant_record,
-    context_project,
     instance_steps_recount,
     instance_steps_save,
     supplements_take,
@@ -132,24 +131,32 @@ def _learn_window(state: RunState, refusal: ContextRefused) -> None:
     logger.warning("run %s: the provider refused a request as too long; window now %s", state.run.pk, window)
 
 
+def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, depth: int,
+             schemas: list[dict[str, Any]], *, refused: bool) -> Send:
+    """The step's request from the instance's pipeline, compacted first when it says so."""
+    try:
+        return compaction.step_request(state, instance, pipeline, system_message(state, depth), schemas, depth=depth,
+                                       force="budget" if refused else None)
+    except RequestValidationError as exc:
+        # CTX-10: an invalid request is a bug. Never send it; say so and keep the records.
+        logger.error("run %s: refusing to send an invalid request: %s", state.run.pk, exc)
+        raise RunStopped("invalid_request", "The conversation could not be turned into a valid request; "
+                         "nothing was sent. This is a bug and has been logged.") from None
+    except ContextTooLong as exc:  # CTX-39, checked before anything is sent
+        raise RunStopped("context_overflow", str(exc)) from None
+
+
 def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
     """Drive one instance until it answers; returns the answer text."""
-    tools = state.tools_at(depth)
-    schemas = [tool.schema() for tool in tools]
+    schemas = [tool.schema() for tool in state.tools_at(depth)]
     refused = False  # the provider refused the last request as too long (CAT-3)
-    cache = state.caches.setdefault(instance.pk, ContextCache())
     while True:
         state.check()
         if instance.parent_id is None and state.signals.attention & RunAttention.SUPPLEMENT:
-            state.caches.setdefault(instance.pk, cache).own(supplements_take(run=state.run, instance=instance))
-        cache = state.caches.setdefault(instance.pk, ContextCache())  # a compaction starts a new one
-        prepared = context_project(run=state.run, instance=instance, cache=cache,
-                                   screen_tools=["browser_use", *(t.name for t in tools if t.observes_screen)])
-        cache.complete = True  # from here on the loop hands the cache what it writes
-        preparation = compaction.prepare(state, instance, prepared, system_message(state, depth), schemas, depth=depth,
-                                         force="budget" if refused else None)
+            state.written(instance, supplements_take(run=state.run, instance=instance))
+        pipeline = state.pipeline(instance, depth)  # loads its records at the first step and after a compaction
         try:
-            request = action_request_build(state, instance, preparation.messages, schemas, preparation.repairs)
+            request = _request(state, instance, pipeline, depth, schemas, refused=refused)
             answer = action_call(state, instance, request)
         except ContextRefused as refusal:
             if refused:  # compacted and refused again: never retry forever (CTX-39)

@@ -16,7 +16,7 @@ from context.calibration import usage_prompt_tokens
 
 def context_measured(state: RunState, *, tokens: int, measured_by: str) -> dict[str, Any]:
     """A ``context_measured`` event's data."""
-    budget = state.budget
+    budget = state.figures.budget
     data: dict[str, Any] = {
         "tokens": tokens, "measured_by": measured_by,
         "context_window": budget.context_window, "effective_input_tokens": budget.effective_input,
@@ -33,7 +33,8 @@ def step_measured(state: RunState, *, estimate: int, usage: dict[str, Any] | Non
                   answer: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The ``context_measured`` event of one main-instance step, to commit with it."""
     counted = usage_prompt_tokens(usage)
-    sent = counted if counted is not None else state.figure(estimate)
-    tokens = sent + state.figure(state.estimator().message(answer))
+    figures = state.figures
+    sent = counted if counted is not None else figures.figure(estimate)
+    tokens = sent + figures.figure(figures.estimates.message(answer))
     return "context_measured", context_measured(state, tokens=tokens,
                                                 measured_by="provider" if counted is not None else "estimate")

@@ -1,8 +1,9 @@
 """What one execution of a run knows, built once when a worker claims it.
 
 The version and budget the run froze (RUN-4), its limits (LOOP-2), its tools, where its
-model calls go (a ``ModelTarget``), the watch that reads Stop and writes heartbeats, and
-the per-run caches that keep each step O(new) (CTX-24).
+model calls go (a ``ModelTarget``), the watch that reads Stop and writes heartbeats, the
+run's figures (one estimator and calibration, CTX-24/25) and one context pipeline per
+instance (``context.ContextPipeline``), which keep each step O(new).
 """
 from __future__ import annotations
 
@@ -20,16 +21,15 @@ from agentloom.tools.delegate import MAX_DEPTH
 from agentloom.tools.server_tools import run_tool_sessions, server_tools_build
 from agentloom.toolservers.sessions import RunToolSessions
 from context import (
-    AnthropicBuilder,
     Budget,
-    Calibration,
+    ContextPipeline,
     ContextPolicy,
     EstimateCache,
-    RequestBuilder,
+    InstanceContext,
+    RunFigures,
     estimate_is_exact,
     get_estimator,
     prior_ratio,
-    ratio_sample,
 )
 from models_catalog.errors import ContextOverflowError
 from models_catalog.http import CHAT_LIMITS
@@ -42,8 +42,9 @@ from models_catalog.learning import (
 )
 from models_catalog.selectors import effective_base_url
 from models_catalog.target import ModelTarget, model_target
-from sessions.models import ModelCall, Run, SessionMessage, SessionView
-from sessions.services.history import ContextCache
+from sessions.models import Instance, ModelCall, Run, SessionMessage, SessionView
+from sessions.selectors import record_as_engine_dict
+from sessions.services.history import context_load
 from sessions.services.model_calls import CallChain
 from sessions.services.steps import RunNotOwned, RunSignals, run_touch, step_announce, step_commit
 
@@ -60,7 +61,7 @@ class RunState:
 
     run: Run
     limits: dict[str, int]
-    budget: Budget
+    frozen_budget: Budget  # as the run froze it (RUN-4); ``figures.budget`` is the one in force (CAT-3 lowers it)
     tools: list[Tool]
     watch: RunWatch
     redactor: Redactor
@@ -69,10 +70,8 @@ class RunState:
     tool_sessions: RunToolSessions = field(default_factory=lambda: RunToolSessions({}))
     started: float = field(default_factory=time.monotonic)
     sub_instances: int = 0
-    caches: dict[int, ContextCache] = field(default_factory=dict)
-    builders: dict[int, RequestBuilder | AnthropicBuilder] = field(default_factory=dict)  # per instance: its last body
-    estimates: EstimateCache | None = None
-    _calibration: Calibration | None = None
+    pipelines: dict[int, ContextPipeline] = field(default_factory=dict)  # per instance
+    _figures: RunFigures | None = None
     # Signed thinking blocks may go back only to the model that wrote them (CTX-11): true
     # when every earlier action call of the session went to this model, and nothing was imported.
     thinking_continues: bool = False
@@ -82,47 +81,51 @@ class RunState:
     signals: RunSignals = field(default_factory=RunSignals)
     touched_at: float = field(default_factory=time.monotonic)
     steps: dict[int, int] = field(default_factory=dict)  # assistant records per instance
-    main: Any = None  # the main instance, once the run is driven
+    main: Instance | None = None  # the main instance, once the run is driven
     unsaved_samples: list[float] = field(default_factory=list)
 
-    def estimator(self) -> EstimateCache:
-        """One estimate cache per run: each step estimates only what is new (CTX-24)."""
-        if self.estimates is None:
-            self.estimates = EstimateCache(get_estimator(self.target.model,
-                                                         exact_tokenizer=self.target.exact_tokenizer))
-        return self.estimates
+    @property
+    def figures(self) -> RunFigures:
+        """One estimator and one calibration per run (CTX-24, CTX-25): what the provider
+        counted against our estimates for this model, read once per run from what every
+        earlier session of the connection taught. Every decision reads its figures."""
+        if self._figures is None:
+            estimates = EstimateCache(get_estimator(self.target.model, exact_tokenizer=self.target.exact_tokenizer))
+            calibration = calibration_get(connection_id=self.target.connection_id, model=self.target.model,
+                                          estimator_id=estimates.id, prior=self._prior(estimates.id))
+            self._figures = RunFigures(estimates, calibration, self.frozen_budget)
+        return self._figures
+
+    def _prior(self, estimator_id: str) -> float:
+        return prior_ratio(estimator_id, exact=estimate_is_exact(estimator_id, self.target.model,
+                                                                 exact_tokenizer=self.target.exact_tokenizer))
+
+    def pipeline(self, instance: Instance, depth: int) -> ContextPipeline:
+        """The context pipeline of an instance, made at its first step and kept (LOOP-1)."""
+        pipeline = self.pipelines.get(instance.pk)
+        if pipeline is None:
+            context = InstanceContext(open_runs={self.run.pk}, screen_tools=self.screen_tools(depth))
+            pipeline = self.pipelines[instance.pk] = ContextPipeline(
+                shape=self.target.shape, figures=self.figures, policy=policy_of(self), context=context,
+                track=("request", instance.pk), keep_thinking=self.thinking_continues)
+        if not pipeline.context.loaded:  # the first step, or the first after a compaction
+            pipeline.context.load(*context_load(run=self.run, instance=instance))
+        return pipeline
+
+    def screen_tools(self, depth: int) -> list[str]:
+        """The tools whose results show a screen (CTX-8), beside the engine's default."""
+        return [tool.name for tool in self.tools_at(depth) if tool.observes_screen]
 
     def call_chain(self, instance: Any, purpose: str) -> CallChain:
         """What this run last logged for an instance and purpose: the next log is its delta."""
         return self.call_chains.setdefault((instance.pk, purpose), CallChain())
 
-    # --- one calibrated figure for every decision (CTX-25) ---
-
-    def _prior(self) -> float:
-        estimator_id = self.estimator().id
-        return prior_ratio(estimator_id, exact=estimate_is_exact(estimator_id, self.target.model,
-                                                                 exact_tokenizer=self.target.exact_tokenizer))
-
-    @property
-    def calibration(self) -> Calibration:
-        """What the provider counted against our estimates for this model, read once per run
-        from what every earlier session of the connection taught."""
-        if self._calibration is None:
-            self._calibration = calibration_get(connection_id=self.target.connection_id, model=self.target.model,
-                                                estimator_id=self.estimator().id, prior=self._prior())
-        return self._calibration
-
-    def figure(self, estimate: int) -> int:
-        """The calibrated figure of one of our estimates: what every budget decision reads."""
-        return self.calibration.figure(estimate)
-
     def learn_usage(self, *, estimate: int, provider_count: int | None) -> None:
         """Keep a provider's count of a request we estimated (any call: action, summary,
         check). In force at once; saved for later sessions every few samples and when the
         run ends (``calibration_save``), not with every step."""
-        sample = ratio_sample(estimate=estimate, provider_count=provider_count)
+        sample = self.figures.learn(estimate=estimate, provider_count=provider_count)
         if sample is not None:
-            self._calibration = self.calibration.with_sample(sample)
             self.unsaved_samples.append(sample)
             if len(self.unsaved_samples) >= CALIBRATION_SAVE_EVERY:
                 self.calibration_save()
@@ -131,24 +134,27 @@ class RunState:
         """Add this run's new samples to the connection's stored calibration."""
         samples, self.unsaved_samples = self.unsaved_samples, []
         if samples:
+            estimator_id = self.figures.estimator_id
             calibration_record(connection_id=self.target.connection_id, model=self.target.model,
-                               estimator_id=self.estimator().id, prior=self._prior(), samples=samples)
+                               estimator_id=estimator_id, prior=self._prior(estimator_id), samples=samples)
 
     def learn_refusal(self, error: ContextOverflowError, *, estimate: int) -> int:
         """CAT-3: a context-overflow refusal. Keep its count as a calibration sample, lower
         the connection's window to what the server keeps, and this run's budget with it.
         Returns the window now in force."""
         self.learn_usage(estimate=estimate, provider_count=error.prompt_tokens)
-        window = window_from_refusal(error=error, refused_tokens=self.figure(estimate),
-                                     max_output_tokens=self.budget.max_output_tokens)
-        window = min(window, self.budget.context_window)
-        note = (f"{PROVIDER_REFUSAL}: refused a request of about {self.figure(estimate):,} tokens"
+        figures = self.figures
+        refused = figures.figure(estimate)
+        window = window_from_refusal(error=error, refused_tokens=refused,
+                                     max_output_tokens=figures.budget.max_output_tokens)
+        window = min(window, figures.budget.context_window)
+        note = (f"{PROVIDER_REFUSAL}: refused a request of about {refused:,} tokens"
                 + (f" (it counted {error.prompt_tokens:,})" if error.prompt_tokens else "")
                 + (f"; its window is {error.window:,}" if error.window else ""))
         window_learn(connection_id=self.target.connection_id, window=window, note=note)
-        if window < self.budget.context_window:
-            self.budget = replace(self.budget, context_window=window)  # PolicyError when no input is left
-        return self.budget.context_window
+        if window < figures.budget.context_window:  # PolicyError when no input is left
+            figures.budget = replace(figures.budget, context_window=window)
+        return figures.budget.context_window
 
     @property
     def counters(self) -> dict[str, int]:
@@ -179,10 +185,15 @@ class RunState:
         except RunNotOwned:
             raise RunLost() from None
         self.noted(signals)
-        cache = self.caches.get(instance.pk)
-        if cache is not None:
-            cache.own(rows)  # the context of the next step, without reading it back
+        self.written(instance, rows)
         return rows
+
+    def written(self, instance: Any, rows: list[SessionMessage]) -> None:
+        """Records the worker just wrote to an instance: the context of its next step,
+        without reading them back (LOOP-1)."""
+        pipeline = self.pipelines.get(instance.pk)
+        if pipeline is not None:
+            pipeline.context.feed([record_as_engine_dict(row) for row in rows])
 
     def announce(self, events: list[tuple[str, dict[str, Any]]]) -> None:
         """Events that go out on their own, with a fresh read of the Stop flag."""
@@ -245,7 +256,7 @@ def run_state_build(run: Run) -> RunState:
         signals=RunSignals(cancel_requested=run.cancel_requested, attention=run.attention),
         run=run,
         limits=limits,
-        budget=Budget(context_window=window,
+        frozen_budget=Budget(context_window=window,
                       max_output_tokens=frozen.get("max_output_tokens", version.max_output_tokens),
                       safety_margin_tokens=frozen.get("safety_margin_tokens", version.safety_margin_tokens)),
         tools=[*(registry[name] for name in version.tools if name in registry),

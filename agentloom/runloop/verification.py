@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloom.runloop.calls import body_build, collected_call, hard_limit
+from agentloom.runloop.calls import collected_call
 from agentloom.runloop.state import RunState
+from context import build_body
 from context.records import content_text
 from models_catalog.errors import ProviderError
 from sessions.frames import plan_text
@@ -79,19 +80,18 @@ def run_verify(state: RunState, instance: Instance, answer: str) -> dict[str, An
 
 def _verdict(state: RunState, instance: Instance, *, task: str, plan: str | None, evidence: list[str],
              candidate: str) -> dict[str, Any]:
-    estimator = state.estimator()
-    output = state.budget.max_output_tokens
+    figures = state.figures
 
     def fits(messages: list[dict[str, Any]]) -> bool:  # the hard limit applies (CTX-39), calibrated
-        return state.figure(estimator.request(messages)) + output <= hard_limit(state)
+        return figures.fits(figures.estimates.request(messages))
 
     messages = verification_messages(task=task, plan=plan, evidence=evidence, candidate=candidate, fits=fits)
     if messages is None:
         return {"status": "not_done", "reason": "the check does not fit the model's context window"}
-    body = body_build(state.target, messages, max_output_tokens=output)
+    body = build_body(state.target.shape, messages, max_output_tokens=figures.budget.max_output_tokens)
     try:
         end = collected_call(state, instance, purpose=ModelCall.Purpose.VERIFICATION, body=body,
-                             estimator_id=estimator.id, estimate=estimator.request(messages),
+                             estimator_id=figures.estimator_id, estimate=figures.estimates.request(messages),
                              counts_as_model_call=False, max_attempts=2)
     except ProviderError as exc:
         return {"status": "not_done", "reason": f"the check could not run ({exc.code})"}

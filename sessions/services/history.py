@@ -6,7 +6,7 @@ Turns append-only encrypted records into each run's context through the pure eng
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from django.db import transaction
@@ -14,7 +14,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agentloom.errors import Conflict, NotFound, ValidationFailed
-from context import Projected, Projection
+from context import DEFAULT_TOOL_RESULT_LIMIT, InstanceContext, Start
 from sessions.frames import CompactionFailure, QueuedSupplement, frame_initial
 from sessions.models import CompactionSnapshot, Instance, Run, RunAttention, Session, SessionMessage, SessionView
 from sessions.selectors import (
@@ -178,99 +178,53 @@ def step_save_assistant(*, run: Run, instance: Instance, message: dict[str, Any]
     return row
 
 
+def context_start(*, run: Run, instance: Instance) -> Start:
+    """Where an instance's context starts: its latest snapshot, else — for a main
+    instance — the best reusable view of the session (RUN-8), else the records.
+
+    A view made with another estimator is used for its messages only: token figures are
+    always computed afresh by the caller's estimator, never read from the view (CTX-24).
+    """
+    snapshot = snapshot_latest(instance=instance)
+    if snapshot is not None:
+        return Start("snapshot", ("snapshot", snapshot.pk), snapshot.covered_seq, snapshot.messages,
+                     snapshot.estimator_id)
+    if instance.parent_id is None:
+        view = view_best_for_run(run=run)
+        if view is not None:
+            return Start("view", ("view", view.pk), view.watermark, view.messages, view.estimator_id)
+    return Start()
+
+
+def context_load(*, run: Run, instance: Instance) -> tuple[Start, list[dict[str, Any]]]:
+    """An instance's starting point and every visible record after it, as the engine
+    reads them: what a run's ``InstanceContext`` loads once (then the loop feeds it what
+    it writes)."""
+    start = context_start(run=run, instance=instance)
+    rows = visible_records_query(run=run, instance=instance, after_seq=start.watermark)
+    return start, [record_as_engine_dict(row) for row in rows]
+
+
 @dataclass(frozen=True)
 class PreparedContext:
-    """What the next request of an instance reads, and where it started from."""
+    """An instance's context as the next request would read it, and where it started."""
 
     messages: list[dict[str, Any]]
     start: str  # "snapshot", "view" or "records"
     start_watermark: int
     records_read: int
     estimator_id: str | None  # of the snapshot or view it started from
-    sources: list[tuple[int, int] | None] = field(default_factory=list)
-    repairs: list[dict[str, Any]] = field(default_factory=list)  # what the projection changed
 
 
-@dataclass
-class ContextCache:
-    """An instance's projection kept between steps, so a step reads and projects only new
-    records (LOOP-1: a step costs what is new).
-
-    Valid while the starting point (snapshot revision or view) stays the same: records
-    before a run's inherited watermark never change, and everything newer is the
-    instance's own, appended at the end.
-    """
-
-    key: tuple = ()
-    projection: Projection | None = None
-    options: tuple = ()  # what ``projection`` was made with
-    last_seq: int = 0
-    # After the first read the worker is the only writer of its instance's records, so it
-    # hands over what it writes (``own``) and later steps read nothing back. A compaction
-    # starts a new cache.
-    start: tuple | None = None
-    complete: bool = False
-    records: list[dict[str, Any]] = field(default_factory=list)  # every record read, in seq order
-    fed: int = 0  # how many of them ``projection`` has read
-
-    def own(self, rows: Sequence[SessionMessage]) -> None:
-        """Records the worker just wrote to this instance, in seq order."""
-        for row in rows:
-            if row.seq > self.last_seq:
-                self.records.append(record_as_engine_dict(row))
-                self.last_seq = row.seq
-
-    def projected(self, *, open_runs: set[Any], screen_tools: frozenset[str], tool_result_limit: int,
-                  start_view: Sequence[dict[str, Any]] | None, watermark: int) -> Projected:
-        """The projection of every record read so far; a new one when the options changed."""
-        options = (screen_tools, tool_result_limit, watermark)
-        if self.projection is None or self.options != options:
-            view = {"start_view": start_view, "start_watermark": watermark} if start_view is not None else {}
-            self.projection = Projection(screen_tools=screen_tools, tool_result_limit=tool_result_limit,
-                                         repairs=True, **view)
-            self.options, self.fed = options, 0
-        self.projection.extend(self.records[self.fed:])
-        self.fed = len(self.records)
-        return self.projection.project(open_runs)
-
-
-def context_project(*, run: Run, instance: Instance, screen_tools: Sequence[str] = ("browser_use",),
-                    tool_result_limit: int = 24_000, cache: ContextCache | None = None) -> PreparedContext:
-    """Project an instance's context: latest snapshot, else the best reusable view (RUN-8),
-    then every visible record after its watermark, through the pure engine.
-
-    A view made with another estimator is used for its messages only: token figures are
-    always computed afresh by the caller's estimator, never read from the view (CTX-24).
-    """
-    cache = cache if cache is not None else ContextCache()
-    if cache.complete and cache.start is not None:
-        start, watermark, start_view, estimator_id = cache.start
-        fresh: list[dict[str, Any]] = []
-    else:
-        start, watermark, start_view, estimator_id, key = "records", 0, None, None, ("records",)
-        snapshot = snapshot_latest(instance=instance)
-        if snapshot is not None:
-            start, watermark, start_view, estimator_id = ("snapshot", snapshot.covered_seq, snapshot.messages,
-                                                          snapshot.estimator_id)
-            key = ("snapshot", snapshot.pk)
-        elif instance.parent_id is None:
-            view = view_best_for_run(run=run)
-            if view is not None:
-                start, watermark, start_view, estimator_id = "view", view.watermark, view.messages, view.estimator_id
-                key = ("view", view.pk)
-        if cache.key != key:
-            cache.key, cache.projection, cache.records, cache.fed, cache.last_seq = key, None, [], 0, watermark
-        fresh = [record_as_engine_dict(r) for r in
-                 visible_records_query(run=run, instance=instance, after_seq=max(watermark, cache.last_seq))]
-        cache.records.extend(fresh)
-        if fresh:
-            cache.last_seq = fresh[-1]["seq"]
-        cache.start = (start, watermark, start_view, estimator_id)
-    projected = cache.projected(open_runs={run.pk}, screen_tools=frozenset(screen_tools),
-                                tool_result_limit=tool_result_limit, start_view=start_view, watermark=watermark)
-    return PreparedContext(messages=projected.messages, start=start, start_watermark=watermark,
-                           records_read=len(fresh), estimator_id=estimator_id, sources=projected.sources,
-                           repairs=projected.repairs)
+def context_project(*, run: Run, instance: Instance, screen_tools: Sequence[str] = (),
+                    tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT) -> PreparedContext:
+    """Read and project an instance's context once, through the pure engine (for readers
+    of a session: the run loop keeps an ``InstanceContext`` per instance instead)."""
+    start, records = context_load(run=run, instance=instance)
+    context = InstanceContext(open_runs={run.pk}, screen_tools=screen_tools, tool_result_limit=tool_result_limit)
+    context.load(start, records)
+    return PreparedContext(messages=context.projected().messages, start=start.kind, start_watermark=start.watermark,
+                           records_read=len(records), estimator_id=start.estimator_id)
 
 
 def view_allowed(*, run: Run, instance: Instance, covered_seq: int) -> bool:

@@ -24,6 +24,8 @@ from models_catalog.errors import (
     RateLimitedError,
     ResponseTooLargeError,
 )
+from context import RequestShape, build_body
+from models_catalog.target import model_target
 from tests.catalog.support import API_KEY, FAST, HANGING, SECRET_BODY, public_resolver
 from tests.fakes.fake_provider import (
     Hang,
@@ -62,16 +64,26 @@ def test_it_streams_text_deltas_and_ends_with_usage(fake):
     assert end.assistant_message() == {"role": "assistant", "content": "Hello!", "reasoning": None, "partial": False}
 
 
-def test_it_sends_the_key_as_bearer_and_asks_for_stream_usage_without_mutating_the_body(fake):
+def test_it_sends_the_key_as_bearer_and_the_body_as_built_without_mutating_it(fake):
     fake.handler = lambda r: chat_stream(["ok"])
-    body = {**BODY}
+    body = build_body(RequestShape(model="fake-model", dialect="openai"), BODY["messages"], max_output_tokens=64)
+    kept = json.loads(json.dumps(body))
     run(fake, body)
     sent = fake.requests[0]
     assert (sent.method, sent.path) == ("POST", "/v1/chat/completions")
     assert sent.headers["authorization"] == f"Bearer {API_KEY}"
-    assert sent.json["stream"] is True and sent.json["stream_options"] == {"include_usage": True}
-    assert sent.json["messages"] == BODY["messages"]
-    assert body == BODY  # the caller's dict is untouched
+    # CTX-25: the body asks for usage itself, so the call log holds what was sent.
+    assert sent.json == kept and sent.json["stream_options"] == {"include_usage": True}
+    assert body == kept  # the caller's dict is untouched
+
+
+def test_ctx25_a_provider_that_reads_no_stream_options_gets_none_and_the_client_adds_none(fake):
+    fake.handler = lambda r: chat_stream(["ok"])
+    target = model_target(provider="demo", model="demo", base_url=None, api_key=None)
+    assert target.stream_usage is False
+    run(fake, build_body(target.shape, BODY["messages"], max_output_tokens=64))
+    run(fake, {**BODY})
+    assert ["stream_options" in r.json for r in fake.requests] == [False, False]
 
 
 def test_it_assembles_tool_calls_split_across_chunks(fake):
