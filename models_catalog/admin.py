@@ -17,8 +17,9 @@ from django.views.decorators.debug import sensitive_post_parameters
 from agentloom.errors import DomainError
 from context import Calibration
 from models_catalog.discovery import server_context_label
-from models_catalog.forms import DiscoverForm, ModelConnectionAdminForm
+from models_catalog.forms import DiscoverForm, ModelConnectionAdminForm, ModelPriceAdminForm
 from models_catalog.models import ModelConnection, ModelPrice
+from models_catalog.providers import provider_label
 from models_catalog.selectors import connection_stored_key_for_discovery
 from models_catalog.serializers import discovery_data
 from models_catalog.services import connection_create, connection_update, models_discover
@@ -27,11 +28,17 @@ DISCOVER_RESULTS_TEMPLATE = "admin/models_catalog/modelconnection/discover_resul
 DISCOVER_PAGE_TEMPLATE = "admin/models_catalog/modelconnection/discover.html"
 
 
+@admin.display(description="Provider", ordering="provider")
+def provider_column(obj: ModelConnection | ModelPrice) -> str:
+    """The provider's label from the registry (the column stores only its name)."""
+    return provider_label(obj.provider)
+
+
 @admin.register(ModelConnection)
 class ModelConnectionAdmin(admin.ModelAdmin):
     form = ModelConnectionAdminForm
-    list_display = ["name", "space", "provider", "model", "context_window", "max_output_tokens", "figures_source",
-                    "api_key_hint"]
+    list_display = ["name", "space", provider_column, "model", "context_window", "max_output_tokens",
+                    "figures_source", "api_key_hint"]
     list_select_related = ["space"]
     list_filter = ["provider", "figures_source"]
     search_fields = ["name", "model"]
@@ -177,8 +184,9 @@ def exceeds_warning(connection: ModelConnection) -> str:
 class ModelPriceAdmin(admin.ModelAdmin):
     """Prices per million tokens: with one, the usage page of an agent version shows cost."""
 
-    list_display = ["model", "provider", "input_per_million", "cached_input_per_million", "cache_write_per_million",
-                    "output_per_million", "currency", "updated_at"]
+    form = ModelPriceAdminForm
+    list_display = ["model", provider_column, "input_per_million", "cached_input_per_million",
+                    "cache_write_per_million", "output_per_million", "currency", "updated_at"]
     list_filter = ["provider", "currency"]
     search_fields = ["model"]
     fieldsets = [

@@ -1,8 +1,10 @@
-"""Admin console forms for model connections (SPEC §10, CAT-1, CAT-6).
+"""Admin console forms for model connections and prices (SPEC §10, CAT-1, CAT-6).
 
 The key is a write-only password input: it is never rendered back, an empty field keeps
 the stored key, and "remove the stored key" clears it. Every rule is the service's
 (``connection_validate``), so the console and the API accept and refuse the same things.
+Every provider select offers the registry's providers (``provider_choices``), read each
+time a form is built, so a registered provider appears with no change here.
 """
 from __future__ import annotations
 
@@ -12,11 +14,24 @@ from django import forms
 
 from agentloom.errors import ValidationFailed
 from context import default_safety_margin
-from models_catalog.models import ModelConnection, Provider
+from models_catalog.models import ModelConnection, ModelPrice
+from models_catalog.providers import find_provider, provider_choices
 from models_catalog.validation import MAX_KEY_LENGTH, connection_validate
 
 FORM_FIELDS = ["name", "provider", "base_url", "model", "context_window", "max_output_tokens",
                "safety_margin_tokens", "supports_images"]
+
+
+def _provider_input() -> forms.ChoiceField:
+    # A callable: Django calls it whenever the choices are drawn or checked.
+    return forms.ChoiceField(label="Provider", choices=provider_choices)
+
+
+def _default_endpoint_help() -> str:
+    """Which providers a blank base URL suits, as the registry says when the form is built."""
+    labels = [spec.label for name, _ in provider_choices()
+              if (spec := find_provider(name)) is not None and spec.default_base_url and not spec.offline]
+    return f"Blank uses the provider's official endpoint ({', '.join(labels)})." if labels else ""
 
 
 def _key_input() -> forms.CharField:
@@ -32,6 +47,7 @@ def _key_input() -> forms.CharField:
 
 
 class ModelConnectionAdminForm(forms.ModelForm):
+    provider = _provider_input()
     api_key = _key_input()
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
     discovery_token = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -55,7 +71,7 @@ class ModelConnectionAdminForm(forms.ModelForm):
                 self.initial["safety_margin_tokens"] = None
         if "base_url" in self.fields:
             self.fields["base_url"].label = "Base URL"
-            self.fields["base_url"].help_text = "Blank uses the provider's official endpoint (OpenAI, DeepSeek)."
+            self.fields["base_url"].help_text = _default_endpoint_help()
 
     def service_data(self) -> dict[str, Any]:
         """The service's input: only what the admin actually supplied."""
@@ -93,7 +109,7 @@ class ModelConnectionAdminForm(forms.ModelForm):
 class DiscoverForm(forms.Form):
     """The console's discovery request: what the connection form holds right now."""
 
-    provider = forms.ChoiceField(choices=Provider.choices)
+    provider = _provider_input()
     base_url = forms.CharField(label="Base URL", required=False, max_length=500)
     api_key = _key_input()
     connection = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
@@ -101,3 +117,14 @@ class DiscoverForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["api_key"].help_text = "Leave empty to use the stored key of the connection being edited."
+
+
+class ModelPriceAdminForm(forms.ModelForm):
+    """A model's price: its provider chosen from the registry, as the model calls record it."""
+
+    provider = _provider_input()
+
+    class Meta:
+        model = ModelPrice
+        fields = ["provider", "model", "currency", "input_per_million", "cached_input_per_million",
+                  "cache_write_per_million", "output_per_million"]

@@ -5,17 +5,11 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django_cryptography.fields import encrypt
 
+from models_catalog.providers import provider_label
+
 PLATFORM_DEFAULT_CONTEXT_WINDOW = 32_768
 PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS = 4_096
 PLATFORM_DEFAULT_SAFETY_MARGIN = 1_024
-
-
-class Provider(models.TextChoices):
-    OPENAI = "openai", "OpenAI"
-    DEEPSEEK = "deepseek", "DeepSeek"
-    OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible (Ollama, vLLM, OpenRouter…)"
-    ANTHROPIC = "anthropic", "Anthropic"
-    DEMO = "demo", "Offline demo model"
 
 
 class FigureSource(models.TextChoices):
@@ -33,11 +27,15 @@ class ModelConnection(models.Model):
     ``server_context_source`` saying how; it comes only from a discovery token. A
     configured ``context_window`` above it is allowed but never relied on: requests use
     :attr:`effective_context_window`.
+
+    ``provider`` is a name in the provider registry (``models_catalog.providers``); the
+    column carries no choices, so registering a provider needs no migration, and
+    ``connection_validate`` refuses a name the registry does not know.
     """
 
     space = models.ForeignKey("spaces.Space", on_delete=models.CASCADE, related_name="model_connections")
     name = models.CharField(max_length=200)
-    provider = models.CharField(max_length=32, choices=Provider.choices)
+    provider = models.CharField(max_length=32)
     base_url = models.CharField(max_length=500, blank=True)
     api_key = encrypt(models.TextField(blank=True, default=""))
     api_key_hint = models.CharField(max_length=32, blank=True, default="")
@@ -123,7 +121,7 @@ class ModelPrice(models.Model):
     (OpenAI bills cache reads at a discount; Anthropic also bills cache writes higher).
     """
 
-    provider = models.CharField(max_length=32, choices=Provider.choices)
+    provider = models.CharField(max_length=32)  # a registry name; the admin form offers the registered ones
     model = models.CharField(max_length=200, help_text="The model id the calls record, e.g. gpt-4o-mini.")
     currency = models.CharField(max_length=8, default="USD", help_text="A label shown beside the amounts.")
     input_per_million = models.DecimalField(
@@ -145,4 +143,4 @@ class ModelPrice(models.Model):
         constraints = [models.UniqueConstraint(fields=["provider", "model"], name="modelprice_unique_model")]
 
     def __str__(self) -> str:
-        return f"{self.get_provider_display()}: {self.model}"
+        return f"{provider_label(self.provider)}: {self.model}"

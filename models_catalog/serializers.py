@@ -12,7 +12,8 @@ from rest_framework import serializers
 
 from agentloom.api.fields import MAX_ID, StrictCharField
 from models_catalog.discovery import DiscoveryResult
-from models_catalog.models import ModelConnection, Provider
+from models_catalog.models import ModelConnection
+from models_catalog.providers import provider_choices, provider_names
 from models_catalog.validation import MAX_KEY_LENGTH, discovery_token_make
 
 
@@ -30,6 +31,39 @@ class RejectUnknownFields(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class ProviderField(serializers.ChoiceField):
+    """A registered provider's name. The choices are the registry's, read each time they are
+    used (a request checked, the schema or the browsable API drawn), so a provider
+    registered after start-up is accepted with no change here; an unknown name is a 400
+    listing the registered ones."""
+
+    default_error_messages = {"invalid_choice": '"{input}" is not a registered provider; must be one of {names}'}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=(), **kwargs)
+
+    @property
+    def choices(self) -> dict[str, str]:
+        return dict(provider_choices())
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        pass  # ChoiceField.__init__ stores its choices here; the registry is the only list
+
+    @property
+    def grouped_choices(self) -> dict[str, str]:
+        return self.choices
+
+    @property
+    def choice_strings_to_values(self) -> dict[str, str]:
+        return {name: name for name in self.choices}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not (isinstance(data, str) and data in self.choices):
+            self.fail("invalid_choice", input=data, names=", ".join(provider_names()))
+        return data
+
+
 def _key_is_header_safe(value: str) -> None:
     # The key travels in an HTTP header, which carries only visible ASCII: anything else
     # would fail while the request is built, after the key had been accepted.
@@ -45,7 +79,7 @@ def _key_field(**kwargs: Any) -> StrictCharField:
 
 
 class DiscoverIn(RejectUnknownFields):
-    provider = serializers.ChoiceField(choices=Provider.choices)
+    provider = ProviderField()
     base_url = StrictCharField(required=False, allow_blank=True, max_length=500)
     api_key = _key_field()
     resource_id = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
@@ -58,7 +92,7 @@ class ConnectionUpdateIn(RejectUnknownFields):
     """A partial update: absent fields stay; ``api_key: ""`` (or null) clears the stored key."""
 
     name = StrictCharField(required=False, max_length=200)
-    provider = serializers.ChoiceField(choices=Provider.choices, required=False)
+    provider = ProviderField(required=False)
     base_url = StrictCharField(required=False, allow_blank=True, max_length=500)
     api_key = _key_field(allow_null=True)
     model = StrictCharField(required=False, max_length=200)
@@ -74,7 +108,7 @@ class ConnectionCreateIn(ConnectionUpdateIn):
     space = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                      help_text="Default: the one space you administer.")
     name = StrictCharField(max_length=200)
-    provider = serializers.ChoiceField(choices=Provider.choices)
+    provider = ProviderField()
     model = StrictCharField(max_length=200)
 
 

@@ -7,7 +7,8 @@ a signed *discovery token* attests what discovery read and its source (``provide
 ``official_manifest``, ``platform_default``), a figure typed by hand is ``manual``, a
 figure above a known model's maximum is refused (CAT-3), the default safety margin
 follows the window (CAT-3), and what the server keeps per request comes only from a
-token (CAT-7).
+token (CAT-7). What a provider needs (a key, a base URL, none at all) is asked of its
+``ProviderSpec``; no rule here names a provider.
 """
 from __future__ import annotations
 
@@ -21,17 +22,16 @@ from django.views.decorators.debug import sensitive_variables
 from agentloom.errors import ValidationFailed
 from context import default_safety_margin
 from models_catalog.discovery import DiscoveredModel
-from models_catalog.manifest import manifest_lookup
+from models_catalog.manifest import manifest_lookup, normalise_base_url
 from models_catalog.models import (
     PLATFORM_DEFAULT_CONTEXT_WINDOW,
     PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS,
     PLATFORM_DEFAULT_SAFETY_MARGIN,
     FigureSource,
     ModelConnection,
-    Provider,
     api_key_hint,
 )
-from models_catalog.providers import get_provider
+from models_catalog.providers import ProviderSpec, find_provider, provider_names
 from models_catalog.selectors import effective_base_url
 
 MAX_FIGURE = 100_000_000  # far above any real window; keeps PositiveIntegerField from overflowing
@@ -82,17 +82,19 @@ def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _check_base_url(provider: str, raw: str, errors: dict[str, str]) -> str:
-    """The base URL to store: http(s) with a host and no credentials, or the provider's default."""
-    if provider == Provider.DEMO:
-        if raw and not raw.startswith("demo://"):
-            errors["base_url"] = "the offline demo model takes no base URL"
+def _check_base_url(spec: ProviderSpec, raw: str, errors: dict[str, str]) -> str:
+    """The base URL to store: http(s) with a host and no credentials, or the provider's default.
+
+    An offline provider is reached at no URL: nothing is stored, and only its own
+    pseudo-endpoint (the demo's ``demo://offline``) is accepted in the field."""
+    if spec.offline:
+        if raw and normalise_base_url(raw) != spec.default_base_url:
+            errors["base_url"] = f"{spec.label} takes no base URL"
         return ""
     if not raw:
-        default = get_provider(provider).default_base_url if provider in Provider.values else None
-        if not default:
+        if not spec.default_base_url:
             errors["base_url"] = "required for this provider"
-        return default or ""
+        return spec.default_base_url or ""
     if len(raw) > 500:
         errors["base_url"] = "at most 500 characters"
         return raw
@@ -116,14 +118,12 @@ def _check_figure(name: str, value: Any, *, minimum: int, errors: dict[str, str]
         errors[name] = f"must be an integer from {minimum:,} to {MAX_FIGURE:,}"
 
 
-def _check_known_maxima(*, provider: Any, base_url: Any, model: str, token: dict[str, Any] | None, window: Any,
+def _check_known_maxima(*, provider: str, base_url: Any, model: str, token: dict[str, Any] | None, window: Any,
                         output: Any, errors: dict[str, str]) -> None:
     """CAT-3: figures above what the model is known to allow are refused, naming the field
     and the maximum — every run would otherwise fail at the provider. Known means the
     official manifest (exact id at the official endpoint) or the provider's own figures in
     a discovery token; for any other model what the admin enters stands."""
-    if provider not in Provider.values or "provider" in errors:
-        return
     max_window, max_output, source = None, None, ""
     entry = manifest_lookup(base_url=effective_base_url(provider=provider, base_url=base_url), model_id=model)
     if entry is not None:
@@ -176,11 +176,12 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
     out["name"] = name
 
     provider = value("provider")
-    if provider not in Provider.values:
-        errors["provider"] = f"must be one of {', '.join(Provider.values)}"
+    spec = find_provider(provider)
+    if spec is None:
+        errors["provider"] = f"must be one of {', '.join(provider_names())}"
     out["provider"] = provider
     raw_base = _text(data["base_url"]) if "base_url" in data else (current.get("base_url") or "")
-    out["base_url"] = _check_base_url(provider, raw_base, errors) if "provider" not in errors else raw_base
+    out["base_url"] = _check_base_url(spec, raw_base, errors) if spec is not None else raw_base
 
     model = _text(value("model"))
     if not model:
@@ -207,8 +208,9 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
     _check_figure("context_window", window, minimum=1, errors=errors)
     _check_figure("max_output_tokens", output, minimum=1, errors=errors)
     _check_figure("safety_margin_tokens", margin, minimum=0, errors=errors)
-    _check_known_maxima(provider=provider, base_url=out.get("base_url"), model=model, token=token,
-                        window=window, output=output, errors=errors)
+    if spec is not None:
+        _check_known_maxima(provider=provider, base_url=out.get("base_url"), model=model, token=token,
+                            window=window, output=output, errors=errors)
     # A window above what the server keeps is allowed (the admin is warned), but the room
     # for input is what the server keeps.
     server_window, server_source = _server_context(connection=connection, current=current, token=token, out=out)
@@ -247,7 +249,7 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
             # Figures typed by hand, or kept while the model changed: the admin vouches for them.
             out.update(figures_source=FigureSource.MANUAL, manifest_version="")
 
-    _validate_key(connection=connection, data=data, out=out, errors=errors)
+    _validate_key(connection=connection, spec=spec, data=data, out=out, errors=errors)
     if errors:
         raise ValidationFailed("The model connection is not valid.", fields=errors)
     return out
@@ -280,9 +282,10 @@ def _endpoint_moved(connection: ModelConnection, out: Mapping[str, Any]) -> bool
 
 
 @sensitive_variables("key", "data")
-def _validate_key(*, connection: ModelConnection | None, data: Mapping[str, Any], out: dict[str, Any],
-                  errors: dict[str, str]) -> None:
-    """Decide the key change: ``api_key`` absent keeps the stored key, ``""`` clears it."""
+def _validate_key(*, connection: ModelConnection | None, spec: ProviderSpec | None, data: Mapping[str, Any],
+                  out: dict[str, Any], errors: dict[str, str]) -> None:
+    """Decide the key change: ``api_key`` absent keeps the stored key, ``""`` clears it.
+    Whether one is needed is the provider's (``spec`` None: an unknown provider, already an error)."""
     if "api_key" in data:
         key = (data["api_key"] or "").strip()  # pasted keys often carry a trailing newline
         if len(key) > MAX_KEY_LENGTH:
@@ -303,8 +306,5 @@ def _validate_key(*, connection: ModelConnection | None, data: Mapping[str, Any]
                 "api_key",
                 "enter the key again (or an empty key to clear it) when changing the provider or base URL",
             )
-    provider = out.get("provider")
-    if provider in Provider.values and "provider" not in errors and not has_key:
-        spec = get_provider(provider)
-        if spec.requires_api_key:
-            errors.setdefault("api_key", f"required for {spec.label}")
+    if spec is not None and spec.requires_api_key and not has_key:
+        errors.setdefault("api_key", f"required for {spec.label}")

@@ -133,11 +133,9 @@ def mallory_space(mallory):
 
 @pytest.fixture
 def demo_connection(space):
-    from models_catalog.models import ModelConnection, Provider
+    from models_catalog.models import ModelConnection
 
-    return ModelConnection.objects.create(
-        space=space, name="Demo", provider=Provider.DEMO, model="agentloom-demo"
-    )
+    return ModelConnection.objects.create(space=space, name="Demo", provider="demo", model="agentloom-demo")
 
 
 @pytest.fixture

@@ -61,6 +61,12 @@ def list_demo(ctx: ListingContext) -> Listing:  # noqa: ARG001 - same signature 
     return Listing(models=[RawModel(id=DEMO_MODEL_ID, chat_capable=True, supports_images=False)], api_shape="demo")
 
 
+# The demo answers OpenAI-shaped requests like any compatible server.
+DEMO = ProviderSpec(
+    name="demo", label="The offline demo model", list_models=list_demo, default_base_url=DEMO_BASE_URL,
+    requires_api_key=False, offline=True, stream_usage_option=False, chat_factory=DemoChatClient,
+)
+
 BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
     ProviderSpec(
         name="openai", label="OpenAI", list_models=list_openai_style,
@@ -76,9 +82,5 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
         requires_api_key=False,
     ),
     ANTHROPIC,
-    # The demo answers OpenAI-shaped requests like any compatible server.
-    ProviderSpec(
-        name="demo", label="The offline demo model", list_models=list_demo, default_base_url=DEMO_BASE_URL,
-        requires_api_key=False, offline=True, stream_usage_option=False, chat_factory=DemoChatClient,
-    ),
+    DEMO,
 )

@@ -14,7 +14,8 @@ from django.db import transaction
 from agentloom.agents.models import Agent
 from agentloom.agents.services import agent_create, agent_publish
 from agentloom.spaces.services import space_bootstrap_for_user
-from models_catalog.models import FigureSource, ModelConnection, Provider
+from models_catalog.models import FigureSource, ModelConnection
+from models_catalog.providers.builtin import DEMO
 
 DEMO_AGENT_NAME = "Demo assistant"
 DEMO_CONNECTION_NAME = "Offline demo model"
@@ -38,7 +39,7 @@ class Command(BaseCommand):
                 space=space,
                 name=DEMO_CONNECTION_NAME,
                 defaults={
-                    "provider": Provider.DEMO,
+                    "provider": DEMO.name,
                     "model": "agentloom-demo",
                     "context_window": 32_768,
                     "max_output_tokens": 4_096,
