@@ -33,7 +33,6 @@ from sessions.services.events import DeltaBuffer, event_emit
 from sessions.services.model_calls import PreparedCall, model_call_close, model_call_open, model_call_prepare
 
 
-
 def chat_client(target: ModelTarget) -> ChatClient:
     """Open a chat client for ``target`` — the only place the run loop opens one."""
     return get_chat_client(provider=target.provider, base_url=target.base_url, api_key=target.api_key,

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from context import RequestShape, build_body
 from models_catalog.client import (
     ReasoningDelta,
     StreamEnd,
@@ -24,7 +25,6 @@ from models_catalog.errors import (
     RateLimitedError,
     ResponseTooLargeError,
 )
-from context import RequestShape, build_body
 from models_catalog.target import model_target
 from tests.catalog.support import API_KEY, FAST, HANGING, SECRET_BODY, public_resolver
 from tests.fakes.fake_provider import (
