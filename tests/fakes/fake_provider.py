@@ -240,8 +240,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
                     self.wfile.flush()
                     return  # clean FIN without the terminating chunk: an incomplete body
                 self._chunk(encode_event(event))
-                if spec.delay:
-                    time.sleep(spec.delay)
+                if spec.delay and self.owner._stopping.wait(spec.delay):
+                    return  # the server is stopping: a long pause ends with it
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             pass

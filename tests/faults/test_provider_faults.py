@@ -92,7 +92,7 @@ def test_a_429_asking_for_longer_than_the_back_off_bound_fails_clearly_and_resum
     script = Script(error(429, PROVIDER_SECRET, retry_after="3600"), chat_stream(["Later, then."]))
     strict.handler = script
     run, elapsed = ask(session)
-    assert len(script.times) == 1 and elapsed < 5  # no worker held for an hour
+    assert len(script.times) == 1 and elapsed < 60  # no worker held for an hour
     assert_clear_failure(run, "rate_limited")
     assert_appended(session, before, FAILED)
 
@@ -152,11 +152,11 @@ def test_a_401_is_never_retried_and_is_not_resumable(session_with_history, stric
 def test_a_provider_that_stalls_once_times_out_and_the_retry_answers(session_with_history, strict):
     session = session_with_history()
     before = ledger(session)
-    script = Script(Hang(seconds=3), chat_stream(["Woke up."]))
+    script = Script(Hang(seconds=60), chat_stream(["Woke up."]))
     strict.handler = script
     run, elapsed = ask(session)
     assert run.status == Run.Status.COMPLETED and saved_answer(run) == "Woke up."
-    assert elapsed < 2.5  # AGENTLOOM_PROVIDER_READ_TIMEOUT (0.4 s here), not the 120 s default
+    assert elapsed < 30  # AGENTLOOM_PROVIDER_READ_TIMEOUT (0.4 s here), not the 60 s stall
     assert errors_announced(run)[0]["code"] == "provider_unavailable"
     assert_appended(session, before, ANSWERED)
     assert strict.rejections == []
@@ -165,11 +165,11 @@ def test_a_provider_that_stalls_once_times_out_and_the_retry_answers(session_wit
 def test_a_stream_that_stalls_half_way_is_retried_and_only_the_full_answer_is_saved(session_with_history, strict):
     session = session_with_history()
     before = ledger(session)
-    script = Script(chat_stream(["Half ", "an ", "answer"], delay=1.5), chat_stream(["A whole ", "answer."]))
+    script = Script(chat_stream(["Half ", "an ", "answer"], delay=30), chat_stream(["A whole ", "answer."]))
     strict.handler = script
     run, elapsed = ask(session)
     assert run.status == Run.Status.COMPLETED and saved_answer(run) == "A whole answer."
-    assert elapsed < 3
+    assert elapsed < 25  # the read time-out, not the 30 s pauses
     assert errors_announced(run)[0]["reset"] is True  # the client is told to drop the partial text
     assert_appended(session, before, ANSWERED)
 
@@ -177,12 +177,12 @@ def test_a_stream_that_stalls_half_way_is_retried_and_only_the_full_answer_is_sa
 def test_a_provider_that_never_answers_fails_the_run_clearly_in_bounded_time(session_with_history, strict, settings):
     session = session_with_history()
     before = ledger(session)
-    script = Script(Hang(seconds=5))
+    script = Script(Hang(seconds=60))
     strict.handler = script
     run, elapsed = ask(session)
     attempts = settings.AGENTLOOM_PROVIDER_ATTEMPTS
     assert len(script.times) == attempts
-    assert elapsed < attempts * settings.AGENTLOOM_PROVIDER_READ_TIMEOUT + 2
+    assert elapsed < 45  # each attempt gives up at the read time-out, never after the 60 s silence
     assert_clear_failure(run, "provider_unavailable")
     assert "in time" in run.error["message"]
     assert_appended(session, before, FAILED)

@@ -19,7 +19,7 @@ from tests.fakes.fake_provider import chat_stream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SILENCE = 4.0  # seconds between the first and the second chunk: ten times the read time-out
+SILENCE = 40.0  # seconds between the first and the second chunk: a hundred times the read time-out
 VERIFY_SYSTEM_START = "You check a candidate answer"
 
 
