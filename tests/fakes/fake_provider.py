@@ -51,7 +51,6 @@ import json
 import socket
 import struct
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
