@@ -1,9 +1,10 @@
-# The two commands of the README: `make run` and `make test`.
+# The two commands of the README: `make run` and `make test`; `make lint` runs the
+# code-quality gates (ruff, then mypy against mypy-baseline.txt), before the tests in CI.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install install-dev bench
+.PHONY: run test lint install install-dev bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +31,13 @@ run: install
 
 test: install-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Both gates run, whichever fails, and either failing fails the target.
+lint: install-dev
+	@status=0; \
+	echo "ruff check ."; $(BIN)/python -m ruff check . || status=1; \
+	echo "scripts/typecheck.py"; $(BIN)/python scripts/typecheck.py || status=1; \
+	exit $$status
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks
