@@ -44,15 +44,6 @@ class ProviderError(Exception):
     def transient(self) -> bool:
         return not self.permanent
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON error shape used by the API and stored on failed runs."""
-        data: dict[str, Any] = {"code": self.code, "message": self.message, "retryable": not self.permanent}
-        if self.status is not None:
-            data["status"] = self.status
-        if self.retry_after is not None:
-            data["retry_after"] = self.retry_after
-        return data
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, status={self.status!r}, message={self.message!r})"
 

@@ -29,6 +29,7 @@ from models_catalog.client import (
 from models_catalog.errors import ContextOverflowError, ProviderError
 from models_catalog.target import ModelTarget
 from sessions.models import Instance, ModelCall
+from sessions.run_errors import RunError
 from sessions.services.events import DeltaBuffer, event_emit
 from sessions.services.model_calls import PreparedCall, model_call_close, model_call_open, model_call_prepare
 
@@ -60,9 +61,10 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
     tail: list[tuple[str, dict[str, Any]]] = []
 
     def on_retry(number: int, error: ProviderError, delay: float) -> None:
-        event_emit(run_id=state.run.pk, type="error", data={"code": error.code, "message": str(error),
-                                                             "retrying_in": round(delay, 1), "attempt": number,
-                                                             "reset": True, **source})
+        # The run error's shape, plus what a retry adds: the screen says "retrying in …".
+        event_emit(run_id=state.run.pk, type="error",
+                   data=RunError.from_provider(error).event(retrying_in=round(delay, 1), attempt=number, reset=True,
+                                                            **source))
 
     try:
         end = call_with_retries(lambda: _stream_once(state, request.body, source, tail),
@@ -73,7 +75,7 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
         raise ContextRefused(exc, estimate=request.estimate) from None
     except ProviderError as exc:
         _log_failed(state, instance, request, exc.code)
-        raise RunStopped(exc.code, str(exc), retryable=exc.transient) from None
+        raise RunStopped.from_provider(exc) from None
     usage = end.usage.raw if end.usage else None
     log = _log(state, instance, request, "cancelled" if end.finish_reason == "cancelled" else "ok", usage)
     state.learn_usage(estimate=request.estimate, provider_count=usage_prompt_tokens(usage))

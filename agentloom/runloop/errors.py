@@ -1,7 +1,10 @@
-"""Why a run stops early. Each carries the structured, user-facing error of the run row."""
+"""Why a run stops early. Each carries the structured, user-facing error of the run row
+(``sessions.run_errors.RunError``: built, stored and announced one way)."""
 from __future__ import annotations
 
 from typing import Any
+
+from sessions.run_errors import RunError
 
 
 class RunCancelled(Exception):
@@ -13,10 +16,14 @@ class RunStopped(Exception):
 
     def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
-        self.code, self.message, self.retryable = code, message, retryable
+        self.error = RunError(code, message, retryable=retryable)
 
-    def to_error(self) -> dict:
-        return {"code": self.code, "message": self.message, "retryable": self.retryable}
+    @classmethod
+    def from_provider(cls, error: Any) -> RunStopped:
+        """A provider fault the retries could not get past (LOOP-3)."""
+        stopped = cls(error.code, str(error))
+        stopped.error = RunError.from_provider(error)
+        return stopped
 
 
 class RunLost(Exception):

@@ -29,6 +29,7 @@ from agentloom.runloop.tool_calls import resolve_pending_calls, run_tool_calls, 
 from agentloom.runloop.verification import run_verify
 from context import ContextPipeline, ContextTooLong, PolicyError, RequestValidationError, Send
 from sessions.models import Instance, ModelCall, Run, RunAttention
+from sessions.run_errors import COULD_NOT_START, INTERNAL_ERROR, RunError
 from sessions.selectors import main_instance
 from sessions.services.events import event_emit
 from sessions.services.history import (
@@ -51,13 +52,11 @@ def run_execute(*, run_id: int) -> None:
     try:
         state = run_state_build(run)
     except RunStopped as stop:  # e.g. the connection moved to another endpoint (CAT-6)
-        run_finish(run=run, status=Run.Status.FAILED, error=stop.to_error())
+        run_finish(run=run, status=Run.Status.FAILED, error=stop.error)
         return
     except Exception:  # e.g. a key that no longer decrypts: fail clearly, never hang "running"
         logger.exception("run %s could not start", run.pk)
-        run_finish(run=run, status=Run.Status.FAILED, error={
-            "code": "internal_error", "retryable": True,
-            "message": "The run could not start on our side; an operator has the details."})
+        run_finish(run=run, status=Run.Status.FAILED, error=COULD_NOT_START)
         return
     state.watch.start_background()
     try:
@@ -93,12 +92,11 @@ def _drive(state: RunState) -> None:
     except RunCancelled:
         _finish(state, Run.Status.CANCELLED, reason="stopped by user")
     except RunStopped as stop:
-        _finish(state, Run.Status.FAILED, error=stop.to_error())
+        _finish(state, Run.Status.FAILED, error=stop.error)
     except Exception:
         logger.exception("run %s failed unexpectedly", run.pk)
         _drop_dead_connection()
-        _finish(state, Run.Status.FAILED, error={"code": "internal_error", "retryable": True,
-                                                 "message": "Something went wrong on our side; you can resume the run."})
+        _finish(state, Run.Status.FAILED, error=INTERNAL_ERROR)
 
 
 def _drop_dead_connection() -> None:
@@ -108,13 +106,13 @@ def _drop_dead_connection() -> None:
         db_connection.close()
 
 
-def _finish(state: RunState, status: str, *, error: dict | None = None, reason: str = "") -> None:
+def _finish(state: RunState, status: str, *, error: RunError | None = None, reason: str = "") -> None:
     """Record the end, only from ``running`` and only while this worker's attempt owns it."""
     if state.main is not None:
         instance_steps_save(instance=state.main)
     state.calibration_save()
-    if error:
-        event_emit(run_id=state.run.pk, type="error", data=error)
+    if error is not None:
+        event_emit(run_id=state.run.pk, type="error", data=error.event())
     extra = {"verification": state.counters["verification"]} if "verification" in state.counters else None
     run_finish(run=state.run, status=status, error=error, reason=reason, event_data=extra,
                expected_from=(Run.Status.RUNNING,), where=Q(attempt=state.run.attempt))

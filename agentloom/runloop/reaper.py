@@ -16,10 +16,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions.models import Run
+from sessions.run_errors import INTERRUPTED, SHUT_DOWN
 from sessions.services.runs import orphan_cutoff, run_finish
-
-INTERRUPTED_ERROR = {"code": "interrupted", "message": "The worker running this stopped; resume to continue.",
-                     "retryable": True}
 
 
 def runs_reap_interrupted(*, stale_after: float | None = None) -> list[int]:
@@ -37,7 +35,7 @@ def runs_reap_interrupted(*, stale_after: float | None = None) -> list[int]:
                                                expected_from=(Run.Status.RUNNING,), where=stopped):
             reaped.append(run.pk)
         elif run_finish(run=run, status=Run.Status.INTERRUPTED, reason="the worker stopped responding",
-                        expected_from=(Run.Status.RUNNING,), where=stale, error=INTERRUPTED_ERROR):
+                        expected_from=(Run.Status.RUNNING,), where=stale, error=INTERRUPTED):
             reaped.append(run.pk)
     return reaped
 
@@ -58,9 +56,7 @@ def runs_interrupt_on_shutdown(*, attempts: Mapping[int, int]) -> list[int]:
                                expected_from=(Run.Status.RUNNING,), where=mine)
         else:
             moved = run_finish(run=run, status=Run.Status.INTERRUPTED, reason="the worker was shut down",
-                               expected_from=(Run.Status.RUNNING,), where=mine, error={
-                                   **INTERRUPTED_ERROR,
-                                   "message": "The worker running this was shut down; resume to continue."})
+                               expected_from=(Run.Status.RUNNING,), where=mine, error=SHUT_DOWN)
         if moved:
             ended.append(run.pk)
     return ended

@@ -212,7 +212,7 @@ def _delegate(state: RunState, parent: Instance, call: ToolCall, instance_loop: 
     except RunStopped as stop:
         event_emit(run_id=state.run.pk, type="sub_instance_finished",
                    data={"instance": str(sub.pk), "status": "failed"})
-        return ToolOutcome("error", f"The sub-agent could not finish: {stop.message}")
+        return ToolOutcome("error", f"The sub-agent could not finish: {stop.error.message}")
     event_emit(run_id=state.run.pk, type="sub_instance_finished", data={"instance": str(sub.pk), "status": "completed"})
     return ToolOutcome("ok", answer or "(the sub-agent gave an empty answer)")
 

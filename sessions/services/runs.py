@@ -12,6 +12,7 @@ from django.utils import timezone
 from agentloom.agents.models import AgentVersion
 from agentloom.errors import ActiveRunConflict, Conflict, NotFound
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
+from sessions.run_errors import NOT_A_MEMBER, QUEUE_UNAVAILABLE, RunError
 from sessions.selectors import session_creator_is_member
 from sessions.services import dispatch
 from sessions.services.events import event_emit
@@ -92,9 +93,7 @@ def run_claim(*, run_id: int) -> Run | None:
     """
     queued = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).select_related("session").first()
     if queued is not None and not session_creator_is_member(session=queued.session):
-        run_finish(run=queued, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error={
-            "code": "not_a_member", "retryable": False,
-            "message": "This session's owner is no longer a member of its space."})
+        run_finish(run=queued, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error=NOT_A_MEMBER)
         return None
     now = timezone.now()
     claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
@@ -121,16 +120,14 @@ def _dispatch_or_fail(dispatcher: dispatch.Dispatcher, run_id: int) -> None:
         logger.exception("run %s could not be queued", run_id)
         run = Run.objects.filter(pk=run_id).select_related("session").first()
         if run is not None:
-            run_finish(run=run, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error={
-                "code": "queue_unavailable", "retryable": True,
-                "message": "The task queue is unavailable, so this could not start; resume it in a moment."})
+            run_finish(run=run, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error=QUEUE_UNAVAILABLE)
 
 
 class SupplementsPending(Exception):
     """A supplement arrived before the run could complete: the loop must take it (RUN-5)."""
 
 
-def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str = "",
+def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: str = "",
                event_data: dict | None = None, expected_from: tuple[str, ...] | None = None,
                where: Q | None = None) -> bool:
     """Record a run's terminal state once: the status row, a ``run_status`` record, and the
@@ -140,8 +137,9 @@ def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str 
     Idempotent (RUN-10): the record's entry key names the attempt, so finishing the same
     attempt twice writes one record and one event; a run already finished is left as it is.
     """
+    stored = error.to_dict() if error is not None else None
     with transaction.atomic():
-        moved = run_transition(run=run, to=status, expected_from=expected_from, where=where, error=error,
+        moved = run_transition(run=run, to=status, expected_from=expected_from, where=where, error=stored,
                                finished_at=timezone.now())
         if not moved:
             return False
@@ -154,11 +152,11 @@ def run_finish(*, run: Run, status: str, error: dict | None = None, reason: str 
         message: dict = {"status": status}
         if reason:
             message["reason"] = reason
-        if error:
-            message["error"] = {"code": error.get("code"), "message": error.get("message")}
+        if error is not None:
+            message["error"] = {"code": error.code, "message": error.message}
         record_append(session=run.session, run=run, instance=Instance.objects.get(run=run, key=Instance.MAIN),
                       kind="run_status", message=message, entry_key=f"status-{run.attempt}")
-        event_emit(run_id=run.pk, type="run_finished", data={"status": status, "error": error, **(event_data or {})})
+        event_emit(run_id=run.pk, type="run_finished", data={"status": status, "error": stored, **(event_data or {})})
     return True
 
 

@@ -18,6 +18,7 @@ from rest_framework.test import APIClient
 from agentloom.runloop.loop import run_execute
 from context.usage import usage_figures
 from sessions.models import AccessAudit, CompactionSnapshot, ModelCall, Run
+from sessions.run_errors import RunError
 from sessions.selectors import main_instance, model_call_repairs
 from sessions.services.history import question_ask, step_save_assistant
 from sessions.services.retention import call_logs_prune
@@ -201,7 +202,7 @@ def test_the_repairs_the_loop_kept_are_shown_with_their_reasons_on_both_wires(fa
         "role": "assistant", "content": None,
         "tool_calls": [{"id": "pay:1/a", "type": "function", "function": {"name": "delegate", "arguments": "{}"}}]})
     assert run_finish(run=crashed, status=Run.Status.INTERRUPTED, reason="the worker stopped responding",
-                      error={"code": "interrupted", "message": "resume", "retryable": True})
+                      error=RunError("interrupted", "resume", retryable=True))
     run = ask(session, "Was it paid?")
     call = ModelCall.objects.get(run=run)
     detail = section(console.get(context(run.pk)).content.decode(), call.pk)

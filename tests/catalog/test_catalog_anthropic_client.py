@@ -22,6 +22,7 @@ from models_catalog.errors import (
     ProviderUnavailableError,
     RateLimitedError,
 )
+from sessions.run_errors import RunError
 from tests.catalog.support import FAST, SECRET_BODY
 from tests.fakes.anthropic import api_error, message_events, message_json, message_stream, sse
 from tests.fakes.responses import SSEResponse
@@ -172,7 +173,7 @@ def test_cat5_a_refused_key_is_permanent_clear_and_echoes_nothing(fake, status, 
     fake.handler = lambda r: api_error(status, kind, f"{SECRET_BODY} {KEY}")
     with pytest.raises(AuthenticationError) as caught:
         run(fake)
-    text = f"{caught.value} {caught.value!r} {caught.value.to_dict()}"
+    text = f"{caught.value} {caught.value!r} {RunError.from_provider(caught.value).to_dict()}"
     assert caught.value.permanent and "API key" in str(caught.value)
     assert SECRET_BODY not in text and KEY not in text
     with client_for(fake) as client:

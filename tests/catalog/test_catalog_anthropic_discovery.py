@@ -6,6 +6,7 @@ import pytest
 from models_catalog.discovery import PLATFORM_DEFAULT_CONTEXT_WINDOW, discover_models
 from models_catalog.errors import AuthenticationError, ProviderUnavailableError
 from models_catalog.manifest import load_manifest
+from sessions.run_errors import RunError
 from tests.catalog.support import FAST, SECRET_BODY, public_resolver
 from tests.fakes.anthropic import AnthropicFake, api_error
 from tests.fakes.responses import JSONResponse
@@ -75,7 +76,7 @@ def test_cat1_a_wrong_key_is_a_clear_error_that_echoes_nothing(fake):
     with pytest.raises(AuthenticationError) as caught:
         discover_models(provider="anthropic", base_url=fake.base_url, api_key="sk-ant-WRONG-9999",
                         allow_private=True, limits=FAST)
-    text = f"{caught.value} {caught.value!r} {caught.value.to_dict()}"
+    text = f"{caught.value} {caught.value!r} {RunError.from_provider(caught.value).to_dict()}"
     assert "Anthropic rejected the credentials" in str(caught.value)
     assert SECRET_BODY not in text and "sk-ant-WRONG" not in text
     strict = AnthropicFake(api_key=KEY)

@@ -26,6 +26,7 @@ from models_catalog.errors import (
     ResponseTooLargeError,
 )
 from models_catalog.target import model_target
+from sessions.run_errors import RunError
 from tests.catalog.support import API_KEY, FAST, HANGING, SECRET_BODY, public_resolver
 from tests.fakes.fake_provider import (
     Hang,
@@ -211,7 +212,7 @@ def test_cat5_errors_never_echo_the_body_or_the_key(fake):
     fake.handler = lambda r: error(400, f"{SECRET_BODY} key={API_KEY}")
     with pytest.raises(ProviderError) as caught:
         run(fake)
-    text = str(caught.value) + repr(caught.value) + json.dumps(caught.value.to_dict())
+    text = str(caught.value) + repr(caught.value) + json.dumps(RunError.from_provider(caught.value).to_dict())
     assert SECRET_BODY not in text and API_KEY not in text
 
 

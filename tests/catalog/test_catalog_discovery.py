@@ -14,6 +14,7 @@ from models_catalog.discovery import (
 from models_catalog.errors import AuthenticationError, InvalidRequestError
 from models_catalog.manifest import load_manifest
 from models_catalog.providers import RawModel
+from sessions.run_errors import RunError
 from tests.catalog.support import API_KEY, FAST, SECRET_BODY, public_resolver
 from tests.fakes.fake_provider import (
     error,
@@ -254,7 +255,7 @@ def test_cat5_auth_failure_names_neither_key_nor_body(fake):
     with pytest.raises(AuthenticationError) as caught:
         discover_models(provider="openai_compatible", base_url=fake.base_url, api_key=API_KEY,
                         allow_private=True, limits=FAST)
-    text = str(caught.value) + repr(caught.value) + json.dumps(caught.value.to_dict())
+    text = str(caught.value) + repr(caught.value) + json.dumps(RunError.from_provider(caught.value).to_dict())
     assert API_KEY not in text and SECRET_BODY not in text
     assert caught.value.permanent and caught.value.status == 401
 

@@ -22,6 +22,7 @@ from models_catalog.manifest import (
     normalise_base_url,
     parse_manifest,
 )
+from sessions.run_errors import RunError
 
 
 def test_retry_after_accepts_seconds_and_http_dates():
@@ -54,8 +55,10 @@ def test_loop3_rate_limit_carries_retry_after_and_5xx_is_transient():
     assert error_from_status(418).permanent
 
 
-def test_error_to_dict_is_the_api_shape():
-    assert UnsafeURLError("nope").to_dict() == {"code": "unsafe_url", "message": "nope", "retryable": False}
+def test_a_provider_error_becomes_the_one_run_error_shape():
+    assert RunError.from_provider(UnsafeURLError("nope")).to_dict() == {
+        "code": "unsafe_url", "message": "nope", "retryable": False}
+    assert RunError.from_provider(error_from_status(502)).retryable is True
 
 
 def test_cat2_manifest_has_a_version_and_valid_entries():

@@ -11,6 +11,7 @@ from agentloom.agents.selectors import version_budget
 from agentloom.runloop.loop import run_execute
 from context.records import UNKNOWN_OUTCOME_TEXT
 from sessions.models import ModelCall, Run, RunEvent
+from sessions.run_errors import RunError
 from sessions.selectors import main_instance, model_call_entries, model_call_repairs
 from sessions.services.history import question_ask, step_save_assistant
 from sessions.services.runs import run_claim, run_finish
@@ -33,7 +34,7 @@ def _interrupted_with_unanswered_call(session, call_id: str) -> Run:
         {"id": call_id, "type": "function", "function": {"name": "delegate", "arguments": '{"task": "pay"}'}}]}
     step_save_assistant(run=run, instance=main_instance(run=run), message=message, entry_key="assistant-1")
     assert run_finish(run=run, status=Run.Status.INTERRUPTED, reason="the worker stopped responding",
-                      error={"code": "interrupted", "message": "resume", "retryable": True})
+                      error=RunError("interrupted", "resume", retryable=True))
     return run
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessions.models import Run
+from sessions.run_errors import RunError
 from sessions.selectors import main_instance
 from sessions.services.history import context_project, step_save_assistant
 from sessions.services.records import record_append
@@ -33,7 +34,7 @@ def interrupted_after_calls(session, calls: list[tuple[str, str, str]]) -> Run:
         for call_id, name, arguments in calls]}
     step_save_assistant(run=run, instance=main_instance(run=run), message=message, entry_key="assistant-1")
     assert run_finish(run=run, status=Run.Status.INTERRUPTED, reason="the worker stopped responding",
-                      error={"code": "interrupted", "message": "resume", "retryable": True})
+                      error=RunError("interrupted", "resume", retryable=True))
     return run
 
 

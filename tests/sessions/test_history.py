@@ -6,6 +6,7 @@ from django.db import transaction
 
 from agentloom.errors import ActiveRunConflict, Conflict
 from sessions.models import CompactionSnapshot, Instance, Run, SessionMessage, SessionView
+from sessions.run_errors import RunError
 from sessions.selectors import main_instance
 from sessions.services.history import (
     checkpoint_commit,
@@ -37,7 +38,7 @@ def test_run2_a_new_run_inherits_every_earlier_question_answer_failure_and_tool_
     answer(first, "It is ABC.", "s2")
     _complete(first)
     second = claim(question_ask(session=session, content="Cancel it"))
-    run_finish(run=second, status=Run.Status.FAILED, error={"code": "provider_unavailable", "message": "down"})
+    run_finish(run=second, status=Run.Status.FAILED, error=RunError("provider_unavailable", "down", retryable=True))
     third = question_ask(session=session, content="Try again")
     assert seen_by(third) == [
         ("user", "Find my booking"), ("assistant", "calls lookup"), ("tool", "booking ABC"),

@@ -9,6 +9,7 @@ import pytest
 
 from context.usage import UsageFigures, usage_figures
 from sessions.models import ModelCall, Run
+from sessions.run_errors import RunError
 from sessions.selectors import main_instance
 from sessions.services.history import question_ask
 from sessions.services.model_calls import model_call_close, model_call_open
@@ -82,7 +83,7 @@ def test_runs_are_read_a_chunk_at_a_time_in_id_order(make_session, alice, django
         run = claim(question_ask(session=session, content=f"Q{n}"))
         log_calls(run, USAGES[1:3])
         run_finish(run=run, status=Run.Status.COMPLETED if n % 2 == 0 else Run.Status.FAILED,
-                   error=None if n % 2 == 0 else {"code": "provider_unavailable", "message": "down"})
+                   error=None if n % 2 == 0 else RunError("provider_unavailable", "down", retryable=True))
         runs.append(run)
     with django_assert_num_queries(2 * 3 + 1):  # three chunks of two runs, and the empty end
         rows = list(version_usage_runs(version=session.version, chunk=2))

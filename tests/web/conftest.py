@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from sessions.models import Run
+from sessions.run_errors import RunError
 from sessions.selectors import main_instance
 from sessions.services.events import event_emit
 from sessions.services.history import question_ask, step_save_assistant
@@ -65,7 +66,7 @@ def finished_run(session, *, question: str = "What is 6*7?", steps: list[dict[st
         return run
     if error:
         event_emit(run_id=run.pk, type="error", data=error)
-    run_finish(run=run, status=status, error=error,
+    run_finish(run=run, status=status, error=RunError.from_dict(error) if error else None,
                reason="stopped by user" if status == Run.Status.CANCELLED else "")
     event_emit(run_id=run.pk, type="run_finished", data={"status": status, "error": error})
     run.refresh_from_db()

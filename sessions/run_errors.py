@@ -1,0 +1,54 @@
+"""The one shape of a run's error: stored on the run row, announced in its events.
+
+A run that fails or is interrupted carries a :class:`RunError` — what went wrong in
+words a person understands, a code the screen reads, and whether resuming may help.
+It is built one way (here), stored one way (``to_dict`` on ``Run.error`` and in the
+``run_finished`` event) and announced one way (``event``: the same fields, plus what a
+retry adds). The screen's wording per code lives in ``agentloom/web/errors.py``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunError:
+    code: str
+    message: str
+    retryable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored shape: ``{"code", "message", "retryable"}``."""
+        return {"code": self.code, "message": self.message, "retryable": self.retryable}
+
+    def event(self, **extra: Any) -> dict[str, Any]:
+        """An ``error`` event's data: the stored shape, plus what the moment adds (a retry's
+        ``retrying_in``, ``attempt`` and ``reset``; which instance it came from)."""
+        return {**self.to_dict(), **extra}
+
+    @classmethod
+    def from_provider(cls, error: Any) -> RunError:
+        """A provider's refusal or fault (``models_catalog.errors.ProviderError``): its
+        code and words; retryable unless it is permanent."""
+        return cls(error.code, str(error), retryable=not error.permanent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunError:
+        """A stored error read back (a missing ``retryable`` reads as resumable, as the
+        screen has always read it)."""
+        return cls(str(data.get("code") or "error"), str(data.get("message") or ""),
+                   retryable=data.get("retryable") is not False)
+
+
+INTERNAL_ERROR = RunError("internal_error", "Something went wrong on our side; you can resume the run.",
+                          retryable=True)
+COULD_NOT_START = RunError("internal_error", "The run could not start on our side; an operator has the details.",
+                           retryable=True)
+INTERRUPTED = RunError("interrupted", "The worker running this stopped; resume to continue.", retryable=True)
+SHUT_DOWN = RunError("interrupted", "The worker running this was shut down; resume to continue.", retryable=True)
+NOT_A_MEMBER = RunError("not_a_member", "This session's owner is no longer a member of its space.")
+QUEUE_UNAVAILABLE = RunError("queue_unavailable",
+                             "The task queue is unavailable, so this could not start; resume it in a moment.",
+                             retryable=True)
