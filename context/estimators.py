@@ -59,7 +59,9 @@ _CL100K_MODELS = re.compile(r"^(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embe
 class Estimator(Protocol):
     """What the budget code needs from an estimator."""
 
-    id: str
+    @property
+    def id(self) -> str:
+        """Names the estimator (and its version): figures are comparable only under one id."""
 
     def message(self, message: Mapping[str, Any]) -> int:
         """Estimated units for one message."""

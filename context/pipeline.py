@@ -222,10 +222,9 @@ class InstanceContext:
         """The projection of every record read so far (without the system message)."""
         start = self.start if self.start is not None else Start()
         if self._projection is None:
-            view = ({"start_view": start.messages, "start_watermark": start.watermark}
-                    if start.messages is not None else {})
+            view, watermark = (start.messages, start.watermark) if start.messages is not None else (None, None)
             self._projection = Projection(screen_tools=self.screen_tools, tool_result_limit=self.tool_result_limit,
-                                          repairs=True, **view)
+                                          start_view=view, start_watermark=watermark, repairs=True)
             self._fed = 0
         self._projection.extend(self.records[self._fed:])
         self._fed = len(self.records)
