@@ -27,7 +27,7 @@ class RejectUnknownFields(serializers.Serializer):
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields) - self.IGNORED)
             if unknown:
-                raise serializers.ValidationError({name: "unknown field" for name in unknown})
+                raise serializers.ValidationError(dict.fromkeys(unknown, "unknown field"))
         return super().to_internal_value(data)
 
 
@@ -83,7 +83,8 @@ class DiscoverIn(RejectUnknownFields):
     base_url = StrictCharField(required=False, allow_blank=True, max_length=500)
     api_key = _key_field()
     resource_id = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
-                                           help_text="A stored connection whose key to reuse (same provider and base URL only).")
+                                           help_text="A stored connection whose key to reuse "
+                                                     "(same provider and base URL only).")
     space = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                      help_text="The space you discover for; default: any space you administer.")
 
@@ -101,7 +102,8 @@ class ConnectionUpdateIn(RejectUnknownFields):
     safety_margin_tokens = serializers.IntegerField(required=False)
     supports_images = serializers.BooleanField(required=False)
     discovery_token = StrictCharField(required=False, allow_blank=True, max_length=4_000,
-                                      help_text="From a discovery result: keeps the figures' source unless you change them.")
+                                      help_text="From a discovery result: keeps the figures' source "
+                                                "unless you change them.")
 
 
 class ConnectionCreateIn(ConnectionUpdateIn):

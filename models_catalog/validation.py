@@ -70,9 +70,11 @@ def discovery_token_read(token: str) -> dict[str, Any]:
     try:
         return signing.loads(token, salt=TOKEN_SALT, max_age=TOKEN_MAX_AGE)
     except signing.SignatureExpired:
-        raise ValidationFailed("The discovery result is too old.", fields={"discovery_token": "expired; run discovery again"}) from None
+        raise ValidationFailed("The discovery result is too old.",
+                               fields={"discovery_token": "expired; run discovery again"}) from None
     except signing.BadSignature:
-        raise ValidationFailed("The discovery token is not valid.", fields={"discovery_token": "not a valid token"}) from None
+        raise ValidationFailed("The discovery token is not valid.",
+                               fields={"discovery_token": "not a valid token"}) from None
 
 
 # --- validation -------------------------------------------------------------------------
@@ -130,9 +132,11 @@ def _check_known_maxima(*, provider: str, base_url: Any, model: str, token: dict
         max_window, max_output, source = entry.context_window, entry.max_output_tokens, "the official manifest"
     elif token is not None and token.get("m") == model:
         max_window, max_output, source = token.get("mw"), token.get("mx"), "the provider"
-    if isinstance(output, int) and isinstance(max_output, int) and output > max_output and "max_output_tokens" not in errors:
+    if (isinstance(output, int) and isinstance(max_output, int) and output > max_output
+            and "max_output_tokens" not in errors):
         errors["max_output_tokens"] = f"at most {max_output:,} for {model} (its maximum, from {source})"
-    if isinstance(window, int) and isinstance(max_window, int) and window > max_window and "context_window" not in errors:
+    if (isinstance(window, int) and isinstance(max_window, int) and window > max_window
+            and "context_window" not in errors):
         errors["context_window"] = f"at most {max_window:,} for {model} (its window, from {source})"
 
 
@@ -215,7 +219,8 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
     # for input is what the server keeps.
     server_window, server_source = _server_context(connection=connection, current=current, token=token, out=out)
     usable = min(window, server_window) if server_window and isinstance(window, int) else window
-    if not {"context_window", "max_output_tokens", "safety_margin_tokens"} & errors.keys() and usable <= output + margin:
+    if (not {"context_window", "max_output_tokens", "safety_margin_tokens"} & errors.keys()
+            and usable <= output + margin):
         errors["context_window"] = (
             f"must be larger than max_output_tokens + safety_margin_tokens ({output + margin:,}), "
             "or no room is left for input"

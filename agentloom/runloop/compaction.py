@@ -113,7 +113,8 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
             event_emit(run_id=state.run.pk, type="context_measured",
                        data=context_measured(state, tokens=metrics["tokens_after_calibrated"], measured_by="estimate"))
         event_emit(run_id=state.run.pk, type="compacted", data={
-            "trigger": trigger, "tokens_before": metrics.get("tokens_before"), "tokens_after": metrics.get("tokens_after"),
+            "trigger": trigger, "tokens_before": metrics.get("tokens_before"),
+            "tokens_after": metrics.get("tokens_after"),
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
             "revision": committed.snapshot.revision})
         return list(result.messages)

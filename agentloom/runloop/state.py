@@ -221,7 +221,8 @@ class RunState:
                 noun = counter.replace("_", " ")
                 raise RunStopped("limit_reached", f"The run reached its limit of {self.limits[limit]} {noun}.")
         if time.monotonic() - self.started > self.limits["max_wall_seconds"]:
-            raise RunStopped("limit_reached", f"The run reached its time limit of {self.limits['max_wall_seconds']} seconds.")
+            raise RunStopped("limit_reached",
+                             f"The run reached its time limit of {self.limits['max_wall_seconds']} seconds.")
 
     def tools_at(self, depth: int) -> list[Tool]:
         """The tools an instance at ``depth`` may call: no delegation past the depth limit (RUN-3)."""

@@ -25,7 +25,7 @@ EVIDENCE_CHARS = 2_000
 
 
 def verification_messages(*, task: str, plan: str | None, evidence: list[str], candidate: str,
-                          fits: "callable") -> list[dict[str, Any]] | None:
+                          fits: callable) -> list[dict[str, Any]] | None:
     """The check's request: task and plan verbatim, as much evidence as fits (newest first).
 
     ``fits(messages)`` says whether a request is under the hard limit. None when even the
@@ -65,7 +65,8 @@ def run_verify(state: RunState, instance: Instance, answer: str) -> dict[str, An
     counters and as a ``context`` record, and returned. Always a verdict: ``not_done``
     when the check could not run. Not a model step (it is logged as a verification call)."""
     task = SessionMessage.objects.filter(instance=instance, kind="user").order_by("-seq").first()
-    evidence = evidence_from_records(SessionMessage.objects.filter(instance=instance, kind="tool_result").order_by("seq"))
+    evidence = evidence_from_records(SessionMessage.objects.filter(instance=instance, kind="tool_result")
+                                     .order_by("seq"))
     verdict = _verdict(state, instance, task=content_text((task.message.get("content") if task else "") or ""),
                        plan=plan_text((Instance.objects.get(pk=instance.pk).frame or {}).get("plan")),
                        evidence=evidence, candidate=answer)
@@ -103,5 +104,6 @@ def evidence_from_records(records) -> list[str]:
     items = []
     for record in records:
         message = record.message
-        items.append(f"[{message.get('name', 'tool')} → {message.get('status', 'ok')}] {content_text(message.get('content'))}")
+        items.append(f"[{message.get('name', 'tool')} → {message.get('status', 'ok')}] "
+                     f"{content_text(message.get('content'))}")
     return list(reversed(items))

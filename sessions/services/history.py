@@ -6,8 +6,9 @@ Turns append-only encrypted records into each run's context through the pure eng
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F
@@ -159,7 +160,8 @@ def assistant_record(*, message: dict[str, Any], entry_key: str) -> tuple[NewRec
     return NewRecord("assistant", message, entry_key), 1
 
 
-def step_save_assistant(*, run: Run, instance: Instance, message: dict[str, Any], entry_key: str) -> SessionMessage | None:
+def step_save_assistant(*, run: Run, instance: Instance, message: dict[str, Any],
+                        entry_key: str) -> SessionMessage | None:
     """Save an action model response; a received one counts as a model step (CTX-23).
 
     A stream cut by a Stop (``message["partial"]``) is kept — the model sees what it had

@@ -40,13 +40,15 @@ TOOLS = [{"type": "function", "function": {"name": "calculator", "description": 
                                            "parameters": {"type": "object", "properties": {}}}}]
 OPENAI = RequestShape(model="qwen2.5:7b", dialect="openai")
 NATIVE = RequestShape(model="claude-opus-5", dialect="anthropic")
+DEFAULT_POLICY = ContextPolicy()
 
 
 def _figures(budget: Budget | None = None, ratio: float = 1.0) -> RunFigures:
-    return RunFigures(EstimateCache(BytesEstimator()), Calibration(prior=ratio), budget or Budget(100_000, 1_000, 1_000))
+    return RunFigures(EstimateCache(BytesEstimator()), Calibration(prior=ratio),
+                      budget or Budget(100_000, 1_000, 1_000))
 
 
-def _pipeline(shape: RequestShape = OPENAI, *, policy: ContextPolicy | None = ContextPolicy(),
+def _pipeline(shape: RequestShape = OPENAI, *, policy: ContextPolicy | None = DEFAULT_POLICY,
               figures: RunFigures | None = None, records: list[dict] | None = None) -> ContextPipeline:
     context = InstanceContext(open_runs={"r1"})
     context.load(Start(), records if records is not None else [user(1, "What is 17 * 23?")])
