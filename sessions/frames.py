@@ -6,7 +6,7 @@ and checkpoints, never here: the frame holds what code must remember between ste
 """
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 
 class QueuedSupplement(TypedDict):
@@ -91,3 +91,32 @@ def frame_initial(*, compaction_failure: CompactionFailure | None = None) -> Fra
     if compaction_failure:
         frame["compaction_failure"] = compaction_failure
     return frame
+
+
+class RunBudget(TypedDict):
+    """What a run froze when it was created, for its whole life, resumes included (RUN-4):
+    ``Run.budget``, written by ``sessions.services.runs.budget_freeze`` and read back whole
+    by ``run_budget`` (a row from before a field was frozen reads it from its version)."""
+
+    provider: str
+    model: str
+    context_window: int
+    max_output_tokens: int
+    safety_margin_tokens: int
+    context_policy: dict[str, Any] | None  # None: the legacy character threshold (CTX-40)
+    limits: dict[str, int]
+
+
+def run_budget(stored: dict[str, Any] | None, *, version: Any) -> RunBudget:
+    """A run's frozen budget with every field present: what was frozen, else the version's."""
+    frozen = stored or {}
+    limits = frozen.get("limits") or {}
+    return RunBudget(
+        provider=frozen.get("provider", version.provider),
+        model=frozen.get("model", version.model),
+        context_window=frozen.get("context_window", version.context_window),
+        max_output_tokens=frozen.get("max_output_tokens", version.max_output_tokens),
+        safety_margin_tokens=frozen.get("safety_margin_tokens", version.safety_margin_tokens),
+        context_policy=frozen.get("context_policy") or None,
+        limits={k: v for k, v in limits.items() if isinstance(v, int) and not isinstance(v, bool)},
+    )

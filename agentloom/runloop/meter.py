@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloom.runloop.state import RunState, policy_of
+from agentloom.runloop.state import RunState
 from context.calibration import usage_prompt_tokens
 
 
@@ -22,7 +22,7 @@ def context_measured(state: RunState, *, tokens: int, measured_by: str) -> dict[
         "context_window": budget.context_window, "effective_input_tokens": budget.effective_input,
         "trigger_tokens": None, "target_tokens": None,
     }
-    policy = policy_of(state)
+    policy = state.policy
     if policy is not None:  # without one the legacy character threshold applies (CTX-40)
         data["trigger_tokens"] = budget.trigger_tokens(policy)
         data["target_tokens"] = budget.target_tokens(policy)

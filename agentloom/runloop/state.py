@@ -42,6 +42,7 @@ from models_catalog.learning import (
 )
 from models_catalog.selectors import effective_base_url
 from models_catalog.target import ModelTarget, model_target
+from sessions.frames import run_budget
 from sessions.models import Instance, ModelCall, Run, SessionMessage, SessionView
 from sessions.selectors import record_as_engine_dict
 from sessions.services.history import context_load
@@ -62,6 +63,7 @@ class RunState:
     run: Run
     limits: dict[str, int]
     frozen_budget: Budget  # as the run froze it (RUN-4); ``figures.budget`` is the one in force (CAT-3 lowers it)
+    policy: ContextPolicy | None  # the frozen context policy; None keeps the legacy threshold (CTX-40)
     tools: list[Tool]
     watch: RunWatch
     redactor: Redactor
@@ -106,7 +108,7 @@ class RunState:
         if pipeline is None:
             context = InstanceContext(open_runs={self.run.pk}, screen_tools=self.screen_tools(depth))
             pipeline = self.pipelines[instance.pk] = ContextPipeline(
-                shape=self.target.shape, figures=self.figures, policy=policy_of(self), context=context,
+                shape=self.target.shape, figures=self.figures, policy=self.policy, context=context,
                 track=("request", instance.pk), keep_thinking=self.thinking_continues)
         if not pipeline.context.loaded:  # the first step, or the first after a compaction
             pipeline.context.load(*context_load(run=self.run, instance=instance))
@@ -232,16 +234,16 @@ class RunState:
 def run_state_build(run: Run) -> RunState:
     """The state of one execution of ``run``, from what it froze (RUN-4) and its connection."""
     version = run.version
-    frozen = run.budget or {}
-    limits = {**DEFAULT_LIMITS, **{k: v for k, v in (frozen.get("limits") or {}).items() if isinstance(v, int)}}
+    frozen = run_budget(run.budget, version=version)
+    limits = {**DEFAULT_LIMITS, **frozen["limits"]}
     connection = version.model_connection
     endpoint_check(version=version)
     api_key = connection.api_key if connection is not None else ""
-    window = frozen.get("context_window", version.context_window)
+    window = frozen["context_window"]
     if connection is not None:  # what the server was seen to refuse at applies to every version (CAT-3)
         window = connection.effective_context_window(window)
     target = model_target(
-        provider=frozen.get("provider", version.provider), model=frozen.get("model", version.model),
+        provider=frozen["provider"], model=frozen["model"],
         base_url=version.base_url, api_key=api_key,
         supports_images=bool(connection.supports_images) if connection is not None else False,
         # One set of limits for every call of the run: action, summary and verification.
@@ -257,9 +259,9 @@ def run_state_build(run: Run) -> RunState:
         signals=RunSignals(cancel_requested=run.cancel_requested, attention=run.attention),
         run=run,
         limits=limits,
-        frozen_budget=Budget(context_window=window,
-                      max_output_tokens=frozen.get("max_output_tokens", version.max_output_tokens),
-                      safety_margin_tokens=frozen.get("safety_margin_tokens", version.safety_margin_tokens)),
+        frozen_budget=Budget(context_window=window, max_output_tokens=frozen["max_output_tokens"],
+                             safety_margin_tokens=frozen["safety_margin_tokens"]),
+        policy=ContextPolicy.from_dict(frozen["context_policy"]) if frozen["context_policy"] else None,
         tools=[*(registry[name] for name in version.tools if name in registry),
                *server_tools_build(version=version, sessions=sessions)],
         watch=RunWatch(run.pk, attempt=run.attempt),
@@ -290,9 +292,3 @@ def system_message(state: RunState, depth: int) -> dict[str, Any]:
     if depth:
         text = f"{text}\n\n{SUB_AGENT_NOTE}"
     return {"role": "system", "content": text}
-
-
-def policy_of(state: RunState) -> ContextPolicy | None:
-    """The run's frozen context policy; None keeps the legacy character threshold (CTX-40)."""
-    raw = (state.run.budget or {}).get("context_policy")
-    return ContextPolicy.from_dict(raw) if raw else None

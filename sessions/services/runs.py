@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from agentloom.agents.models import AgentVersion
 from agentloom.errors import ActiveRunConflict, Conflict, NotFound
+from sessions.frames import RunBudget
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
 from sessions.run_errors import NOT_A_MEMBER, QUEUE_UNAVAILABLE, RunError
 from sessions.selectors import session_creator_is_member
@@ -21,17 +22,12 @@ from sessions.services.records import record_append
 logger = logging.getLogger("agentloom.dispatch")
 
 
-def budget_freeze(*, version: AgentVersion) -> dict:
+def budget_freeze(*, version: AgentVersion) -> RunBudget:
     """The figures a run keeps for its whole life, resumes included (RUN-4)."""
-    return {
-        "provider": version.provider,
-        "model": version.model,
-        "context_window": version.context_window,
-        "max_output_tokens": version.max_output_tokens,
-        "safety_margin_tokens": version.safety_margin_tokens,
-        "context_policy": version.context_policy,
-        "limits": dict(version.limits or {}),
-    }
+    return RunBudget(provider=version.provider, model=version.model, context_window=version.context_window,
+                     max_output_tokens=version.max_output_tokens,
+                     safety_margin_tokens=version.safety_margin_tokens, context_policy=version.context_policy,
+                     limits=dict(version.limits or {}))
 
 
 def run_create(*, session: Session) -> Run:
