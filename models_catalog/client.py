@@ -10,7 +10,9 @@ messages, so the call log holds what the provider received.
 
 Errors (LOOP-3): a failure before any content raises a :class:`ProviderError`; a failure
 after content arrived ends the iteration with ``StreamEnd(cut=True, error=...)`` so the
-partial answer is not lost (CTX-6) — call ``end.raise_if_cut()`` to retry it. Only
+partial answer is not lost (CTX-6) — call ``end.raise_if_cut()`` to retry it. A 200 whose
+stream ends before its first data event (an empty body, or only ``: ping`` comments) is
+asked once more without streaming, to learn why, before it counts as a fault. Only
 transient errors are retried, by :func:`call_with_retries`.
 
 The key is sent as ``Authorization: Bearer <key>`` and appears nowhere else: not in
@@ -129,16 +131,16 @@ class HttpChatClient(GuardedChatClient):
             return assembler.feed(parse_chunk(message.data, message.event, provider_label=label)), False
 
         def unstreamed() -> Iterator[ChatEvent]:
-            # A 200 with an empty body: llama.cpp's server answers a streamed prompt over its
-            # window this way. Ask once without streaming to learn why (there it says
-            # "exceeds the available context size" with the figures) before this counts
-            # as a provider fault.
+            # A 200 that ended before its first data event: llama.cpp's server answers a
+            # streamed prompt over its window with an empty body, llama-cpp-python's with a
+            # ": ping" comment and a cut connection. Ask once without streaming to learn why
+            # (both then refuse with the figures, CAT-3) before this counts as a provider fault.
             plain = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
             return self._post_json(self.url, plain, headers=self._headers(stream=False), json_events=json_events)
 
         return self._post_stream(self.url, body, headers=self._headers(stream=True), assembler=assembler, read=read,
                                  ended=lambda: assembler.finish_reason is not None, json_events=json_events,
-                                 on_empty=unstreamed)
+                                 unstreamed=unstreamed)
 
 
 def collect(events: Iterator[ChatEvent]) -> StreamEnd:

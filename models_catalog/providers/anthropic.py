@@ -21,7 +21,8 @@ endpoint only.
 every other client (see ``anthropic_stream``). Errors: 401/403 are permanent and clear;
 429 (with ``retry-after``) and 529 ``overloaded_error`` are transient, retried by
 ``client.call_with_retries``; 400 "prompt is too long: N tokens > M maximum" is a
-:class:`~models_catalog.errors.ContextOverflowError` carrying both counts.
+:class:`~models_catalog.errors.ContextOverflowError` carrying both counts. A 200 whose stream
+ends before its first event is asked once more without streaming (LOOP-3, as every client).
 """
 from __future__ import annotations
 
@@ -166,9 +167,18 @@ class AnthropicChatClient(GuardedChatClient):
         def read(message: SSEMessage) -> tuple[list[ChatEvent], bool]:
             return assembler.feed(_event(message.data), message.event), assembler.stopped
 
+        def unstreamed() -> Iterator[ChatEvent]:
+            # Anthropic itself refuses before the stream begins and opens every stream with
+            # message_start; a 200 that ends before any event comes from what stands in
+            # between (a gateway, a local server speaking the Messages API). Asked plainly,
+            # the same request says why — a "prompt is too long" refusal is how the window
+            # is learned (CAT-3) — or simply answers.
+            plain = body | {"stream": False}
+            return self._post_json(self.url, plain, headers=anthropic_headers(self._key()), json_events=json_events)
+
         return self._post_stream(self.url, body, headers=anthropic_headers(self._key(), accept="text/event-stream"),
                                  assembler=assembler, read=read, ended=lambda: assembler.stop_reason is not None,
-                                 json_events=json_events)
+                                 json_events=json_events, unstreamed=unstreamed)
 
 
 def _event(data: str) -> dict[str, Any]:

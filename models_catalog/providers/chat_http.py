@@ -12,9 +12,13 @@ and :meth:`GuardedChatClient._post_json` do the rest the same way for every prov
 * a fault after content ends the iteration with ``StreamEnd(cut=True, error=...)`` so the
   partial answer is kept, and so does a stream that stops before the provider said it
   was complete;
-* a server that answers JSON to a streamed request is read as one answer; a 200 with an
-  empty body goes to the client's ``on_empty`` when it has one (the OpenAI-style client
-  asks again unstreamed, to learn why).
+* a server that answers JSON to a streamed request is read as one answer;
+* a 200 whose stream ends before its first data event — an empty body, or only comments
+  (``: ping``) and then a close, clean or cut — goes to the client's ``unstreamed`` when it
+  has one: the same request once more without streaming, to learn why before it counts as
+  a provider fault. llama.cpp's server answers a streamed prompt over its window with an
+  empty 200, llama-cpp-python's with a ping and a cut connection; asked plainly, both say
+  it is too long, with the figures the loop learns the window from (CAT-3).
 """
 from __future__ import annotations
 
@@ -129,26 +133,23 @@ class GuardedChatClient:
         read: Callable[[SSEMessage], tuple[list[ChatEvent], bool]],
         ended: Callable[[], bool],
         json_events: JsonEvents,
-        on_empty: Callable[[], Iterator[ChatEvent]] | None = None,
+        unstreamed: Callable[[], Iterator[ChatEvent]] | None = None,
     ) -> Iterator[ChatEvent]:
         """A streamed request. ``read`` turns one SSE message into events and says whether
         it was the last; ``ended`` says whether the provider declared the answer complete
-        (for a stream that closes without its last message); ``on_empty`` answers a 200
-        whose body was empty (None: that is a cut answer like any other)."""
+        (for a stream that closes without its last message); ``unstreamed`` asks the same
+        request without streaming, for a 200 that ended before its first data event (None:
+        that is a cut answer like any other)."""
         label, limits = self.label, self._limits
         deadline = time.monotonic() + limits.total_timeout
         done = False
-        received = 0
-
-        def counted(chunks: Iterator[bytes]) -> Iterator[bytes]:
-            nonlocal received
-            for chunk in chunks:
-                received += len(chunk)
-                yield chunk
+        opened = False  # a 2xx answer began: what follows is its body
+        messages = 0  # data events read; comments and keep-alives are not events
 
         try:
             with self._client.stream("POST", url, headers=_json_headers(headers), content=body_bytes(body)) as response:
                 raise_for_status(response, provider_label=label)
+                opened = True
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     # The server ignored "stream": read it as one JSON answer.
                     raw = read_limited(response, max_bytes=limits.max_response_bytes, deadline=deadline)
@@ -156,8 +157,9 @@ class GuardedChatClient:
                         yield from json_events(parse_json(raw, provider_label=label))
                         return
                 else:
-                    for message in iter_sse(counted(response.iter_bytes()), max_bytes=limits.max_response_bytes,
+                    for message in iter_sse(response.iter_bytes(), max_bytes=limits.max_response_bytes,
                                             deadline=deadline, provider_label=label):
+                        messages += 1
                         events, done = read(message)
                         yield from events
                         if done:
@@ -169,12 +171,16 @@ class GuardedChatClient:
             return
         except httpx.HTTPError as exc:
             fault = transport_error(exc, provider_label=label)
-            if not assembler.emitted:
+            if assembler.emitted:
+                yield assembler.finish(cut=True, error=fault)
+                return
+            # A connection closed before the first data event is the same silence as an
+            # empty body (a time-out is not: asking again would only wait again).
+            closed = isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError))
+            if unstreamed is None or not opened or messages or not closed:
                 raise fault from exc
-            yield assembler.finish(cut=True, error=fault)
-            return
-        if on_empty is not None and received == 0 and not done and not assembler.emitted:
-            yield from on_empty()
+        if unstreamed is not None and opened and messages == 0 and not assembler.emitted:
+            yield from unstreamed()
             return
         if not done and not ended():
             cut_error = ProviderUnavailableError(f"The answer from {label} ended before it was complete.")

@@ -10,13 +10,18 @@
   ``max_context_length``, ``loaded_context_length`` when loaded) and its habit of answering
   any path it does not serve with **200** and ``{"error": "Unexpected endpoint or method. …"}``.
 * OpenRouter ``GET /api/v1/models`` entries.
+* llama-cpp-python's server (``python -m llama_cpp.server``): :class:`LlamaCppPythonServer`,
+  with its context window and its two ways of refusing a prompt over it.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.responses import Handler, JSONResponse, RecordedRequest, ResponseSpec
+from tests.fakes.responses import Handler, JSONResponse, RawResponse, RecordedRequest, ResponseSpec
+from tests.fakes.windowed import LONG_ANSWER, provider_count
 
 
 def vllm_models(models: Mapping[str, int]) -> JSONResponse:
@@ -107,3 +112,97 @@ def openrouter_model(model_id: str, *, context_length: int | None, top_context_l
                          "is_moderated": False},
         "per_request_limits": None, "supported_parameters": ["max_tokens", "temperature", "tools"],
     }
+
+
+# What sse-starlette writes for its keep-alive, with llama-cpp-python's separator ("\n").
+LLAMA_CPP_PYTHON_PING = b": ping - 2026-01-05 10:15:02.417301+00:00\n\n"
+
+
+def _chunked(*pieces: bytes, finished: bool) -> bytes:
+    """A chunked HTTP body; unfinished, it lacks the zero-size chunk that ends it."""
+    body = b"".join(f"{len(piece):x}\r\n".encode() + piece + b"\r\n" for piece in pieces)
+    return body + (b"0\r\n\r\n" if finished else b"")
+
+
+@dataclass
+class LlamaCppPythonServer:
+    """llama-cpp-python's OpenAI-compatible server, as strict as the real one (its
+    ``llama_cpp/server/app.py``, ``errors.py`` and ``Llama._create_completion``).
+
+    * ``GET /v1/models`` lists the one alias, ``owned_by: "me"``, with no window (it
+      publishes none); any other path is FastAPI's 404 ``{"detail": "Not Found"}``.
+    * A prompt of ``window`` tokens or more (``n_ctx``; counted here as a quarter of the
+      messages' JSON, not as our estimators count) is refused. **Streamed**, the refusal
+      happens inside the SSE response that already began: ``200``, ``text/event-stream``,
+      the keep-alive comment ``: ping - <time>`` and then the connection closes with the
+      chunked body unfinished (uvicorn, when the app raises after the response started);
+      ``ending="clean"`` closes it properly instead. **Non-streamed**, it is the real
+      ``400``: "This model's maximum context length is N tokens. However, you requested M
+      tokens (P in the messages, C in the completion)…", ``type: invalid_request_error``,
+      ``param: messages``, ``code: context_length_exceeded`` (C is the request's
+      ``max_tokens``, printed ``None`` when absent).
+    * Under the window it answers; ``max_tokens`` is cut to what the window leaves
+      (``finish_reason: length``). Streams are a role chunk, content chunks with
+      ``logprobs: null``, a final chunk with an empty delta and the finish reason, and
+      ``[DONE]`` — no usage; a plain answer carries ``usage``.
+
+    ``refused`` lists (streamed, prompt tokens) of every refusal, ``accepted`` the prompt
+    tokens of every answer.
+    """
+
+    window: int = 2048  # llama-cpp-python's default n_ctx
+    model: str = "local-llama-3.1-8b-q4"
+    ending: str = "cut"  # or "clean"
+    answer: Callable[[dict[str, Any]], str] = lambda body: LONG_ANSWER
+    refused: list[tuple[bool, int]] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
+
+    def __call__(self, request: RecordedRequest) -> ResponseSpec:
+        if request.method == "GET" and request.path == "/v1/models":
+            return JSONResponse({"object": "list", "data": [
+                {"id": self.model, "object": "model", "owned_by": "me", "permissions": []}]})
+        if request.method == "POST" and request.path == "/v1/chat/completions":
+            return self._chat(request.json if isinstance(request.json, dict) else {})
+        return JSONResponse({"detail": "Not Found"}, status=404)
+
+    def _chat(self, body: dict[str, Any]) -> ResponseSpec:
+        prompt = provider_count(body)
+        max_tokens = body.get("max_tokens")  # max_completion_tokens is not a field it reads
+        streamed = body.get("stream") is True
+        if prompt >= self.window:
+            self.refused.append((streamed, prompt))
+            if streamed:
+                return RawResponse(_chunked(LLAMA_CPP_PYTHON_PING, finished=self.ending == "clean"), headers={
+                    "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-store",
+                    "X-Accel-Buffering": "no", "Transfer-Encoding": "chunked"}, content_length=False)
+            return JSONResponse({"error": {
+                "message": f"This model's maximum context length is {self.window} tokens. However, you requested "
+                           f"{(max_tokens or 0) + prompt} tokens ({prompt} in the messages, {max_tokens} in the "
+                           "completion). Please reduce the length of the messages or completion.",
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}},
+                status=400)
+        self.accepted.append(prompt)
+        room = self.window - prompt
+        limit = room if max_tokens is None or max_tokens <= 0 or max_tokens + prompt >= self.window else max_tokens
+        text = self.answer(body)
+        finish = "stop"
+        if len(text) // 4 > limit:
+            text, finish = text[:limit * 4], "length"
+        common = {"id": "chatcmpl-5f1d6c8e-2b7a-4c1e-9d3f-0a6b8e4c2d71", "created": 1736071502, "model": self.model}
+        if not streamed:
+            return JSONResponse({**common, "object": "chat.completion", "choices": [{
+                "index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                "finish_reason": finish}], "usage": {"prompt_tokens": prompt, "completion_tokens": len(text) // 4,
+                                                     "total_tokens": prompt + len(text) // 4}})
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+            payload = {**common, "object": "chat.completion.chunk", "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+            return f"data: {json.dumps(payload)}\n\n".encode()
+
+        pieces = [chunk({"role": "assistant"})]
+        pieces += [chunk({"content": text[i:i + 120]}) for i in range(0, len(text), 120)]
+        pieces += [chunk({}, finish), b"data: [DONE]\n\n"]
+        return RawResponse(_chunked(*pieces, finished=True), headers={
+            "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no", "Transfer-Encoding": "chunked"}, content_length=False)
