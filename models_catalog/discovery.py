@@ -153,9 +153,13 @@ def discover_models(
     Raises a :class:`~models_catalog.errors.ProviderError` when the list cannot be read.
     """
     spec = get_provider(provider)
-    base = (base_url or spec.default_base_url or "").strip()
-    if not base:
+    entered = (base_url or spec.default_base_url or "").strip()
+    if not entered:
         raise InvalidRequestError("A base URL is required for this provider.", code="base_url_required")
+    # The form the API answers at: Anthropic's SDK form (no /v1) is listed, stored and
+    # called with /v1, and the admin is told so (a connection saved from this keeps it).
+    base = spec.base_url_form(entered)
+    completed = normalise_base_url(base) != normalise_base_url(entered)
     if spec.requires_api_key and not api_key:
         raise AuthenticationError(f"An API key is required for {spec.label}.")
     manifest = manifest or load_manifest()
@@ -169,14 +173,18 @@ def discover_models(
         for raw in listing.models
     ]
     models.sort(key=lambda m: (not m.chat_capable, m.id))
+    warnings = list(listing.warnings)
+    if completed:
+        warnings.insert(0, f"{spec.label}'s API answers under {normalise_base_url(base)}, the base URL as entered "
+                           f"with the API version: a connection saved from this discovery keeps that base URL.")
     return DiscoveryResult(
         provider=provider,
         base_url=normalise_base_url(base),
         api_shape=listing.api_shape,
         models=tuple(models),
         manifest_version=manifest.version if official else None,
-        warnings=tuple(listing.warnings),
-        suggested_base_url=listing.suggested_base_url,
+        warnings=tuple(warnings),
+        suggested_base_url=listing.suggested_base_url,  # what to enter instead; a completed form needs nothing
     )
 
 

@@ -66,13 +66,14 @@ def connection_in_use_by(*, connection: ModelConnection) -> list[str]:
 
 
 def effective_base_url(*, provider: str, base_url: str | None) -> str:
-    """The base URL a provider is really called at (its default when left blank), normalised."""
+    """The base URL a provider is really called at (its default when left blank, in the
+    form its API answers at: Anthropic's SDK form gains ``/v1``), normalised."""
     base = (base_url or "").strip()
-    if not base:
-        try:
-            base = get_provider(provider).default_base_url or ""
-        except ProviderError:  # an unknown provider is reported by the caller's validation
-            base = ""
+    try:
+        spec = get_provider(provider)
+    except ProviderError:  # an unknown provider is reported by the caller's validation
+        return normalise_base_url(base) if base else ""
+    base = spec.base_url_form(base or spec.default_base_url or "")
     return normalise_base_url(base) if base else ""
 
 

@@ -112,7 +112,8 @@ def _check_base_url(spec: ProviderSpec, raw: str, errors: dict[str, str]) -> str
         errors["base_url"] = "must not contain a user name or password; use the API key field"
     elif url.query or url.fragment:
         errors["base_url"] = "must not contain a query string or fragment"
-    return raw.rstrip("/")
+    # Stored in the form the API answers at, as discovery said (Anthropic's SDK form gains /v1).
+    return spec.base_url_form(raw)
 
 
 def _check_figure(name: str, value: Any, *, minimum: int, errors: dict[str, str]) -> None:

@@ -4,8 +4,10 @@
 ``https://api.anthropic.com/v1`` by default. Chat posts ``{base_url}/messages`` and
 discovery reads ``{base_url}/models``, so a gateway that serves Anthropic's API under
 its own prefix is ``https://gateway.example/anthropic/v1``. A base URL typed the way
-Anthropic's SDKs take it (without ``/v1``) is detected by discovery, which then suggests
-the ``/v1`` form.
+Anthropic's SDKs and ``ANTHROPIC_BASE_URL`` take it (without ``/v1``; the SDK adds
+``/v1/messages``) is the same endpoint: the spec's ``api_path`` makes discovery, the
+stored connection and chat use the ``/v1`` form (``ProviderSpec.base_url_form``), and
+discovery says which base URL a saved connection keeps.
 
 **Headers.** ``x-api-key: <key>`` and ``anthropic-version: 2023-06-01`` on every request;
 the key is sent nowhere else and appears in no error, ``repr`` or log line.
@@ -37,18 +39,18 @@ from context.anthropic_validate import BODY_FIELDS
 from models_catalog.errors import (
     AuthenticationError,
     InvalidRequestError,
-    ProviderError,
     ProviderUnavailableError,
 )
 from models_catalog.http import HttpLimits, Resolver, request_json
 from models_catalog.providers.anthropic_stream import AnthropicAssembler, events_from_message
-from models_catalog.providers.base import Listing, ListingContext, ProviderSpec, RawModel
+from models_catalog.providers.base import Listing, ListingContext, ProviderSpec, RawModel, with_api_path
 from models_catalog.providers.chat_http import GuardedChatClient
 from models_catalog.providers.events import ChatEvent, as_dict
 from models_catalog.providers.model_lists import positive_int
 from models_catalog.providers.streaming import SSEMessage
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
+API_PATH = "/v1"  # what Anthropic's SDKs add to ANTHROPIC_BASE_URL before /messages
 ANTHROPIC_VERSION = "2023-06-01"
 LABEL = "Anthropic"
 MAX_PAGES = 20  # 20 pages of 1,000 models: far beyond any real list, and a bound on a looping server
@@ -101,18 +103,8 @@ def _pages(ctx: ListingContext, base: str) -> tuple[list[RawModel], list[str]]:
 
 
 def list_anthropic(ctx: ListingContext) -> Listing:
-    """``GET {base}/models``, every page; a base URL missing ``/v1`` is found and corrected."""
-    try:
-        models, warnings = _pages(ctx, ctx.base_url)
-    except InvalidRequestError as exc:
-        if exc.status != 404 or ctx.base_url.endswith("/v1"):
-            raise
-        try:
-            models, warnings = _pages(ctx, ctx.base_url + "/v1")
-        except ProviderError:
-            raise exc from None
-        return Listing(models=models, api_shape="anthropic", suggested_base_url=ctx.base_url + "/v1",
-                       warnings=[*warnings, f"The API answers under {ctx.base_url}/v1: use that as the base URL."])
+    """``GET {base}/models``, every page (discovery gives the base in its ``/v1`` form)."""
+    models, warnings = _pages(ctx, ctx.base_url)
     return Listing(models=models, api_shape="anthropic", warnings=warnings)
 
 
@@ -134,8 +126,9 @@ class AnthropicChatClient(GuardedChatClient):
     ) -> None:
         if not api_key:
             raise AuthenticationError(f"An API key is required for {LABEL}.")
-        super().__init__(base_url=base_url or ANTHROPIC_BASE_URL, api_key=api_key, allow_private=allow_private,
-                         limits=limits, transport=transport, resolver=resolver)
+        # A connection saved before base URLs were stored in their /v1 form is called there too.
+        super().__init__(base_url=with_api_path(base_url or ANTHROPIC_BASE_URL, API_PATH), api_key=api_key,
+                         allow_private=allow_private, limits=limits, transport=transport, resolver=resolver)
 
     def __repr__(self) -> str:
         return f"AnthropicChatClient(base_url={self.base_url!r})"
@@ -195,5 +188,5 @@ def _event(data: str) -> dict[str, Any]:
 ANTHROPIC = ProviderSpec(
     name="anthropic", label=LABEL, list_models=list_anthropic, default_base_url=ANTHROPIC_BASE_URL,
     output_limit_field="max_tokens", stream_usage_option=False, chat_factory=AnthropicChatClient,
-    dialect="anthropic",
+    dialect="anthropic", api_path=API_PATH,
 )

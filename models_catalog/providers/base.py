@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -140,6 +141,10 @@ class ProviderSpec:
     (``context.build_anthropic_body``, whose first stage is the engine's ``anthropic``
     rules). ``exact_tokenizer`` says the model ids name the tokenizer the provider counts
     with (OpenAI's), so tiktoken's count is the provider's own.
+    ``api_path`` is the path a provider's own SDK adds to the base URL it is given
+    (Anthropic's ``/v1``): a base URL typed the SDK's way lacks it, and
+    :meth:`base_url_form` adds it, so discovery, the stored connection and chat all use
+    the one form the API answers at.
     Nothing outside this package compares a provider's name: it reads these fields.
     """
 
@@ -154,3 +159,18 @@ class ProviderSpec:
     stream_usage_option: bool = True
     offline: bool = False
     chat_factory: ChatFactory | None = None
+    api_path: str = ""
+
+    def base_url_form(self, base_url: str) -> str:
+        """``base_url`` as this provider's API is called at: without trailing slashes, and
+        ending with :attr:`api_path` (``https://api.anthropic.com`` → ``…/v1``)."""
+        return with_api_path(base_url, self.api_path)
+
+
+def with_api_path(base_url: str, api_path: str) -> str:
+    """``base_url`` ending with ``api_path`` (added when its path does not already end so)."""
+    base = base_url.strip().rstrip("/")
+    if not api_path or not base:
+        return base
+    path = urlsplit(base).path.rstrip("/")
+    return base if path.endswith(api_path) else base + api_path

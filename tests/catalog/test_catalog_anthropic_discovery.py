@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from models_catalog.discovery import PLATFORM_DEFAULT_CONTEXT_WINDOW, discover_models
 from models_catalog.errors import AuthenticationError, ProviderUnavailableError
 from models_catalog.manifest import load_manifest
+from models_catalog.providers import get_provider
+from models_catalog.selectors import effective_base_url
 from sessions.run_errors import RunError
 from tests.catalog.support import FAST, SECRET_BODY, public_resolver
 from tests.fakes.anthropic import AnthropicFake, api_error
@@ -87,11 +91,46 @@ def test_cat1_a_wrong_key_is_a_clear_error_that_echoes_nothing(fake):
     assert strict.rejections == [(401, "invalid x-api-key")]
 
 
-def test_a_base_url_without_v1_is_found_and_the_v1_form_suggested(fake):
+@pytest.mark.parametrize("typed", ["{url}", "{url}/", "{url}/v1", "{url}/v1/"])
+def test_cat1_a_base_url_as_anthropics_sdk_takes_it_is_listed_at_v1_and_the_result_says_what_is_kept(fake, typed):
     fake.handler = AnthropicFake(api_key=KEY)
-    result = discover(fake, base_url=fake.url)
-    assert result.suggested_base_url == fake.url + "/v1" and len(result.models) == 2
-    assert [r.path for r in fake.requests] == ["/models", "/v1/models"]
+    result = discover(fake, base_url=typed.format(url=fake.url))
+    assert result.base_url == fake.url + "/v1" and len(result.models) == 2
+    assert [r.path for r in fake.requests] == ["/v1/models"]  # one form, asked once
+    assert result.suggested_base_url is None  # nothing for the admin to retype
+    kept = [w for w in result.warnings if "keeps that base URL" in w]
+    assert kept == ([f"Anthropic's API answers under {fake.url}/v1, the base URL as entered with the API version: "
+                     "a connection saved from this discovery keeps that base URL."] if "v1" not in typed else [])
+
+
+# A gateway's own prefix (a last segment "v1" would make it the /v1 form already).
+SEGMENT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=8).filter(lambda p: p != "v1")
+
+
+@given(host=st.sampled_from(["https://api.anthropic.com", "https://gateway.example", "http://10.0.0.7:4000"]),
+       prefix=st.lists(SEGMENT, max_size=3), slash=st.booleans())
+def test_cat1_both_forms_of_an_anthropic_base_url_are_one_endpoint_called_at_v1(host, prefix, slash):
+    """Whatever the host and prefix: the SDK's form and the /v1 form (with or without a
+    trailing slash) are called, stored and compared as the one /v1 form; other providers'
+    paths are left as typed."""
+    sdk = host + "".join(f"/{p}" for p in prefix)
+    anthropic = get_provider("anthropic")
+    forms = {anthropic.base_url_form(typed + ("/" if slash else "")) for typed in (sdk, sdk + "/v1")}
+    assert forms == {sdk + "/v1"}
+    assert anthropic.base_url_form(anthropic.base_url_form(sdk)) == anthropic.base_url_form(sdk)
+    assert effective_base_url(provider="anthropic", base_url=sdk) == effective_base_url(
+        provider="anthropic", base_url=sdk + "/v1/")
+    assert get_provider("openai_compatible").base_url_form(sdk + ("/" if slash else "")) == sdk
+
+
+def test_cat2_the_official_host_without_v1_is_the_official_endpoint_with_its_manifest(fake):
+    fake.handler = AnthropicFake(api_key=KEY, models=[{"id": "claude-opus-5"}])  # the list gives no figures
+    result = discover_models(provider="anthropic", base_url="https://api.anthropic.com", api_key=KEY,
+                             transport=fake.forwarding_transport(), resolver=public_resolver, limits=FAST)
+    assert result.base_url == "https://api.anthropic.com/v1" and result.manifest_version == VERSION
+    opus = by_id(result)["claude-opus-5"]
+    assert (opus.context_window, opus.context_window_source) == (1_000_000, "official_manifest")
+    assert fake.requests[0].headers["host"] == "api.anthropic.com" and fake.requests[0].path == "/v1/models"
 
 
 def test_a_server_that_keeps_saying_has_more_is_read_a_bounded_number_of_times(fake):
