@@ -16,6 +16,8 @@ template count of benchmarks/_tokenizers.py). Reported:
    provider reported the real count for each); a conversation's first request has no
    calibration and is left out of this table;
 3. real / o200k quantiles per source: the safety factor o200k needs before the first count;
+   3b. the same for bytes-v1 (its prior, below 1), and machine-made text the corpus lacks
+   (digit strings, hex, base64) where a byte count comes closest to the real one;
 4. the usable window: per request, the share of the effective input a request would hold
    by the real count if the default trigger (0.8 x effective input) fell on it (4a); and,
    walking each conversation in an 8,192- and a 2,048-token window, the real size of the
@@ -29,9 +31,11 @@ installed (they are in the ``dev`` extras) is skipped with its column.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import math
 import os
+import random
 import sys
 import time
 from collections import defaultdict
@@ -63,6 +67,7 @@ from context import (  # noqa: E402
     build_request_body,
     project_records,
 )
+from context.calibration import BYTES_PRIOR  # noqa: E402
 from context.estimators import tiktoken_estimator  # noqa: E402
 
 CALIBRATION_WINDOW = 5  # the run loop reads the session's last 5 calls with usage
@@ -214,21 +219,45 @@ def report_errors(all_series: list[Series], reals: list[RealTokenizer], names: l
           "calibrates to the same figures as o200k)", rows, ERROR_HEADERS)
 
 
-def report_factors(all_series: list[Series], reals: list[RealTokenizer]) -> dict[str, list[float]]:
-    """real / o200k per request, by source: the factor o200k needs to stay above real."""
+def report_factors(all_series: list[Series], reals: list[RealTokenizer], base: str = "o200k",
+                   title: str = "3. Real count / o200k estimate per request: p50 / p95 / p99 / max "
+                                "(the factor o200k needs)") -> dict[str, list[float]]:
+    """real / ``base`` per request, by source: the factor ``base`` needs to stay above real."""
     needed: dict[str, list[float]] = {t.name: [] for t in reals}
     by_source: dict[tuple[str, str], list[float]] = defaultdict(list)
     for s in all_series:
         for tokenizer in reals:
-            for e, r in zip(s.estimates["o200k"], s.real[tokenizer.name]):
+            for e, r in zip(s.estimates[base], s.real[tokenizer.name]):
                 needed[tokenizer.name].append(r / e)
                 by_source[(s.source, tokenizer.name)].append(r / e)
     sources = sorted({s.source for s in all_series})
     rows = [(source, *(_spread(by_source[(source, t.name)]) for t in reals)) for source in sources]
     rows.append(("all requests", *(_spread(needed[t.name]) for t in reals)))
-    table("3. Real count / o200k estimate per request: p50 / p95 / p99 / max (the factor o200k needs)",
-          rows, ("source", *(t.name for t in reals)))
+    table(title, rows, ("source", *(t.name for t in reals)))
     return needed
+
+
+def report_bytes_prior(all_series: list[Series], reals: list[RealTokenizer]) -> None:
+    """The prior bytes-v1 needs (context.calibration.BYTES_PRIOR): real / bytes-v1 over the
+    corpus, then over machine-made text, one tool result each, where bytes count closest."""
+    needed = report_factors(all_series, reals, "bytes-v1", "3b. Real count / bytes-v1 estimate per request: "
+                            "p50 / p95 / p99 / max (the prior bytes-v1 needs)")
+    worst = max(max(values) for values in needed.values())
+    print(f"\nreal / bytes-v1, worst tokenizer and request: {worst:.3f} -> a prior of "
+          f"{math.ceil(worst * 1.1 * 20) / 20:.2f} stays above every request measured with a tenth to spare")
+    rng = random.Random(7)
+    probes = {"prose (the corpus's kind)": "The flight leaves at nine from gate twelve, and the fare includes "
+                                           "one checked bag. " * 60,
+              "digit strings": " ".join(str(rng.randint(0, 10**9)) for _ in range(800)),
+              "hex": "".join(rng.choice("0123456789abcdef") for _ in range(8_000)),
+              "base64": base64.b64encode(rng.randbytes(6_000)).decode()}
+    rows = []
+    for label, text in probes.items():
+        message = [{"role": "tool", "tool_call_id": "call_1", "content": text}]
+        estimate = BytesEstimator().request(message)
+        rows.append((label, *(f"{TemplateCount(t).request(message) / estimate:.2f}" for t in reals)))
+    table("3c. Real count / bytes-v1 on machine-made tool output (not in the corpus)", rows,
+          ("text", *(t.name for t in reals)))
 
 
 def _spread(values: list[float]) -> str:
@@ -239,7 +268,8 @@ def _spread(values: list[float]) -> str:
 
 def window_modes(names: list[str], factors: tuple) -> list[tuple[str, str, float, bool]]:
     """(label, base estimator, factor before the first count, calibrated afterwards)."""
-    modes = [("bytes-v1, calibrated (today)", "bytes-v1", 1.0, True), ("bytes-v1, no usage", "bytes-v1", 1.0, False),
+    modes = [(f"bytes-v1×{BYTES_PRIOR:g}, then calibrated", "bytes-v1", BYTES_PRIOR, True),
+             (f"bytes-v1×{BYTES_PRIOR:g}, no usage", "bytes-v1", BYTES_PRIOR, False),
              ("chars/4, calibrated", "chars/4", 1.0, True), ("chars/4, no usage", "chars/4", 1.0, False)]
     if "o200k" in names:
         modes += [("o200k, calibrated", "o200k", 1.0, True), ("o200k, no usage", "o200k", 1.0, False)]
@@ -398,6 +428,7 @@ def main() -> None:
     print("\nreal tokenizers: " + "; ".join(f"{t.name} = {t.models}" for t in reals))
     report_errors(all_series, reals, names, factors if "o200k" in names else ())
     needed = report_factors(all_series, reals) if "o200k" in names else {}
+    report_bytes_prior(all_series, reals)
     report_usable(all_series, reals, names, factors)
     windows = report_windows(all_series, reals, names, factors)
     if needed:

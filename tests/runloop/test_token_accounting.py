@@ -25,8 +25,9 @@ QUESTION = ("Question {n}. Please explain in detail, with examples, how the quar
             "across every region, and what that means for next year. ") * 3
 
 
-def _local_session(fake_session, *, window: int, output: int = 500, policy: dict | None = None):
-    session = fake_session(**LOCAL, window=window, context_policy=policy)
+def _local_session(fake_session, *, window: int, output: int = 500, policy: dict | None = None,
+                   model: str = LOCAL["model"]):
+    session = fake_session(**{**LOCAL, "model": model}, window=window, context_policy=policy)
     connection = session.version.model_connection
     # What an admin enters for a small local model: the output reserve, the margin left blank.
     ModelConnection.objects.filter(pk=connection.pk).update(max_output_tokens=output, safety_margin_tokens=window // 32)
@@ -135,3 +136,32 @@ def test_cat3_a_server_that_keeps_refusing_after_compaction_fails_the_run_withou
     run = _ask_all(session, 1)[0]
     assert run.status == Run.Status.FAILED and run.error["code"] == "context_overflow"
     assert len(server.refused) <= 2
+
+
+QUESTION_6000 = ("Please compare the two quarterly reports line by line and tell me what changed. " * 75)[:6_000]
+
+
+def test_ctx25_without_tiktoken_an_ollama_model_with_a_4000_token_window_answers_a_6000_character_question(
+        fake_session, fake, monkeypatch):
+    # Only bytes-v1 is left: at a prior of 1.0 its fourfold over-count put this question
+    # over the hard limit, nothing was sent, and no provider count could ever correct it.
+    monkeypatch.setattr(estimators, "_encodings", {})
+    monkeypatch.setitem(sys.modules, "tiktoken", None)
+    server = WindowedServer(window=4_000)
+    fake.handler = server
+    session = _local_session(fake_session, window=4_000, model="llama3.1:8b-instruct-q4_K_M")
+    first = question_ask(session=session, content=QUESTION_6000)
+    run_execute(run_id=first.pk)
+    first.refresh_from_db()
+    assert first.status == Run.Status.COMPLETED, first.error
+    assert server.refused == [] and [purpose for purpose, _ in server.accepted] == ["action"]
+    call = ModelCall.objects.get(run=first)
+    assert call.estimator_id == "bytes-v1" and call.estimated_tokens > 4_000  # the raw byte count
+    # The provider's count now stands in for the prior: the next question is judged by it.
+    calibration = TokenCalibration.objects.get(connection_id=session.version.model_connection_id)
+    assert calibration.ratios == [server.accepted[0][1] / call.estimated_tokens]
+    second = question_ask(session=session, content="And in one sentence?")
+    run_execute(run_id=second.pk)
+    second.refresh_from_db()
+    assert second.status == Run.Status.COMPLETED, second.error
+    assert server.refused == []
