@@ -3,21 +3,30 @@
 The model view keeps the head and the tail of a long text -- a log's final error matters
 as much as its first lines -- with one marker in between that names what was left out and
 which record holds the full text. The records always keep the whole result.
+
+The bound is for the whole result: a result of several text blocks shares it, every
+block kept in order while each long one can keep ``MIN_BLOCK_BUDGET`` characters; past
+that (very many long blocks) the blocks are cut as one text, the head of the first ones
+and the tail of the last ones, with one marker where the middle was.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 from context.records import is_text_part
 
 DEFAULT_TOOL_RESULT_LIMIT = 24_000
 
-# Below this share a block would be mostly marker; every block keeps at least this much so
-# "every block is kept" stays true even for results made of very many blocks.
+# Below this share a block would be mostly marker. While every long block of a result can
+# keep this much, each keeps its own head and tail; otherwise the result is cut as a whole.
 MIN_BLOCK_BUDGET = 400
+
+# A cut of one text: (head, marker, tail), the head a prefix and the tail a suffix of it.
+_Parts = tuple[str, str, str]
 
 _MARKER = (
     "\n\n[... truncated: {omitted} of {total} characters omitted from the middle "
@@ -70,7 +79,15 @@ def truncate_text(text: str, limit: int = DEFAULT_TOOL_RESULT_LIMIT, seq: Any = 
     """
     if len(text) <= limit:
         return text
+    return "".join(_view_parts(text, limit, seq))
+
+
+def _view_parts(text: str, limit: int, seq: Any) -> _Parts:
+    # One marker in the text is an earlier cut, re-cut around; several (a result whose
+    # blocks were each cut, now cut as one text) are ordinary text of the new head or tail.
     found = _MARKER_RE.search(text)
+    if found and _MARKER_RE.search(text, found.end()):
+        found = None
     if found:
         head, tail = text[: found.start()], text[found.end() :]
         total, seq = int(found.group(2)), found.group(3)
@@ -93,7 +110,7 @@ def truncate_text(text: str, limit: int = DEFAULT_TOOL_RESULT_LIMIT, seq: Any = 
         tail_cut = _tail_start(text, len(text) - tail_len)
     new_head, new_tail = head[:head_cut], tail[tail_cut:]
     omitted = total - len(new_head) - len(new_tail)
-    return new_head + marker(omitted, total, seq) + new_tail
+    return new_head, marker(omitted, total, seq), new_tail
 
 
 # What is stored of one result has a bound too (a tool that prints gigabytes must not fill
@@ -108,34 +125,29 @@ _STORED_MARKER = (
 def cap_for_storage(content: str | list[dict[str, Any]], limit: int) -> str | list[dict[str, Any]]:
     """A tool result as it is stored: whole up to ``limit`` characters, else its head and
     its tail with a marker saying how much was left out (the error at the end of a long
-    log is kept, CTX-7). Text blocks share the budget fairly; images are left alone."""
+    log is kept, CTX-7). Text blocks share the budget as in the view; images are left alone."""
     if isinstance(content, str):
         return _stored_cut(content, limit)
-    sizes = [len(p["text"]) if is_text_part(p) else 0 for p in content]
-    if sum(sizes) <= limit:
-        return content
-    texts = [i for i, size in enumerate(sizes) if size]
-    out = list(content)
-    for i, share in zip(texts, _allocate([sizes[i] for i in texts], limit)):
-        if sizes[i] > share:
-            out[i] = {**content[i], "text": _stored_cut(content[i]["text"], share)}
-    return out
+    return _cut_blocks(content, limit, _stored_cut, lambda text: _stored_parts(text, limit))
 
 
 def _stored_cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
+    return text if len(text) <= limit else "".join(_stored_parts(text, limit))
+
+
+def _stored_parts(text: str, limit: int) -> _Parts:
     total = len(text)
     # Sized with the largest numbers it can show, so the budget is never exceeded.
     budget = max(limit - len(_STORED_MARKER.format(omitted=f"{total:,}", total=f"{total:,}", limit=f"{limit:,}")), 2)
     head = text[:_head_end(text, budget // 2)]
     tail = text[_tail_start(text, total - (budget - budget // 2)):]
-    return head + _STORED_MARKER.format(omitted=f"{total - len(head) - len(tail):,}", total=f"{total:,}",
-                                        limit=f"{limit:,}") + tail
+    return head, _STORED_MARKER.format(omitted=f"{total - len(head) - len(tail):,}", total=f"{total:,}",
+                                       limit=f"{limit:,}"), tail
 
 
-def _allocate(sizes: list[int], budget: int) -> list[int]:
-    """Max-min fair split of ``budget``: small blocks stay whole, big ones share the rest."""
+def _allocate(sizes: list[int], budget: int) -> list[int] | None:
+    """Max-min fair split of ``budget``: small blocks stay whole, big ones share the rest;
+    None when the big ones' fair share is under ``MIN_BLOCK_BUDGET`` (cut as a whole)."""
     shares = [0] * len(sizes)
     remaining = budget
     pending = sorted(range(len(sizes)), key=lambda i: sizes[i])
@@ -147,10 +159,60 @@ def _allocate(sizes: list[int], budget: int) -> list[int]:
             remaining -= sizes[i]
             pending.pop(0)
             continue
+        if fair < MIN_BLOCK_BUDGET:
+            return None
         for j in pending:
-            shares[j] = max(fair, MIN_BLOCK_BUDGET)
+            shares[j] = fair
         break
     return shares
+
+
+def _cut_blocks(content: list[dict[str, Any]], limit: int, cut: Callable[[str, int], str],
+                whole: Callable[[str], _Parts]) -> list[dict[str, Any]]:
+    """Text blocks over ``limit`` in all: each long block cut to its fair share (``cut``),
+    or, when the shares would be too small, the blocks cut as one text (``whole`` gives the
+    head, marker and tail of their joined text)."""
+    sizes = [len(p["text"]) if is_text_part(p) else 0 for p in content]
+    if sum(sizes) <= limit:
+        return content
+    texts = [i for i, size in enumerate(sizes) if size]
+    shares = _allocate([sizes[i] for i in texts], limit)
+    if shares is None:
+        return _cut_as_one(content, whole)
+    out = list(content)
+    for i, share in zip(texts, shares):
+        if sizes[i] > share:
+            out[i] = {**content[i], "text": cut(content[i]["text"], share)}
+    return out
+
+
+def _cut_as_one(content: list[dict[str, Any]], whole: Callable[[str], _Parts]) -> list[dict[str, Any]]:
+    """Keep the head and the tail of the blocks' joined text, block by block: blocks inside
+    the head or the tail stay as they are, the block where the middle begins carries the
+    marker, blocks wholly inside the middle go. Other parts (images) keep their place."""
+    head, mark, tail = whole("".join(p["text"] for p in content if is_text_part(p)))
+    head_end = len(head)
+    tail_start = sum(len(p["text"]) for p in content if is_text_part(p)) - len(tail)
+    out: list[dict[str, Any]] = []
+    start, placed = 0, False
+    for part in content:
+        if not is_text_part(part):
+            out.append(part)
+            continue
+        text = part["text"]
+        end = start + len(text)
+        if end <= head_end or start >= tail_start:
+            out.append(part)  # wholly in the head or the tail
+        else:
+            pieces = [text[:max(0, head_end - start)]]
+            if not placed:
+                pieces.append(mark)
+                placed = True
+            pieces.append(text[max(0, tail_start - start):] if end > tail_start else "")
+            if any(pieces):
+                out.append({**part, "text": "".join(pieces)})
+        start = end
+    return out
 
 
 def truncate_content(
@@ -158,19 +220,13 @@ def truncate_content(
 ) -> str | list[dict[str, Any]]:
     """Apply CTX-7 to a tool result's content (a string or a list of parts).
 
-    For several text blocks the character budget is shared fairly and every block stays,
-    in order, each long one with its own marker. Image parts are not text and are left to
-    the screenshot rule (CTX-8).
+    The limit bounds the whole result. Text blocks share it max-min fairly and every block
+    stays, in order, each long one with its own marker, while each can keep at least
+    ``MIN_BLOCK_BUDGET`` characters; with more long blocks than that allows, the head of
+    the first blocks and the tail of the last ones are kept with one marker between them.
+    Image parts are not text and are left to the screenshot rule (CTX-8).
     """
     if isinstance(content, str):
         return truncate_text(content, limit, seq)
-    sizes = [len(p["text"]) if is_text_part(p) else 0 for p in content]
-    if sum(sizes) <= limit:
-        return content
-    texts = [i for i, size in enumerate(sizes) if size]
-    shares = _allocate([sizes[i] for i in texts], limit)
-    out = list(content)
-    for i, share in zip(texts, shares):
-        if sizes[i] > share:
-            out[i] = {**content[i], "text": truncate_text(content[i]["text"], share, seq)}
-    return out
+    return _cut_blocks(content, limit, lambda text, share: truncate_text(text, share, seq),
+                       lambda text: _view_parts(text, limit, seq))

@@ -21,7 +21,9 @@ quadratic path (Python-Markdown's had: 8,000 ``[`` took six seconds), but its co
 character still varies twentyfold between prose and a wall of link openers. So a message
 longer than ``MAX_MARKDOWN_CHARS`` or with more than ``MAX_LINK_OPENERS`` ``[`` is shown
 as escaped plain text, line breaks kept — the worst message then costs well under a
-second, and an ordinary one is untouched.
+second, and an ordinary one is untouched. Past ``MAX_TEXT_CHARS`` even that text shows its
+head and its tail, each half the bound, with a note of how much of the middle is not
+shown: the end of a long log or answer is where its error or its conclusion is.
 """
 from __future__ import annotations
 
@@ -35,7 +37,10 @@ from markdown_it.rules_core import StateCore
 
 MAX_MARKDOWN_CHARS = 50_000
 MAX_LINK_OPENERS = 5_000  # "[" starts every link, image and reference the parser must try to close
-MAX_TEXT_CHARS = 200_000  # past this even the plain-text fallback is cut
+MAX_TEXT_CHARS = 200_000  # past this even the plain-text fallback shows only its head and its tail
+OMITTED_NOTE = ("{omitted:,} characters from the middle of this text are not shown here ({total:,} in all). "
+                "The whole text is kept in the conversation's history: ask the agent about the part you need, "
+                "or read it through the API (GET /api/v1/sessions/<id>/messages).")
 
 ALLOWED_TAGS = frozenset({
     "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "b", "i", "del", "s",
@@ -103,10 +108,14 @@ def markdown_html(text: str) -> str:
 
 def plain_text_html(text: str) -> str:
     """Text shown as it is, every character escaped; the ``plain`` class keeps its line
-    breaks (``white-space: pre-wrap``), as for what the person wrote."""
-    if len(text) > MAX_TEXT_CHARS:
-        text = text[:MAX_TEXT_CHARS] + "\n…"
-    return f'<p class="plain">{html.escape(text)}</p>'
+    breaks (``white-space: pre-wrap``), as for what the person wrote. Over ``MAX_TEXT_CHARS``
+    the head and the tail are shown, with a note in between saying what is left out."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return f'<p class="plain">{html.escape(text)}</p>'
+    half = MAX_TEXT_CHARS // 2
+    note = OMITTED_NOTE.format(omitted=len(text) - 2 * half, total=len(text))
+    return (f'<p class="plain">{html.escape(text[:half])}</p><p class="note omitted">{html.escape(note)}</p>'
+            f'<p class="plain">{html.escape(text[-half:])}</p>')
 
 
 def render_markdown(text: str) -> str:

@@ -99,7 +99,22 @@ def test_empty_text_renders_nothing_and_huge_text_is_bounded_plain_text():
     html = render_markdown("**a**" * (MAX_MARKDOWN_CHARS // 5 + 1))
     assert html.startswith('<p class="plain">**a**') and "<strong>" not in html
     html = render_markdown("a" * (MAX_TEXT_CHARS + 10_000))
-    assert html.startswith('<p class="plain">') and len(html) < MAX_TEXT_CHARS + 100
+    assert html.startswith('<p class="plain">') and len(html) < MAX_TEXT_CHARS + 500
+
+
+def test_a_text_over_the_bound_shows_its_head_and_its_tail_with_a_note_of_what_is_left_out():
+    # The tail is where a long log's error or a long answer's conclusion is.
+    text = "BUILD STARTED\n" + "compiling <module>...\n" * 20_000 + "ERROR: test_payment.py:42 failed\n"
+    html = render_markdown(text)
+    head, note, tail = html.split("</p>", 2)
+    assert head.startswith('<p class="plain">BUILD STARTED\ncompiling &lt;module&gt;...')
+    assert tail.endswith("ERROR: test_payment.py:42 failed\n</p>")
+    omitted = len(text) - MAX_TEXT_CHARS
+    assert note == (f'<p class="note omitted">{omitted:,} characters from the middle of this text are not shown '
+                    f"here ({len(text):,} in all). The whole text is kept in the conversation&#x27;s history: ask the "
+                    "agent about the part you need, or read it through the API (GET "
+                    "/api/v1/sessions/&lt;id&gt;/messages).")
+    assert html.count("compiling") < text.count("compiling") and "<script" not in html
 
 
 # --- bounded work on adversarial input (SPEC §10: "Markdown rendered … in linear time") ----------

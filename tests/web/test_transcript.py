@@ -123,6 +123,14 @@ def test_long_tool_results_are_clipped_with_the_count_of_what_is_not_shown():
     assert len(items[0].result) == RESULT_PREVIEW_CHARS and items[0].result_omitted == 25
 
 
+def test_an_answer_over_the_chat_bound_keeps_its_head_and_its_tail():
+    answer = "Summary first.\n" + "detail line\n" * 30_000 + "Conclusion: the payment test fails at line 42."
+    items = items_from_records([rec("assistant", role="assistant", content=answer)])
+    assert items[0].html.startswith('<p class="plain">Summary first.')
+    assert "Conclusion: the payment test fails at line 42.</p>" in items[0].html
+    assert "characters from the middle of this text are not shown here" in items[0].html
+
+
 def test_image_parts_are_named_not_shown():
     items = items_from_records([rec("user", role="user", content=[
         {"type": "text", "text": "Look"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}])])

@@ -1,0 +1,76 @@
+"""CTX-7: the bound is for the whole result, however many text blocks it has."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from recordkit import assistant, call, image, result, text, user
+
+from context import project_records, truncate_content
+from context.truncation import MIN_BLOCK_BUDGET, cap_for_storage, marker
+
+MARKER = "\n\n[... truncated: "
+# Text without combining marks or joiners: a cut may step back over those (never splitting
+# a visible character), which would make "the first 64 characters are kept" approximate.
+PLAIN = st.characters(blacklist_categories=("Cs", "Mn", "Me"), blacklist_characters="\u200d\ufe0e\ufe0f")
+BLOCK = st.builds(text, st.text(PLAIN, max_size=3_000) | st.builds(lambda c, n: c * n, st.sampled_from("abxyz"),
+                                                                    st.integers(0, 4_000)))
+PART = st.one_of(BLOCK, BLOCK, BLOCK, st.builds(image, st.sampled_from(["data:a", "data:b"])))
+
+
+def _texts(content: list[dict]) -> str:
+    return "".join(p["text"] for p in content if p.get("type") == "text")
+
+
+def test_ctx7_a_result_of_100_text_blocks_shows_the_model_the_limit_not_100_times_400() -> None:
+    blocks = [text(f"<block {n}>" + "x" * 1_000 + f"</block {n}>") for n in range(100)]
+    records = [user(1, "Go"), assistant(2, None, [call("m1", "multi")]), result(3, "m1", blocks, name="multi")]
+    content = project_records(records)[2]["content"]
+    shown = _texts(content)
+    assert len(shown) <= 24_000  # was 40,000: each block kept at least 400
+    assert shown.startswith("<block 0>") and shown.endswith("</block 99>")  # the head and the tail of the whole
+    assert shown.count(MARKER) == 1
+    total = sum(len(b["text"]) for b in blocks)
+    assert f"of {total} characters omitted from the middle (record seq 3)" in shown
+    # Blocks wholly inside the head or the tail are kept as they were, in order.
+    assert content[0] == blocks[0] and content[-1] == blocks[-1]
+
+
+def test_ctx7_blocks_that_can_each_keep_their_share_each_keep_their_head_and_tail() -> None:
+    blocks = [text("a" * 9_000 + "A"), text("b" * 9_000 + "B"), text("c" * 9_000 + "C"), text("short")]
+    cut = truncate_content(blocks, 24_000, 7)
+    assert [p["text"][0] for p in cut] == ["a", "b", "c", "s"]
+    assert [p["text"][-1] for p in cut[:3]] == ["A", "B", "C"] and cut[3] == text("short")
+    assert all(p["text"].count(MARKER) == 1 for p in cut[:3]) and len(_texts(cut)) <= 24_000
+
+
+def test_ctx7_stored_blocks_share_the_storage_bound_the_same_way() -> None:
+    blocks = [text(f"[{n}]" + "y" * 5_000) for n in range(400)]
+    stored = cap_for_storage(blocks, 100_000)
+    assert len(_texts(stored)) <= 100_000  # was 400 x 400 = 160,000
+    assert _texts(stored).startswith("[0]") and _texts(stored).endswith("y")
+    assert "when this result was stored" in _texts(stored)
+
+
+@given(content=st.lists(PART, min_size=1, max_size=120), limit=st.integers(1_000, 30_000),
+       seq=st.integers(0, 10**6))
+def test_ctx7_any_list_of_blocks_is_cut_to_the_limit_keeping_the_head_and_the_tail_of_the_whole(
+        content: list[dict], limit: int, seq: int) -> None:
+    cut = truncate_content(content, limit, seq)
+    whole, shown = _texts(content), _texts(cut)
+    if len(whole) <= limit:
+        assert cut == content
+        return
+    assert len(shown) <= limit + len(marker(len(whole), len(whole), seq))  # the limit, plus the note at most
+    assert len(shown) <= limit  # in fact the note fits inside it
+    keep = min(64, (MIN_BLOCK_BUDGET - len(marker(len(whole), len(whole), seq))) // 2)
+    assert shown[:keep] == whole[:keep] and shown[-keep:] == whole[-keep:]
+    assert MARKER in shown
+    # Images keep their order and their place among the parts; nothing is invented.
+    assert [p for p in cut if p.get("type") != "text"] == [p for p in content if p.get("type") != "text"]
+    if shown.count(MARKER) == 1:  # cut as one text: a head of the whole, the note, a tail of the whole
+        head, note, tail = shown.partition(MARKER)
+        assert whole.startswith(head) and whole.endswith(tail.split(" ...]\n\n", 1)[1])
+    else:  # each long block cut on its own: every block stays, in order
+        assert len([p for p in cut if p.get("type") == "text"]) == len([p for p in content if p.get("type") == "text"])
+    assert truncate_content(cut, limit, seq) == cut  # cutting again changes nothing
