@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
 
 from agentloom.errors import ValidationFailed
 from sessions.models import Instance, MessageKind, Run, Session, SessionMessage
@@ -59,10 +58,13 @@ def records_append(
     if not prepared:
         return []
 
-    with transaction.atomic():
+    # No savepoint when joining the caller's transaction: nothing here is retried on its
+    # own, and a savepoint costs two more round trips.
+    with transaction.atomic(savepoint=False):
         # Lock the session row first (PostgreSQL; SQLite's IMMEDIATE transactions already
-        # serialise writers), so the de-duplication check below cannot race.
-        Session.objects.select_for_update().filter(pk=session.pk).values_list("pk").get()
+        # serialise writers), so the de-duplication check below cannot race; the seq read
+        # under the lock is the latest, so the UPDATE can set it without reading it back.
+        seq = Session.objects.select_for_update().filter(pk=session.pk).values_list("last_seq", flat=True).get()
         existing = set(
             SessionMessage.objects.filter(
                 run=run, instance=instance, entry_key__in=[r.entry_key for r in prepared]
@@ -71,9 +73,9 @@ def records_append(
         fresh = [r for r in prepared if r.entry_key not in existing]
         if not fresh:
             return []
-        Session.objects.filter(pk=session.pk).update(last_seq=F("last_seq") + len(fresh))
-        last_seq = Session.objects.filter(pk=session.pk).values_list("last_seq", flat=True).get()
-        first = last_seq - len(fresh) + 1
+        last_seq = seq + len(fresh)
+        Session.objects.filter(pk=session.pk).update(last_seq=last_seq)
+        first = seq + 1
         rows = [
             SessionMessage(
                 session=session,

@@ -9,7 +9,15 @@ handful of statements that do everything at once:
   seqs, and *checks ownership* (only a ``running`` run of this worker's attempt matches)
   — returning whether Stop was pressed and what the API asked meanwhile, so the loop
   needs no other read to know it;
-- the events: one INSERT; and the step's model-call log: one INSERT.
+- the events: one INSERT; and the step's model-call log: one INSERT;
+- no savepoint: the services it calls join its transaction without one
+  (``atomic(savepoint=False)``), since a failure fails the whole step anyway and each
+  savepoint is two more round trips (SAVEPOINT, RELEASE).
+
+A step with one tool call is three commits — the answer, the announcement that its tools
+start (``step_announce``: Stop is read fresh before a tool starts, LOOP-7), the results —
+and 12 round trips with the next call's new blobs, besides each commit's BEGIN and COMMIT
+(``tests/runloop/test_step_cost.py``, ``benchmarks/loop.py``).
 
 A step saved twice (a save retried after a crash) hits the records' entry-key
 constraint; the whole transaction rolls back and the careful path de-duplicates.
