@@ -18,6 +18,7 @@ from agentloom.errors import DomainError
 from context import Calibration
 from models_catalog.discovery import server_context_label
 from models_catalog.forms import DiscoverForm, ModelConnectionAdminForm, ModelPriceAdminForm
+from models_catalog.maxima import maxima_of
 from models_catalog.models import ModelConnection, ModelPrice
 from models_catalog.providers import provider_label
 from models_catalog.selectors import connection_stored_key_for_discovery
@@ -37,23 +38,23 @@ def provider_column(obj: ModelConnection | ModelPrice) -> str:
 @admin.register(ModelConnection)
 class ModelConnectionAdmin(admin.ModelAdmin):
     form = ModelConnectionAdminForm
-    list_display = ["name", "space", provider_column, "model", "context_window", "max_output_tokens",
-                    "figures_source", "api_key_hint"]
+    list_display = ["name", "space", provider_column, "model", "window_column", "output_column", "api_key_hint"]
     list_select_related = ["space"]
-    list_filter = ["provider", "figures_source"]
+    list_filter = ["provider", "context_window_source", "max_output_tokens_source"]
     search_fields = ["name", "model"]
     # The key column is encrypted and write-only: never listed, never shown. The form's
     # own api_key input replaces the model field, so the form never writes it directly.
     exclude = ["api_key"]
-    readonly_fields = ["api_key_hint", "figures_source", "manifest_version", "server_context", "learned_window",
-                       "effective_input", "calibration", "created_at", "updated_at"]
+    readonly_fields = ["api_key_hint", "window_source", "output_source", "manifest_version", "server_context",
+                       "learned_window", "effective_input", "calibration", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["space", "name", "provider", "base_url"]}),
         ("API key", {"fields": ["api_key", "api_key_hint", "clear_api_key"]}),
         ("Model and window figures", {"fields": [
-            "model", "context_window", "max_output_tokens", "safety_margin_tokens", "supports_images",
-            "figures_source", "manifest_version", "server_context", "learned_window", "effective_input",
-            "calibration", "discovery_token",
+            # Each figure beside its own source and the model's maximum (CAT-2, CAT-3).
+            "model", ("context_window", "window_source"), ("max_output_tokens", "output_source"),
+            "safety_margin_tokens", "supports_images", "manifest_version", "server_context", "learned_window",
+            "effective_input", "calibration", "discovery_token",
         ]}),
         ("Record", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]
@@ -67,9 +68,28 @@ class ModelConnectionAdmin(admin.ModelAdmin):
 
     @admin.display(description="Effective input")
     def effective_input(self, obj: ModelConnection) -> str:
-        if obj.pk is None:
+        if obj.pk is None or not _figures_typed(obj):
             return "-"
         return f"{obj.effective_context_window() - obj.max_output_tokens - obj.safety_margin_tokens:,} tokens"
+
+    # Each figure with its own source under it (CAT-2), in one column so the list stays narrow.
+    @admin.display(description="Context window", ordering="context_window")
+    def window_column(self, obj: ModelConnection) -> str:
+        return format_html("{}<br><small>{}</small>", f"{obj.context_window:,}",
+                           obj.get_context_window_source_display())
+
+    @admin.display(description="Max output", ordering="max_output_tokens")
+    def output_column(self, obj: ModelConnection) -> str:
+        return format_html("{}<br><small>{}</small>", f"{obj.max_output_tokens:,}",
+                           obj.get_max_output_tokens_source_display())
+
+    @admin.display(description="Source")
+    def window_source(self, obj: ModelConnection) -> str:
+        return figure_provenance(obj, "context_window")
+
+    @admin.display(description="Source")
+    def output_source(self, obj: ModelConnection) -> str:
+        return figure_provenance(obj, "max_output_tokens")
 
     @admin.display(description="Window learned from a refusal")
     def learned_window(self, obj: ModelConnection) -> str:
@@ -96,7 +116,7 @@ class ModelConnectionAdmin(admin.ModelAdmin):
             return "Not published by the server (or not discovered)."
         text = format_html("{} tokens per request ({})", f"{obj.server_context_window:,}",
                            server_context_label(obj.server_context_source))
-        if obj.exceeds_server_context:
+        if _figures_typed(obj) and obj.exceeds_server_context:
             return format_html('{}<p class="errornote server-context-warning" role="alert">{}</p>', text,
                                exceeds_warning(obj))
         return text
@@ -169,6 +189,24 @@ class ModelConnectionAdmin(admin.ModelAdmin):
         for item in data["models"]:
             item["server_context_label"] = server_context_label(item["server_context_source"])
         return {"result": data, "provider": provider}
+
+
+def _figures_typed(obj: ModelConnection) -> bool:
+    """Whether the figures are numbers: a form shown again after an error holds what was
+    typed, and a field left blank (its default, decided when saved) is None there."""
+    return all(isinstance(getattr(obj, name), int)
+               for name in ("context_window", "max_output_tokens", "safety_margin_tokens"))
+
+
+def figure_provenance(connection: ModelConnection, figure: str) -> str:
+    """Where ``figure`` came from and what the model allows, in the admin's words."""
+    if connection.pk is None:
+        return "Set when saved: the discovery result you use, else manual or the platform default."
+    source = getattr(connection, f"get_{figure}_source_display")()
+    maximum = maxima_of(connection).get(figure)
+    if maximum is None:
+        return f"{source}. No maximum is known for this model (discover its models to learn it)."
+    return f"{source}. The model allows at most {maximum.value:,} ({maximum.where})."
 
 
 def exceeds_warning(connection: ModelConnection) -> str:

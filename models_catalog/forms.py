@@ -14,6 +14,7 @@ from django import forms
 
 from agentloom.errors import ValidationFailed
 from context import default_safety_margin
+from models_catalog.maxima import maxima_stored_in_space
 from models_catalog.models import ModelConnection, ModelPrice
 from models_catalog.providers import find_provider, provider_choices
 from models_catalog.validation import MAX_KEY_LENGTH, connection_validate
@@ -95,8 +96,11 @@ class ModelConnectionAdminForm(forms.ModelForm):
         # clean() runs before the form copies its values onto the instance, so
         # self.instance still holds the stored row here.
         original = self.instance if self.instance.pk else None
+        space_id = original.space_id if original is not None else getattr(cleaned.get("space"), "pk", None)
+        # The same maxima as the save will check (CAT-3), so a refusal lands on its field.
+        stored = maxima_stored_in_space(space_id=space_id) if space_id is not None else None
         try:
-            connection_validate(connection=original, data=self.service_data())
+            connection_validate(connection=original, data=self.service_data(), stored_maxima=stored)
         except ValidationFailed as exc:
             for field, message in exc.fields.items():
                 # A hidden input (the discovery token) shows no errors of its own: report

@@ -28,6 +28,10 @@ class ModelConnection(models.Model):
     configured ``context_window`` above it is allowed but never relied on: requests use
     :attr:`effective_context_window`.
 
+    ``context_window_source`` and ``max_output_tokens_source`` say where each figure came
+    from (CAT-2); ``*_maximum`` (with ``*_maximum_source``) is what the model is known to
+    allow, which no write may exceed (CAT-3, ``models_catalog.maxima``).
+
     ``provider`` is a name in the provider registry (``models_catalog.providers``); the
     column carries no choices, so registering a provider needs no migration, and
     ``connection_validate`` refuses a name the registry does not know.
@@ -43,9 +47,21 @@ class ModelConnection(models.Model):
     context_window = models.PositiveIntegerField(default=PLATFORM_DEFAULT_CONTEXT_WINDOW)
     max_output_tokens = models.PositiveIntegerField(default=PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS)
     safety_margin_tokens = models.PositiveIntegerField(default=PLATFORM_DEFAULT_SAFETY_MARGIN)
-    figures_source = models.CharField(
-        max_length=32, choices=FigureSource.choices, default=FigureSource.PLATFORM_DEFAULT
+    # CAT-2: one source per figure. A window from vLLM's max_model_len is the provider's
+    # even when the output figure beside it is still the platform's default.
+    context_window_source = models.CharField(
+        "window source", max_length=32, choices=FigureSource.choices, default=FigureSource.PLATFORM_DEFAULT
     )
+    max_output_tokens_source = models.CharField(
+        "output source", max_length=32, choices=FigureSource.choices, default=FigureSource.PLATFORM_DEFAULT
+    )
+    # CAT-3: what the model allows, as discovery or the official manifest said it, with
+    # where it came from (``provider`` or ``official_manifest``; blank when unknown). Kept
+    # here so that every later write is checked, not only the one carrying the token.
+    context_window_maximum = models.PositiveIntegerField(null=True, blank=True)
+    context_window_maximum_source = models.CharField(max_length=32, blank=True, default="")
+    max_output_tokens_maximum = models.PositiveIntegerField(null=True, blank=True)
+    max_output_tokens_maximum_source = models.CharField(max_length=32, blank=True, default="")
     manifest_version = models.CharField(max_length=64, blank=True, default="")
     supports_images = models.BooleanField(default=False)
     # What the server itself keeps, as discovery read it (Ollama's loaded context, llama.cpp's

@@ -125,13 +125,30 @@ class ConnectionOut(serializers.ModelSerializer):
     effective_input_tokens = serializers.SerializerMethodField()
     server_context_source = serializers.CharField(
         read_only=True, help_text="How discovery learned what the server keeps (empty when unknown).")
+    context_window_source = serializers.CharField(
+        read_only=True, help_text="Where context_window came from: provider, official_manifest, platform_default "
+                                  "(check it) or manual.")
+    max_output_tokens_source = serializers.CharField(
+        read_only=True, help_text="Where max_output_tokens came from, in the same words.")
+    context_window_maximum = serializers.IntegerField(
+        read_only=True, allow_null=True,
+        help_text="The model's known context window, which context_window may not exceed (null: unknown).")
+    context_window_maximum_source = serializers.CharField(
+        read_only=True, help_text="provider or official_manifest; empty when no maximum is known.")
+    max_output_tokens_maximum = serializers.IntegerField(
+        read_only=True, allow_null=True,
+        help_text="The model's known maximum output, which max_output_tokens may not exceed (null: unknown).")
+    max_output_tokens_maximum_source = serializers.CharField(
+        read_only=True, help_text="provider or official_manifest; empty when no maximum is known.")
 
     class Meta:
         model = ModelConnection
         fields = [
-            "id", "space", "name", "provider", "base_url", "model", "context_window", "max_output_tokens",
+            "id", "space", "name", "provider", "base_url", "model", "context_window", "context_window_source",
+            "context_window_maximum", "context_window_maximum_source", "max_output_tokens",
+            "max_output_tokens_source", "max_output_tokens_maximum", "max_output_tokens_maximum_source",
             "safety_margin_tokens", "server_context_window", "server_context_source", "learned_context_window",
-            "learned_window_at", "effective_context_window", "effective_input_tokens", "figures_source",
+            "learned_window_at", "effective_context_window", "effective_input_tokens",
             "manifest_version", "supports_images", "api_key_hint", "has_api_key", "created_at", "updated_at",
         ]
         read_only_fields = ["learned_context_window", "learned_window_at"]

@@ -7,10 +7,14 @@ it enforces, once, for the API and the admin form:
   function here returns it, logs it or puts it into an error message;
 * a stored key never follows a connection to another provider or base URL by itself
   (the same rule as discovery's ``resource_id``): changing either needs the key again;
-* ``figures_source`` says where the window figures came from. Discovery hands out a
-  signed *discovery token* per model; a create or update that carries it and keeps the
-  figures it attests keeps their source (``provider``, ``official_manifest`` or
-  ``platform_default``). Any figure typed by hand makes the source ``manual``;
+* ``context_window_source`` and ``max_output_tokens_source`` say where each figure came
+  from (CAT-2). Discovery hands out a signed *discovery token* per model; a create or
+  update that carries it keeps, for each figure it attests unchanged, that figure's source
+  (``provider``, ``official_manifest`` or ``platform_default``). A figure typed by hand is
+  ``manual``;
+* the model's known maxima (CAT-3) are stored with their sources and every write is
+  checked against them, the space's other connections of the model included
+  (``models_catalog.maxima``), not only a write that carries a token;
 * what the server keeps per request (``server_context_window``, CAT-7) is a fact about
   the endpoint and model, also taken only from a token: typing a larger window keeps it,
   so requests still never rely on more than the server keeps.
@@ -35,6 +39,7 @@ from models_catalog.errors import (
     UnsafeURLError,
 )
 from models_catalog.http import HttpLimits, Resolver
+from models_catalog.maxima import maxima_stored_in_space
 from models_catalog.models import (
     ModelConnection,
 )
@@ -132,7 +137,7 @@ def models_discover(
 
 def connection_create(*, space, data: ConnectionData | Mapping[str, Any]) -> ModelConnection:
     """Create a connection in ``space`` (the caller checked the caller is its admin)."""
-    fields = connection_validate(connection=None, data=data)
+    fields = connection_validate(connection=None, data=data, stored_maxima=maxima_stored_in_space(space_id=space.pk))
     connection = ModelConnection.objects.create(space=space, **fields)
     logger.info("model connection %s created in space %s (%s, key %s)", connection.pk, space.pk,
                 connection.provider, "set" if connection.api_key_hint else "none")
@@ -141,7 +146,8 @@ def connection_create(*, space, data: ConnectionData | Mapping[str, Any]) -> Mod
 
 def connection_update(*, connection: ModelConnection, data: ConnectionData | Mapping[str, Any]) -> ModelConnection:
     """Apply a partial update; only the fields that changed are written."""
-    fields = connection_validate(connection=connection, data=data)
+    fields = connection_validate(connection=connection, data=data,
+                                 stored_maxima=maxima_stored_in_space(space_id=connection.space_id))
     changed = [name for name, new in fields.items() if name == "api_key" or getattr(connection, name) != new]
     for name in changed:
         setattr(connection, name, fields[name])

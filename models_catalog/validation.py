@@ -3,12 +3,13 @@
 ``connection_validate`` turns a create or a partial update into the fields to write, or
 one 400 whose ``fields`` name every problem. The key rules: a stored key never follows a
 connection to another provider or base URL by itself (CAT-1, CAT-6). The window figures:
-a signed *discovery token* attests what discovery read and its source (``provider``,
-``official_manifest``, ``platform_default``), a figure typed by hand is ``manual``, a
-figure above a known model's maximum is refused (CAT-3), the default safety margin
-follows the window (CAT-3), and what the server keeps per request comes only from a
-token (CAT-7). What a provider needs (a key, a base URL, none at all) is asked of its
-``ProviderSpec``; no rule here names a provider.
+a signed *discovery token* attests what discovery read and each figure's source
+(``provider``, ``official_manifest``, ``platform_default``; one source per figure, CAT-2),
+a figure typed by hand is ``manual``, a figure above the model's known maximum is refused
+on every write, with or without a token (CAT-3, ``models_catalog.maxima``), the default
+safety margin follows the window (CAT-3), and what the server keeps per request comes only
+from a token (CAT-7). What a provider needs (a key, a base URL, none at all) is asked of
+its ``ProviderSpec``; no rule here names a provider.
 """
 from __future__ import annotations
 
@@ -22,7 +23,16 @@ from django.views.decorators.debug import sensitive_variables
 from agentloom.errors import ValidationFailed
 from context import default_safety_margin
 from models_catalog.discovery import DiscoveredModel
-from models_catalog.manifest import manifest_lookup, normalise_base_url
+from models_catalog.manifest import normalise_base_url
+from models_catalog.maxima import (
+    FROM_PROVIDER,
+    Maximum,
+    StoredMaxima,
+    maxima_check,
+    maxima_fields,
+    maxima_known,
+    maxima_of,
+)
 from models_catalog.models import (
     PLATFORM_DEFAULT_CONTEXT_WINDOW,
     PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS,
@@ -39,28 +49,39 @@ MAX_KEY_LENGTH = 4_096
 TOKEN_SALT = "models_catalog.discovery-figures"
 TOKEN_MAX_AGE = 24 * 3600  # a discovery result older than a day should be looked up again
 FIGURE_FIELDS = ("context_window", "max_output_tokens")
+# Where a discovery token carries each figure's source, and each maximum with its source.
+TOKEN_SOURCE_KEYS = {"context_window": "ws", "max_output_tokens": "os"}
+TOKEN_MAXIMA_KEYS = {"context_window": ("mw", "mws"), "max_output_tokens": ("mx", "mxs")}
 
 
 def discovery_token_make(*, provider: str, base_url: str | None, model: DiscoveredModel) -> str:
     """A signed, expiring attestation of one discovered model's figures and their source.
 
-    It lets a later create/update keep ``provider``/``official_manifest`` provenance
-    without trusting the client to say where its numbers came from.
+    It lets a later create/update keep each figure's ``provider``/``official_manifest``
+    provenance, and the model's maxima with theirs, without trusting the client to say
+    where its numbers came from.
     """
+    # The model's own window is the manifest's when the window figure is; else the provider said it.
+    from_manifest = model.context_window_source == FigureSource.OFFICIAL_MANIFEST
+    window_maximum_source = FigureSource.OFFICIAL_MANIFEST if from_manifest else FigureSource.PROVIDER
     payload = {
         "p": provider,
         "u": effective_base_url(provider=provider, base_url=base_url),
         "m": model.id,
         "cw": model.context_window,
         "mo": model.max_output_tokens,
-        "s": model.source,
+        "ws": model.context_window_source,
+        "os": model.max_output_tokens_source,
         "mv": model.manifest_version or "",
         "img": bool(model.supports_images),
         "sc": model.server_context_window,
         "ss": model.server_context_source or "",
-        # The provider's own maxima, when it said (CAT-3 refuses figures above them).
+        # The model's maxima, when the provider or the manifest said, and which of them
+        # did (CAT-3 refuses figures above them, on this write and every later one).
         "mx": model.provider_max_output_tokens,
+        "mxs": model.max_output_tokens_source if model.provider_max_output_tokens else "",
         "mw": model.model_context_window,
+        "mws": window_maximum_source if model.model_context_window else "",
     }
     return signing.dumps(payload, salt=TOKEN_SALT, compress=True)
 
@@ -121,26 +142,6 @@ def _check_figure(name: str, value: Any, *, minimum: int, errors: dict[str, str]
         errors[name] = f"must be an integer from {minimum:,} to {MAX_FIGURE:,}"
 
 
-def _check_known_maxima(*, provider: str, base_url: Any, model: str, token: dict[str, Any] | None, window: Any,
-                        output: Any, errors: dict[str, str]) -> None:
-    """CAT-3: figures above what the model is known to allow are refused, naming the field
-    and the maximum — every run would otherwise fail at the provider. Known means the
-    official manifest (exact id at the official endpoint) or the provider's own figures in
-    a discovery token; for any other model what the admin enters stands."""
-    max_window, max_output, source = None, None, ""
-    entry = manifest_lookup(base_url=effective_base_url(provider=provider, base_url=base_url), model_id=model)
-    if entry is not None:
-        max_window, max_output, source = entry.context_window, entry.max_output_tokens, "the official manifest"
-    elif token is not None and token.get("m") == model:
-        max_window, max_output, source = token.get("mw"), token.get("mx"), "the provider"
-    if (isinstance(output, int) and isinstance(max_output, int) and output > max_output
-            and "max_output_tokens" not in errors):
-        errors["max_output_tokens"] = f"at most {max_output:,} for {model} (its maximum, from {source})"
-    if (isinstance(window, int) and isinstance(max_window, int) and window > max_window
-            and "context_window" not in errors):
-        errors["context_window"] = f"at most {max_window:,} for {model} (its window, from {source})"
-
-
 def _safety_margin(*, connection: ModelConnection | None, data: Mapping[str, Any], window: Any) -> Any:
     """The margin typed, else one an admin set earlier, else the default for the window
     (CAT-3: a share of the window with a floor and a cap, so it follows the window)."""
@@ -154,20 +155,24 @@ def _safety_margin(*, connection: ModelConnection | None, data: Mapping[str, Any
 
 
 @sensitive_variables("key", "data")
-def connection_validate(*, connection: ModelConnection | None, data: Mapping[str, Any]) -> dict[str, Any]:
+def connection_validate(*, connection: ModelConnection | None, data: Mapping[str, Any],
+                        stored_maxima: StoredMaxima | None = None) -> dict[str, Any]:
     """Check a create (``connection`` None) or a partial update; return the fields to write.
 
     Every problem is collected and raised together as one 400 whose ``fields`` use the
     API's field names, so the admin form can attach each message to its input.
-    Pure apart from reading the provider registry: no query, no network.
+    ``stored_maxima`` is the space's lookup of what other connections learned about a
+    model's maxima (``maxima.maxima_stored_in_space``); the services and the admin form
+    pass it, so every write is checked against them (CAT-3). Apart from that lookup and
+    the provider registry: no query, no network.
     """
     errors: dict[str, str] = {}
     current: dict[str, Any] = {}
     if connection is not None:
         current = {name: getattr(connection, name) for name in (
             "name", "provider", "base_url", "model", "context_window", "max_output_tokens",
-            "safety_margin_tokens", "figures_source", "manifest_version", "supports_images",
-            "server_context_window", "server_context_source")}
+            "safety_margin_tokens", "context_window_source", "max_output_tokens_source", "manifest_version",
+            "supports_images", "server_context_window", "server_context_source")}
 
     def value(name: str, default: Any = None) -> Any:
         return data[name] if name in data else current.get(name, default)
@@ -213,9 +218,18 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
     _check_figure("context_window", window, minimum=1, errors=errors)
     _check_figure("max_output_tokens", output, minimum=1, errors=errors)
     _check_figure("safety_margin_tokens", margin, minimum=0, errors=errors)
+    attests = token is not None and _token_attests(token, out)
+    moved = connection is not None and (out["model"] != current["model"] or _endpoint_moved(connection, out))
     if spec is not None:
-        _check_known_maxima(provider=provider, base_url=out.get("base_url"), model=model, token=token,
-                            window=window, output=output, errors=errors)
+        # CAT-3 on every write: the token's maxima, else what was stored (this connection's
+        # while its model and endpoint stay, else the space's), else the official manifest.
+        maxima = maxima_known(provider=provider, base_url=out["base_url"], model=model,
+                              attested=_token_maxima(token) if token is not None and attests else None,
+                              own=maxima_of(connection) if connection is not None and not moved else {},
+                              stored=stored_maxima)
+        maxima_check(model=model, figures={"context_window": window, "max_output_tokens": output}, maxima=maxima,
+                     errors=errors)
+        out.update(maxima_fields(maxima))
     # A window above what the server keeps is allowed (the admin is warned), but the room
     # for input is what the server keeps.
     server_window, server_source = _server_context(connection=connection, current=current, token=token, out=out)
@@ -235,25 +249,12 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
         out["supports_images"] = bool(token["img"])
     else:
         out["supports_images"] = bool(current.get("supports_images", False))
-    if token is not None:
-        if (token["p"], token["u"], token["m"]) != (
-            provider, effective_base_url(provider=provider, base_url=out["base_url"]), model
-        ):
-            errors["discovery_token"] = "was issued for another provider, base URL or model"
-        elif (window, output) == (token["cw"], token["mo"]):
-            out.update(figures_source=token["s"], manifest_version=token["mv"])
-        else:
-            out.update(figures_source=FigureSource.MANUAL, manifest_version="")
-    elif connection is None:
-        typed = any(field in data for field in FIGURE_FIELDS)
-        out["figures_source"] = FigureSource.MANUAL if typed else FigureSource.PLATFORM_DEFAULT
-        out["manifest_version"] = ""
+    if token is not None and not attests:
+        errors["discovery_token"] = "was issued for another provider, base URL or model"
     else:
-        retyped = any(field in data and data[field] != current[field] for field in FIGURE_FIELDS)
-        moved = out["model"] != current["model"] or _endpoint_moved(connection, out)
-        if retyped or (moved and current["figures_source"] != FigureSource.PLATFORM_DEFAULT):
-            # Figures typed by hand, or kept while the model changed: the admin vouches for them.
-            out.update(figures_source=FigureSource.MANUAL, manifest_version="")
+        out.update(_figure_sources(current=current if connection is not None else None, data=data,
+                                   token=token, moved=moved, figures={"context_window": window,
+                                                                      "max_output_tokens": output}))
 
     _validate_key(connection=connection, spec=spec, data=data, out=out, errors=errors)
     if errors:
@@ -261,13 +262,60 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
     return out
 
 
+def _figure_sources(*, current: Mapping[str, Any] | None, data: Mapping[str, Any], token: Mapping[str, Any] | None,
+                    moved: bool, figures: Mapping[str, Any]) -> dict[str, Any]:
+    """CAT-2, one source per figure: the token's source for a figure equal to what it
+    attests; ``manual`` for a figure typed by hand; on an update, a figure kept while the
+    model or endpoint changed becomes ``manual`` too (the admin now vouches for it) unless
+    it is still the platform default; else the figure keeps its source.
+    ``manifest_version`` stays while any figure keeps a source that is not ``manual``."""
+    sources: dict[str, Any] = {}
+    if token is not None:
+        attested = {"context_window": token["cw"], "max_output_tokens": token["mo"]}
+        for figure in FIGURE_FIELDS:
+            # "s", the weaker of both, is what tokens issued before per-figure sources carry.
+            kept_source = token.get(TOKEN_SOURCE_KEYS[figure]) or token.get("s", FigureSource.PLATFORM_DEFAULT)
+            sources[figure] = kept_source if figures[figure] == attested[figure] else FigureSource.MANUAL
+        version = token["mv"]
+    elif current is None:
+        for figure in FIGURE_FIELDS:
+            sources[figure] = FigureSource.MANUAL if figure in data else FigureSource.PLATFORM_DEFAULT
+        version = ""
+    else:
+        for figure in FIGURE_FIELDS:
+            source = current[f"{figure}_source"]
+            retyped = figure in data and data[figure] != current[figure]
+            if retyped or (moved and source != FigureSource.PLATFORM_DEFAULT):
+                source = FigureSource.MANUAL
+            sources[figure] = source
+        version = current["manifest_version"]
+    kept = any(source != FigureSource.MANUAL for source in sources.values())
+    return {**{f"{figure}_source": source for figure, source in sources.items()},
+            "manifest_version": version if kept else ""}
+
+
+def _token_attests(token: Mapping[str, Any], out: Mapping[str, Any]) -> bool:
+    """Whether the token was issued for the provider, endpoint and model being saved."""
+    return (token["p"], token["u"], token["m"]) == (
+        out["provider"], effective_base_url(provider=out["provider"], base_url=out["base_url"]), out["model"])
+
+
+def _token_maxima(token: Mapping[str, Any]) -> dict[str, Maximum]:
+    """The maxima a token attests, with their sources (a token issued before sources were
+    carried says ``provider``, which is what its maxima were taken for)."""
+    found: dict[str, Maximum] = {}
+    for figure, (value_key, source_key) in TOKEN_MAXIMA_KEYS.items():
+        value = token.get(value_key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            found[figure] = Maximum(value=value, source=token.get(source_key) or FROM_PROVIDER)
+    return found
+
+
 def _server_context(*, connection: ModelConnection | None, current: Mapping[str, Any],
                     token: Mapping[str, Any] | None, out: Mapping[str, Any]) -> tuple[int | None, str]:
     """What the server keeps for the model being saved: the token's figure when it attests
     this endpoint and model, the stored one while neither changes, else unknown."""
-    if token is not None and (token["p"], token["u"], token["m"]) == (
-        out["provider"], effective_base_url(provider=out["provider"], base_url=out["base_url"]), out["model"]
-    ):
+    if token is not None and _token_attests(token, out):
         return token.get("sc") or None, token.get("ss") or ""
     if connection is not None and out["model"] == current["model"] and not _endpoint_moved(connection, out):
         return current["server_context_window"], current["server_context_source"]

@@ -178,13 +178,18 @@ def test_an_admin_discovers_models_saves_a_connection_and_publishes_an_agent_wit
     expect(page.locator(".messagelist")).to_contain_text("was added successfully")
     row = page.locator("#result_list tbody tr", has_text="OpenAI production")
     expect(row).to_contain_text("gpt-4o")
-    expect(row.locator("td.field-figures_source")).to_have_text("Official manifest")
+    # Each figure with its own source (CAT-2).
+    expect(row.locator("td.field-window_column")).to_contain_text(re.compile(r"128,000\s*Official manifest"))
+    expect(row.locator("td.field-output_column")).to_contain_text(re.compile(r"4,096\s*Official manifest"))
     assert_fits(page, "#result_list")
     screenshot(page, "admin-connections", full_page=True)
     connection = ModelConnection.objects.get(name="OpenAI production")
     assert (connection.provider, connection.model, connection.context_window, connection.max_output_tokens) == (
         "openai", "gpt-4o", 128_000, 4_096)
-    assert (connection.figures_source, connection.manifest_version) == ("official_manifest", version)
+    assert (connection.context_window_source, connection.max_output_tokens_source,
+            connection.manifest_version) == ("official_manifest", "official_manifest", version)
+    assert (connection.max_output_tokens_maximum, connection.max_output_tokens_maximum_source) == (
+        16_384, "official_manifest")
     assert connection.api_key == FAKE_KEY and connection.supports_images is True
 
     # The agent: a custom policy, first with a target above the trigger.

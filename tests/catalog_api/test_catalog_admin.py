@@ -76,7 +76,7 @@ def test_cat6_the_connection_form_never_shows_the_key_and_an_empty_field_keeps_i
     assert saved.status_code == 302, saved.content.decode()[:2000]
     connection.refresh_from_db()
     assert connection.name == "Renamed" and connection.api_key == API_KEY
-    assert connection.figures_source == "platform_default"
+    assert (connection.context_window_source, connection.max_output_tokens_source) == ("platform_default",) * 2
 
 
 def test_cat6_a_typed_key_replaces_the_stored_one_and_updates_the_hint(operator, space, make_connection):
@@ -102,7 +102,8 @@ def test_cat2_a_connection_added_in_the_console_with_typed_figures_is_manual(ope
         space, api_key=API_KEY, context_window="40960", max_output_tokens="2048", safety_margin_tokens="1024"))
     assert response.status_code == 302
     connection = ModelConnection.objects.get()
-    assert connection.figures_source == "manual" and connection.api_key == API_KEY
+    assert (connection.context_window_source, connection.max_output_tokens_source) == ("manual", "manual")
+    assert connection.api_key == API_KEY
     assert connection.api_key_hint == "sk-…0042"
 
 
@@ -193,7 +194,9 @@ def test_cat2_a_picked_model_keeps_its_source_and_a_stale_token_is_reported(oper
     assert operator.post(f"{CONNECTIONS}add/", form).status_code == 302
     connection = ModelConnection.objects.get()
     assert (connection.model, connection.context_window) == ("Qwen/Qwen3-8B", 40960)
-    assert connection.figures_source == "platform_default"  # the weaker of provider window / default output
+    # Each figure keeps its own source: vLLM's max_model_len is the provider's; the output is the default.
+    assert (connection.context_window_source, connection.max_output_tokens_source) == ("provider", "platform_default")
+    assert (connection.context_window_maximum, connection.context_window_maximum_source) == (40960, "provider")
 
 
 def test_cat3_the_connection_form_refuses_an_output_limit_above_the_models_maximum_on_its_field(operator, space):

@@ -33,7 +33,7 @@ def test_an_admin_creates_a_connection_and_gets_only_the_key_hint(api, alice, sp
         "base_url": "http://127.0.0.1:8000/v1", "model": "qwen3", "context_window": 40960,
         "max_output_tokens": 4096, "safety_margin_tokens": 1024, "effective_input_tokens": 35840,
     }
-    assert body["figures_source"] == "manual"  # typed by hand, no discovery token
+    assert (body["context_window_source"], body["max_output_tokens_source"]) == ("manual", "manual")  # no token
     stored = ModelConnection.objects.get(pk=body["id"])
     assert stored.api_key == API_KEY and stored.space_id == space.pk
     assert_no_secret(response.content.decode())
@@ -42,7 +42,8 @@ def test_an_admin_creates_a_connection_and_gets_only_the_key_hint(api, alice, sp
 def test_cat2_figures_left_out_are_the_platform_default_flagged_for_checking(api, alice, space):
     body = api(alice).post(URL, NEW, format="json").json()
     assert (body["context_window"], body["max_output_tokens"], body["safety_margin_tokens"]) == (32768, 4096, 1024)
-    assert body["figures_source"] == "platform_default" and body["effective_input_tokens"] == 27648
+    assert (body["context_window_source"], body["max_output_tokens_source"]) == ("platform_default",) * 2
+    assert body["effective_input_tokens"] == 27648
 
 
 def test_openai_without_a_base_url_gets_the_official_endpoint(api, alice, space):
@@ -50,7 +51,8 @@ def test_openai_without_a_base_url_gets_the_official_endpoint(api, alice, space)
     assert body["base_url"] == "https://api.openai.com/v1"
 
 
-def test_cat2_a_discovery_token_keeps_the_figures_source_until_a_figure_is_changed(api, alice, space, fake_provider):
+def test_cat2_a_discovery_token_keeps_each_figures_source_until_that_figure_is_changed(api, alice, space,
+                                                                                      fake_provider):
     fake_provider.handler = route({"GET /v1/models": models_list([{"id": "qwen3", "max_model_len": 40960}])})
     client = api(alice)
     found = client.post("/api/models/discover", {"provider": "openai_compatible", "base_url": fake_provider.base_url},
@@ -58,11 +60,11 @@ def test_cat2_a_discovery_token_keeps_the_figures_source_until_a_figure_is_chang
     base = {**NEW, "base_url": fake_provider.base_url, "discovery_token": found["discovery_token"]}
     kept = client.post(URL, base, format="json").json()
     assert (kept["context_window"], kept["max_output_tokens"]) == (40960, 4096)  # filled in from the token
-    assert kept["figures_source"] == "platform_default"  # the weaker of provider (window) / default (output)
+    assert (kept["context_window_source"], kept["max_output_tokens_source"]) == ("provider", "platform_default")
     typed = client.post(URL, {**base, "context_window": 32000}, format="json").json()
-    assert typed["figures_source"] == "manual"
+    assert (typed["context_window_source"], typed["max_output_tokens_source"]) == ("manual", "platform_default")
     same = client.post(URL, {**base, "context_window": 40960, "max_output_tokens": 4096}, format="json").json()
-    assert same["figures_source"] == "platform_default"
+    assert (same["context_window_source"], same["max_output_tokens_source"]) == ("provider", "platform_default")
 
 
 def test_cat2_a_manifest_token_gives_official_manifest_figures(api, alice, space, fake_provider):
@@ -76,7 +78,10 @@ def test_cat2_a_manifest_token_gives_official_manifest_figures(api, alice, space
     token = discovery_data(result)["models"][0]["discovery_token"]
     body = api(alice).post(URL, {**NEW, "provider": "openai", "base_url": "https://api.openai.com/v1/",
                                  "model": "gpt-4o", "discovery_token": token}, format="json").json()
-    assert body["figures_source"] == "official_manifest" and body["manifest_version"] == result.manifest_version
+    assert (body["context_window_source"], body["max_output_tokens_source"]) == ("official_manifest",) * 2
+    assert body["manifest_version"] == result.manifest_version
+    assert (body["max_output_tokens_maximum"], body["max_output_tokens_maximum_source"]) == (16_384,
+                                                                                             "official_manifest")
     assert body["context_window"] == 128_000
 
 
@@ -116,7 +121,8 @@ def test_cat2_a_token_for_another_model_is_refused(api, alice, space, fake_provi
     ({"api_key": "sk with spaces"}, "api_key"),
     ({"name": ""}, "name"),
     ({"model": ""}, "model"),
-    ({"figures_source": "provider"}, "figures_source"),  # not writable: provenance is earned
+    ({"context_window_source": "provider"}, "context_window_source"),  # not writable: provenance is earned
+    ({"max_output_tokens_maximum": 10**6}, "max_output_tokens_maximum"),  # nor is a maximum
     ({"space": "acme"}, "space"),
 ])
 def test_bad_connection_input_is_a_400_naming_the_field_and_saves_nothing(api, alice, space, change, field):
@@ -206,13 +212,15 @@ def test_cat1_the_stored_key_does_not_follow_a_new_endpoint_without_being_retype
 
 def test_cat2_a_figure_typed_in_a_patch_makes_the_source_manual(api, alice, space, make_connection):
     connection = make_connection()
-    assert connection.figures_source == "platform_default"
+    assert (connection.context_window_source, connection.max_output_tokens_source) == ("platform_default",) * 2
     client = api(alice)
     unchanged = client.patch(detail(connection), {"context_window": 32768, "safety_margin_tokens": 512},
                              format="json").json()
-    assert unchanged["figures_source"] == "platform_default"  # same figure, and the margin is not a window figure
+    # The same figure, and the margin is not a window figure.
+    assert (unchanged["context_window_source"], unchanged["max_output_tokens_source"]) == ("platform_default",) * 2
     changed = client.patch(detail(connection), {"max_output_tokens": 2048}, format="json").json()
-    assert changed["figures_source"] == "manual" and changed["max_output_tokens"] == 2048
+    assert changed["max_output_tokens"] == 2048
+    assert (changed["context_window_source"], changed["max_output_tokens_source"]) == ("platform_default", "manual")
 
 
 def test_a_patch_that_breaks_the_window_rule_is_a_400_and_changes_nothing(api, alice, space, make_connection):

@@ -128,8 +128,9 @@ def test_alice_discovers_a_registered_providers_models_and_keeps_their_source(ap
     assert model["provider_max_output_tokens"] == 8_192  # a maximum, not the platform's setting
     saved = client.post(URL, {"name": "Acme", "provider": "acme", "api_key": API_KEY, "model": "acme-large",
                               "discovery_token": model["discovery_token"]}, format="json").json()
-    assert (saved["context_window"], saved["figures_source"]) == (65_536, model["source"])
-    assert saved["max_output_tokens"] == model["max_output_tokens"]
+    assert (saved["context_window"], saved["context_window_source"]) == (65_536, "provider")
+    assert (saved["max_output_tokens"], saved["max_output_tokens_source"]) == (model["max_output_tokens"], "provider")
+    assert (saved["max_output_tokens_maximum"], saved["max_output_tokens_maximum_source"]) == (8_192, "provider")
 
 
 def test_the_console_offers_a_registered_provider_and_saves_a_connection_to_it(operator, space, acme):

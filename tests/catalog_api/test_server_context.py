@@ -54,7 +54,9 @@ def test_a_window_typed_above_what_the_server_keeps_is_kept_but_never_relied_on(
     found = discovered(client, ollama_server)
     body = client.post(URL, new_connection(ollama_server, found, context_window=32768, max_output_tokens=2048,
                                            safety_margin_tokens=1024), format="json").json()
-    assert (body["context_window"], body["figures_source"]) == (32768, "manual")
+    assert (body["context_window"], body["context_window_source"]) == (32768, "manual")
+    # The 2,048 the token attests (half the small window): that figure keeps its own source.
+    assert (found["max_output_tokens"], body["max_output_tokens_source"]) == (2048, "platform_default")
     assert (body["server_context_window"], body["server_context_source"]) == (4096, "ollama_default")
     assert (body["effective_context_window"], body["effective_input_tokens"]) == (4096, 1024)
 

@@ -44,7 +44,8 @@ class Command(BaseCommand):
                     "context_window": 32_768,
                     "max_output_tokens": 4_096,
                     "safety_margin_tokens": 1_024,
-                    "figures_source": FigureSource.PLATFORM_DEFAULT,
+                    "context_window_source": FigureSource.PLATFORM_DEFAULT,
+                    "max_output_tokens_source": FigureSource.PLATFORM_DEFAULT,
                 },
             )
             agent = Agent.objects.filter(space=space, name=DEMO_AGENT_NAME).first()
