@@ -119,6 +119,15 @@ class _Reader:
         if rec.content_is_empty(content):
             content = None
         notes: list[dict[str, Any]] = []
+        if content is not None:
+            # No single record may end the session by size (CTX-7, CTX-42): an answer longer
+            # than the view's bound -- a provider that ignored its output limit, an import --
+            # keeps its head and its tail like a tool result; read_record pages the rest.
+            cut = truncate_content(content, self.limit, seq)
+            if cut is not content and cut != content:
+                content = cut
+                notes.append(note("truncated", f"the answer is longer than the {self.limit:,} characters the view "
+                                                "shows; head and tail kept (CTX-7)", seq))
         if partial and content is not None:
             content = rec.suffix_content(content, rec.INTERRUPTED_SUFFIX)
             notes.append(note("interrupted_text", "the answer's stream was cut; its text is marked interrupted", seq))
@@ -251,7 +260,9 @@ def project_records(
     Options:
       screen_tools: names of tools that observe a screen (CTX-8); a result flagged
         ``observes_screen`` counts too.
-      tool_result_limit: characters of a tool result the view shows (CTX-7).
+      tool_result_limit: characters of a tool result the view shows (CTX-7), and of an
+        answer: one longer than it (a provider that ignored its output limit, an import)
+        keeps its head and tail around the same marker, so no single record overflows.
       start_view / start_watermark: a reusable view and the seq it covers; records with
         seq <= start_watermark are skipped and the view's messages are the starting point.
       open_runs: runs still in progress, whose unanswered calls are pending and left out

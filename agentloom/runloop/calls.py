@@ -9,7 +9,7 @@ the context inspector before it is sent and closed with its outcome and usage.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -17,11 +17,13 @@ from django.conf import settings
 from agentloom.runloop.errors import ContextRefused, RunStopped
 from agentloom.runloop.state import RunState
 from context import Send, usage_prompt_tokens
+from context.truncation import answer_bound
 from models_catalog.client import (
     ChatClient,
     ReasoningDelta,
     StreamEnd,
     TextDelta,
+    ToolCallDelta,
     call_with_retries,
     collect,
     get_chat_client,
@@ -38,6 +40,20 @@ def chat_client(target: ModelTarget) -> ChatClient:
     """Open a chat client for ``target`` — the only place the run loop opens one."""
     return get_chat_client(provider=target.provider, base_url=target.base_url, api_key=target.api_key,
                            allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=target.limits)
+
+
+# The call log's outcome of an answer the platform cut at its bound (the provider ignored
+# the output limit it was sent): the answer is kept and recorded as stopped by its limit.
+OUTPUT_LIMIT = "output_limit"
+
+
+@dataclass
+class _Attempt:
+    """What one streaming attempt leaves beside its answer: the last buffered text, as
+    events, and whether the answer was cut at its bound."""
+
+    tail: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    over_bound: bool = False
 
 
 @dataclass
@@ -58,7 +74,8 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
     """
     state.bump("model_calls")
     source = {"instance": "main" if instance.parent_id is None else str(instance.pk)}
-    tail: list[tuple[str, dict[str, Any]]] = []
+    attempt = _Attempt()
+    bound = answer_bound(state.figures.budget.max_output_tokens)
 
     def on_retry(number: int, error: ProviderError, delay: float) -> None:
         # The run error's shape, plus what a retry adds: the screen says "retrying in …".
@@ -67,7 +84,7 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
                                                             **source))
 
     try:
-        end = call_with_retries(lambda: _stream_once(state, request.body, source, tail),
+        end = call_with_retries(lambda: _stream_once(state, request.body, source, attempt, bound),
                                 max_attempts=settings.AGENTLOOM_PROVIDER_ATTEMPTS,
                                 base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, max_delay=30.0, on_retry=on_retry)
     except ContextOverflowError as exc:
@@ -77,9 +94,10 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
         _log_failed(state, instance, request, exc.code)
         raise RunStopped.from_provider(exc) from None
     usage = end.usage.raw if end.usage else None
-    log = _log(state, instance, request, "cancelled" if end.finish_reason == "cancelled" else "ok", usage)
+    outcome = "cancelled" if end.finish_reason == "cancelled" else OUTPUT_LIMIT if attempt.over_bound else "ok"
+    log = _log(state, instance, request, outcome, usage)
     state.learn_usage(estimate=request.estimate, provider_count=usage_prompt_tokens(usage))
-    return ActionAnswer(end=end, log=log, events=tail)
+    return ActionAnswer(end=end, log=log, events=attempt.tail)
 
 
 def _log(state: RunState, instance: Instance, request: Send, outcome: str,
@@ -97,36 +115,56 @@ def _log_failed(state: RunState, instance: Instance, request: Send, outcome: str
     state.call_chain(instance, ModelCall.Purpose.ACTION).advance(prepared)
 
 
-def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str],
-                 tail: list[tuple[str, dict[str, Any]]]) -> StreamEnd:
+def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], attempt: _Attempt,
+                 bound: int) -> StreamEnd:
     """One attempt: stream the answer, publishing text and thinking as they come; what is
-    still buffered at the end goes into ``tail``, for the step to save with the answer."""
-    tail.clear()
+    still buffered at the end goes into ``attempt.tail``, for the step to save with the answer.
+
+    An answer longer than ``bound`` characters (text, reasoning and call arguments, see
+    ``context.truncation.answer_bound``) comes from a provider that ignored the output
+    limit it was sent: it is cut there, the stream closed, and it ends as if the limit had
+    stopped it (``length``) without its calls — their arguments may be cut, and a runaway
+    answer's calls are not run. What is stored and published stays bounded.
+    """
+    attempt.tail.clear()
+    attempt.over_bound = False
     redaction = {"redact": state.redactor.text, "secrets": state.redactor.secrets}
     text = DeltaBuffer(state.run.pk, "message_delta", extra=source, **redaction)
     thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source, **redaction)
     pieces: list[str] = []
+    reasoning: list[str] = []
+    room = bound  # characters the answer may still stream
     end: StreamEnd | None = None
     with chat_client(state.target) as client:
         stream = client.stream_chat(body)
         try:
             for event in stream:
                 if isinstance(event, TextDelta):
-                    pieces.append(event.text)
-                    text.add(event.text)
+                    pieces.append(event.text[:max(room, 0)])
+                    text.add(pieces[-1])
+                    room -= len(event.text)
                 elif isinstance(event, ReasoningDelta):
-                    thinking.add(event.text)
+                    reasoning.append(event.text[:max(room, 0)])
+                    thinking.add(reasoning[-1])
+                    room -= len(event.text)
+                elif isinstance(event, ToolCallDelta):
+                    room -= len(event.arguments)
                 elif isinstance(event, StreamEnd):
                     end = event
                 state.watch.beat()
+                if end is None and room < 0:
+                    attempt.over_bound = True
+                    attempt.tail.extend([*thinking.take(), *text.take()])
+                    return StreamEnd(finish_reason="length", usage=None, cut=False, text="".join(pieces),
+                                     reasoning="".join(reasoning))
                 if end is None and state.watch.cancel_requested():
                     # LOOP-7 mid-stream: keep what was said, marked interrupted; calls whose
                     # arguments were still streaming are dropped and never executed (CTX-6).
-                    tail.extend([*thinking.take(), *text.take()])
+                    attempt.tail.extend([*thinking.take(), *text.take()])
                     return StreamEnd(finish_reason="cancelled", usage=None, cut=True, text="".join(pieces))
         finally:
             stream.close()
-    tail.extend([*thinking.take(), *text.take()])
+    attempt.tail.extend([*thinking.take(), *text.take()])
     if end is None:
         raise ProviderError("The provider's answer ended without a final event.", permanent=False,
                             code="provider_unavailable")

@@ -166,6 +166,8 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         end = answer.end
         step = state.step_number(instance)
         message = end.assistant_message()
+        if end.finish_reason == "length":  # stopped by its output limit: the chat says so and what to do
+            message["finish_reason"] = "length"
         calls = [call for call in end.tool_calls if call.complete] if not end.cut else []
         if calls:
             message["tool_calls"] = [call.to_message_dict() for call in calls]

@@ -18,6 +18,10 @@ from agentloom.web.markdown import render_markdown
 from context.records import content_text, is_image_part
 from sessions.models import Run, SessionMessage
 
+# An answer the output limit stopped (finish reason ``length``): the model's own limit, or
+# the platform's bound on a provider that ignored it. What happened, and what to do next.
+OUTPUT_LIMIT_NOTE = ("Cut at its output limit: this answer reached the most the model may write in one reply. "
+                     "Ask it to continue where it stopped, or raise the output limit of the model's connection.")
 COMPACTED_NOTICE = ("Earlier messages were summarized to fit the model's context window. "
                     "The full history is still kept.")
 PLAN_STATUS_LABELS = {"pending": "to do", "in_progress": "in progress", "done": "done"}
@@ -49,7 +53,12 @@ class Bubble:
 class Answer:
     html: str
     partial: bool = False
+    cut_at_limit: bool = False  # stopped by its output limit
     kind: str = "answer"
+
+    @property
+    def limit_note(self) -> str:
+        return OUTPUT_LIMIT_NOTE
 
 
 @dataclass
@@ -196,8 +205,12 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             if isinstance(reasoning, str) and reasoning.strip():
                 items.append(Thinking(reasoning))
             text = content_text(message.get("content"))
+            at_limit = message.get("finish_reason") == "length"
             if text.strip():
-                items.append(Answer(html=render_markdown(text), partial=bool(message.get("partial"))))
+                items.append(Answer(html=render_markdown(text), partial=bool(message.get("partial")),
+                                    cut_at_limit=at_limit))
+            elif at_limit and not message.get("tool_calls"):  # the limit came before any text
+                items.append(Notice(OUTPUT_LIMIT_NOTE, tone="stopped"))
             for call in message.get("tool_calls") or []:
                 if not isinstance(call, dict):
                     continue

@@ -74,3 +74,54 @@ def test_ctx7_any_list_of_blocks_is_cut_to_the_limit_keeping_the_head_and_the_ta
     else:  # each long block cut on its own: every block stays, in order
         assert len([p for p in cut if p.get("type") == "text"]) == len([p for p in content if p.get("type") == "text"])
     assert truncate_content(cut, limit, seq) == cut  # cutting again changes nothing
+
+
+# --- an answer over the bound (a provider that ignored its output limit, an import) -------
+
+def test_ctx7_an_answer_of_three_million_characters_is_shown_with_its_head_and_tail_and_a_note() -> None:
+    answer = "I will start with the summary.\n" + "and then it kept going " * 130_000 + "THE END"
+    records = [user(1, "Write it all"), assistant(2, answer), user(3, "Now just the conclusion, please")]
+    repairs: list[dict] = []
+    view = project_records(records, repairs_out=repairs)
+    shown = view[1]["content"]
+    assert len(shown) <= 24_000 and shown.count(MARKER) == 1
+    assert shown.startswith("I will start with the summary.") and shown.endswith("THE END")
+    assert f"of {len(answer)} characters omitted from the middle (record seq 2)" in shown
+    assert view[2] == {"role": "user", "content": "Now just the conclusion, please"}
+    assert [r["kind"] for r in repairs] == ["truncated"] and repairs[0]["seq"] == 2
+    assert records[1]["message"]["content"] == answer  # the record keeps every character (CTX-1)
+
+
+ANSWER = st.one_of(st.text(PLAIN, max_size=2_000),
+                   st.builds(lambda a, n, b: a + "m" * n + b, st.text(PLAIN, min_size=1, max_size=50),
+                             st.integers(0, 120_000), st.text(PLAIN, min_size=1, max_size=50)))
+
+
+@given(answers=st.lists(st.tuples(ANSWER, st.booleans(), st.booleans()), min_size=1, max_size=6),
+       limit=st.integers(1_000, 30_000))
+def test_ctx7_no_answer_in_a_projection_is_longer_than_the_bound_and_each_keeps_its_head_and_tail(
+        answers: list[tuple[str, bool, bool]], limit: int) -> None:
+    records, seq = [], 0
+    for n, (answer, as_blocks, partial) in enumerate(answers):
+        seq += 1
+        records.append(user(seq, f"Q{n}"))
+        seq += 1
+        message = assistant(seq, [text(answer)] if as_blocks else answer)
+        message["message"]["partial"] = partial
+        records.append(message)
+    view = project_records(records, tool_result_limit=limit)
+    shown = [m for m in view if m["role"] == "assistant"]
+    written = [(a, p) for a, _, p in answers if a.strip()]  # a blank answer is no message (CTX-6)
+    assert len(shown) == len(written)  # every answer stays, in order
+    suffix = "\n\n[interrupted: this response was cut off before it finished]"
+    for message, (answer, partial) in zip(shown, written):
+        body = _texts(message["content"]) if isinstance(message["content"], list) else message["content"]
+        if partial:  # the interrupted note comes after the answer (as its own block in a list)
+            body = body[:-len(suffix)] if body.endswith(suffix) else body[:-len(suffix.lstrip())]
+        assert len(body) <= limit
+        if len(answer) <= limit:
+            assert body == answer
+        else:
+            head, _, tail = body.partition(MARKER)
+            assert answer.startswith(head) and answer.endswith(tail.split(" ...]\n\n", 1)[1])
+            assert min(len(head), len(tail)) >= 64

@@ -131,6 +131,29 @@ def test_an_answer_over_the_chat_bound_keeps_its_head_and_its_tail():
     assert "characters from the middle of this text are not shown here" in items[0].html
 
 
+def test_an_answer_stopped_by_its_output_limit_says_so_and_what_to_do_next():
+    items = items_from_records([rec("assistant", role="assistant", content="The first half of it",
+                                    finish_reason="length")])
+    assert items[0].cut_at_limit and not items[0].partial
+    assert items[0].limit_note == ("Cut at its output limit: this answer reached the most the model may write in "
+                                   "one reply. Ask it to continue where it stopped, or raise the output limit of "
+                                   "the model's connection.")
+    # Stopped while still thinking: nothing to show but the note.
+    items = items_from_records([rec("assistant", role="assistant", content="", reasoning="hmm",
+                                    finish_reason="length")])
+    assert isinstance(items[-1], Notice) and items[-1].text.startswith("Cut at its output limit")
+    assert not items_from_records([rec("assistant", role="assistant", content="Done.")])[0].cut_at_limit
+
+
+def test_the_chat_shows_the_output_limit_note_under_the_answer():
+    from django.template.loader import render_to_string
+
+    run = SimpleNamespace(run=SimpleNamespace(status="completed", pk=7), last_seq=3, live=False, plan=[],
+                          items=[Answer(html="<p>The first half</p>", cut_at_limit=True)])
+    html = render_to_string("web/_run.html", {"run": run, "agent_name": "Helper"})
+    assert '<p class="note cut-at-limit">Cut at its output limit: this answer reached the most' in html
+
+
 def test_image_parts_are_named_not_shown():
     items = items_from_records([rec("user", role="user", content=[
         {"type": "text", "text": "Look"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}])])
