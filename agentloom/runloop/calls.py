@@ -128,7 +128,7 @@ def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], 
     """
     attempt.tail.clear()
     attempt.over_bound = False
-    redaction = {"redact": state.redactor.text, "secrets": state.redactor.secrets}
+    redaction = {"redact": state.redactor.text, "hold": state.redactor.hold}
     text = DeltaBuffer(state.run.pk, "message_delta", extra=source, **redaction)
     thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source, **redaction)
     pieces: list[str] = []

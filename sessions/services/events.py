@@ -112,22 +112,23 @@ def event_emit(*, run_id: int, type: str, data: dict[str, Any] | None = None) ->
 class DeltaBuffer:
     """Coalesces stream deltas into a few events a second instead of one per token.
 
-    With a ``redact`` function and the ``secrets`` it knows, the text is redacted as a
-    whole before it leaves: a key split across chunks (tokenizers always split keys) is
-    caught, because a tail that could be the beginning of a secret waits for the next
-    flush (LOOP-8). Ordinary text is never held back.
+    With a ``redact`` function and its ``hold`` (how many trailing characters could still
+    grow into a secret), the text is redacted as a whole before it leaves: a key split
+    across chunks (tokenizers always split keys), in any of the forms the redactor knows, is
+    caught, because a tail that could be the beginning of one waits for the next flush
+    (LOOP-8). Text that cannot begin a secret is never held back.
     """
 
     def __init__(self, run_id: int, type: str, *, flush_chars: int = 4_000, flush_seconds: float = 0.15,
                  clock: Callable[[], float] | None = None, extra: dict[str, Any] | None = None,
-                 redact: Callable[[str], str] | None = None, secrets: list[str] | None = None) -> None:
+                 redact: Callable[[str], str] | None = None, hold: Callable[[str], int] | None = None) -> None:
         import time
 
         self.run_id, self.type, self.extra = run_id, type, extra or {}
         self.flush_chars, self.flush_seconds = flush_chars, flush_seconds
         self.clock = clock or time.monotonic
         self.redact = redact or (lambda text: text)
-        self.secrets = [secret for secret in (secrets or []) if secret]
+        self.hold = hold or (lambda text: 0)
         self.text = ""
         self.since = self.clock()
 
@@ -140,15 +141,7 @@ class DeltaBuffer:
 
     def _cut(self, final: bool) -> int:
         """Where the text may be cut: before any tail that could still grow into a secret."""
-        if final:
-            return len(self.text)
-        held = 0
-        for secret in self.secrets:
-            for size in range(min(len(secret) - 1, len(self.text)), held, -1):
-                if self.text.endswith(secret[:size]):
-                    held = size
-                    break
-        return len(self.text) - held
+        return len(self.text) if final else len(self.text) - self.hold(self.text)
 
     def take(self) -> list[tuple[str, dict[str, Any]]]:
         """Everything still buffered, as events for the caller to write with its step (one
