@@ -125,9 +125,7 @@ class ToolGroup:
             if index in self.saved or outcome is None:
                 continue
             self.saved.add(index)
-            redact = self.state.redactor.content
-            outcome = ToolOutcome(outcome.status, redact(outcome.content),
-                                  redact(outcome.structured) if outcome.structured is not None else None)
+            outcome = _redacted(self.state, outcome)
             kind = "delegation_result" if self._delegated(call) else "tool_result"
             records.append(NewRecord(kind, result_message(call.id, call.name, outcome), _result_key(self.step, index)))
             events.append(("tool_finished", {"call_id": call.id, "name": call.name, "status": outcome.status,
@@ -143,10 +141,20 @@ class ToolGroup:
                       _result_key(self.step, index)) for index, call in enumerate(self.calls)])
 
 
+def _redacted(state: RunState, outcome: ToolOutcome) -> ToolOutcome:
+    """A result as it is stored (LOOP-8): a tool may echo a secret, in any form, in its
+    text or in its structured content, values and keys alike."""
+    redact = state.redactor.content
+    return ToolOutcome(outcome.status, redact(outcome.content),
+                       redact(outcome.structured) if outcome.structured is not None else None)
+
+
 def tool_context(state: RunState, instance: Instance, call: ToolCall) -> ToolContext:
+    # ``redact``: for a tool that writes what the model gave it into the run's own storage
+    # (the plan), so it is stored as every record is (LOOP-8).
     return ToolContext(run_id=state.run.pk, session_id=state.run.session_id, instance_id=instance.pk, call_id=call.id,
                        services={"should_cancel": state.watch.cancel_requested_from_thread,
-                                 "progress": _progress_events(state, call)})
+                                 "progress": _progress_events(state, call), "redact": state.redactor.content})
 
 
 def _progress_events(state: RunState, call: ToolCall) -> Callable[[float, float | None, str | None], None]:
@@ -241,4 +249,5 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
         else:
             outcome = ToolOutcome("unknown", UNKNOWN_ON_RESUME)
         record_append(session=state.run.session, run=state.run, instance=instance, kind="tool_result",
-                      entry_key=_result_key(step, index), message=result_message(call.id, call.name, outcome))
+                      entry_key=_result_key(step, index),
+                      message=result_message(call.id, call.name, _redacted(state, outcome)))  # LOOP-8

@@ -70,7 +70,7 @@ def run_verify(state: RunState, instance: Instance, answer: str) -> dict[str, An
     verdict = _verdict(state, instance, task=content_text((task.message.get("content") if task else "") or ""),
                        plan=plan_text((Instance.objects.get(pk=instance.pk).frame or {}).get("plan")),
                        evidence=evidence, candidate=answer)
-    verdict = state.redactor.content(verdict)  # LOOP-8: the reason is the model's own words
+    verdict = state.redactor.content(verdict)  # LOOP-8: the reason is the model's own words (and an error's)
     state.run.counters["verification"] = verdict
     Run.objects.filter(pk=state.run.pk).update(counters=state.run.counters)
     steps = SessionMessage.objects.filter(instance=instance, kind="assistant").count()
@@ -96,7 +96,7 @@ def _verdict(state: RunState, instance: Instance, *, task: str, plan: str | None
                              counts_as_model_call=False, max_attempts=2)
     except ProviderError as exc:
         return {"status": "not_done", "reason": f"the check could not run ({exc.code})"}
-    return parse_verdict(end.text)
+    return parse_verdict(state.redactor.text(end.text or ""))  # LOOP-8: before the reason is cut to length
 
 
 def evidence_from_records(records) -> list[str]:

@@ -19,6 +19,10 @@ MAX_STEPS = 50
 MAX_STEP_CHARS = 500
 
 
+def _unchanged(value: Any) -> Any:
+    return value
+
+
 def _steps(arguments: dict[str, Any]) -> list[PlanStep]:
     steps = arguments["steps"]
     if len(steps) > MAX_STEPS:
@@ -41,7 +45,8 @@ def _steps(arguments: dict[str, Any]) -> list[PlanStep]:
 
 
 def _run(arguments: dict[str, Any], context) -> str:
-    steps = _steps(arguments)
+    # Stored in the frame and announced: redacted like a record (LOOP-8).
+    steps = _steps(context.services.get("redact", _unchanged)(arguments))
     instance = plan_set(instance_id=context.instance_id, steps=steps)
     event_emit(run_id=context.run_id, type="plan_updated", data={"instance": instance, "steps": steps})
     done = sum(step["status"] == "done" for step in steps)

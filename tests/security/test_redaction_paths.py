@@ -2,7 +2,9 @@
 
 - tool-call arguments with the key written as JSON escapes (they decode to the key);
 - the ``delegate`` task, saved as the sub-instance's user record;
-- the completion check's reason, stored in the run's counters and a record.
+- the completion check's reason, stored in the run's counters and a record (redacted
+  before it is cut to its length, or the cut could keep the start of a key);
+- the result of a call settled on resume (RUN-6), written by another path than a step's.
 """
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ import pytest
 from agentloom.runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
+from sessions.services.runs import run_resume
 from tests.fakes.fake_provider import chat_stream
 from tests.runloop.conftest import FAKE_KEY, fake, fake_agent_factory, fake_session, strict  # noqa: F401
+from tests.sessions.helpers import interrupted_after_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -103,3 +107,35 @@ def test_loop8_a_completion_check_whose_reason_quotes_the_key_is_stored_redacted
     run = _run(session)
     assert run.counters["verification"] == {"status": "passed", "reason": "The answer used [REDACTED] correctly."}
     assert _leaks(_everything_decrypted(session, run)) == []
+
+
+def test_loop8_a_completion_check_reason_cut_to_its_length_keeps_no_part_of_the_key(fake_session, strict):
+    reason = "x" * 490 + f" {FAKE_KEY} and more"  # the 500-character cut falls inside the key
+
+    def handler(request):
+        if request.json["messages"][0]["content"].startswith("You check a candidate answer"):
+            return chat_stream([f"NOT VERIFIED\n{reason}"])
+        return chat_stream(["The answer."])
+
+    strict.handler = handler
+    session = fake_session()
+    type(session.version).objects.filter(pk=session.version.pk).update(verify_before_complete=True)
+    session.version.refresh_from_db()
+    run = _run(session)
+    stored = run.counters["verification"]["reason"]
+    assert stored.startswith("x" * 490 + " [REDACTED") and FAKE_KEY[:6] not in stored
+
+
+def test_loop8_a_call_run_again_on_resume_stores_its_result_redacted(fake_session, strict):
+    # The schema check names the unexpected argument in its error: here, the key itself.
+    arguments = json.dumps({"expression": "1+1", FAKE_KEY.upper(): 1})
+    strict.handler = lambda request: chat_stream(["Retried."])
+    session = fake_session(tools=("calculator",))
+    run = interrupted_after_calls(session, [("c1", "calculator", arguments)])
+    run_resume(run=Run.objects.get(pk=run.pk))
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED, run.error
+    result = SessionMessage.objects.get(run=run, kind="tool_result").message
+    assert result["status"] == "error" and "'[REDACTED]' was unexpected" in result["content"]
+    assert FAKE_KEY.upper() not in json.dumps(result)
