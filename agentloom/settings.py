@@ -243,7 +243,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # LOOP-8: a record's message, arguments and traceback lose the secrets of the runs this
+    # process executes (a Celery worker's own handlers get it too: agentloom/celery.py).
+    "filters": {"secrets": {"()": "agentloom.runloop.log_redaction.SecretsFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # The MCP SDK's HTTP client logs every request at INFO; a request line is noise here
     # (and a URL may carry what its admin typed into it).

@@ -22,6 +22,7 @@ from django.db.models import Q
 from agentloom.runloop import compaction
 from agentloom.runloop.calls import action_call
 from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped
+from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import step_measured
 from agentloom.runloop.reaper import runs_reap_interrupted
 from agentloom.runloop.state import RunState, run_state_build, system_message
@@ -58,14 +59,15 @@ def run_execute(*, run_id: int) -> None:
         logger.exception("run %s could not start", run.pk)
         run_finish(run=run, status=Run.Status.FAILED, error=COULD_NOT_START)
         return
-    state.watch.start_background()
-    try:
-        _drive(state)
-    except RunLost:
-        logger.warning("run %s is no longer owned by this worker; stopping without writing", run.pk)
-    finally:
-        state.watch.stop_background()
-        state.tool_sessions.close_all()  # one protocol session per server and run (TOOL-4)
+    with secrets_kept_from_logs(state.redactor.secrets):  # LOOP-8: out of every thread's log lines too
+        state.watch.start_background()
+        try:
+            _drive(state)
+        except RunLost:
+            logger.warning("run %s is no longer owned by this worker; stopping without writing", run.pk)
+        finally:
+            state.watch.stop_background()
+            state.tool_sessions.close_all()  # one protocol session per server and run (TOOL-4)
 
 
 def _drive(state: RunState) -> None:
