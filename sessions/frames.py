@@ -49,10 +49,12 @@ class Frame(TypedDict, total=False):
     ``supplements``: queued supplements (main instance only), taken into the records at
     the next safe point. ``pending_calls``: the tool group in flight — a view is never
     saved while one is (RUN-7). ``plan``: the agent's plan as it last wrote it with
-    ``update_plan``, carried verbatim through compaction by the runtime-state block
-    (CTX-36), shown in the chat and handed to the completion check (LOOP-9). ``compaction_failure``: the back-off
-    state of CTX-44, inherited by the session's next run. ``compact_requested``: a manual
-    compaction asked for while the run works (CTX-43).
+    ``update_plan``; it belongs to the session's main line (LOOP-4), so a new question's
+    main instance starts with the previous one's; carried verbatim through compaction by
+    the runtime-state block (CTX-36), shown in the chat and handed to the completion check
+    (LOOP-9). ``compaction_failure``: the back-off state of CTX-44, inherited by the
+    session's next run. ``compact_requested``: a manual compaction asked for while the run
+    works (CTX-43).
     """
 
     supplements: list[QueuedSupplement]
@@ -85,9 +87,12 @@ def pending_calls_of(frame: Frame) -> list[PendingCall]:
     return calls
 
 
-def frame_initial(*, compaction_failure: CompactionFailure | None = None) -> Frame:
-    """The frame of a new main instance (a new question)."""
-    frame: Frame = {"supplements": [], "pending_calls": [], "plan": None}
+def frame_initial(*, compaction_failure: CompactionFailure | None = None,
+                  plan: list[PlanStep] | None = None) -> Frame:
+    """The frame of a new main instance (a new question): what the session's main line
+    carries from its previous question — the agent's plan (LOOP-4) and the compaction
+    back-off (CTX-44) — and nothing else."""
+    frame: Frame = {"supplements": [], "pending_calls": [], "plan": list(plan) if plan else None}
     if compaction_failure:
         frame["compaction_failure"] = compaction_failure
     return frame

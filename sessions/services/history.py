@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.db.models import F
@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from agentloom.errors import Conflict, NotFound, ValidationFailed
 from context import DEFAULT_TOOL_RESULT_LIMIT, InstanceContext, Start
-from sessions.frames import CompactionFailure, QueuedSupplement, frame_initial
+from sessions.frames import Frame, QueuedSupplement, frame_initial
 from sessions.models import CompactionSnapshot, Instance, Run, RunAttention, Session, SessionMessage, SessionView
 from sessions.selectors import (
     calls_pending,
@@ -71,8 +71,11 @@ def question_ask(*, session: Session, content: Any) -> Run:
         instance.model_steps = model_steps
         instance.baseline_user_turns = view.baseline_user_turns if view else 0
         instance.baseline_model_steps = view.baseline_model_steps if view else 0
-        # CTX-44: a session whose summaries keep failing keeps backing off
-        instance.frame = frame_initial(compaction_failure=_last_compaction_failure(session=session, before_run=run))
+        # The session's main line goes on: its plan (LOOP-4) and, when its summaries keep
+        # failing, its back-off (CTX-44) come with it into the new question.
+        previous = _previous_main_frame(session=session, before_run=run)
+        instance.frame = frame_initial(compaction_failure=previous.get("compaction_failure"),
+                                       plan=previous.get("plan"))
         instance.save()
         record_append(session=session, run=run, instance=instance, kind="user",
                       message={"role": "user", "content": content}, entry_key="question")
@@ -83,10 +86,11 @@ def question_ask(*, session: Session, content: Any) -> Run:
     return run
 
 
-def _last_compaction_failure(*, session: Session, before_run: Run) -> CompactionFailure | None:
+def _previous_main_frame(*, session: Session, before_run: Run) -> Frame:
+    """The frame of the session's main instance as its latest earlier run left it."""
     previous = (Instance.objects.filter(run__session=session, parent__isnull=True, run_id__lt=before_run.pk)
-                .order_by("-run_id").first())
-    return (previous.frame or {}).get("compaction_failure") if previous else None
+                .only("frame").order_by("-run_id").first())
+    return cast(Frame, (previous.frame or {}) if previous else {})
 
 
 def supplement_add(*, run: Run, content: Any) -> dict[str, Any]:
