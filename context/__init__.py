@@ -39,7 +39,7 @@ from context.policy import (
     default_safety_margin,
     evaluate_triggers,
 )
-from context.projector import Projected, Projection, project_records
+from context.projector import CallStates, Projected, Projection, project_records, tool_call_states
 from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, truncate_content, truncate_text
 from context.validate import DIALECTS, Problem, validate_request
 
@@ -150,6 +150,8 @@ __all__ = [
     "project_records",
     "Projected",
     "Projection",
+    "CallStates",
+    "tool_call_states",
     "render_runtime_state",
     "summarizer_input",
     "summary_prompt",

@@ -18,7 +18,7 @@ from typing import Any
 from context import records as rec
 from context.media import DEFAULT_SCREEN_TOOLS
 from context.output_pass import ITEM_ASSISTANT, ITEM_MESSAGE, ITEM_RESULT, Settled, assemble, note
-from context.pairing import Call, Closures, Result
+from context.pairing import Call, Closures, Result, call_outcome, pair
 from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, truncate_content, truncate_text
 
 _VIEW_RUN = object()  # the starting view belongs to no run, so it is never "open"
@@ -368,3 +368,57 @@ class Projection:
             out, sources = assemble(reader.items, reader.closures, reader.notes or {}, open_runs,
                                     self._screen_tools, self._settled, repairs, once, track)
         return Projected(out, sources, repairs or [])
+
+
+@dataclass(frozen=True)
+class CallStates:
+    """CTX-36: the tool calls of a history whose outcome nobody has reported, each once, as
+    ``{"id", "name", "arguments"}`` with the id the records hold (the view renumbers ids,
+    and renumbers them again after every compaction; the records' id never changes)."""
+
+    pending: tuple[dict[str, str], ...]  # in a run still going: a result may yet come
+    unknown: tuple[dict[str, str], ...]  # settled without an outcome: a placeholder, or status unknown
+
+
+def tool_call_states(records: Iterable[Mapping[str, Any]], *, open_runs: Collection[Any] | None = None,
+                     instance: str | None = None) -> CallStates:
+    """The calls of ``records`` still pending and those whose outcome is unknown (CTX-36).
+
+    Read from the records, never from a view, so a call stays listed however often the
+    view around it was summarized: the same reading and pairing as ``project_records``
+    (same ``open_runs`` and ``instance``), except that a checkpoint replaces nothing. A
+    call is *pending* when the projection leaves it out as still running (CTX-2),
+    *unknown* when it gets the unknown-outcome placeholder (CTX-3; a late result is shown
+    beside it, CTX-4, and the call stays marked unknown) or its result says ``unknown``
+    (RUN-6); calls of a cut stream never ran (CTX-6). One call is in one list, once.
+    """
+    reader = _Reader(DEFAULT_TOOL_RESULT_LIMIT, instance)
+    with _gc_paused():
+        for record in records:
+            if isinstance(record, dict) and record.get("kind") == rec.COMPACTION:
+                record = {**record, "kind": "checkpoint_not_applied"}  # still a record of its run
+            reader.read(record)
+    runs = open_runs if open_runs is not None else ({reader.closures.latest_run} if reader.any_read else set())
+    calls: list[Call] = []
+    entries: list[Call | Result] = []
+    for tag, payload, read_calls, _, _, _ in reader.items:
+        if tag == ITEM_ASSISTANT:
+            calls.extend(read_calls)
+            entries.extend(read_calls)
+        elif tag == ITEM_RESULT:
+            entries.append(payload)
+    pair(entries, reader.closures)
+    pending: list[dict[str, str]] = []
+    unknown: list[dict[str, str]] = []
+    for call in calls:
+        described = {"id": call.raw_id or "", "name": call.name, "arguments": call.arguments}
+        if call.answer is not None:
+            if call.answer.status == "unknown":
+                unknown.append(described)
+            continue
+        outcome = call_outcome(call, reader.closures, runs)
+        if outcome == "unknown":
+            unknown.append(described)
+        elif not call.from_partial:
+            pending.append(described)
+    return CallStates(tuple(pending), tuple(unknown))

@@ -8,6 +8,7 @@ from django.db.models import Q, QuerySet
 
 from agentloom.errors import NotFound
 from agentloom.spaces.models import Membership
+from context import CallStates, tool_call_states
 from sessions.models import (
     CompactionSnapshot,
     Instance,
@@ -158,6 +159,15 @@ def visible_records_query(*, run: Run, instance: Instance, after_seq: int = 0) -
     inherited = Q(session_id=run.session_id, in_main=True, seq__lte=run.inherited_watermark)
     own = Q(instance=instance)
     return SessionMessage.objects.filter(inherited | own, seq__gt=after_seq).order_by("seq")
+
+
+def tool_calls_unsettled(*, run: Run, instance: Instance) -> CallStates:
+    """CTX-36: the instance's calls still pending and those whose outcome is unknown, read
+    from every record its context is built from (not from its view, which a compaction
+    may have summarized them out of), judged as the run's projection judges them (the
+    run is the open one). Each call once, under the id its record holds."""
+    rows = visible_records_query(run=run, instance=instance).iterator(chunk_size=500)
+    return tool_call_states((record_as_engine_dict(row) for row in rows), open_runs={run.pk})
 
 
 def snapshot_latest(*, instance: Instance) -> CompactionSnapshot | None:

@@ -14,17 +14,20 @@ from agentloom.runloop.calls import collected_call
 from agentloom.runloop.meter import context_measured
 from agentloom.runloop.state import RunState, run_state_build, system_message
 from context import CompactFirst, ContextPipeline, ContextPolicy, Counters, Send, build_body
-from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive, unknown_outcome_calls
+from context.compaction import CompactionRequest, RuntimeState, SummaryCall, SummaryReply, compact, drive
 from models_catalog.errors import ProviderError
 from sessions.frames import plan_text
 from sessions.models import Instance, ModelCall, Run, RunAttention, SessionMessage
-from sessions.selectors import calls_pending, main_instance, sub_instances_running
+from sessions.selectors import main_instance, sub_instances_running, tool_calls_unsettled
 from sessions.services.events import event_emit
 from sessions.services.frames import frame_update
 from sessions.services.history import checkpoint_commit, compaction_request_taken
 from sessions.services.records import NewRecord
 
 logger = logging.getLogger("agentloom.compaction")
+# CTX-41: the token figures of a compaction, one name per meaning (metrics and `compacted`).
+TOKEN_FIGURES = ("tokens_before_estimated", "tokens_before_calibrated", "tokens_after_estimated",
+                 "tokens_after_calibrated")
 
 
 def step_request(state: RunState, instance: Instance, pipeline: ContextPipeline, system: dict[str, Any],
@@ -57,16 +60,19 @@ def _task_anchor(instance: Instance) -> dict[str, Any] | None:
     return question.message if question else None
 
 
-def _runtime_state(instance: Instance, messages: list[dict[str, Any]]) -> RuntimeState:
-    """CTX-36: the facts the model cannot be trusted to remember, from code — never left to
-    the summary: the agent's plan (verbatim), the tool group in flight (normally settled
-    first, CTX-30), calls whose outcome is unknown, sub-agents still running, and queued
-    supplements."""
+def _runtime_state(run: Run, instance: Instance) -> RuntimeState:
+    """CTX-36: the facts the model cannot be trusted to remember, from the records and the
+    frame — never from the view being replaced, where an earlier compaction may already
+    have summarized them: the agent's plan (verbatim; the session's, carried from question
+    to question, LOOP-4), the calls in flight (normally settled first, CTX-30) and those
+    whose outcome is unknown (one call, one id, one state), sub-agents still running, and
+    queued supplements."""
     frame = Instance.objects.get(pk=instance.pk).frame or {}
+    calls = tool_calls_unsettled(run=run, instance=instance)
     return RuntimeState(
         plan=plan_text(frame.get("plan")),
-        pending_calls=tuple(calls_pending(instance=instance)),
-        unknown_calls=unknown_outcome_calls(messages),
+        pending_calls=calls.pending,
+        unknown_calls=calls.unknown,
         sub_instances=tuple(sub_instances_running(instance=instance)),
         queued_supplements=tuple(item["content"] for item in frame.get("supplements") or []))
 
@@ -82,17 +88,18 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
     event_emit(run_id=state.run.pk, type="compaction_started", data={"trigger": trigger, "tokens": tokens})
     remaining = state.limits["max_model_calls"] - state.counters.get("model_calls", 0) - 1
     figures = state.figures
+    calibration = figures.calibration
     request = CompactionRequest(
         system=system, messages=projected.messages,
         sources=list(projected.sources or [None] * len(projected.messages)),
-        task_anchor=_task_anchor(instance), runtime_state=_runtime_state(instance, projected.messages),
+        task_anchor=_task_anchor(instance), runtime_state=_runtime_state(state.run, instance),
         budget=figures.budget,
         policy=policy, estimator=figures.calibrated_estimator(), tools=schemas, trigger=trigger,
         max_summary_calls=max(0, min(policy.max_compaction_calls, remaining)),
         dialect=state.target.dialect,
     )
 
-    def summarize(call) -> SummaryReply:
+    def summarize(call: SummaryCall) -> SummaryReply:
         reply = _summary_call(state, instance, call)
         event_emit(run_id=state.run.pk, type="compaction_progress",
                    data={"segment": call.segment, "of": call.planned_segments, "attempt": call.attempt,
@@ -100,7 +107,11 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
         return reply
 
     result = drive(compact(request), summarize)
-    metrics = _metrics(state, result, projected.messages, system, schemas, trigger=trigger, started=started)
+    # CTX-41: the engine's figures (tokens before and after, each under one name per
+    # meaning), the duration, and the calibration they were made with (summary calls
+    # may have taught a new ratio since).
+    metrics = {**result.metrics, "duration_ms": int((time.monotonic() - started) * 1000), "trigger": trigger,
+               "calibration_ratio": calibration.ratio, "calibration_samples": calibration.samples}
     if result.outcome == "compacted":
         covered = max(action.start.watermark, pipeline.context.last_seq)
         committed = checkpoint_commit(
@@ -113,8 +124,7 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
             event_emit(run_id=state.run.pk, type="context_measured",
                        data=context_measured(state, tokens=metrics["tokens_after_calibrated"], measured_by="estimate"))
         event_emit(run_id=state.run.pk, type="compacted", data={
-            "trigger": trigger, "tokens_before": metrics.get("tokens_before"),
-            "tokens_after": metrics.get("tokens_after"),
+            "trigger": trigger, **{name: metrics.get(name) for name in TOKEN_FIGURES},
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
             "revision": committed.snapshot.revision})
         return list(result.messages)
@@ -128,21 +138,6 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
     return None
 
 
-def _metrics(state: RunState, result: Any, messages: list[dict[str, Any]], system: dict[str, Any],
-             schemas: list[dict[str, Any]], *, trigger: str, started: float) -> dict[str, Any]:
-    """CTX-41 metrics: the engine's, plus tokens before and after both as our estimator
-    counts them and calibrated, each under its own name, with the ratio used."""
-    figures = state.figures
-    before = figures.estimates.request([system, *messages], schemas)
-    after = figures.estimates.request([system, *result.messages], schemas) if result.outcome == "compacted" else None
-    return {**result.metrics, "duration_ms": int((time.monotonic() - started) * 1000), "trigger": trigger,
-            "tokens_before_estimated": before, "tokens_before_calibrated": figures.figure(before),
-            "tokens_after_estimated": after,
-            "tokens_after_calibrated": figures.figure(after) if after is not None else None,
-            "calibration_ratio": figures.calibration.ratio,
-            "calibration_samples": figures.calibration.samples}
-
-
 def _requests_taken(state: RunState, instance: Instance, **frame: Any) -> None:
     """Write the frame's compaction state, and clear a manual request the run took."""
     frame_update(instance=instance, **frame)
@@ -150,20 +145,22 @@ def _requests_taken(state: RunState, instance: Instance, **frame: Any) -> None:
         compaction_request_taken(run=state.run)
 
 
-def _summary_call(state: RunState, instance: Instance, call) -> SummaryReply:
-    """One summarizer request: the hard limit first (CTX-39), then the provider."""
+def _summary_call(state: RunState, instance: Instance, call: SummaryCall) -> SummaryReply:
+    """One summarizer request: the hard limit first (CTX-39), then the provider, with the
+    output limit the engine gave it (what the compacted view can hold of a summary, CTX-34)."""
     figures = state.figures
     estimate = figures.estimates.request(call.messages)
     if not figures.fits(estimate):
         return SummaryReply(text=None, error_code="context_overflow", deterministic=True)
-    # The engine sized the request for the run's output reserve.
-    body = build_body(state.target.shape, call.messages, max_output_tokens=figures.budget.max_output_tokens)
+    # The engine sized the request for the run's output reserve, and the reply for its room.
+    body = build_body(state.target.shape, call.messages,
+                      max_output_tokens=call.max_output_tokens or figures.budget.max_output_tokens)
     try:
         end = collected_call(state, instance, purpose=ModelCall.Purpose.COMPACTION, body=body,
                              estimator_id=figures.estimator_id, estimate=estimate, counts_as_model_call=True)
     except ProviderError as exc:
         return SummaryReply(text=None, error_code=exc.code, deterministic=exc.permanent)
-    return SummaryReply(text=state.redactor.text(end.text or ""))
+    return SummaryReply(text=state.redactor.text(end.text or ""), truncated=end.finish_reason == "length")
 
 
 def compaction_manual(*, run_id: int) -> str:

@@ -3,14 +3,14 @@
 Pure and sans-I/O. ``compact(request)`` is a generator that yields ``SummaryCall``s and
 receives ``SummaryReply``s; the worker drives it with its provider client and the tests
 with a scripted function (``drive``). The helpers are the pure steps it is made of:
-the summarizer input (CTX-33), the nine-section prompt and the cleaning of its reply
-(CTX-34), the runtime-state block (CTX-36), the assembly (CTX-37), the commit rule
+the summarizer input (CTX-33), the nine-section prompt and the cleaning and fitting of its
+reply (CTX-34), the runtime-state block (CTX-36), the assembly (CTX-37), the commit rule
 (CTX-38) and tool-output overflow (CTX-42). See docs/context-engine.md.
 """
 
 from __future__ import annotations
 
-from .cleaning import CONTROL_TAG_NAMES, clean_summary, neutralize_control_tags, summary_problem
+from .cleaning import CONTROL_TAG_NAMES, clean_summary, fit_summary, neutralize_control_tags, summary_problem
 from .engine import EMPTY_SUMMARY, MAX_ATTEMPTS, commit_decision, compact, drive
 from .overflow import fit_tool_outputs, newest_results_overflow, omission_result
 from .planner import merge_sources
@@ -35,7 +35,6 @@ from .view import (
     is_runtime_state_message,
     render_runtime_state,
     restates_anchor,
-    unknown_outcome_calls,
     view_problems,
 )
 
@@ -62,6 +61,7 @@ __all__ = [
     "continuation_message",
     "continuation_summary",
     "drive",
+    "fit_summary",
     "fit_tool_outputs",
     "is_continuation_message",
     "is_runtime_state_message",
@@ -74,6 +74,5 @@ __all__ = [
     "summarizer_input",
     "summary_prompt",
     "summary_problem",
-    "unknown_outcome_calls",
     "view_problems",
 ]

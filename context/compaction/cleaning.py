@@ -5,6 +5,11 @@ A summary is untrusted text. It may start with the model's analysis, wrap its an
 ``<|im_start|>``) -- whether the model produced it or copied it from a tool output. The
 cleaned summary keeps the body and turns every control-like tag into an inert look-alike,
 so nothing in it can close the block that holds it or pose as system text.
+
+A summary longer than its room is shortened between sentences, never inside a word, and
+with nothing put in its place: the model reads a summary as content, and a note such as
+"[… characters omitted …]" is repeated to the user as if it were part of the story. The
+engine's metrics say that it was shortened (``summary_cut_chars``), not the text.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections import Counter
+from collections.abc import Callable
 
 # Tags that mean something to a model or to our own prompts. Ordinary markup in code
 # snippets (<div>, List<String>) is left alone: only these names are neutralized.
@@ -33,9 +39,6 @@ _SUMMARY_OPEN_RE = re.compile(r"<\s*summary\b[^<>]{0,200}>", re.IGNORECASE)
 _SUMMARY_CLOSE_RE = re.compile(r"<\s*/\s*summary\s*>", re.IGNORECASE)
 _BLANK_RUN_RE = re.compile(r"\n{3,}")
 
-SUMMARY_CUT_MARKER = ("\n\n[... summary shortened to fit the context budget: {omitted} of {total} characters "
-                      "omitted from the middle ...]\n\n")
-
 MIN_SUMMARY_CHARS = 40  # non-whitespace characters; below this a reply is "too short"
 
 
@@ -50,31 +53,17 @@ def neutralize_control_tags(text: str) -> str:
     return _INST_RE.sub(lambda m: f"‹{m.group(1) or m.group(3) or ''}{m.group(2) or 'SYS'}›", text)
 
 
-def cut_middle(text: str, max_chars: int) -> str:
-    """Keep the head and the tail of ``text`` within ``max_chars``, with one marker.
-
-    The head carries the requests and the tail the pending work and the next step, which
-    matter most to whoever continues.
-    """
-    if len(text) <= max_chars:
-        return text
-    total = len(text)
-    room = max(max_chars - len(SUMMARY_CUT_MARKER.format(omitted=total, total=total)), 2)
-    head = room // 2
-    tail = room - head
-    return text[:head] + SUMMARY_CUT_MARKER.format(omitted=total - head - tail, total=total) + text[total - tail:]
-
-
-def clean_summary(text: str | None, *, max_chars: int) -> str:
+def clean_summary(text: str | None, *, max_chars: int | None = None) -> str:
     """Return the usable summary in a summarizer reply (CTX-34).
 
     Leading analysis or thinking blocks are removed; when the reply has a ``<summary>``
     block, only its body is kept (from the first opening tag to the last closing tag, so
     a stray closing tag in the middle loses nothing and text after the block is dropped);
-    control-like tags are neutralized; runs of blank lines are collapsed; and the result
-    is cut to ``max_chars`` (head and tail, with a marker) when longer.
+    control-like tags are neutralized; runs of blank lines are collapsed; and, with
+    ``max_chars``, the result is shortened to at most that many characters by
+    ``fit_summary`` (between sentences, every section kept, no marker).
     """
-    if max_chars < 1:
+    if max_chars is not None and max_chars < 1:
         raise ValueError("max_chars must be positive")
     text = (text or "").replace("\r\n", "\n")
     opening = _SUMMARY_OPEN_RE.search(text)
@@ -92,7 +81,126 @@ def clean_summary(text: str | None, *, max_chars: int) -> str:
                 break
             body = body[found.end():]
     body = _BLANK_RUN_RE.sub("\n\n", neutralize_control_tags(body)).strip()
-    return cut_middle(body, max_chars)
+    return body if max_chars is None else fit_summary(body, max_units=max_chars, cost_of=len)
+
+
+# A section starts a line with its number ("6. All user messages: …", "**6.** …", "## 6) …").
+_SECTION_RE = re.compile(r"^[ \t>*#_-]*\d{1,2}\s*\**\s*[.):]", re.MULTILINE)
+# A piece ends after a line break, or after a sentence's closing punctuation and the
+# spaces that follow it -- not after a list number that opens a line ("1. ", "2) ").
+_BOUNDARY_RE = re.compile(r"\n+|(?<=\S[.!?])[\"')\]»”’]*[ \t]+")
+_LIST_NUMBER_RE = re.compile(r"^[ \t>*#_-]*\d{1,3}[.)]?$", re.MULTILINE)
+_WORD_RE = re.compile(r"\s+")
+_TITLE_RE = re.compile(r"[^\n:]{1,80}:[ \t]+(?=\S)")
+
+
+def text_pieces(text: str) -> list[str]:
+    """``text`` cut after every sentence and line; ``"".join`` of the pieces is ``text``."""
+    pieces: list[str] = []
+    start = 0
+    for found in _BOUNDARY_RE.finditer(text):
+        if found.group().startswith((" ", "\t")) and _LIST_NUMBER_RE.search(text, start, found.start()):
+            continue
+        if found.end() > start:
+            pieces.append(text[start:found.end()])
+            start = found.end()
+    if start < len(text):
+        pieces.append(text[start:])
+    return pieces
+
+
+def complete_sentences(text: str) -> str:
+    """``text`` without a last sentence that was cut off (a reply stopped by its output
+    limit ends inside a word); unchanged when it ends at a boundary."""
+    pieces = text_pieces(text.rstrip())
+    if len(pieces) > 1 and not re.search(r"[.!?:)\]»”’\"']$", pieces[-1].rstrip()):
+        pieces.pop()
+    return "".join(pieces).rstrip()
+
+
+def fit_summary(text: str, *, max_units: int, cost_of: Callable[[str], int]) -> str:
+    """``text`` shortened until ``cost_of`` it is at most ``max_units`` (CTX-34).
+
+    A summary in numbered sections keeps every section: the last sentences of the longest
+    section go first, and each section keeps at least its first one (its title). Other
+    text, or sections whose first sentences alone are too long, keeps its longest prefix
+    that ends between sentences; only a first sentence too long on its own is cut, and
+    then between words. Nothing marks the cut in the text (see the module docstring).
+    """
+    if cost_of(text) <= max_units:
+        return text
+    starts = [found.start() for found in _SECTION_RE.finditer(text)]
+    if len(starts) >= 2:
+        bounds = ([0] if starts[0] > 0 else []) + starts + [len(text)]
+        fitted = _fit_sections([text[a:b] for a, b in zip(bounds, bounds[1:])], max_units, cost_of)
+        if fitted is not None:
+            return fitted
+    return _fit_prefix(text, max_units, cost_of)
+
+
+def _titled_pieces(section: str) -> list[str]:
+    """A section's pieces, its title ("6. All user messages:") a piece of its own."""
+    pieces = text_pieces(section)
+    title = _TITLE_RE.match(pieces[0]) if pieces else None
+    if title and title.end() < len(pieces[0]):
+        pieces[0:1] = [pieces[0][:title.end()], pieces[0][title.end():]]
+    return pieces
+
+
+def _fit_sections(sections: list[str], max_units: int, cost_of: Callable[[str], int]) -> str | None:
+    parts = [_titled_pieces(section.rstrip()) for section in sections]
+    gaps = [section[len(section.rstrip()):] or "\n" for section in sections]
+    kept = [len(p) for p in parts]
+    lengths = [len(section.rstrip()) for section in sections]
+
+    def render() -> str:
+        return "".join("".join(p[:k]).rstrip() + gap for p, k, gap in zip(parts, kept, gaps)).rstrip()
+
+    while True:
+        rendered = render()
+        cost = cost_of(rendered)
+        if cost <= max_units:
+            return rendered
+        # Units grow about linearly with characters: drop down to the share that should
+        # fit, then measure again (a few measurements, not one per sentence).
+        goal = len(rendered) * max_units / max(cost, 1)
+        total = sum(lengths)
+        while True:
+            trimmable = [i for i, k in enumerate(kept) if k > 1]
+            if not trimmable:
+                return None
+            longest = max(trimmable, key=lambda i: lengths[i])
+            kept[longest] -= 1
+            dropped = len(parts[longest][kept[longest]])
+            lengths[longest] -= dropped
+            total -= dropped
+            if total <= goal:
+                break
+
+
+def _fit_prefix(text: str, max_units: int, cost_of: Callable[[str], int]) -> str:
+    pieces = text_pieces(text)
+    ends = [0]
+    for piece in pieces:
+        ends.append(ends[-1] + len(piece))
+    low, high = 0, len(pieces)  # the most whole pieces that fit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if cost_of(text[:ends[middle]].rstrip()) <= max_units:
+            low = middle
+        else:
+            high = middle - 1
+    if low:
+        return text[:ends[low]].rstrip()
+    words = [found.start() for found in _WORD_RE.finditer(pieces[0] if pieces else "")]
+    low, high = 0, len(words)  # the most whole words of the first sentence that fit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if cost_of(text[:words[middle - 1]]) <= max_units:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:words[low - 1]].rstrip() if low else ""
 
 
 def summary_problem(text: str, *, min_chars: int = MIN_SUMMARY_CHARS) -> str | None:

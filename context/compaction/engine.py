@@ -18,11 +18,14 @@ Sizes are estimator units of the request's estimator:
   reserve is already taken off), ``threshold`` = effective x context_ratio (exact),
   ``target`` = effective x target_ratio.
 * ``base`` = the system message and the tool schemas (they are in every request).
-* summary cap = min(output reserve, effective x summary_share), lowered so that base +
-  anchor + state block + summary stays below the threshold; the continuation message
-  never costs more.
-* retained budget = target - base - anchor - state block - summary cap; groups are kept
-  newest-first while they fit.
+* summary reserve = min(output reserve, effective x summary_share), lowered so that base +
+  anchor + state block + summary stays below the threshold.
+* retained budget = target - base - anchor - state block - summary reserve; groups are
+  kept newest-first while they fit, the newest whenever the threshold allows.
+* summary cap = what the assembled view can hold: up to the target beside the retained
+  groups (at least the reserve), below the threshold, at most the output reserve; the
+  continuation message never costs more. The call's output limit is twice the summary's
+  room plus ``OUTPUT_OVERRUN``, never more than the output reserve.
 * segment budget = effective - (summary prompt with an empty conversation) - (the larger
   of the earlier summary and the summary cap, for the summary so far), minus 3% for
   estimators that are not additive.
@@ -33,12 +36,14 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from context.calibration import CalibratedEstimator
 from context.estimators import Estimator
 from context.validate import Problem
 
-from .cleaning import MIN_SUMMARY_CHARS, clean_summary, summary_problem
+from .cleaning import MIN_SUMMARY_CHARS, clean_summary, complete_sentences, fit_summary, summary_problem
 from .overflow import fit_tool_outputs
 from .planner import (
     CHAT,
@@ -46,7 +51,6 @@ from .planner import (
     Group,
     Item,
     build_items,
-    fit_text_units,
     merge_sources,
     pack,
     select_retained,
@@ -81,6 +85,8 @@ from .view import (
 MAX_ATTEMPTS = 3  # per segment (CTX-35)
 SEGMENT_SLACK = 0.97  # token counts of joined texts are not exactly additive
 MIN_SEGMENT_UNITS = 128
+OUTPUT_OVERRUN = 64  # units a summary reply may take beyond twice its room (tags, a heading)
+TIGHTER = 0.8  # a retry over its room asks for this share of what would have fitted
 EMPTY_SUMMARY = "\n".join(f"{n}. {title}: (none)" for n, title in enumerate(SECTION_TITLES, start=1))
 
 
@@ -168,13 +174,14 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     messages = r.messages
     costs = [estimator.message(m) for m in messages]
     base = estimator.request([r.system], r.tools)
-    tokens_before = base + sum(costs)
+    tokens_before = estimator.request([r.system, *messages], r.tools)
     metrics: dict[str, Any] = {
-        "trigger": r.trigger, "tokens_before": tokens_before, "tokens_after": None,
+        "trigger": r.trigger, **_figures("before", r, messages), **_figures("after", r, None),
         "threshold": threshold, "target": target, "target_reached": False, "hard_limit": effective,
-        "summary_calls": 0, "retries": 0, "summary_chars": 0, "estimator_id": estimator.id,
-        "segments": [], "planned_segments": 0, "covered": None,
-        "retained_messages": 0, "summarized_messages": 0, "summary_failure": None, "error_code": None,
+        "summary_calls": 0, "retries": 0, "summary_chars": 0, "summary_cap": None, "summary_output_limit": None,
+        "summary_cut_chars": 0, "estimator_id": estimator.id, "segments": [], "planned_segments": 0,
+        "covered": None, "retained_messages": 0, "summarized_messages": 0, "summary_failure": None,
+        "error_code": None,
     }
 
     def finish(outcome: str, reason: str) -> CompactionResult:
@@ -193,13 +200,12 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     if fixed + min_summary_cost >= threshold:
         return finish("skipped" if tokens_before <= effective else "failed", "required_content_too_large")
 
-    # The summary cap: a share of the window, never more than one reply, and small enough
-    # that the required content plus the summary stays below the threshold.
+    # The share of the window reserved for the summary while the retained groups are
+    # chosen: never more than one reply, and small enough that the required content plus
+    # the summary stays below the threshold. The summary then gets whatever room the
+    # assembled view has left under the target (below).
     below = math.ceil(threshold) - 1 - fixed
-    cap = max(min_summary_cost, min(budget.max_output_tokens, int(effective * r.summary_share), below))
-    preamble_cost = estimator.message(continuation_message("", restated_anchor=True))
-    body_units = max(cap - preamble_cost, 1)
-    max_chars = max(200, int(body_units * units.chars_per_unit(EMPTY_SUMMARY * 4)))
+    reserved = max(min_summary_cost, min(budget.max_output_tokens, int(effective * r.summary_share), below))
 
     def fit_newest(group: Group, room: int) -> tuple[list[dict[str, Any]], int] | None:
         block = messages[group.start:group.stop]
@@ -210,9 +216,9 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         cost = sum(estimator.message(m) for m in fitted)
         return (fitted, cost) if cost <= room else None
 
-    retained_budget = target - fixed - cap
-    first, fitted = select_retained(groups, messages, budget=retained_budget, anchor=anchor,
-                                    anchor_cost=anchor_cost, fit_newest=fit_newest)
+    first, fitted = select_retained(groups, messages, budget=target - fixed - reserved, anchor=anchor,
+                                    anchor_cost=anchor_cost, newest_room=below - min_summary_cost,
+                                    fit_newest=fit_newest)
     start = groups[first].start if first < len(groups) else len(messages)
     retained = list(messages[start:])
     if fitted is not None:
@@ -226,14 +232,27 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         return finish("skipped", "no_compactable_history")
 
     anchor_placed = anchor is not None and not any(m == anchor for m in retained)
-    retained_cost = sum(estimator.message(m) for m in retained)
-    lower = base + min_summary_cost + (anchor_cost if anchor_placed else 0) + state_cost + retained_cost
-    if lower >= tokens_before:
+    rest = base + (anchor_cost if anchor_placed else 0) + state_cost + sum(estimator.message(m) for m in retained)
+    if rest + min_summary_cost >= tokens_before:
         return finish("skipped", "count_trigger_no_reduction" if r.trigger in COUNT_TRIGGERS else "not_smaller")
+
+    # CTX-34: the summary may fill what the assembled view can hold -- up to the target,
+    # never past the threshold, never more than one reply -- and is asked for in those
+    # terms: a character bound in the prompt, an output limit on the call.
+    cap = max(min_summary_cost, min(budget.max_output_tokens, math.ceil(threshold) - 1 - rest,
+                                    max(reserved, target - rest)))
+    preamble_cost = estimator.message(continuation_message("", restated_anchor=True))
+    body_units = max(cap - preamble_cost, 1)
+    max_chars = max(200, int(body_units * units.chars_per_unit(EMPTY_SUMMARY * 4)))
+    # Room for the <summary> tags and some overrun: a reply a little too long arrives
+    # whole and is retried tighter or shortened between sentences, not cut mid-word.
+    output_limit = min(budget.max_output_tokens, 2 * body_units + OUTPUT_OVERRUN)
+    metrics["summary_cap"], metrics["summary_output_limit"] = cap, output_limit
 
     # Segments: each call carries the prompt, the summary so far and its part of the input.
     prior = "\n\n".join(earlier) if earlier else None
-    prompt_cost = estimator.request(summary_prompt([], previous_summary="", max_chars=max_chars, part=99, parts=99))
+    prompt_cost = estimator.request(summary_prompt([], previous_summary="", max_chars=max_chars, part=99, parts=99,
+                                                   too_long=10 * max_chars))
     prior_room = max(units.text(prior) if prior else 0, body_units)
     limit = int((effective - prompt_cost - prior_room) * SEGMENT_SLACK)
     if limit < MIN_SEGMENT_UNITS:
@@ -256,15 +275,16 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     if len(segments) > r.max_summary_calls:
         return finish("failed", "too_many_segments")
 
-    min_chars = min(MIN_SUMMARY_CHARS, max_chars // 4)
+    sizing = _Sizing(units=units, body_units=body_units, max_chars=max_chars, output_limit=output_limit,
+                     whole_limit=budget.max_output_tokens, effective=effective,
+                     min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
     summary = prior
     index = 0
     while index < len(segments):
         segment = segments[index]
         prompt = summary_prompt([item.text for item in segment], previous_summary=summary, max_chars=max_chars,
                                 part=index + 1, parts=len(segments))
-        estimate = estimator.request(prompt)
-        if estimate > effective:
+        if estimator.request(prompt) > effective:
             if len(segment) == 1:
                 return finish("failed", "segment_too_large")
             # The estimate of the joined text came out above the sum of its parts: move
@@ -274,38 +294,9 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
             segments[index + 1].insert(0, segment.pop())
             metrics["planned_segments"] = len(segments)
             continue
-        consumed = merge_sources([item.source for item in segment])
-        problem = None
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            if metrics["summary_calls"] >= r.max_summary_calls:
-                metrics["summary_failure"] = problem
-                return finish("failed", "summary_call_limit")
-            # A copy per attempt: whatever the driver does with it cannot change the next one.
-            reply = yield SummaryCall(messages=[dict(m) for m in prompt], segment=index, attempt=attempt,
-                                      consumed=consumed, estimated_tokens=estimate, planned_segments=len(segments))
-            if not isinstance(reply, SummaryReply):
-                raise TypeError(f"compact() expects a SummaryReply, got {type(reply).__name__}")
-            metrics["summary_calls"] += 1
-            metrics["retries"] += attempt > 1
-            if reply.error_code is not None:
-                metrics["error_code"] = reply.error_code
-                if reply.deterministic:
-                    metrics["summary_failure"] = "deterministic_error"
-                    return finish("failed", "summary_failed")
-                problem = "error"
-                continue
-            body = clean_summary(reply.text, max_chars=max_chars)
-            problem = summary_problem(body, min_chars=min_chars)
-            if problem is None:
-                summary = fit_text_units(body, body_units, units.text)
-                break
-        if problem is not None:
-            metrics["summary_failure"] = problem
-            return finish("failed", "summary_failed")
-        metrics["segments"].append({
-            "index": index, "consumed": list(consumed) if consumed else None,
-            "messages": sum(item.messages for item in _first_per_group(segment)),
-        })
+        reason, summary = yield from _summarize(r, sizing, segment, summary, index, len(segments), metrics)
+        if reason is not None:
+            return finish("failed", reason)
         index += 1
 
     assert summary is not None
@@ -314,8 +305,8 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     metrics["summary_chars"] = len(summary)
     view = assemble_view(summary_message=continuation_message(summary), task_anchor=anchor,
                          runtime_state_message=state_message, retained=retained)
-    tokens_after = estimator.request([r.system, *view], r.tools)
-    metrics["tokens_after"] = tokens_after
+    metrics.update(_figures("after", r, view))
+    tokens_after = metrics["tokens_after_calibrated"]
     decision = commit_decision(problems=view_problems(r.system, view, r.dialect), tokens_before=tokens_before,
                                tokens_after=tokens_after, threshold=threshold, target=target, trigger=r.trigger)
     metrics["target_reached"] = decision.commit and decision.target_reached
@@ -325,6 +316,111 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     summary_sources: list[Source] = [None] * lead  # the summary, the anchor, the state block
     sources = summary_sources + retained_sources
     return CompactionResult("compacted", "committed", view, summary, metrics, sources)
+
+
+def _figures(when: str, r: CompactionRequest, view: Sequence[dict[str, Any]] | None) -> dict[str, int | None]:
+    """CTX-41: a request's size under one name per meaning -- ``tokens_<when>_calibrated``,
+    the figure every decision here reads (the request's estimator: the worker hands in a
+    calibrated one), and ``tokens_<when>_estimated``, the same before calibration (equal
+    for an estimator that is not calibrated). None when there is no such view."""
+    if view is None:
+        return {f"tokens_{when}_estimated": None, f"tokens_{when}_calibrated": None}
+    request = [r.system, *view]
+    calibrated = r.estimator.request(request, r.tools)
+    raw = r.estimator.base.request(request, r.tools) if isinstance(r.estimator, CalibratedEstimator) else calibrated
+    return {f"tokens_{when}_estimated": raw, f"tokens_{when}_calibrated": calibrated}
+
+
+@dataclass(frozen=True)
+class _Sizing:
+    """How long a summary may be (CTX-34): its units, the bound the prompt states and the
+    call's output limit; ``min_chars`` below which a reply is too short (CTX-35)."""
+
+    units: _Units
+    body_units: int
+    max_chars: int
+    output_limit: int
+    whole_limit: int  # the output reserve: a reply this long still fits the window
+    effective: int
+    min_chars: int
+
+
+def _summarize(r: CompactionRequest, sizing: _Sizing, segment: list[Item], summary: str | None, index: int,
+               parts: int, metrics: dict[str, Any]) -> Generator[SummaryCall, SummaryReply, tuple[str | None, str]]:
+    """One segment's summary (CTX-34, CTX-35) in up to three attempts: returns the failure
+    reason (None when it worked) and the summary so far.
+
+    A usable reply over its room is asked for once more with a tighter bound, when a call
+    is left beside those the later segments need; one the output limit stopped is asked
+    for the same way, and this time allowed the whole output reserve, so that it arrives
+    with every section. Whatever is still over is shortened between sentences."""
+    units = sizing.units
+    consumed = merge_sources([item.source for item in segment])
+    texts = [item.text for item in segment]
+    prompt = summary_prompt(texts, previous_summary=summary, max_chars=sizing.max_chars, part=index + 1, parts=parts)
+    problem: str | None = None
+    done: str | None = None
+    over: tuple[bool, int, str] | None = None  # (stopped, length, text) of the best reply that was too long
+    limit, tightened = sizing.output_limit, False
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        if metrics["summary_calls"] >= r.max_summary_calls:
+            if over is not None:
+                break
+            metrics["summary_failure"] = problem
+            return "summary_call_limit", ""
+        # A copy per attempt: whatever the driver does with it cannot change the next one.
+        reply = yield SummaryCall(messages=[dict(m) for m in prompt], segment=index, attempt=attempt,
+                                  consumed=consumed, estimated_tokens=r.estimator.request(prompt),
+                                  planned_segments=parts, max_output_tokens=limit)
+        if not isinstance(reply, SummaryReply):
+            raise TypeError(f"compact() expects a SummaryReply, got {type(reply).__name__}")
+        metrics["summary_calls"] += 1
+        metrics["retries"] += attempt > 1
+        if reply.error_code is not None:
+            metrics["error_code"] = reply.error_code
+            if reply.deterministic:
+                metrics["summary_failure"] = "deterministic_error"
+                return "summary_failed", ""
+            problem = "error"
+            continue
+        body = clean_summary(reply.text)
+        if reply.truncated:
+            body = complete_sentences(body)  # stopped inside a word: that sentence goes
+        problem = summary_problem(body, min_chars=sizing.min_chars)
+        if problem is not None:
+            continue
+        cost = units.text(body)
+        if cost <= sizing.body_units and not reply.truncated:
+            done = body
+            break
+        # A whole reply is shortened better than a stopped one (it has every section).
+        candidate = (reply.truncated, len(body), body)
+        over = candidate if over is None or candidate < over else over
+        if tightened or metrics["summary_calls"] + parts - index - 1 >= r.max_summary_calls:
+            break  # retried tighter once already, or the calls left are the later segments'
+        bound = max(sizing.min_chars, int(sizing.max_chars * min(1.0, sizing.body_units / cost) * TIGHTER))
+        tighter = summary_prompt(texts, previous_summary=summary, max_chars=bound, part=index + 1, parts=parts,
+                                 too_long=len(body))
+        if r.estimator.request(tighter) > sizing.effective:
+            break
+        tightened, prompt = True, tighter
+        if reply.truncated:  # asked for less, and let it finish this time: a whole reply keeps every section
+            limit = sizing.whole_limit
+    if done is None:
+        if over is None:
+            metrics["summary_failure"] = problem
+            return "summary_failed", ""
+        done = fit_summary(over[2], max_units=sizing.body_units, cost_of=units.text)
+        problem = summary_problem(done, min_chars=sizing.min_chars)
+        if problem is not None:
+            metrics["summary_failure"] = problem
+            return "summary_failed", ""
+        metrics["summary_cut_chars"] += over[1] - len(done)
+    metrics["segments"].append({
+        "index": index, "consumed": list(consumed) if consumed else None,
+        "messages": sum(item.messages for item in _first_per_group(segment)),
+    })
+    return None, done
 
 
 def _first_per_group(segment: Sequence[Item]) -> list[Item]:

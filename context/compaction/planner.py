@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .cleaning import cut_middle
 from .types import Source
 from .view import is_continuation_message, is_runtime_state_message, restates_anchor
 
@@ -92,14 +91,22 @@ def select_retained(
     budget: int,
     anchor: Mapping[str, Any] | None,
     anchor_cost: int,
+    newest_room: int,
     fit_newest: Callable[[Group, int], tuple[list[dict[str, Any]], int] | None],
 ) -> tuple[int, list[dict[str, Any]] | None]:
     """Choose the retained suffix newest-first under ``budget`` (CTX-31).
 
+    The newest group is what the model is about to continue from -- an answer a Stop cut
+    off, a tool group in flight, the question itself -- so it is kept verbatim whenever
+    the view can hold it (``newest_room``: what is left below the threshold beside the
+    required content and the smallest summary), over ``budget`` if need be; only if it
+    is larger still are its tool outputs cut to fit (``fit_newest``, CTX-42). Older groups
+    are kept while they fit what is left of ``budget``.
+
     Returns the index of the first retained group (``len(groups)`` when none is) and,
-    when the newest group was kept only after its tool outputs were cut to fit
-    (``fit_newest``, CTX-42), its new messages. The anchor's cost is already reserved in
-    ``budget``; a group that holds it gives that reservation back.
+    when the newest group was kept only after its tool outputs were cut, its new
+    messages. The anchor's cost is already reserved in ``budget`` and ``newest_room``; a
+    group that holds it gives that reservation back.
     """
     remaining = budget
     first = len(groups)
@@ -113,13 +120,14 @@ def select_retained(
         holds_anchor = reserved and any(messages[j] == anchor for j in range(group.start, group.stop))
         if holds_anchor:
             cost -= anchor_cost
-        if cost <= remaining:
+        newest = index == len(groups) - 1
+        if cost <= remaining or (newest and cost <= newest_room):
             remaining -= cost
             first = index
             reserved = reserved and not holds_anchor
             continue
-        if index == len(groups) - 1:
-            cut = fit_newest(group, remaining)
+        if newest:
+            cut = fit_newest(group, max(remaining, newest_room))
             if cut is not None:
                 fitted, first = cut[0], index
         break
@@ -199,17 +207,3 @@ def pack(items: Sequence[Item], limit: int) -> list[list[Item]]:
             segments.append([item])
             used = item.cost
     return segments
-
-
-def fit_text_units(text: str, max_units: int, cost_of: Callable[[str], int]) -> str:
-    """``text`` cut in the middle (with a marker) until it costs at most ``max_units``."""
-    if cost_of(text) <= max_units:
-        return text
-    low, high = 0, len(text)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if cost_of(cut_middle(text, middle)) <= max_units:
-            low = middle
-        else:
-            high = middle - 1
-    return cut_middle(text, max(low, 1))

@@ -180,6 +180,7 @@ def summary_prompt(
     max_chars: int = 8_000,
     part: int = 1,
     parts: int = 1,
+    too_long: int | None = None,
 ) -> list[dict[str, Any]]:
     """The summarizer request (system + user): the nine sections of CTX-34.
 
@@ -187,8 +188,9 @@ def summary_prompt(
     ``previous_summary`` -- an earlier compaction's, or the summary so far of this one's
     earlier segments -- is given as the authoritative account of what came before, to be
     carried forward. The reply is expected as one ``<summary>`` block of at most
-    ``max_chars`` characters. The data comes last, inside ``<previous_summary>`` and
-    ``<conversation>`` blocks.
+    ``max_chars`` characters. ``too_long``: the length of an earlier reply to this
+    request that did not fit, said so, for the one tighter retry. The data comes last,
+    inside ``<previous_summary>`` and ``<conversation>`` blocks.
     """
     sections = "\n".join(f"{n}. {title}: {help_}" for n, (title, help_) in
                          enumerate(zip(SECTION_TITLES, _SECTION_HELP), start=1))
@@ -207,6 +209,10 @@ def summary_prompt(
         "Tool results appear as short notes. Think privately; do not output an analysis. Output exactly one "
         "<summary>...</summary> block with these nine numbered sections, in order, each present even when "
         f"empty (write \"(none)\"), in at most {max_chars:,} characters:\n{sections}")
+    if too_long is not None:
+        lines.append(f"An earlier summary of this conversation was {too_long:,} characters long, more than the "
+                     f"space it must fit. Write a shorter one, at most {max_chars:,} characters: keep every "
+                     "section, leave out detail, prefer short sentences.")
     if previous_summary is not None:
         lines.append(f"<previous_summary>\n{neutralize_control_tags(previous_summary)}\n</previous_summary>")
     body = "\n\n".join(neutralize_control_tags(entry) for entry in transcript)  # data, never markup

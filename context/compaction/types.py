@@ -48,9 +48,10 @@ class CompactionRequest:
     None when unknown (``project_records(..., sources_out=[])`` gives them).
     ``task_anchor`` is the last real user question of the run, kept verbatim (it may also
     be inside ``messages``). ``max_summary_calls`` bounds the summary calls, retries
-    included. ``summary_share`` is the share of the effective input the continuation
-    summary may take (capped by the output reserve: a summary cannot be longer than one
-    model reply).
+    included. ``summary_share`` is the share of the effective input held for the
+    continuation summary while the retained groups are chosen (capped by the output
+    reserve: a summary cannot be longer than one model reply); the summary then gets
+    whatever room the assembled view has left up to the target.
     """
 
     system: dict[str, Any]
@@ -75,7 +76,9 @@ class SummaryCall:
     ``messages`` (system + user prompt) passes ``validate_request`` in every mode, and
     ``estimated_tokens`` (the request's estimate with the request's estimator) is at most
     the budget's effective input, so with the output reserve it is under the hard limit.
-    Send it with ``max_output_tokens`` = the budget's output reserve.
+    Send it with ``max_output_tokens`` as its output limit: what the compacted view can
+    hold of a summary, with room for some overrun, never more than the budget's output
+    reserve (None: the reserve).
     """
 
     messages: list[dict[str, Any]]
@@ -84,6 +87,7 @@ class SummaryCall:
     consumed: Source
     estimated_tokens: int = 0
     planned_segments: int = 1
+    max_output_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,11 +96,14 @@ class SummaryReply:
 
     ``deterministic`` marks errors that the same request would hit again
     (authentication, invalid parameters, context overflow): no retry (CTX-35).
+    ``truncated``: the provider stopped the reply at its output limit (``finish_reason``
+    ``length``), so its last sentence is cut off.
     """
 
     text: str | None
     error_code: str | None = None
     deterministic: bool = False
+    truncated: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from context.adapters import adapt_messages
-from context.records import UNKNOWN_OUTCOME_TEXT
 from context.validate import Problem, validate_request
 
 from .types import RuntimeState
@@ -35,6 +34,7 @@ RUNTIME_STATE_HEADER = ("[Runtime state at the time of this compaction, recorded
                         "the user, not part of the summary)]")
 _ARGUMENT_CHARS = 500
 _SUPPLEMENT_CHARS = 4_000
+MAX_LISTED_CALLS = 30  # per list, the newest: a session can collect many unknown outcomes
 
 
 def continuation_message(summary: str, *, restated_anchor: bool = False) -> dict[str, Any]:
@@ -98,37 +98,19 @@ def _call_line(call: Mapping[str, Any]) -> str:
     return f"- {name}{where} with arguments {_arguments(call.get('arguments', {}))}"
 
 
-UNKNOWN_STATUS_PREFIX = "[tool status: unknown]"
-
-
-def unknown_outcome_calls(messages: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
-    """The calls of a view whose outcome is unknown (CTX-3): answered by the projector's
-    placeholder, or by a result whose status is ``unknown`` (RUN-6). As
-    ``{"id", "name", "arguments"}`` dicts, for the runtime-state block (CTX-36)."""
-    calls: dict[str, dict[str, Any]] = {}
-    found: list[dict[str, Any]] = []
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            calls[str(call.get("id"))] = {"id": str(call.get("id")), "name": str(function.get("name", "")),
-                                          "arguments": str(function.get("arguments", ""))}
-        if message.get("role") != "tool":
-            continue
-        content = message.get("content")
-        text = content if isinstance(content, str) else " ".join(
-            part.get("text", "") for part in content or () if isinstance(part, dict))
-        if text.startswith((UNKNOWN_OUTCOME_TEXT, UNKNOWN_STATUS_PREFIX)):
-            call = calls.get(str(message.get("tool_call_id")))
-            if call is not None:
-                found.append(call)
-    return tuple(found)
+def _call_lines(calls: Sequence[Mapping[str, Any]]) -> str:
+    shown = calls[-MAX_LISTED_CALLS:]
+    earlier = len(calls) - len(shown)
+    lines = [f"- and {earlier} earlier call{'s' if earlier != 1 else ''} like these"] if earlier else []
+    return "\n".join(lines + [_call_line(c) for c in shown])
 
 
 def render_runtime_state(state: RuntimeState) -> dict[str, Any] | None:
     """Render the runtime-state block of a compacted view (CTX-36), or None when empty.
 
-    These facts come from the frame, not from the summary: the plan (verbatim), pending
-    and unknown-outcome tool calls, sub-instances and queued supplements.
+    These facts come from the records and the frame, not from the summary: the plan
+    (verbatim), pending and unknown-outcome tool calls (the newest ``MAX_LISTED_CALLS``
+    of each, with how many earlier ones there are), sub-instances and queued supplements.
     """
     if state.is_empty():
         return None
@@ -136,13 +118,11 @@ def render_runtime_state(state: RuntimeState) -> dict[str, Any] | None:
     if (state.plan or "").strip():
         parts.append(f"Plan (current, verbatim):\n{state.plan}")
     if state.pending_calls:
-        parts.append("Pending tool calls (started, no result yet):\n"
-                     + "\n".join(_call_line(c) for c in state.pending_calls))
+        parts.append("Pending tool calls (started, no result yet):\n" + _call_lines(state.pending_calls))
     if state.unknown_calls:
         parts.append(
             "Tool calls with an unknown outcome (they may or may not have happened; do not assume they succeeded; "
-            "check the actual state before relying on them or repeating them):\n"
-            + "\n".join(_call_line(c) for c in state.unknown_calls))
+            "check the actual state before relying on them or repeating them):\n" + _call_lines(state.unknown_calls))
     if state.sub_instances:
         lines = [f"- {s.get('id', '?')} [{s.get('status', 'unknown')}]: {_clip(str(s.get('task', '')), 1_000)}"
                  for s in state.sub_instances]

@@ -240,9 +240,10 @@ class CompactionSnapshotAdmin(ReadOnlyAdmin):
     @admin.display(description="Tokens before → after")
     def tokens(self, obj: CompactionSnapshot) -> str:
         figures = compaction_figures(obj.metrics)
-        if figures.tokens_before is None or figures.tokens_after is None:
+        before, after = figures.tokens_before_calibrated, figures.tokens_after_calibrated
+        if before is None or after is None:
             return "-"
-        return f"{figures.tokens_before:,} → {figures.tokens_after:,}"
+        return f"{before:,} → {after:,}"
 
     @admin.display(description="Target reached", boolean=True)
     def target_reached(self, obj: CompactionSnapshot) -> bool | None:

@@ -358,14 +358,8 @@ def sent_tools(schemas: Sequence[dict[str, Any]]) -> list[SentTool]:
 
 
 def metric_number(value: Any) -> int | None:
-    """A token figure from the metrics: a number, or the estimated part of {estimated, calibrated}."""
-    if isinstance(value, dict):
-        value = value.get("estimated", value.get("value"))
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return int(value)
-    return None
+    """A figure from the metrics when it is a number (not a flag), else None."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -376,12 +370,26 @@ class Segment:
     messages: int | None
 
 
+def token_figure(metrics: dict[str, Any], when: str, meaning: str) -> int | None:
+    """CTX-41: ``tokens_<when>_<meaning>`` (``estimated`` or ``calibrated``) of a snapshot's
+    metrics. Snapshots saved before the figures had one name per meaning hold a bare
+    ``tokens_<when>``: one number (whichever the engine judged then) or an
+    ``{estimated, calibrated}`` pair; either still reads."""
+    value = metrics.get(f"tokens_{when}_{meaning}")
+    value = metrics.get(f"tokens_{when}") if value is None else value
+    return metric_number(value.get(meaning, value.get("value")) if isinstance(value, dict) else value)
+
+
 @dataclass(frozen=True)
 class CompactionFigures:
+    """A compaction's figures for the console. The token figures are calibrated — what the
+    threshold and the target were compared with — beside our estimator's own count."""
+
     trigger: str
-    tokens_before: int | None
-    tokens_after: int | None
     tokens_before_calibrated: int | None
+    tokens_after_calibrated: int | None
+    tokens_before_estimated: int | None
+    tokens_after_estimated: int | None
     threshold: int | None
     target: int | None
     target_reached: bool | None
@@ -395,8 +403,9 @@ class CompactionFigures:
     @property
     def saved_percent(self) -> int | None:
         """How much smaller the view became, in percent of the tokens before."""
-        if self.tokens_before and self.tokens_after is not None:
-            return round(100 * (1 - self.tokens_after / self.tokens_before))
+        before, after = self.tokens_before_calibrated, self.tokens_after_calibrated
+        if before and after is not None:
+            return round(100 * (1 - after / before))
         return None
 
     @property
@@ -424,9 +433,10 @@ def compaction_figures(metrics: Any, *, estimator_id: str = "") -> CompactionFig
     reached = m.get("target_reached")
     return CompactionFigures(
         trigger=str(m.get("trigger") or "?"),
-        tokens_before=metric_number(m.get("tokens_before")),
-        tokens_after=metric_number(m.get("tokens_after")),
-        tokens_before_calibrated=metric_number(m.get("tokens_before_calibrated")),
+        tokens_before_calibrated=token_figure(m, "before", "calibrated"),
+        tokens_after_calibrated=token_figure(m, "after", "calibrated"),
+        tokens_before_estimated=token_figure(m, "before", "estimated"),
+        tokens_after_estimated=token_figure(m, "after", "estimated"),
         threshold=metric_number(m.get("threshold", m.get("trigger_tokens"))),
         target=metric_number(m.get("target", m.get("target_tokens"))),
         target_reached=reached if isinstance(reached, bool) else None,

@@ -234,7 +234,7 @@ def compactions_view(model_admin: ModelAdmin, request: HttpRequest, object_id: s
             summary_url=records_url(session.pk, after=summary_seq - 1, limit=1) if summary_seq else None,
             run_url=admin_url("run_change", snapshot.instance.run_id)))
         points.append(ChartPoint(label=f"#{number}", when=_when(snapshot.created_at), trigger=figures.trigger,
-                                 before=figures.tokens_before, after=figures.tokens_after,
+                                 before=figures.tokens_before_calibrated, after=figures.tokens_after_calibrated,
                                  threshold=figures.threshold, target=figures.target))
     context = {"rows": rows, "chart": mark_safe(compaction_chart(points))}  # every text escaped by chart.py
     return render_page(model_admin, request, "session/compactions.html", session, "Compactions", context)

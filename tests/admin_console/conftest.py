@@ -98,15 +98,15 @@ def metrics(*, trigger: str = "budget", before: int = 90_000, after: int = 30_00
     the worker's: duration, estimated and calibrated figures, the ratio); a test of the
     console against a real compaction is in test_compactions.py."""
     return {
-        "trigger": trigger, "tokens_before": before, "tokens_after": after, "threshold": 80_000,
+        "trigger": trigger, "tokens_before_estimated": before, "tokens_before_calibrated": before,
+        "tokens_after_estimated": after, "tokens_after_calibrated": after, "threshold": 80_000,
         "target": 40_000, "target_reached": after <= 40_000, "hard_limit": 100_000, "summary_calls": 2,
-        "retries": 1, "summary_chars": 4_321, "estimator_id": ESTIMATOR_ID,
+        "retries": 1, "summary_chars": 4_321, "summary_cap": 4_096, "summary_output_limit": 4_096,
+        "summary_cut_chars": 0, "estimator_id": ESTIMATOR_ID,
         "segments": segments if segments is not None else [
             {"index": 0, "consumed": [1, 3], "messages": 3}, {"index": 1, "consumed": None, "messages": 1}],
         "planned_segments": 2, "covered": [1, 3], "retained_messages": 2, "summarized_messages": 4,
         "summary_failure": None, "error_code": None, "duration_ms": 2_500,
-        "tokens_before_estimated": before, "tokens_before_calibrated": before,
-        "tokens_after_estimated": after, "tokens_after_calibrated": after,
         "calibration_ratio": 1.0, "calibration_samples": 3, **extra,
     }
 

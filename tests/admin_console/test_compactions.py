@@ -63,13 +63,28 @@ def test_the_chart_is_inline_svg_with_a_line_per_series(console, story):
 def test_sub_instance_compactions_are_listed_with_their_instance(console, story):
     from sessions.services.history import checkpoint_commit
 
+    # Saved before the token figures had one name per meaning: a bare tokens_before still reads.
     checkpoint_commit(run=story.first, instance=story.sub, messages=[], covered_seq=4, estimator_id="bytes-v1",
                       metrics={"trigger": "model_steps", "tokens_before": 9_000, "tokens_after": 3_000})
     html = console.get(compactions(story.session.pk)).content.decode()
     assert f"&middot; sub-instance {story.sub.pk} (sub-1)" in html and "model_steps" in html and "bytes-v1" in html
+    assert "9,000" in html and "3,000" in html and "&minus;67%" in html
     # The figures it did not record are shown as missing, never as zero.
     assert "–<br><small>target –</small>" in html and "– calls" in html and "length –" in html
     assert '<td class="num">–</td>' in html  # duration
+
+
+def test_ctx41_the_before_column_is_the_calibrated_figure_with_the_estimate_beside_it(console, story):
+    compaction(story.first, covered_seq=5, tokens_before_estimated=72_000, tokens_after_estimated=24_000)
+    # A snapshot from before one name per meaning: the bare figures were the calibrated ones.
+    compaction(story.second, covered_seq=9, tokens_before=88_000, tokens_after=33_000,
+               tokens_before_calibrated=None, tokens_after_calibrated=None, tokens_before_estimated=None,
+               tokens_after_estimated=None)
+    html = console.get(compactions(story.session.pk)).content.decode()
+    first, second = (row for _, row in re.findall(r'<tr id="compaction-(\d+)">(.*?)</tr>', html, flags=re.S))
+    assert '<td class="num">90,000' in first and "estimated 72,000" in first
+    assert "30,000" in first and "estimated 24,000" in first and "&minus;67%" in first
+    assert '<td class="num">88,000' in second and "33,000" in second and "estimated" not in second
 
 
 def test_a_session_without_compactions_says_so(console, story):
@@ -102,6 +117,7 @@ def test_a_real_compaction_made_by_the_loop_shows_the_figures_it_stored(console,
     metrics = CompactionSnapshot.objects.get(instance__run=run).metrics
     html = console.get(compactions(session.pk)).content.decode()
     row = re.findall(r'<tr id="compaction-1">(.*?)</tr>', html, flags=re.S)[0]
-    for figure in ("manual", f"{metrics['tokens_before']:,}", f"{metrics['tokens_after']:,}", metrics["estimator_id"],
+    for figure in ("manual", f"{metrics['tokens_before_calibrated']:,}", f"{metrics['tokens_after_calibrated']:,}",
+                   metrics["estimator_id"],
                    f'<span class="summary-calls">{metrics["summary_calls"]} call'):
         assert figure in row, figure

@@ -119,8 +119,10 @@ def test_compaction_figures_tolerate_missing_and_odd_values():
     figures = compaction_figures({"trigger": "manual", "tokens_before": {"estimated": 1000, "calibrated": 1100},
                                   "tokens_after": 250, "segments": [{"consumed": [3, 9]}, {"consumed": None}],
                                   "target_reached": "yes"}, estimator_id="bytes-v1")
-    assert (figures.trigger, figures.tokens_before, figures.tokens_after, figures.saved_percent) == (
-        "manual", 1000, 250, 75)
+    # A snapshot from before one name per meaning: its pair and its bare figure still read.
+    assert (figures.trigger, figures.tokens_before_calibrated, figures.tokens_before_estimated,
+            figures.tokens_after_calibrated, figures.tokens_after_estimated, figures.saved_percent) == (
+        "manual", 1100, 1000, 250, 250, 77)
     assert figures.target_reached is None and figures.estimator_id == "bytes-v1" and figures.duration_text == "–"
     assert [(s.index, s.first_seq, s.last_seq) for s in figures.segments] == [(0, 3, 9), (1, None, None)]
     assert compaction_figures(None).trigger == "?"

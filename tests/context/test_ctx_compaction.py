@@ -358,16 +358,20 @@ def test_ctx34_the_prompt_asks_for_one_summary_with_nine_numbered_sections() -> 
         assert validate_request(messages, dialect) == []
 
 
-def test_ctx34_cleaning_drops_the_analysis_keeps_the_body_and_caps_with_a_marker() -> None:
+def test_ctx34_cleaning_drops_the_analysis_keeps_the_body_and_caps_between_sentences() -> None:
     reply = ("Let me think.\n<analysis>\nThe user wants X.\n</analysis>\n"
              "<summary>\n1. Requests: X\n\n\n\n2. none\n</summary>\nThanks!")
     assert clean_summary(reply, max_chars=1_000) == "1. Requests: X\n\n2. none"
     assert clean_summary("<thinking>hmm</thinking>\nPlain summary.", max_chars=1_000) == "Plain summary."
-    long = "A" * 500 + "Z" * 500
-    capped = clean_summary(f"<summary>{long}</summary>", max_chars=300)
-    assert len(capped) <= 300
-    assert capped.startswith("A" * 50) and capped.endswith("Z" * 50)
-    assert "[... summary shortened to fit the context budget: " in capped and " of 1000 characters" in capped
+    long = "\n".join(f"{n}. {title}: " + " ".join(f"Fact {n}-{k} is kept." for k in range(1, 12))
+                     for n, title in enumerate(SECTION_TITLES, start=1))
+    capped = clean_summary(f"<summary>{long}</summary>", max_chars=600)
+    assert len(capped) <= 600
+    # Every section is still there, each cut after a whole sentence, and nothing says so.
+    assert [line.split(":")[0] for line in capped.splitlines()] == [f"{n}. {t}" for n, t in
+                                                                    enumerate(SECTION_TITLES, start=1)]
+    assert all(line.endswith((":", "kept.")) for line in capped.splitlines())
+    assert "omitted" not in capped and "shortened" not in capped and "[" not in capped
 
 
 def test_ctx34_a_summary_cannot_close_its_block_or_pose_as_system_text() -> None:
@@ -578,7 +582,7 @@ def test_ctx38_a_view_that_would_break_the_protocol_is_not_committed() -> None:
         {"role": "tool", "tool_call_id": "not a valid id!", "content": "done"}]
     result, calls = drive_recording(compact(request([*rounds(8), *broken])), scripted)
     assert (result.outcome, result.reason, result.messages) == ("failed", "invalid_view", None)
-    assert len(calls) == 1 and result.metrics["tokens_after"] < result.metrics["tokens_before"]
+    assert len(calls) == 1 and result.metrics["tokens_after_calibrated"] < result.metrics["tokens_before_calibrated"]
 
 
 def test_ctx38_one_preparation_compacts_once_even_if_the_new_view_is_still_large() -> None:
@@ -609,10 +613,12 @@ def test_ctx39_every_summary_request_is_valid_and_under_the_hard_limit() -> None
 def test_ctx41_metrics_name_every_figure_and_the_records_each_segment_consumed() -> None:
     messages = rounds(8)
     result, _ = drive_recording(compact(request(messages, anchor=messages[-4])), scripted)
+    before, after = EST.request([SYSTEM, *messages]), EST.request([SYSTEM, *result.messages])
     assert result.metrics == {
         "trigger": "budget",
-        "tokens_before": EST.request([SYSTEM, *messages]),
-        "tokens_after": EST.request([SYSTEM, *result.messages]),
+        # One name per meaning: an estimator that is not calibrated gives the same figure twice.
+        "tokens_before_estimated": before, "tokens_before_calibrated": before,
+        "tokens_after_estimated": after, "tokens_after_calibrated": after,
         "threshold": 10_880.0,
         "target": 8_160,
         "target_reached": True,
@@ -620,6 +626,9 @@ def test_ctx41_metrics_name_every_figure_and_the_records_each_segment_consumed()
         "summary_calls": 1,
         "retries": 0,
         "summary_chars": len(result.summary),
+        "summary_cap": 2_000,  # the output reserve: one reply can be no longer
+        "summary_output_limit": 2_000,
+        "summary_cut_chars": 0,
         "estimator_id": "bytes-v1",
         "segments": [{"index": 0, "consumed": [1, 19], "messages": 19}],
         "planned_segments": 1,
@@ -691,7 +700,8 @@ def test_ctx42_a_result_that_cannot_fit_at_all_is_omitted_with_the_same_call_id(
 
 
 def test_ctx42_the_newest_tool_group_is_cut_to_fit_rather_than_summarized_away() -> None:
-    giant = {"role": "tool", "tool_call_id": "call_99", "content": "BEGIN " + "z" * 9_000 + " END"}
+    # Too large to stay whole even below the threshold: its output is cut, the group stays.
+    giant = {"role": "tool", "tool_call_id": "call_99", "content": "BEGIN " + "z" * 11_000 + " END"}
     messages = [*rounds(4), {"role": "user", "content": "Q5 read the big log"},
                 {"role": "assistant", "content": None, "tool_calls": [
                     {"id": "call_99", "type": "function", "function": {"name": "read_log", "arguments": "{}"}}]},
@@ -704,7 +714,7 @@ def test_ctx42_the_newest_tool_group_is_cut_to_fit_rather_than_summarized_away()
     assert kept["content"].startswith("BEGIN ") and kept["content"].endswith(" END")
     assert "[... truncated: " in kept["content"] and "(record seq 19)" in kept["content"]
     assert result.messages[-2] == messages[-2]
-    assert result.metrics["tokens_after"] < 10_880
+    assert result.metrics["tokens_after_calibrated"] < 10_880
     assert view_problems(SYSTEM, result.messages) == []
 
 
@@ -718,6 +728,7 @@ def test_ctx39_compaction_in_tiktoken_units_keeps_every_request_under_the_hard_l
     assert result.outcome == "compacted" and len(calls) >= 2
     assert all(c.estimated_tokens == o200k.request(c.messages) <= budget.effective_input for c in calls)
     assert result.metrics["estimator_id"] == "tiktoken-o200k_base-v1"
-    assert result.metrics["tokens_after"] == o200k.request([SYSTEM, *result.messages]) < 0.8 * budget.effective_input
+    after = result.metrics["tokens_after_calibrated"]
+    assert after == o200k.request([SYSTEM, *result.messages]) < 0.8 * budget.effective_input
     listed = section(result.summary, 6)
     assert listed and listed == [m["content"] for m in messages if m["role"] == "user"][:len(listed)]

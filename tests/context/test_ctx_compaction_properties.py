@@ -199,7 +199,7 @@ def test_ctx38_a_committed_view_is_valid_smaller_below_the_threshold_and_keeps_t
     assert style != "broken"
     assert valid_everywhere(view)
     after = EST.request([SYSTEM, *view], request.tools)
-    assert metrics["tokens_after"] == after < metrics["tokens_before"]
+    assert metrics["tokens_after_calibrated"] == after < metrics["tokens_before_calibrated"]
     assert after < request.budget.trigger_threshold(request.policy)
     assert metrics["target_reached"] == (after <= request.budget.target_tokens(request.policy))
     assert len(outcome.sources) == len(view)

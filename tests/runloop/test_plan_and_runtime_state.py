@@ -10,14 +10,15 @@ import json
 
 import pytest
 
+from agentloom.runloop.compaction import compaction_manual
 from agentloom.runloop.loop import run_execute
-from context.compaction import RUNTIME_STATE_HEADER, SUMMARIZER_SYSTEM, unknown_outcome_calls
-from context.records import UNKNOWN_OUTCOME_TEXT
+from context.compaction import RUNTIME_STATE_HEADER, SUMMARIZER_SYSTEM
 from sessions.frames import plan_text
 from sessions.models import CompactionSnapshot, Run, RunEvent
 from sessions.selectors import main_instance
 from sessions.services.history import compaction_request, question_ask
 from tests.fakes.fake_provider import chat_stream
+from tests.sessions.helpers import interrupted_after_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).
@@ -80,28 +81,85 @@ def test_ctx36_the_plan_comes_through_a_compaction_verbatim_from_the_frame_not_t
     for n in range(2):
         assert _ask(session, f"Question {n}: compare the regions. " + "Detail. " * 60).status == Run.Status.COMPLETED
     status, run = compaction_request(session=session)
-    from agentloom.runloop.compaction import compaction_manual
-
     assert compaction_manual(run_id=run.pk) == "compacted"
     view = CompactionSnapshot.objects.get(instance__run=run).messages
     block = [m["content"] for m in view if str(m["content"]).startswith(RUNTIME_STATE_HEADER)]
     assert len(block) == 1 and plan_text(PLAN) in block[0]
 
 
-def test_ctx36_calls_with_an_unknown_outcome_are_found_in_a_view():
-    view = [
-        {"role": "user", "content": "Pay and book."},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "pay", "arguments": '{"amount": 5}'}},
-            {"id": "call_2", "type": "function", "function": {"name": "book", "arguments": "{}"}},
-            {"id": "call_3", "type": "function", "function": {"name": "look", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": UNKNOWN_OUTCOME_TEXT},
-        {"role": "tool", "tool_call_id": "call_2",
-         "content": "[tool status: unknown]\n[unknown outcome] may or may not"},
-        {"role": "tool", "tool_call_id": "call_3", "content": "looked"},
-    ]
-    assert unknown_outcome_calls(view) == ({"id": "call_1", "name": "pay", "arguments": '{"amount": 5}'},
-                                           {"id": "call_2", "name": "book", "arguments": "{}"})
+def _block(view: list[dict]) -> str:
+    blocks = [m["content"] for m in view if str(m["content"]).startswith(RUNTIME_STATE_HEADER)]
+    assert len(blocks) == 1, view
+    return blocks[0]
+
+
+def _summaries_and_long_answers(request):
+    if request.json["messages"][0]["content"] == SUMMARIZER_SYSTEM:
+        sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+        return chat_stream([f"<summary>\n{sections}\n</summary>"])  # says nothing of calls or plans
+    return chat_stream(["Here are the figures for every region in detail. " * 20])
+
+
+def test_ctx36_a_call_with_an_unknown_outcome_is_still_listed_after_the_second_compaction(fake_session, strict):
+    strict.handler = _summaries_and_long_answers
+    # Every question compacts first (user_turns), so the placeholder is summarized at the first.
+    session = fake_session(tools=("delegate",), window=16_000, context_policy={"user_turns": 1,
+                                                                               "target_ratio": 0.05})
+    assert _ask(session, "Question 1: compare the regions. " + "Detail. " * 60).status == Run.Status.COMPLETED
+    interrupted_after_calls(session, [("pay-1", "delegate", '{"task": "pay the invoice"}')])  # never resumed
+    blocks = []
+    for n in (3, 4):
+        run = _ask(session, f"Question {n}: did the payment go through? " + "Detail. " * 60)
+        assert run.status == Run.Status.COMPLETED, run.error
+        blocks.append(_block(CompactionSnapshot.objects.get(instance__run=run).messages))
+    for block in blocks:
+        assert "Tool calls with an unknown outcome" in block and block.count("pay the invoice") == 1
+        assert "(call pay-1)" in block and "Pending tool calls" not in block
+    second = CompactionSnapshot.objects.filter(instance__run__session=session).order_by("-id").first()
+    assert not any("pay the invoice" in str(m["content"]) for m in second.messages if m["content"] != blocks[1])
+
+
+def test_ctx36_after_an_interruption_the_call_in_flight_is_listed_once_in_one_state(fake_session, strict):
+    strict.handler = _summaries_and_long_answers
+    session = fake_session(tools=("delegate",), window=16_000, context_policy={"target_ratio": 0.05})
+    for n in range(2):
+        assert _ask(session, f"Question {n}: compare the regions. " + "Detail. " * 60).status == Run.Status.COMPLETED
+    run = interrupted_after_calls(session, [("toolu 01!", "delegate", '{"task": "pay the invoice"}')])
+    compaction_request(session=session)
+    assert compaction_manual(run_id=run.pk) == "compacted"
+    block = _block(CompactionSnapshot.objects.get(instance__run=run).messages)
+    # Not pending under the id the records hold and unknown under the one the view gave it:
+    # the run ended with the call unanswered, so it is unknown, once, under its own id.
+    assert block.count("pay the invoice") == 1 and "(call toolu 01!)" in block
+    assert "Tool calls with an unknown outcome" in block and "Pending tool calls" not in block
+
+
+def test_loop4_a_later_question_starts_with_the_sessions_plan_and_its_compactions_carry_it(fake_session, strict):
+    def handler(request):
+        messages = request.json["messages"]
+        if messages[0]["content"] == SUMMARIZER_SYSTEM:
+            return _summaries_and_long_answers(request)
+        if "make a plan" in str(messages[-1]["content"]):
+            return chat_stream(tool_calls=[_plan_call()])
+        return chat_stream(["Here are the figures for every region in detail. " * 20])
+
+    strict.handler = handler
+    session = fake_session(tools=("update_plan",), window=16_000, context_policy={"target_ratio": 0.05})
+    assert _ask(session, "Question 1: make a plan to compare the regions.").status == Run.Status.COMPLETED
+    for n in (2, 3):
+        assert _ask(session, f"Question {n}: go on. " + "Detail. " * 60).status == Run.Status.COMPLETED
+    later = Run.objects.filter(session=session).order_by("-id").first()
+    assert main_instance(run=later).frame["plan"] == PLAN  # the agent never wrote it in this run
+    status, run = compaction_request(session=session)
+    assert run == later and compaction_manual(run_id=run.pk) == "compacted"
+    assert plan_text(PLAN) in _block(CompactionSnapshot.objects.get(instance__run=later).messages)
+    # A plan the agent replaces is the one the next question carries.
+    replaced = [{"step": "Write the answer", "status": "in_progress"}]
+    strict.handler = lambda request: (chat_stream(tool_calls=[_plan_call(replaced, "plan-2")])
+                                      if "replan" in str(request.json["messages"][-1]["content"])
+                                      else chat_stream(["Done."]))
+    assert _ask(session, "Question 4: replan.").status == Run.Status.COMPLETED
+    assert main_instance(run=_ask(session, "Question 5: and now?")).frame["plan"] == replaced
 
 
 def test_loop9_the_completion_check_reads_the_agents_plan(fake_session, strict, fake):
