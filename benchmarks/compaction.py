@@ -78,7 +78,7 @@ def run(steps: int, compacting: bool) -> dict:
             result = drive(compact(CompactionRequest(
                 system=SYSTEM, messages=messages, sources=[None] * len(messages), task_anchor=anchor,
                 runtime_state=RuntimeState(), budget=budget, policy=policy, estimator=estimator, tools=TOOLS,
-                trigger="budget", max_summary_calls=policy.max_compaction_calls, provider="openai")),
+                trigger="budget", max_summary_calls=policy.max_compaction_calls, dialect="openai")),
                 lambda call: calls.append(call) or summarize(call))  # noqa: B023  (drive calls it in this iteration)
             if result.outcome == "compacted":
                 view, watermark = result.messages, records[position - 1]["seq"]
