@@ -40,7 +40,7 @@ from context.policy import (
     evaluate_triggers,
 )
 from context.projector import CallStates, Projected, Projection, project_records, tool_call_states
-from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, truncate_content, truncate_text
+from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, answer_bound, truncate_content, truncate_text
 from context.validate import DIALECTS, Problem, validate_request
 
 # Compaction last: it is built on the modules above.
@@ -80,6 +80,7 @@ from context.pipeline import (  # noqa: E402
     RunFigures,
     Send,
     Start,
+    answer_limit,
     build_body,
     request_builder,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "RunFigures",
     "Send",
     "Start",
+    "answer_limit",
     "build_body",
     "request_builder",
     "BYTES_V1",
@@ -155,6 +157,7 @@ __all__ = [
     "render_runtime_state",
     "summarizer_input",
     "summary_prompt",
+    "answer_bound",
     "truncate_content",
     "truncate_text",
     "validate_request",

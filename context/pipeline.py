@@ -32,7 +32,7 @@ from context.legacy import LegacyCharPolicy
 from context.media import DEFAULT_SCREEN_TOOLS
 from context.policy import Budget, ContextPolicy, Counters, evaluate_triggers
 from context.projector import Projected, Projection
-from context.truncation import DEFAULT_TOOL_RESULT_LIMIT
+from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, answer_bound
 
 # CTX-44: after a failed compaction, wait until the request grew by this share, or this long.
 RETRY_GROWTH = 0.10
@@ -79,6 +79,15 @@ def build_body(shape: RequestShape, messages: Sequence[Mapping[str, Any]], *, ma
     return builder.build(messages, dialect=shape.dialect, output_limit_field=shape.output_limit_field,
                          model=shape.model, max_output_tokens=max_output_tokens, tools=tools or None,
                          supports_images=shape.supports_images, stream_usage=shape.stream_usage)
+
+
+def answer_limit(budget: Budget) -> int:
+    """Characters of one answer an instance's view shows (CTX-7, CTX-42): whole up to what
+    the output limit lets a model write (``answer_bound``), and never more than twice the
+    effective input in characters — so a record no model could have written within its
+    limit (an import, a provider that ignored the limit) is shown with head and tail and
+    leaves room for the next question, while ordinary long answers are shown whole."""
+    return min(answer_bound(budget.max_output_tokens), 2 * budget.effective_input)
 
 
 class RunFigures:
@@ -182,10 +191,11 @@ class InstanceContext:
     """
 
     def __init__(self, *, open_runs: Collection[Any], screen_tools: Iterable[str] = (),
-                 tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT) -> None:
+                 tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT, answer_limit: int | None = None) -> None:
         self.open_runs = set(open_runs)
         self.screen_tools = DEFAULT_SCREEN_TOOLS | frozenset(screen_tools)
         self.tool_result_limit = tool_result_limit
+        self.answer_limit = answer_limit  # see ``project_records``
         self.start: Start | None = None  # None: the next step must ``load``
         self.records: list[Mapping[str, Any]] = []  # every record read, in seq order
         self.last_seq = 0
@@ -224,7 +234,8 @@ class InstanceContext:
         if self._projection is None:
             view, watermark = (start.messages, start.watermark) if start.messages is not None else (None, None)
             self._projection = Projection(screen_tools=self.screen_tools, tool_result_limit=self.tool_result_limit,
-                                          start_view=view, start_watermark=watermark, repairs=True)
+                                          start_view=view, start_watermark=watermark, repairs=True,
+                                          answer_limit=self.answer_limit)
             self._fed = 0
         self._projection.extend(self.records[self._fed:])
         self._fed = len(self.records)

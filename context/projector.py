@@ -19,7 +19,8 @@ from context import records as rec
 from context.media import DEFAULT_SCREEN_TOOLS
 from context.output_pass import ITEM_ASSISTANT, ITEM_MESSAGE, ITEM_RESULT, Settled, assemble, note
 from context.pairing import Call, Closures, Result, call_outcome, pair
-from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, truncate_content, truncate_text
+from context.policy import PLATFORM_MAX_OUTPUT_TOKENS
+from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, answer_bound, truncate_content, truncate_text
 
 _VIEW_RUN = object()  # the starting view belongs to no run, so it is never "open"
 
@@ -27,8 +28,12 @@ _VIEW_RUN = object()  # the starting view belongs to no run, so it is never "ope
 class _Reader:
     """First pass (CTX-9): records in order, checkpoints replacing what came before."""
 
-    def __init__(self, tool_result_limit: int, instance: str | None, repairs: bool = False) -> None:
+    def __init__(self, tool_result_limit: int, instance: str | None, repairs: bool = False,
+                 answer_limit: int | None = None) -> None:
         self.limit = tool_result_limit
+        # An answer the model wrote within its output limit is never cut: only one past
+        # ``answer_bound`` of the platform's output reserve (or the caller's) is.
+        self.answer_limit = max(tool_result_limit, answer_limit or answer_bound(PLATFORM_MAX_OUTPUT_TOKENS))
         self.instance = instance
         # What the read changed of a record, by the id of the item it became (only when
         # the caller asked for repairs: this pass is the hot path of every step).
@@ -121,13 +126,14 @@ class _Reader:
         notes: list[dict[str, Any]] = []
         if content is not None:
             # No single record may end the session by size (CTX-7, CTX-42): an answer longer
-            # than the view's bound -- a provider that ignored its output limit, an import --
-            # keeps its head and its tail like a tool result; read_record pages the rest.
-            cut = truncate_content(content, self.limit, seq)
+            # than any answer within its output limit -- a provider that ignored the limit,
+            # an import -- keeps its head and its tail like a tool result; read_record pages
+            # the rest. Answers the model wrote within its limit are shown whole.
+            cut = truncate_content(content, self.answer_limit, seq)
             if cut is not content and cut != content:
                 content = cut
-                notes.append(note("truncated", f"the answer is longer than the {self.limit:,} characters the view "
-                                                "shows; head and tail kept (CTX-7)", seq))
+                notes.append(note("truncated", f"the answer is longer than the {self.answer_limit:,} characters "
+                                                "the view shows of one answer; head and tail kept (CTX-7)", seq))
         if partial and content is not None:
             content = rec.suffix_content(content, rec.INTERRUPTED_SUFFIX)
             notes.append(note("interrupted_text", "the answer's stream was cut; its text is marked interrupted", seq))
@@ -245,6 +251,7 @@ def project_records(
     *,
     screen_tools: Collection[str] = DEFAULT_SCREEN_TOOLS,
     tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT,
+    answer_limit: int | None = None,
     start_view: Sequence[Mapping[str, Any]] | None = None,
     start_watermark: int | None = None,
     open_runs: Collection[Any] | None = None,
@@ -260,9 +267,12 @@ def project_records(
     Options:
       screen_tools: names of tools that observe a screen (CTX-8); a result flagged
         ``observes_screen`` counts too.
-      tool_result_limit: characters of a tool result the view shows (CTX-7), and of an
-        answer: one longer than it (a provider that ignored its output limit, an import)
-        keeps its head and tail around the same marker, so no single record overflows.
+      tool_result_limit: characters of a tool result the view shows (CTX-7).
+      answer_limit: characters of one answer the view shows (default: ``answer_bound`` of
+        the platform's output reserve, never below ``tool_result_limit``). Only an answer
+        longer than any the model could write within its output limit (a provider that
+        ignored the limit, an import) is cut, keeping head and tail around the CTX-7
+        marker, so no single record overflows the next request.
       start_view / start_watermark: a reusable view and the seq it covers; records with
         seq <= start_watermark are skipped and the view's messages are the starting point.
       open_runs: runs still in progress, whose unanswered calls are pending and left out
@@ -286,7 +296,8 @@ def project_records(
     them. Everything else is plain OpenAI chat shape.
     """
     projection = Projection(screen_tools=screen_tools, tool_result_limit=tool_result_limit, start_view=start_view,
-                            start_watermark=start_watermark, instance=instance, repairs=repairs_out is not None)
+                            start_watermark=start_watermark, instance=instance, repairs=repairs_out is not None,
+                            answer_limit=answer_limit)
     with _gc_paused():  # one pause for both passes: a collection in between walks every item read
         projection.extend(records)
         projected = projection._project(open_runs, once=True, track=sources_out is not None)
@@ -323,13 +334,13 @@ class Projection:
     def __init__(self, *, screen_tools: Collection[str] = DEFAULT_SCREEN_TOOLS,
                  tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT,
                  start_view: Sequence[Mapping[str, Any]] | None = None, start_watermark: int | None = None,
-                 instance: str | None = None, repairs: bool = False) -> None:
+                 instance: str | None = None, repairs: bool = False, answer_limit: int | None = None) -> None:
         if tool_result_limit < 1:
             raise ValueError("tool_result_limit must be a positive number of characters")
         if start_view is not None or start_watermark is not None:
             if start_watermark is None or isinstance(start_watermark, bool) or not isinstance(start_watermark, int):
                 raise ValueError("start_view needs an integer start_watermark")
-        self._reader = _Reader(tool_result_limit, instance, repairs=repairs)
+        self._reader = _Reader(tool_result_limit, instance, repairs=repairs, answer_limit=answer_limit)
         self._screen_tools = frozenset(screen_tools)
         self._repairs = repairs
         self._settled = Settled()

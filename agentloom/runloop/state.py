@@ -27,6 +27,7 @@ from context import (
     EstimateCache,
     InstanceContext,
     RunFigures,
+    answer_limit,
     estimate_is_exact,
     get_estimator,
     prior_ratio,
@@ -106,7 +107,8 @@ class RunState:
         """The context pipeline of an instance, made at its first step and kept (LOOP-1)."""
         pipeline = self.pipelines.get(instance.pk)
         if pipeline is None:
-            context = InstanceContext(open_runs={self.run.pk}, screen_tools=self.screen_tools(depth))
+            context = InstanceContext(open_runs={self.run.pk}, screen_tools=self.screen_tools(depth),
+                                      answer_limit=answer_limit(self.figures.budget))
             pipeline = self.pipelines[instance.pk] = ContextPipeline(
                 shape=self.target.shape, figures=self.figures, policy=self.policy, context=context,
                 track=("request", instance.pk), keep_thinking=self.thinking_continues)

@@ -6,8 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from recordkit import assistant, call, image, result, text, user
 
-from context import project_records, truncate_content
-from context.truncation import MIN_BLOCK_BUDGET, cap_for_storage, marker
+from context import Budget, answer_limit, project_records, truncate_content
+from context.policy import PLATFORM_MAX_OUTPUT_TOKENS
+from context.truncation import MIN_BLOCK_BUDGET, answer_bound, cap_for_storage, marker
 
 MARKER = "\n\n[... truncated: "
 # Text without combining marks or joiners: a cut may step back over those (never splitting
@@ -84,7 +85,8 @@ def test_ctx7_an_answer_of_three_million_characters_is_shown_with_its_head_and_t
     repairs: list[dict] = []
     view = project_records(records, repairs_out=repairs)
     shown = view[1]["content"]
-    assert len(shown) <= 24_000 and shown.count(MARKER) == 1
+    # Without a caller's bound: what the platform's output reserve lets a model write.
+    assert len(shown) <= answer_bound(PLATFORM_MAX_OUTPUT_TOKENS) and shown.count(MARKER) == 1
     assert shown.startswith("I will start with the summary.") and shown.endswith("THE END")
     assert f"of {len(answer)} characters omitted from the middle (record seq 2)" in shown
     assert view[2] == {"role": "user", "content": "Now just the conclusion, please"}
@@ -109,7 +111,7 @@ def test_ctx7_no_answer_in_a_projection_is_longer_than_the_bound_and_each_keeps_
         message = assistant(seq, [text(answer)] if as_blocks else answer)
         message["message"]["partial"] = partial
         records.append(message)
-    view = project_records(records, tool_result_limit=limit)
+    view = project_records(records, tool_result_limit=1_000, answer_limit=limit)
     shown = [m for m in view if m["role"] == "assistant"]
     written = [(a, p) for a, _, p in answers if a.strip()]  # a blank answer is no message (CTX-6)
     assert len(shown) == len(written)  # every answer stays, in order
@@ -125,3 +127,16 @@ def test_ctx7_no_answer_in_a_projection_is_longer_than_the_bound_and_each_keeps_
             head, _, tail = body.partition(MARKER)
             assert answer.startswith(head) and answer.endswith(tail.split(" ...]\n\n", 1)[1])
             assert min(len(head), len(tail)) >= 64
+
+
+def test_ctx7_an_answer_a_model_could_write_within_its_output_limit_is_shown_whole() -> None:
+    # A generated module of about 9,000 tokens, well within a 16,000-token output limit.
+    module = "".join(f"def function_{n}():\n    return {n}\n\n" for n in range(1_400))
+    records = [user(1, "Write the module"), assistant(2, module), user(3, "Now fix function_1350")]
+    limit = answer_limit(Budget(context_window=200_000, max_output_tokens=16_000, safety_margin_tokens=2_000))
+    view = project_records(records, answer_limit=limit)
+    assert len(module) > 24_000 and view[1]["content"] == module  # longer than a tool result may be
+    small = answer_limit(Budget(context_window=8_192, max_output_tokens=1_024, safety_margin_tokens=512))
+    assert small == 2 * (8_192 - 1_024 - 512)
+    cut = project_records(records, answer_limit=small)[1]["content"]
+    assert len(cut) == 24_000 and cut.count(MARKER) == 1  # never below what a tool result may show
