@@ -45,6 +45,17 @@ from models_catalog.providers.streaming import SSEMessage, iter_sse
 JsonEvents = Callable[[Any], list[ChatEvent]]
 
 
+
+# A server that refuses a streamed prompt this way (llama-cpp-python over its window) closes
+# within moments of its 200. A stream silent for longer was a model at work whose connection
+# then dropped: asking that again without streaming would hold the whole answer until it is
+# written, so it is retried as a stream like any dropped connection.
+SILENT_REFUSAL_SECONDS = 10.0
+
+
+def _refused_at_once(opened_at: float) -> bool:
+    return time.monotonic() - opened_at <= SILENT_REFUSAL_SECONDS
+
 class Assembler(Protocol):
     """What the read loop needs from a provider's stream assembler."""
 
@@ -144,12 +155,13 @@ class GuardedChatClient:
         deadline = time.monotonic() + limits.total_timeout
         done = False
         opened = False  # a 2xx answer began: what follows is its body
+        opened_at = 0.0
         messages = 0  # data events read; comments and keep-alives are not events
 
         try:
             with self._client.stream("POST", url, headers=_json_headers(headers), content=body_bytes(body)) as response:
                 raise_for_status(response, provider_label=label)
-                opened = True
+                opened, opened_at = True, time.monotonic()
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     # The server ignored "stream": read it as one JSON answer.
                     raw = read_limited(response, max_bytes=limits.max_response_bytes, deadline=deadline)
@@ -177,7 +189,7 @@ class GuardedChatClient:
             # A connection closed before the first data event is the same silence as an
             # empty body (a time-out is not: asking again would only wait again).
             closed = isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError))
-            if unstreamed is None or not opened or messages or not closed:
+            if unstreamed is None or not opened or messages or not closed or not _refused_at_once(opened_at):
                 raise fault from exc
         if unstreamed is not None and opened and messages == 0 and not assembler.emitted:
             yield from unstreamed()

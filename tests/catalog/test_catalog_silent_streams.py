@@ -11,6 +11,7 @@ import pytest
 
 from models_catalog.client import call_with_retries, collect, get_chat_client
 from models_catalog.errors import ContextOverflowError, ProviderUnavailableError
+from models_catalog.providers import chat_http
 from tests.catalog.support import API_KEY, FAST
 from tests.fakes.anthropic import api_error, message_json
 from tests.fakes.fake_provider import FakeProvider, RawResponse, Reset, SSEResponse, chat_chunks, chat_completion
@@ -130,3 +131,14 @@ def test_anthropic_a_silent_stream_whose_plain_retry_answers_gives_that_answer()
             end = collect(client.stream_chat({"model": "claude-opus-5", "max_tokens": 64,
                                               "messages": [{"role": "user", "content": "Hi"}]}))
     assert (end.text, end.cut) == ("Plainly.", False) and len(fake.requests) == 2
+
+
+def test_loop3_a_stream_silent_for_long_before_its_connection_dropped_is_retried_as_a_stream(monkeypatch):
+    # A model at work whose connection dropped: asking it plainly would hold the whole answer
+    # until it is written. ``SILENT_REFUSAL_SECONDS`` is how soon a refusal closes; set to zero
+    # here, every drop is "long" without the test waiting ten seconds.
+    monkeypatch.setattr(chat_http, "SILENT_REFUSAL_SECONDS", 0.0)
+    with FakeProvider(lambda r: SILENT["a ping, then a cut connection"]) as fake, openai_client(fake) as client:
+        with pytest.raises(ProviderUnavailableError):
+            collect(client.stream_chat(SHORT))
+    assert [r.json.get("stream") for r in fake.requests] == [True]

@@ -133,10 +133,15 @@ class LlamaCppPythonServer:
       publishes none); any other path is FastAPI's 404 ``{"detail": "Not Found"}``.
     * A prompt of ``window`` tokens or more (``n_ctx``; counted here as a quarter of the
       messages' JSON, not as our estimators count) is refused. **Streamed**, the refusal
-      happens inside the SSE response that already began: ``200``, ``text/event-stream``,
-      the keep-alive comment ``: ping - <time>`` and then the connection closes with the
-      chunked body unfinished (uvicorn, when the app raises after the response started);
-      ``ending="clean"`` closes it properly instead. **Non-streamed**, it is the real
+      happens inside the SSE response that already began, as the releases that start the
+      event stream before the first chunk do (the behaviour measured against a running
+      server): ``200``, ``text/event-stream``, the keep-alive comment ``: ping - <time>``
+      and then the connection closes with the chunked body unfinished (uvicorn, when the app
+      raises after the response started); ``ending="clean"`` closes it properly instead.
+      The ping comes at once here; the real one waits out sse-starlette's ping interval, so
+      a real refusal may also close with no comment at all — the empty-body case, tested on
+      its own. Releases that pull the first chunk before the response starts answer the
+      plain ``400`` below to a streamed request too, which the client reads as any refusal. **Non-streamed**, it is the real
       ``400``: "This model's maximum context length is N tokens. However, you requested M
       tokens (P in the messages, C in the completion)…", ``type: invalid_request_error``,
       ``param: messages``, ``code: context_length_exceeded`` (C is the request's
