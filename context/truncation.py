@@ -97,10 +97,12 @@ def truncate_text(text: str, limit: int = DEFAULT_TOOL_RESULT_LIMIT, seq: Any = 
     return "".join(_view_parts(text, limit, seq))
 
 
-def _view_parts(text: str, limit: int, seq: Any) -> _Parts:
+def _view_parts(text: str, limit: int, seq: Any, *, joined: bool = False) -> _Parts:
     # One marker in the text is an earlier cut, re-cut around; several (a result whose
     # blocks were each cut, now cut as one text) are ordinary text of the new head or tail.
-    found = _MARKER_RE.search(text)
+    # Blocks cut as one text (``joined``) are cut afresh: a marker inside is one block's
+    # earlier cut, and its totals are not the joined text's.
+    found = None if joined else _MARKER_RE.search(text)
     if found and _MARKER_RE.search(text, found.end()):
         found = None
     if found:
@@ -244,4 +246,4 @@ def truncate_content(
     if isinstance(content, str):
         return truncate_text(content, limit, seq)
     return _cut_blocks(content, limit, lambda text, share: truncate_text(text, share, seq),
-                       lambda text: _view_parts(text, limit, seq))
+                       lambda text: _view_parts(text, limit, seq, joined=True))

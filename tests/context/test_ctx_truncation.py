@@ -140,3 +140,13 @@ def test_ctx7_an_answer_a_model_could_write_within_its_output_limit_is_shown_who
     assert small == 2 * (8_192 - 1_024 - 512)
     cut = project_records(records, answer_limit=small)[1]["content"]
     assert len(cut) == 24_000 and cut.count(MARKER) == 1  # never below what a tool result may show
+
+
+def test_ctx7_blocks_cut_as_one_text_count_every_block_even_when_one_was_cut_before() -> None:
+    # One long block already cut (its own marker), beside ten more: cut as one text, the
+    # marker reports the joined blocks' total, not the earlier cut's.
+    blocks = [text(truncate_content("A" * 50_000, 10_000, seq=7)), *(text("b" * 3_000) for _ in range(10))]
+    joined = "".join(p["text"] for p in truncate_content(blocks, 2_400, seq=7) if p.get("type") == "text")
+    total = sum(len(p["text"]) for p in blocks)
+    assert len(joined) <= 2_400 and joined.count(MARKER) == 1
+    assert f"of {total} characters omitted from the middle (record seq 7)" in joined
