@@ -15,6 +15,7 @@ from histories import build, histories
 from hypothesis import given
 from hypothesis import strategies as st
 from recordkit import assistant, call, result, user
+from test_ctx_incremental import _tool_loop
 
 from context import (
     Budget,
@@ -54,15 +55,6 @@ def _pipeline(shape: RequestShape = OPENAI, *, policy: ContextPolicy | None = DE
     context.load(Start(), records if records is not None else [user(1, "What is 17 * 23?")])
     return ContextPipeline(shape=shape, figures=figures or _figures(), policy=policy, context=context,
                            track=("request", 1))
-
-
-def _tool_loop(steps: int) -> list[dict]:
-    records = [user(1, "Count up.")]
-    for n in range(steps):
-        seq = len(records) + 1
-        records.append(assistant(seq, f"step {n}", [call(f"c{n}", "calculator")]))
-        records.append(result(seq + 1, f"c{n}", f"{n + 1}"))
-    return records
 
 
 @given(events=histories(), cuts=st.lists(st.integers(0, 60), max_size=6))
