@@ -64,6 +64,7 @@ from .prompt import (
     summarizer_input,
     summary_prompt,
 )
+from .state import render_runtime_state
 from .types import (
     COUNT_TRIGGERS,
     TRIGGERS,
@@ -74,19 +75,20 @@ from .types import (
     SummaryCall,
     SummaryReply,
 )
-from .view import (
-    assemble_view,
-    continuation_message,
-    continuation_summary,
-    render_runtime_state,
-    view_problems,
-)
+from .view import assemble_view, continuation_message, continuation_summary, view_problems
 
 MAX_ATTEMPTS = 3  # per segment (CTX-35)
 SEGMENT_SLACK = 0.97  # token counts of joined texts are not exactly additive
 MIN_SEGMENT_UNITS = 128
 OUTPUT_OVERRUN = 64  # units a summary reply may take beyond twice its room (tags, a heading)
 TIGHTER = 0.8  # a retry over its room asks for this share of what would have fitted
+# CTX-36: the most the runtime-state block may cost, as a share of the threshold. It is
+# required content, placed in every compacted view, and its lists only grow (every
+# unanswered call of the session, a plan of up to 50 long steps): unbounded, it left a
+# small window no room to compact in. A fifth leaves the summary, the anchor and the
+# newest groups four fifths; in a 2,048-token window (1,000 for the answer) it is 157
+# tokens, the two newest calls with an unknown outcome and the count of the others.
+RUNTIME_STATE_SHARE = 0.2
 EMPTY_SUMMARY = "\n".join(f"{n}. {title}: (none)" for n, title in enumerate(SECTION_TITLES, start=1))
 
 
@@ -116,6 +118,17 @@ def commit_decision(
     if tokens_after >= threshold:
         return CommitDecision(False, "failed", "above_threshold", reached)
     return CommitDecision(True, "compacted", "committed", reached)
+
+
+def runtime_state_room(request: CompactionRequest) -> int:
+    """What the runtime-state block of ``request``'s compaction may cost (CTX-36)."""
+    return int(request.budget.trigger_threshold(request.policy) * RUNTIME_STATE_SHARE)
+
+
+def runtime_state_block(request: CompactionRequest) -> dict[str, Any] | None:
+    """The runtime-state block ``compact(request)`` places, within ``runtime_state_room``."""
+    return render_runtime_state(request.runtime_state, max_units=runtime_state_room(request),
+                                cost_of=request.estimator.message)
 
 
 def drive(
@@ -181,7 +194,7 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         "summary_calls": 0, "retries": 0, "summary_chars": 0, "summary_cap": None, "summary_output_limit": None,
         "summary_cut_chars": 0, "estimator_id": estimator.id, "segments": [], "planned_segments": 0,
         "covered": None, "retained_messages": 0, "summarized_messages": 0, "summary_failure": None,
-        "error_code": None,
+        "error_code": None, "state_room": None, "state_cost": None,
     }
 
     def finish(outcome: str, reason: str) -> CompactionResult:
@@ -193,8 +206,9 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
 
     anchor = copy.deepcopy(r.task_anchor) if r.task_anchor is not None else None
     anchor_cost = estimator.message(anchor) if anchor is not None else 0
-    state_message = render_runtime_state(r.runtime_state)
+    state_message = runtime_state_block(r)
     state_cost = estimator.message(state_message) if state_message is not None else 0
+    metrics["state_room"], metrics["state_cost"] = runtime_state_room(r), state_cost
     min_summary_cost = estimator.message(continuation_message(EMPTY_SUMMARY, restated_anchor=True))
     fixed = base + anchor_cost + state_cost
     if fixed + min_summary_cost >= threshold:

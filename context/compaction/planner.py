@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .state import is_runtime_state_message
 from .types import Source
-from .view import is_continuation_message, is_runtime_state_message, restates_anchor
+from .view import is_continuation_message, restates_anchor
 
 CHAT, SUMMARY, STATE, RESTATED = "chat", "summary", "state", "restated"
 _FRAGMENT_LABEL = "[one interaction, part {k} of {m}{more}]\n"

@@ -16,7 +16,8 @@ from typing import Any
 from context.records import COMMAND_HEADER, UNKNOWN_OUTCOME_TEXT, content_text, is_image_part, is_text_part
 
 from .cleaning import neutralize_control_tags
-from .view import continuation_summary, is_continuation_message, is_runtime_state_message, restates_anchor
+from .state import is_runtime_state_message
+from .view import continuation_summary, is_continuation_message, restates_anchor
 
 SECTION_TITLES = (
     "Primary requests and intent",

@@ -1,4 +1,5 @@
-"""CTX-34, CTX-36, CTX-37: the messages a compacted view is made of, and its assembly.
+"""CTX-34, CTX-37: the messages a compacted view is made of, and its assembly (the
+runtime-state block of CTX-36 is state.py's).
 
 Every message here is a plain OpenAI-shaped ``{"role": "user", "content": str}``: no
 extra keys, which strict providers reject and which the projector does not carry
@@ -11,14 +12,11 @@ a user's task.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from context.adapters import adapt_messages
 from context.validate import Problem, validate_request
-
-from .types import RuntimeState
 
 CONTINUATION_HEADER = "This session is being continued from an earlier conversation that ran out of context."
 _CONTINUATION_INTRO = (
@@ -29,12 +27,6 @@ _SUMMARY_END = "\n</summary>\n\n"
 CLOSING_WITH_ANCHOR = ("The user's current request is restated verbatim in the next message. The most recent "
                        "messages follow it verbatim. Continue the work from where it left off.")
 CLOSING = "The most recent messages follow verbatim. Continue the work from where it left off."
-
-RUNTIME_STATE_HEADER = ("[Runtime state at the time of this compaction, recorded by the platform (not written by "
-                        "the user, not part of the summary)]")
-_ARGUMENT_CHARS = 500
-_SUPPLEMENT_CHARS = 4_000
-MAX_LISTED_CALLS = 30  # per list, the newest: a session can collect many unknown outcomes
 
 
 def continuation_message(summary: str, *, restated_anchor: bool = False) -> dict[str, Any]:
@@ -68,70 +60,6 @@ def continuation_summary(message: Mapping[str, Any]) -> str:
 def restates_anchor(message: Mapping[str, Any]) -> bool:
     """True when a continuation message says the next message restates the user's request."""
     return is_continuation_message(message) and message["content"].endswith(CLOSING_WITH_ANCHOR)
-
-
-def is_runtime_state_message(message: Any) -> bool:
-    """True for a block made by ``render_runtime_state``."""
-    return (isinstance(message, Mapping) and message.get("role") == "user"
-            and isinstance(message.get("content"), str) and message["content"].startswith(RUNTIME_STATE_HEADER))
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit} more characters]"
-
-
-def _arguments(value: Any) -> str:
-    if isinstance(value, str):
-        text = value
-    else:
-        try:
-            text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-        except (TypeError, ValueError):
-            text = repr(value)
-    return _clip(text, _ARGUMENT_CHARS)
-
-
-def _call_line(call: Mapping[str, Any]) -> str:
-    name = call.get("name") or "?"
-    ident = call.get("id")
-    where = f" (call {ident})" if ident else ""
-    return f"- {name}{where} with arguments {_arguments(call.get('arguments', {}))}"
-
-
-def _call_lines(calls: Sequence[Mapping[str, Any]]) -> str:
-    shown = calls[-MAX_LISTED_CALLS:]
-    earlier = len(calls) - len(shown)
-    lines = [f"- and {earlier} earlier call{'s' if earlier != 1 else ''} like these"] if earlier else []
-    return "\n".join(lines + [_call_line(c) for c in shown])
-
-
-def render_runtime_state(state: RuntimeState) -> dict[str, Any] | None:
-    """Render the runtime-state block of a compacted view (CTX-36), or None when empty.
-
-    These facts come from the records and the frame, not from the summary: the plan
-    (verbatim), pending and unknown-outcome tool calls (the newest ``MAX_LISTED_CALLS``
-    of each, with how many earlier ones there are), sub-instances and queued supplements.
-    """
-    if state.is_empty():
-        return None
-    parts = [RUNTIME_STATE_HEADER]
-    if (state.plan or "").strip():
-        parts.append(f"Plan (current, verbatim):\n{state.plan}")
-    if state.pending_calls:
-        parts.append("Pending tool calls (started, no result yet):\n" + _call_lines(state.pending_calls))
-    if state.unknown_calls:
-        parts.append(
-            "Tool calls with an unknown outcome (they may or may not have happened; do not assume they succeeded; "
-            "check the actual state before relying on them or repeating them):\n" + _call_lines(state.unknown_calls))
-    if state.sub_instances:
-        lines = [f"- {s.get('id', '?')} [{s.get('status', 'unknown')}]: {_clip(str(s.get('task', '')), 1_000)}"
-                 for s in state.sub_instances]
-        parts.append("Sub-instances (delegated sub-agents):\n" + "\n".join(lines))
-    if state.queued_supplements:
-        lines = [f"- {_clip(text, _SUPPLEMENT_CHARS)}" for text in state.queued_supplements]
-        parts.append("Queued supplements (sent by the user during this run; they will be added to the "
-                     "conversation):\n" + "\n".join(lines))
-    return {"role": "user", "content": "\n\n".join(parts)}
 
 
 def assemble_view(

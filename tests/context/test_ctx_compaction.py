@@ -558,10 +558,12 @@ def test_ctx38_a_count_trigger_with_nothing_to_gain_is_skipped() -> None:
     messages = rounds(1, log="short log")
     result, calls = drive_recording(compact(request(messages, trigger="user_turns")), scripted)
     assert (result.outcome, result.reason, calls) == ("skipped", "no_compactable_history", [])
-    # Room for a summary but nothing it could save: a long plan, a short history.
+    # Room for a summary but nothing it could save: a long task asked before this view, a
+    # short history (a long plan no longer does it: the state block has its share, CTX-36).
     messages = [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1"}, *rounds(1, log="x")]
+    task = {"role": "user", "content": "The task: " + "p" * 6_000}
     result, calls = drive_recording(
-        compact(request(messages, trigger="model_steps", state=RuntimeState(plan="p" * 7_000))), scripted)
+        compact(request(messages, trigger="model_steps", anchor=task, state=RuntimeState(plan="p" * 7_000))), scripted)
     assert (result.outcome, result.reason, calls) == ("skipped", "count_trigger_no_reduction", [])
 
 
@@ -637,6 +639,8 @@ def test_ctx41_metrics_name_every_figure_and_the_records_each_segment_consumed()
         "summarized_messages": 19,
         "summary_failure": None,
         "error_code": None,
+        "state_room": 2_176,  # a fifth of the threshold (CTX-36)
+        "state_cost": 0,  # nothing to say
     }
     json.dumps(result.metrics)  # stored as JSON
 

@@ -43,6 +43,8 @@ from context.compaction import (
     is_runtime_state_message,
     render_runtime_state,
     restates_anchor,
+    runtime_state_block,
+    runtime_state_room,
     view_problems,
 )
 
@@ -121,6 +123,14 @@ def summarizer_for(style: str):
     return answer
 
 
+# A session's worth of unanswered calls and a plan at the limits update_plan allows.
+LONG_STATE = RuntimeState(
+    plan="\n".join(f"{n}. [{'done' if n < 10 else 'pending'}] step {n}: " + "check the region totals " * 20
+                   for n in range(1, 51)),
+    unknown_calls=tuple({"id": f"call_u{n}", "name": "pay", "arguments": json.dumps({"invoice": n, "memo": "x" * 80})}
+                        for n in range(40)))
+
+
 @st.composite
 def scenarios(draw):
     specs = draw(group_specs)
@@ -139,6 +149,7 @@ def scenarios(draw):
     state = draw(st.sampled_from([
         RuntimeState(),
         RuntimeState(plan="1. read the logs\n2. report"),
+        LONG_STATE,
         RuntimeState(plan="p", pending_calls=({"id": "call_x", "name": "read_log", "arguments": {}},),
                      unknown_calls=({"id": "call_y", "name": "deploy", "arguments": "{}"},),
                      sub_instances=({"id": "sub-1", "task": "t", "status": "running"},),
@@ -206,9 +217,10 @@ def test_ctx38_a_committed_view_is_valid_smaller_below_the_threshold_and_keeps_t
     # The anchor and the runtime state are there, verbatim, once.
     if request.task_anchor is not None:
         assert sum(1 for m in view if m == request.task_anchor) >= 1
-    state = render_runtime_state(request.runtime_state)
+    state = runtime_state_block(request)  # within its share of the threshold (CTX-36)
     if state is not None:
         assert sum(1 for m in view if m == state) == 1
+        assert EST.message(state) <= runtime_state_room(request) == metrics["state_room"]
     assert not any(m == render_runtime_state(RuntimeState(plan="an old plan")) for m in view)
     # One summary, first, and nothing can break out of it.
     assert is_continuation_message(view[0]) and not any(is_continuation_message(m) for m in view[1:])
@@ -305,7 +317,7 @@ def test_ctx32_ten_compactions_in_a_row_never_duplicate_and_carry_every_user_mes
         logs = [_text(m) for m in view if m["role"] == "tool"]
         assert len(logs) == len(set(logs))
         assert sum(1 for m in view if is_continuation_message(m)) == 1
-        assert sum(1 for m in view if m["content"] == f"{render_runtime_state(request.runtime_state)['content']}") == 1
+        assert sum(1 for m in view if m["content"] == f"{runtime_state_block(request)['content']}") == 1
 
         # Commit the checkpoint; the next projection starts from it (CTX-9).
         add(record(next_seq(), "compaction", {"messages": view, "covered_seq": seq - 1, "summary": outcome.summary},

@@ -223,12 +223,6 @@ def test_ctx36_after_an_interruption_a_call_is_one_call_in_one_state() -> None:
     assert (states.pending, states.unknown) == (({"id": "toolu 01", "name": "deploy", "arguments": "{}"},), ())
 
 
-def test_ctx36_the_block_lists_the_newest_calls_and_counts_the_rest() -> None:
-    calls = tuple({"id": f"c{n}", "name": "pay", "arguments": "{}"} for n in range(40))
-    text = render_runtime_state(RuntimeState(unknown_calls=calls))["content"]
-    assert "- and 10 earlier calls like these" in text and "(call c39)" in text and "(call c9)" not in text
-
-
 # -- properties ------------------------------------------------------------------------------------
 
 
