@@ -11,20 +11,18 @@ reply (CTX-34), the runtime-state block (CTX-36), the assembly (CTX-37), the com
 from __future__ import annotations
 
 from .cleaning import CONTROL_TAG_NAMES, clean_summary, fit_summary, neutralize_control_tags, summary_problem
-from .engine import (
-    EMPTY_SUMMARY,
-    MAX_ATTEMPTS,
-    RUNTIME_STATE_SHARE,
-    commit_decision,
-    compact,
-    drive,
-    runtime_state_block,
-    runtime_state_room,
-)
+from .engine import EMPTY_SUMMARY, MAX_ATTEMPTS, commit_decision, compact, drive
 from .overflow import fit_tool_outputs, newest_results_overflow, omission_result
 from .planner import merge_sources
 from .prompt import SECTION_TITLES, SUMMARIZER_SYSTEM, summarizer_input, summary_prompt
-from .state import RUNTIME_STATE_HEADER, is_runtime_state_message, render_runtime_state
+from .state import (
+    RUNTIME_STATE_HEADER,
+    RUNTIME_STATE_SHARE,
+    is_runtime_state_message,
+    render_runtime_state,
+    runtime_state_block,
+    runtime_state_room,
+)
 from .types import (
     COUNT_TRIGGERS,
     TRIGGERS,

@@ -25,7 +25,8 @@ Sizes are estimator units of the request's estimator:
 * summary cap = what the assembled view can hold: up to the target beside the retained
   groups (at least the reserve), below the threshold, at most the output reserve; the
   continuation message never costs more. The call's output limit is twice the summary's
-  room plus ``OUTPUT_OVERRUN``, never more than the output reserve.
+  room plus ``OUTPUT_OVERRUN``, never more than the output reserve; a retry after a reply
+  that limit stopped (too long, or with no usable summary yet) may use the whole reserve.
 * segment budget = effective - (summary prompt with an empty conversation) - (the larger
   of the earlier summary and the summary cap, for the summary so far), minus 3% for
   estimators that are not additive.
@@ -64,7 +65,7 @@ from .prompt import (
     summarizer_input,
     summary_prompt,
 )
-from .state import render_runtime_state
+from .state import runtime_state_block, runtime_state_room
 from .types import (
     COUNT_TRIGGERS,
     TRIGGERS,
@@ -82,13 +83,6 @@ SEGMENT_SLACK = 0.97  # token counts of joined texts are not exactly additive
 MIN_SEGMENT_UNITS = 128
 OUTPUT_OVERRUN = 64  # units a summary reply may take beyond twice its room (tags, a heading)
 TIGHTER = 0.8  # a retry over its room asks for this share of what would have fitted
-# CTX-36: the most the runtime-state block may cost, as a share of the threshold. It is
-# required content, placed in every compacted view, and its lists only grow (every
-# unanswered call of the session, a plan of up to 50 long steps): unbounded, it left a
-# small window no room to compact in. A fifth leaves the summary, the anchor and the
-# newest groups four fifths; in a 2,048-token window (1,000 for the answer) it is 157
-# tokens, the two newest calls with an unknown outcome and the count of the others.
-RUNTIME_STATE_SHARE = 0.2
 EMPTY_SUMMARY = "\n".join(f"{n}. {title}: (none)" for n, title in enumerate(SECTION_TITLES, start=1))
 
 
@@ -118,17 +112,6 @@ def commit_decision(
     if tokens_after >= threshold:
         return CommitDecision(False, "failed", "above_threshold", reached)
     return CommitDecision(True, "compacted", "committed", reached)
-
-
-def runtime_state_room(request: CompactionRequest) -> int:
-    """What the runtime-state block of ``request``'s compaction may cost (CTX-36)."""
-    return int(request.budget.trigger_threshold(request.policy) * RUNTIME_STATE_SHARE)
-
-
-def runtime_state_block(request: CompactionRequest) -> dict[str, Any] | None:
-    """The runtime-state block ``compact(request)`` places, within ``runtime_state_room``."""
-    return render_runtime_state(request.runtime_state, max_units=runtime_state_room(request),
-                                cost_of=request.estimator.message)
 
 
 def drive(
@@ -367,7 +350,9 @@ def _summarize(r: CompactionRequest, sizing: _Sizing, segment: list[Item], summa
     A usable reply over its room is asked for once more with a tighter bound, when a call
     is left beside those the later segments need; one the output limit stopped is asked
     for the same way, and this time allowed the whole output reserve, so that it arrives
-    with every section. Whatever is still over is shortened between sentences."""
+    with every section. A reply the output limit stopped before it held a usable summary
+    (empty, too short or degenerate: a reasoning model still thinking) is retried with the
+    whole output reserve too. Whatever is still over is shortened between sentences."""
     units = sizing.units
     consumed = merge_sources([item.source for item in segment])
     texts = [item.text for item in segment]
@@ -402,6 +387,11 @@ def _summarize(r: CompactionRequest, sizing: _Sizing, segment: list[Item], summa
             body = complete_sentences(body)  # stopped inside a word: that sentence goes
         problem = summary_problem(body, min_chars=sizing.min_chars)
         if problem is not None:
+            if reply.truncated:
+                # Stopped before a usable summary: a reasoning model spends part of its
+                # limit thinking, and the same limit would stop it again. One reply can
+                # use the whole output reserve and the view still holds it.
+                limit = sizing.whole_limit
             continue
         cost = units.text(body)
         if cost <= sizing.body_units and not reply.truncated:

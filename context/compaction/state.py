@@ -4,7 +4,7 @@ The block is required content: it is placed in every compacted view, so whatever
 is taken from the summary and the retained groups. Its sources only grow -- every call of
 the session whose outcome nobody reported stays unknown, and the plan (up to 50 steps of
 500 characters) is carried into every later question -- so it is rendered within a bound
-(the engine gives it a share of the threshold, ``RUNTIME_STATE_SHARE`` in engine.py).
+(``compact()`` gives it a share of the threshold, ``RUNTIME_STATE_SHARE``).
 Unbounded, 20 unknown calls took 646 of a 2,048-token model's 787-unit threshold, no
 compaction could commit, and every later question of the session ended in
 ``context_overflow``.
@@ -29,8 +29,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import RuntimeState
+from .types import CompactionRequest, RuntimeState
 
+# CTX-36: the most the runtime-state block may cost, as a share of the threshold. It is
+# required content, placed in every compacted view, and its lists only grow (every
+# unanswered call of the session, a plan of up to 50 long steps): unbounded, it left a
+# small window no room to compact in. A fifth leaves the summary, the anchor and the
+# newest groups four fifths; in a 2,048-token window (1,000 for the answer) it is 157
+# tokens, the two newest calls with an unknown outcome and the count of the others.
+RUNTIME_STATE_SHARE = 0.2
 RUNTIME_STATE_HEADER = ("[Runtime state at the time of this compaction, recorded by the platform (not written by "
                         "the user, not part of the summary)]")
 _UNKNOWN_TITLE = ("Tool calls with an unknown outcome (they may or may not have happened; do not assume they "
@@ -247,3 +254,14 @@ def _fill(sections: list[_Section], max_units: int, cost_of: Cost) -> dict[str, 
         section.shown.discard(index)
         block = _block(listed, level, counted)
     return block
+
+
+def runtime_state_room(request: CompactionRequest) -> int:
+    """What the runtime-state block of ``request``'s compaction may cost (CTX-36)."""
+    return int(request.budget.trigger_threshold(request.policy) * RUNTIME_STATE_SHARE)
+
+
+def runtime_state_block(request: CompactionRequest) -> dict[str, Any] | None:
+    """The runtime-state block ``compact(request)`` places, within ``runtime_state_room``."""
+    return render_runtime_state(request.runtime_state, max_units=runtime_state_room(request),
+                                cost_of=request.estimator.message)

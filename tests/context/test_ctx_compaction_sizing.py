@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 
+import pytest
 from histories import build, histories
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -127,6 +128,32 @@ def test_ctx34_a_reply_stopped_by_its_output_limit_loses_its_unfinished_sentence
     result_, calls = drive_recording(compact(request(rounds(8))), lambda _call: answers.pop(0))
     assert result_.outcome == "compacted" and len(calls) == 2  # stopped: asked once more, tighter
     assert result_.summary.endswith("9. Next step:\nConfirm the fix.")
+
+
+THINKING = 600  # tokens a reasoning model spends thinking before it writes a word of its summary
+
+
+def thinking_model(form: str):
+    """A reasoning model: it thinks first, and a limit smaller than its thinking stops it
+    before the summary, as the provider reports (``finish_reason`` ``length``): nothing in
+    the content (the thinking is a separate field) or an unfinished ``<think>`` block."""
+    def answer(summary_call) -> SummaryReply:
+        if summary_call.max_output_tokens < THINKING + 200:
+            thought = "<think>Let me weigh each topic in turn. " * 60 if form == "think tag" else ""
+            return SummaryReply(thought, truncated=True)
+        return SummaryReply(f"<think>{'Weighing the topics. ' * 40}</think>\n<summary>\n{nine(['Question 1'])}\n"
+                            "</summary>")
+    return answer
+
+
+@pytest.mark.parametrize("form", ["empty content", "think tag"])
+def test_ctx35_a_reasoning_model_stopped_while_thinking_is_given_the_whole_output_reserve(o200k, form) -> None:
+    result_, calls = drive_recording(compact(small_request(conversation(10), o200k)), thinking_model(form))
+    tight = result_.metrics["summary_output_limit"]
+    assert tight < THINKING + 200  # the room the view has for a summary: a thinking model is stopped in it
+    assert [c.max_output_tokens for c in calls] == [tight, SMALL.max_output_tokens]
+    assert (result_.outcome, result_.reason) == ("compacted", "committed")
+    assert result_.summary == nine(["Question 1"]) and result_.metrics["retries"] == 1
 
 
 def test_ctx35_when_the_tighter_retry_fails_the_first_reply_is_shortened_instead() -> None:
