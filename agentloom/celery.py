@@ -15,10 +15,16 @@ app = Celery("agentloom")
 @signals.after_setup_task_logger.connect(weak=False)
 def _secrets_out_of_worker_logs(logger: Any, **kwargs: Any) -> None:
     """A worker replaces the handlers ``settings.LOGGING`` made: its own get the filter
-    that keeps run secrets out of every log line (LOOP-8)."""
+    that keeps run secrets out of every log line (LOOP-8). The root's come with the
+    pool's ("multiprocessing"), which Celery sets up beside them with no signal of its own."""
+    from celery.utils.log import get_multiprocessing_logger
+
     from agentloom.runloop.log_redaction import filter_install
 
     filter_install(logger)
+    pool = get_multiprocessing_logger()
+    if pool is not None:
+        filter_install(pool)
 
 
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -242,16 +242,42 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+                   "django.server": {"()": "django.utils.log.ServerFormatter", "format": "[{server_time}] {message}",
+                                     "style": "{"},
+                   "uvicorn": {"()": "uvicorn.logging.DefaultFormatter", "fmt": "%(levelprefix)s %(message)s",
+                               "use_colors": None}},
     # LOOP-8: a record's message, arguments and traceback lose the secrets of the runs this
-    # process executes (a Celery worker's own handlers get it too: agentloom/celery.py).
-    "filters": {"secrets": {"()": "agentloom.runloop.log_redaction.SecretsFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]}},
+    # process executes, on every handler (a Celery worker's own handlers get it too:
+    # agentloom/celery.py).
+    "filters": {"secrets": {"()": "agentloom.runloop.log_redaction.SecretsFilter"},
+                "require_debug_false": {"()": "django.utils.log.RequireDebugFalse"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]},
+        # Django's own two and uvicorn's (the web server's, set up before it loads Django),
+        # which would otherwise stay without the filter.
+        "mail_admins": {"level": "ERROR", "class": "django.utils.log.AdminEmailHandler",
+                        "filters": ["require_debug_false", "secrets"]},
+        "django.server": {"class": "logging.StreamHandler", "formatter": "django.server", "filters": ["secrets"]},
+        "uvicorn": {"class": "logging.StreamHandler", "formatter": "uvicorn", "stream": "ext://sys.stderr",
+                    "filters": ["secrets"]},
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # The MCP SDK's HTTP client logs every request at INFO; a request line is noise here
-    # (and a URL may carry what its admin typed into it).
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx2": {"level": "WARNING"},
-                "httpcore2": {"level": "WARNING"}, "mcp": {"level": "WARNING"}},
+    "loggers": {
+        # Django's and uvicorn's loggers get their handlers as above; "django" has no console
+        # of its own (its records reach the filtered one above, where Django's own wrote each
+        # line a second time, unfiltered, with DEBUG on).
+        "django": {"handlers": ["mail_admins"], "level": "INFO"},
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
+        "uvicorn": {"handlers": ["uvicorn"], "level": "INFO", "propagate": False},
+        # Its access lines go to the same handler: uvicorn's own access formatter reads the
+        # record's arguments, which the filter replaces with the redacted message.
+        "uvicorn.access": {"level": "INFO", "propagate": True},
+        "django.db.backends": {"level": "WARNING"},
+        # The MCP SDK's HTTP client logs every request at INFO; a request line is noise here
+        # (and a URL may carry what its admin typed into it).
+        "httpx2": {"level": "WARNING"}, "httpcore2": {"level": "WARNING"}, "mcp": {"level": "WARNING"},
+    },
 }
 
 # Tool servers (SPEC §7a). The operator's local MCP servers, started by the workers over

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
+import logging
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote
 
@@ -99,3 +102,19 @@ def leaks(places: dict[str, Any], secret: str) -> dict[str, list[str]]:
         if readings:
             found[where] = readings
     return found
+
+
+@contextmanager
+def process_log() -> Iterator[io.StringIO]:
+    """What the process's own log handler (``settings.LOGGING``'s console) writes, here."""
+    from agentloom.runloop.log_redaction import SecretsFilter
+
+    handlers = [h for h in logging.getLogger().handlers if any(isinstance(f, SecretsFilter) for f in h.filters)]
+    assert handlers, "settings.LOGGING installs the secrets filter on the root logger's handler"
+    buffer = io.StringIO()
+    previous = [handler.setStream(buffer) for handler in handlers]
+    try:
+        yield buffer
+    finally:
+        for handler, stream in zip(handlers, previous):
+            handler.setStream(stream)

@@ -18,13 +18,10 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 from rest_framework.test import APIClient
 
-from agentloom.runloop.log_redaction import SecretsFilter
 from agentloom.runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.selectors import model_call_body
@@ -33,7 +30,7 @@ from tests.conftest import REPO
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.fakes.mcp_servers import TOKEN
 from tests.runloop.conftest import FAKE_KEY, fake, fake_agent_factory, fake_session, strict  # noqa: F401
-from tests.security.leaks import leaks, written_forms
+from tests.security.leaks import leaks, process_log, written_forms
 from tests.toolservers.conftest import as_alice, mcp_server, registered, server_agent  # noqa: F401
 from tests.toolservers.runs import call, chat_requests
 
@@ -41,20 +38,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 FORMS = written_forms(FAKE_KEY)
 EVERY_FORM = " ".join(f"({name}) {form}" for name, form in FORMS.items())
-
-
-@contextmanager
-def process_log() -> Iterator[io.StringIO]:
-    """What the process's own log handler (``settings.LOGGING``'s console) writes, here."""
-    handlers = [h for h in logging.getLogger().handlers if any(isinstance(f, SecretsFilter) for f in h.filters)]
-    assert handlers, "settings.LOGGING installs the secrets filter on the root logger's handler"
-    buffer = io.StringIO()
-    previous = [handler.setStream(buffer) for handler in handlers]
-    try:
-        yield buffer
-    finally:
-        for handler, stream in zip(handlers, previous):
-            handler.setStream(stream)
 
 
 def _split(text: str) -> list[str]:
