@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from agentloom.runloop.calls import collected_call
+from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import context_measured
 from agentloom.runloop.state import RunState, run_state_build, system_message
 from context import CompactFirst, ContextPipeline, ContextPolicy, Counters, Send, build_body
@@ -174,6 +175,23 @@ def compaction_manual(*, run_id: int) -> str:
         # into this older run now would put a foreign record inside the newer run's prefix.
         return "superseded"
     state = run_state_build(run)
+    # LOOP-8: the summary call sends the run's key and builds its tool servers' headers;
+    # every log line of the process keeps them out meanwhile, as while a run executes.
+    # What goes wrong is logged here, inside, never by the task runner outside (its log
+    # line would quote the exception as it was).
+    with secrets_kept_from_logs(state.redactor.secrets):
+        try:
+            return _compact_manually(state, run)
+        except Exception:
+            logger.exception("manual compaction of run %s failed", run.pk)
+            try:  # the chat waits for the end of the compaction it asked for
+                event_emit(run_id=run.pk, type="compaction_failed", data={"reason": "internal_error"})
+            except Exception:
+                logger.exception("manual compaction of run %s: its failure could not be recorded", run.pk)
+            return "failed"
+
+
+def _compact_manually(state: RunState, run: Run) -> str:
     instance = main_instance(run=run)
     pipeline = state.pipeline(instance, 0)
     pipeline.policy = pipeline.policy or ContextPolicy()  # asked for by a person: under the defaults without one

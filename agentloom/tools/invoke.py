@@ -25,6 +25,7 @@ from agentloom.agents.tool_registry import (
     ToolOutcomeUnknown,
     ToolResult,
 )
+from agentloom.runloop.log_redaction import secrets_held, secrets_hold, secrets_release
 from context.truncation import cap_for_storage
 
 logger = logging.getLogger("agentloom.tools")
@@ -85,6 +86,11 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
     except ToolError as exc:
         return ToolOutcome("error", str(exc))
     box: dict[str, Any] = {}
+    # LOOP-8: the thread may outlive this call (a time-out, a Stop past the grace period)
+    # and its run, and still log what it raises: it keeps the secrets the process keeps
+    # out of its logs now (its run's among them) until it ends. Held here and released
+    # by the thread, so no moment of the thread's life is uncovered.
+    held = secrets_hold(secrets_held())
 
     def target() -> None:
         try:
@@ -100,9 +106,14 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
             box["error"] = f"The tool failed: {type(exc).__name__}."
         finally:
             connections.close_all()  # a tool that read the database leaves no connection behind
+            secrets_release(held)
 
     worker = threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True)
-    worker.start()
+    try:
+        worker.start()
+    except BaseException:
+        secrets_release(held)
+        raise
     waited = 0.0
     cancelled_at: float | None = None
     while worker.is_alive():
