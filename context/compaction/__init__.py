@@ -14,7 +14,8 @@ from .cleaning import CONTROL_TAG_NAMES, clean_summary, fit_summary, neutralize_
 from .engine import EMPTY_SUMMARY, MAX_ATTEMPTS, commit_decision, compact, drive
 from .overflow import fit_tool_outputs, newest_results_overflow, omission_result
 from .planner import merge_sources
-from .prompt import SECTION_TITLES, SUMMARIZER_SYSTEM, summarizer_input, summary_prompt
+from .prompt import SUMMARIZER_SYSTEM, summarizer_input, summary_prompt
+from .sections import SECTION_TITLES
 from .state import (
     RUNTIME_STATE_HEADER,
     RUNTIME_STATE_SHARE,

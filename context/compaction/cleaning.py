@@ -6,8 +6,9 @@ A summary is untrusted text. It may start with the model's analysis, wrap its an
 cleaned summary keeps the body and turns every control-like tag into an inert look-alike,
 so nothing in it can close the block that holds it or pose as system text.
 
-A summary longer than its room is shortened between sentences, never inside a word, and
-with nothing put in its place: the model reads a summary as content, and a note such as
+A summary longer than its room is shortened between sentences, never inside a word -- the
+user messages of section 6 from the oldest, the next step of section 9 last -- and with
+nothing put in its place: the model reads a summary as content, and a note such as
 "[… characters omitted …]" is repeated to the user as if it were part of the story. The
 engine's metrics say that it was shortened (``summary_cut_chars``), not the text.
 """
@@ -18,6 +19,8 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Callable
+
+from .sections import NEXT_STEP, SECTION_TITLES, USER_MESSAGES
 
 # Tags that mean something to a model or to our own prompts. Ordinary markup in code
 # snippets (<div>, List<String>) is left alone: only these names are neutralized.
@@ -85,7 +88,7 @@ def clean_summary(text: str | None, *, max_chars: int | None = None) -> str:
 
 
 # A section starts a line with its number ("6. All user messages: …", "**6.** …", "## 6) …").
-_SECTION_RE = re.compile(r"^[ \t>*#_-]*\d{1,2}\s*\**\s*[.):]", re.MULTILINE)
+_SECTION_RE = re.compile(r"^[ \t>*#_-]*(\d{1,2})\s*\**\s*[.):]", re.MULTILINE)
 # A piece ends after a line break, or after a sentence's closing punctuation and the
 # spaces that follow it -- not after a list number that opens a line ("1. ", "2) ").
 _BOUNDARY_RE = re.compile(r"\n+|(?<=\S[.!?])[\"')\]»”’]*[ \t]+")
@@ -121,61 +124,139 @@ def complete_sentences(text: str) -> str:
 def fit_summary(text: str, *, max_units: int, cost_of: Callable[[str], int]) -> str:
     """``text`` shortened until ``cost_of`` it is at most ``max_units`` (CTX-34).
 
-    A summary in numbered sections keeps every section: the last sentences of the longest
-    section go first, and each section keeps at least its first one (its title). Other
-    text, or sections whose first sentences alone are too long, keeps its longest prefix
-    that ends between sentences; only a first sentence too long on its own is cut, and
-    then between words. Nothing marks the cut in the text (see the module docstring).
+    A summary in numbered sections keeps every section, each at least its title. The
+    longest section gives way first, from its end -- except section 6, every user message
+    in order, which loses its oldest lines -- while section 9, the next step, and the
+    newest line of section 6 are kept; then section 9 gives way, from its end; section 6's
+    newest line goes last. What the measuring took beyond the room is given back. Other
+    text, or sections whose titles alone are too long, keeps its longest prefix that ends
+    between sentences; only a first sentence too long on its own is cut, and then between
+    words. Nothing marks the cut in the text (see the module docstring).
     """
     if cost_of(text) <= max_units:
         return text
-    starts = [found.start() for found in _SECTION_RE.finditer(text)]
+    starts = _section_starts(text)
     if len(starts) >= 2:
-        bounds = ([0] if starts[0] > 0 else []) + starts + [len(text)]
-        fitted = _fit_sections([text[a:b] for a, b in zip(bounds, bounds[1:])], max_units, cost_of)
+        bounds = ([(0, None)] if starts[0][0] > 0 else []) + starts
+        offsets = [offset for offset, _ in bounds] + [len(text)]
+        sections = [(text[a:b], number) for (a, number), b in zip(bounds, offsets[1:])]
+        fitted = _fit_sections(sections, max_units, cost_of)
         if fitted is not None:
             return fitted
     return _fit_prefix(text, max_units, cost_of)
 
 
-def _titled_pieces(section: str) -> list[str]:
-    """A section's pieces, its title ("6. All user messages:") a piece of its own."""
+def _section_starts(text: str) -> list[tuple[int, int]]:
+    """Where each numbered section starts, and its number. Where the text has the prompt's
+    own section lines ("6. All user messages:"), a numbered line whose number has such a
+    line elsewhere is a list inside a section ("1." "2." … of section 7), and so is one
+    that does not follow on from the section before it or is past the ninth."""
+    found = []
+    for match in _SECTION_RE.finditer(text):
+        end = text.find("\n", match.end())
+        line = text[match.end():end if end >= 0 else len(text)].lower()
+        number = int(match.group(1))
+        found.append((match.start(), number, 1 <= number <= len(SECTION_TITLES)
+                      and SECTION_TITLES[number - 1].lower() in line))
+    titled = {number for _, number, has_title in found if has_title}
+    if not titled:
+        return [(start, number) for start, number, _ in found]
+    starts: list[tuple[int, int]] = []
+    for start, number, has_title in found:
+        if has_title or (number not in titled and (starts[-1][1] if starts else 0) < number <= len(SECTION_TITLES)):
+            starts.append((start, number))
+    return starts
+
+
+def _titled_pieces(section: str, by_line: bool) -> list[str]:
+    """A section's pieces, its title ("6. All user messages:") a piece of its own; after
+    it, sentences, or whole lines with ``by_line`` (section 6: one user message a line)."""
     pieces = text_pieces(section)
     title = _TITLE_RE.match(pieces[0]) if pieces else None
     if title and title.end() < len(pieces[0]):
         pieces[0:1] = [pieces[0][:title.end()], pieces[0][title.end():]]
+    if by_line and len(pieces) > 1:
+        pieces = [pieces[0], *section[len(pieces[0]):].splitlines(keepends=True)]
     return pieces
 
 
-def _fit_sections(sections: list[str], max_units: int, cost_of: Callable[[str], int]) -> str | None:
-    parts = [_titled_pieces(section.rstrip()) for section in sections]
-    gaps = [section[len(section.rstrip()):] or "\n" for section in sections]
-    kept = [len(p) for p in parts]
-    lengths = [len(section.rstrip()) for section in sections]
+def _fit_sections(sections: list[tuple[str, int | None]], max_units: int,
+                  cost_of: Callable[[str], int]) -> str | None:
+    parts = [_titled_pieces(section.rstrip(), number == USER_MESSAGES) for section, number in sections]
+    gaps = [section[len(section.rstrip()):] or "\n" for section, _ in sections]
+    # Each section shows its title and its pieces lo..hi-1.
+    lo = [1] * len(parts)
+    hi = [len(p) for p in parts]
+    lengths = [len(section.rstrip()) for section, _ in sections]
+    oldest_first = [number == USER_MESSAGES for _, number in sections]
+    last = [number == NEXT_STEP for _, number in sections]
 
     def render() -> str:
-        return "".join("".join(p[:k]).rstrip() + gap for p, k, gap in zip(parts, kept, gaps)).rstrip()
+        return "".join(("".join(p[:1]) + "".join(p[a:b])).rstrip() + gap
+                       for p, a, b, gap in zip(parts, lo, hi, gaps)).rstrip()
 
+    def tier_of(i: int) -> int:
+        """What gives way first (0) to last (2): every section but the next step, section 6
+        from its oldest lines; then the next step; then section 6's newest line, the user's
+        latest summarized words, found nowhere else in the view (the next step follows from
+        them, and the current request is restated verbatim beside the summary)."""
+        if oldest_first[i] and hi[i] - lo[i] == 1:
+            return 2
+        return 1 if last[i] else 0
+
+    def drop(i: int) -> int:
+        """Take one piece off section ``i`` (its oldest line, for section 6), its length."""
+        if oldest_first[i]:
+            lo[i] += 1
+            return len(parts[i][lo[i] - 1])
+        hi[i] -= 1
+        return len(parts[i][hi[i]])
+
+    def give_back(i: int) -> None:
+        if oldest_first[i]:
+            lo[i] -= 1
+        else:
+            hi[i] += 1
+
+    dropped: list[int] = []
     while True:
         rendered = render()
         cost = cost_of(rendered)
         if cost <= max_units:
-            return rendered
+            break
+        if all(lo[i] == hi[i] for i in range(len(parts))):
+            return None  # the titles alone are too long
         # Units grow about linearly with characters: drop down to the share that should
         # fit, then measure again (a few measurements, not one per sentence).
         goal = len(rendered) * max_units / max(cost, 1)
         total = sum(lengths)
         while True:
-            trimmable = [i for i, k in enumerate(kept) if k > 1]
+            trimmable = [i for i in range(len(parts)) if lo[i] < hi[i]]
             if not trimmable:
-                return None
-            longest = max(trimmable, key=lambda i: lengths[i])
-            kept[longest] -= 1
-            dropped = len(parts[longest][kept[longest]])
-            lengths[longest] -= dropped
-            total -= dropped
+                break
+            tier = min(tier_of(i) for i in trimmable)
+            longest = max((i for i in trimmable if tier_of(i) == tier), key=lambda i: lengths[i])
+            length = drop(longest)
+            dropped.append(longest)
+            lengths[longest] -= length
+            total -= length
             if total <= goal:
                 break
+    # Not quite linear: the last pass may have taken more than it had to. What still
+    # fits is given back, the last piece taken first; a section whose piece does not fit
+    # takes nothing more back (its pieces stay contiguous).
+    blocked: set[int] = set()
+    for i in reversed(dropped):
+        if i in blocked:
+            continue
+        give_back(i)
+        candidate = render()
+        if cost_of(candidate) <= max_units:
+            rendered = candidate
+        else:
+            drop(i)
+            blocked.add(i)
+    return rendered
 
 
 def _fit_prefix(text: str, max_units: int, cost_of: Callable[[str], int]) -> str:

@@ -59,12 +59,12 @@ from .planner import (
 )
 from .prompt import (
     DEFAULT_EXCERPT_CHARS,
-    SECTION_TITLES,
     TERSE_EXCERPT_CHARS,
     TERSE_TEXT_CHARS,
     summarizer_input,
     summary_prompt,
 )
+from .sections import SECTION_TITLES
 from .state import runtime_state_block, runtime_state_room
 from .types import (
     COUNT_TRIGGERS,

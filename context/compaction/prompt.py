@@ -16,20 +16,10 @@ from typing import Any
 from context.records import COMMAND_HEADER, UNKNOWN_OUTCOME_TEXT, content_text, is_image_part, is_text_part
 
 from .cleaning import neutralize_control_tags
+from .sections import SECTION_TITLES
 from .state import is_runtime_state_message
 from .view import continuation_summary, is_continuation_message, restates_anchor
 
-SECTION_TITLES = (
-    "Primary requests and intent",
-    "Key technical concepts",
-    "Files, resources and code",
-    "Errors and fixes",
-    "Problem solving progress",
-    "All user messages",
-    "Pending tasks",
-    "Current work",
-    "Next step",
-)
 _SECTION_HELP = (
     "every explicit request, implied goal, constraint and preference",
     "languages, frameworks, libraries, tools and patterns involved",

@@ -187,6 +187,45 @@ def test_ctx34_fitting_keeps_every_section_and_cuts_the_longest_first() -> None:
     assert fit_summary("a bb ccc dddd eeeee", max_units=9, cost_of=len) == "a bb ccc"
 
 
+def summary_of(users: list[str], *, current: str = "(none)", next_step: str = "(none)", files: str = "(none)") -> str:
+    """A nine-section summary as a model writes it (``users`` one a line in section 6)."""
+    bodies = {3: files, 6: "\n".join(users), 8: current, 9: next_step}
+    return "\n".join(f"{n}. {title}:\n{bodies.get(n, '(none)')}" for n, title in enumerate(SECTION_TITLES, start=1))
+
+
+def section_body(summary: str, number: int) -> str:
+    found = re.search(rf"^{number}\. {SECTION_TITLES[number - 1]}:\n?(.*?)(?=^{number + 1}\. [A-Z]|\Z)", summary,
+                      re.S | re.M)
+    return found.group(1).strip() if found else ""
+
+
+def test_ctx34_fitting_keeps_the_newest_user_messages_and_the_next_step() -> None:
+    # Section 6 is the longest: before, its end went first, and with it the user's latest words.
+    users = [f"{k}. Question {k}: tell me about topic {k}." for k in range(1, 31)]  # numbered, as models do
+    next_step = 'Answer question 30, as the user asked: "tell me about topic 30". Then confirm with the user.'
+    text = summary_of(users, next_step=next_step, current="Writing the answer about topic 29.")
+    fitted = fit_summary(text, max_units=len(text) - 600, cost_of=len)
+    assert len(fitted) <= len(text) - 600
+    kept = section_body(fitted, 6).splitlines()
+    assert kept == users[len(users) - len(kept):] and 10 < len(kept) < 30  # the newest, in order
+    assert section_body(fitted, 9) == next_step  # "9. Question 9" inside section 6 is not section 9
+    assert section_body(fitted, 8) == "Writing the answer about topic 29."
+    titles = [f"{n}. {t}:" for n, t in enumerate(SECTION_TITLES, start=1)]
+    assert [line for line in fitted.splitlines() if line in titles] == titles
+
+
+def test_ctx34_the_next_step_is_shortened_only_when_every_other_section_is_down_to_its_title() -> None:
+    next_step = " ".join(f"Then run check {k}." for k in range(60))  # the longest section
+    files = " ".join(f"Changed file_{k}.py." for k in range(30))
+    text = summary_of(["Q1 deploy it"], files=files, next_step=next_step)
+    fitted = fit_summary(text, max_units=len(text) - 300, cost_of=len)
+    assert section_body(fitted, 9) == next_step and len(section_body(fitted, 3)) < len(files)
+    # With nothing else left to give, it gives way from its end rather than the summary losing it.
+    tight = fit_summary(text, max_units=len(summary_of(["Q1 deploy it"])) + 200, cost_of=len)
+    assert section_body(tight, 9).startswith("Then run check 0.") and section_body(tight, 3) == ""
+    assert section_body(tight, 6) == "Q1 deploy it"  # the user's latest summarized words go last of all
+
+
 # -- CTX-31: the newest group ---------------------------------------------------------------------
 
 
@@ -349,3 +388,30 @@ def test_ctx36_for_any_history_the_unsettled_calls_are_the_ones_the_view_marks(e
     checkpoint = record(last["seq"] + 1, "compaction", {"messages": [{"role": "user", "content": "s"}],
                                                         "covered_seq": last["seq"]}, run=last["run"])
     assert tool_call_states([*records, checkpoint]) == states
+
+
+@settings(max_examples=1_000 if CI else 100, deadline=None)
+@given(sizes=st.lists(st.integers(0, 30), min_size=9, max_size=9), users=st.integers(0, 40),
+       cut=st.floats(0.05, 1.0))
+def test_ctx34_for_any_nine_section_summary_fitting_keeps_the_newest_users_and_the_next_step(sizes, users, cut) -> None:
+    bodies = {n: " ".join(f"S{n} fact {k}." for k in range(size)) or "(none)" for n, size in enumerate(sizes, 1)}
+    lines = [f"- Q{k} asked about item {k}." for k in range(1, users + 1)] or ["(none)"]
+    bodies[6] = "\n".join(lines)
+    text = "\n".join(f"{n}. {title}:\n{bodies[n]}" for n, title in enumerate(SECTION_TITLES, start=1))
+    max_units = int(len(text) * cut)
+    fitted = fit_summary(text, max_units=max_units, cost_of=len)
+    assert len(fitted) <= max_units and words_in_order(fitted, text)
+    newest = lines[-1]
+
+    def least(*keep: int) -> int:
+        """The length of the titles with only these sections' protected text."""
+        shown = {6: newest, 9: bodies[9]}
+        return len("\n".join(f"{n}. {title}:" + (f"\n{shown[n]}" if n in keep else "")
+                             for n, title in enumerate(SECTION_TITLES, start=1)))
+
+    if least(6) <= max_units:  # the user's latest summarized words go last of all
+        kept = section_body(fitted, 6).splitlines()
+        assert kept and kept == lines[len(lines) - len(kept):]  # the newest, in order
+    if least(6, 9) <= max_units:  # then the next step
+        event("section 9 whole")
+        assert section_body(fitted, 9) == bodies[9]
