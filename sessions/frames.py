@@ -59,7 +59,7 @@ class Frame(TypedDict, total=False):
 
     supplements: list[QueuedSupplement]
     pending_calls: list[PendingCall]
-    plan: list[PlanStep] | None
+    plan: list[PlanStep] | str | None  # str: written before plans were lists of steps
     compaction_failure: CompactionFailure
     compact_requested: bool
 
@@ -88,11 +88,14 @@ def pending_calls_of(frame: Frame) -> list[PendingCall]:
 
 
 def frame_initial(*, compaction_failure: CompactionFailure | None = None,
-                  plan: list[PlanStep] | None = None) -> Frame:
+                  plan: list[PlanStep] | str | None = None) -> Frame:
     """The frame of a new main instance (a new question): what the session's main line
     carries from its previous question — the agent's plan (LOOP-4) and the compaction
-    back-off (CTX-44) — and nothing else."""
-    frame: Frame = {"supplements": [], "pending_calls": [], "plan": list(plan) if plan else None}
+    back-off (CTX-44) — and nothing else. A plan stored as text (frames written before
+    plans were lists) is carried as that text: ``list()`` of it would be its characters,
+    which ``plan_text`` reads as no plan at all."""
+    carried = (plan if isinstance(plan, str) else list(plan)) if plan else None
+    frame: Frame = {"supplements": [], "pending_calls": [], "plan": carried}
     if compaction_failure:
         frame["compaction_failure"] = compaction_failure
     return frame

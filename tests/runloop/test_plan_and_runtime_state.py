@@ -13,8 +13,8 @@ import pytest
 from agentloom.runloop.compaction import compaction_manual
 from agentloom.runloop.loop import run_execute
 from context.compaction import RUNTIME_STATE_HEADER, SUMMARIZER_SYSTEM
-from sessions.frames import plan_text
-from sessions.models import CompactionSnapshot, Run, RunEvent
+from sessions.frames import frame_initial, plan_text
+from sessions.models import CompactionSnapshot, Instance, Run, RunEvent
 from sessions.selectors import main_instance
 from sessions.services.history import compaction_request, question_ask
 from tests.fakes.fake_provider import chat_stream
@@ -160,6 +160,22 @@ def test_loop4_a_later_question_starts_with_the_sessions_plan_and_its_compaction
                                       else chat_stream(["Done."]))
     assert _ask(session, "Question 4: replan.").status == Run.Status.COMPLETED
     assert main_instance(run=_ask(session, "Question 5: and now?")).frame["plan"] == replaced
+
+
+def test_loop4_a_plan_stored_as_text_before_plans_were_lists_is_carried_as_that_text(fake_session, strict):
+    strict.handler = lambda request: chat_stream(["Noted."])
+    session = fake_session()
+    first = _ask(session, "Question 1: where do we stand?")
+    legacy = "1. Read the logs of the payment service\n2. Report to Dana"
+    instance = Instance.objects.get(pk=main_instance(run=first).pk)
+    instance.frame = {**instance.frame, "plan": legacy}  # as frames were written before plans had steps
+    instance.save(update_fields=["frame"])
+    later = question_ask(session=session, content="Question 2: go on.")
+    carried = main_instance(run=later).frame["plan"]
+    # Not a list of its characters, which plan_text reads as no plan at all.
+    assert carried == legacy and plan_text(carried) == legacy
+    assert frame_initial(plan=legacy)["plan"] == legacy and frame_initial(plan=PLAN)["plan"] == PLAN
+    assert frame_initial(plan=PLAN)["plan"] is not PLAN and frame_initial(plan="")["plan"] is None
 
 
 def test_loop9_the_completion_check_reads_the_agents_plan(fake_session, strict, fake):
