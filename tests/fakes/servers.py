@@ -141,9 +141,10 @@ class LlamaCppPythonServer:
       The ping comes at once here; the real one waits out sse-starlette's ping interval, so
       a real refusal may also close with no comment at all — the empty-body case, tested on
       its own. Releases that pull the first chunk before the response starts answer the
-      plain ``400`` below to a streamed request too, which the client reads as any refusal. **Non-streamed**, it is the real
-      ``400``: "This model's maximum context length is N tokens. However, you requested M
-      tokens (P in the messages, C in the completion)…", ``type: invalid_request_error``,
+      plain ``400`` below to a streamed request too, which the client reads as any refusal.
+      **Non-streamed**, it is the real ``400``: "This model's maximum context length is N
+      tokens. However, you requested M tokens (P in the messages, C in the completion)…",
+      ``type: invalid_request_error``,
       ``param: messages``, ``code: context_length_exceeded`` (C is the request's
       ``max_tokens``, printed ``None`` when absent).
     * Under the window it answers; ``max_tokens`` is cut to what the window leaves
