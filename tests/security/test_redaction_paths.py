@@ -18,6 +18,7 @@ from sessions.services.history import question_ask
 from sessions.services.runs import run_resume
 from tests.fakes.fake_provider import chat_stream
 from tests.runloop.conftest import FAKE_KEY, fake, fake_agent_factory, fake_session, strict  # noqa: F401
+from tests.security.leaks import strings
 from tests.sessions.helpers import interrupted_after_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,28 +36,10 @@ def _everything_decrypted(session, run) -> dict[str, str]:
     }
 
 
-def _strings(value):
-    """Every string inside a JSON value, and inside strings that are JSON themselves."""
-    if isinstance(value, str):
-        yield value
-        try:
-            inner = json.loads(value)
-        except ValueError:
-            return
-        if not isinstance(inner, str):
-            yield from _strings(inner)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
 def _leaks(places: dict[str, str]) -> list[str]:
     """Where the key is, written plainly, as JSON escapes, or inside JSON-encoded arguments."""
     return [where for where, text in places.items()
-            if any(FAKE_KEY in s or ESCAPED_KEY in s for s in _strings(json.loads(text)))]
+            if any(FAKE_KEY in s or ESCAPED_KEY in s for s in strings(json.loads(text)))]
 
 
 def _run(session, content="Go.") -> Run:
@@ -94,17 +77,22 @@ def test_loop8_a_delegated_task_with_the_key_is_redacted_in_the_sub_instances_re
     assert _leaks(_everything_decrypted(session, run)) == []
 
 
+def _checked_run(fake_session, strict, handler):
+    """A run of a version that checks its answer before completing, against ``handler``."""
+    strict.handler = handler
+    session = fake_session()
+    type(session.version).objects.filter(pk=session.version.pk).update(verify_before_complete=True)
+    session.version.refresh_from_db()
+    return _run(session), session
+
+
 def test_loop8_a_completion_check_whose_reason_quotes_the_key_is_stored_redacted(fake_session, strict):
     def handler(request):
         if request.json["messages"][0]["content"].startswith("You check a candidate answer"):
             return chat_stream([f"VERIFIED\nThe answer used {FAKE_KEY} correctly."])
         return chat_stream(["The answer."])
 
-    strict.handler = handler
-    session = fake_session()
-    type(session.version).objects.filter(pk=session.version.pk).update(verify_before_complete=True)
-    session.version.refresh_from_db()
-    run = _run(session)
+    run, session = _checked_run(fake_session, strict, handler)
     assert run.counters["verification"] == {"status": "passed", "reason": "The answer used [REDACTED] correctly."}
     assert _leaks(_everything_decrypted(session, run)) == []
 
@@ -117,11 +105,7 @@ def test_loop8_a_completion_check_reason_cut_to_its_length_keeps_no_part_of_the_
             return chat_stream([f"NOT VERIFIED\n{reason}"])
         return chat_stream(["The answer."])
 
-    strict.handler = handler
-    session = fake_session()
-    type(session.version).objects.filter(pk=session.version.pk).update(verify_before_complete=True)
-    session.version.refresh_from_db()
-    run = _run(session)
+    run, session = _checked_run(fake_session, strict, handler)
     stored = run.counters["verification"]["reason"]
     assert stored.startswith("x" * 490 + " [REDACTED") and FAKE_KEY[:6] not in stored
 
