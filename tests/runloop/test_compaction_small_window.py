@@ -21,6 +21,7 @@ from sessions.selectors import main_instance
 from sessions.services.history import question_ask, step_save_assistant
 from sessions.services.runs import run_finish, run_resume
 from tests.fakes.fake_provider import chat_stream
+from tests.runloop.driving import ask_and_run as ask
 from tests.sessions.helpers import claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,12 +96,6 @@ def tiny_session(fake_session):
     session.version.refresh_from_db()
     return session
 
-
-def ask(session, content: str) -> Run:
-    run = question_ask(session=session, content=content)
-    run_execute(run_id=run.pk)
-    run.refresh_from_db()
-    return run
 
 
 def test_ctx34_a_2048_token_model_gets_summaries_sized_to_the_room_with_no_note_in_them(fake_session, fake, strict):

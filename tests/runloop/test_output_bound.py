@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
 from agentloom.web.transcript import OUTPUT_LIMIT_NOTE, Answer, items_from_records
 from context.truncation import answer_bound
 from models_catalog.models import ModelConnection
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
-from sessions.services.history import question_ask
 from sessions.services.imports import session_import
 from tests.fakes.fake_provider import chat_stream
+from tests.runloop.driving import ask_and_run as ask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")
@@ -49,12 +48,6 @@ def _with_output_limit(session, output: int):
     version.refresh_from_db()
     return session
 
-
-def ask(session, content: str) -> Run:
-    run = question_ask(session=session, content=content)
-    run_execute(run_id=run.pk)
-    run.refresh_from_db()
-    return run
 
 
 def test_ctx7_a_runaway_answer_is_cut_at_its_bound_recorded_as_cut_and_the_session_goes_on(fake_session, strict):

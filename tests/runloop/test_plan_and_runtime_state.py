@@ -11,13 +11,13 @@ import json
 import pytest
 
 from agentloom.runloop.compaction import compaction_manual
-from agentloom.runloop.loop import run_execute
 from context.compaction import RUNTIME_STATE_HEADER, SUMMARIZER_SYSTEM
 from sessions.frames import frame_initial, plan_text
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent
 from sessions.selectors import main_instance
 from sessions.services.history import compaction_request, question_ask
 from tests.fakes.fake_provider import chat_stream
+from tests.runloop.driving import ask_and_run as _ask
 from tests.sessions.helpers import interrupted_after_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,12 +32,6 @@ PLAN = [{"step": "Find the quarterly figures", "status": "done"},
 def _plan_call(steps=PLAN, call_id="plan-1"):
     return {"id": call_id, "name": "update_plan", "arguments": json.dumps({"steps": steps})}
 
-
-def _ask(session, content: str) -> Run:
-    run = question_ask(session=session, content=content)
-    run_execute(run_id=run.pk)
-    run.refresh_from_db()
-    return run
 
 
 def test_loop4_update_plan_keeps_the_plan_in_the_frame_and_announces_it(fake_session, strict):
