@@ -21,9 +21,8 @@ class RunStopped(Exception):
     @classmethod
     def from_provider(cls, error: Any) -> RunStopped:
         """A provider fault the retries could not get past (LOOP-3)."""
-        stopped = cls(error.code, str(error))
-        stopped.error = RunError.from_provider(error)
-        return stopped
+        stopped = RunError.from_provider(error)
+        return cls(stopped.code, stopped.message, retryable=stopped.retryable)
 
 
 class RunLost(Exception):
