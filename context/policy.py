@@ -13,6 +13,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "user_turns": None,
     "model_steps": None,
     "max_compaction_calls": 4,
+    "prepare_ratio": None,
 }
 MAX_COMPACTION_CALLS = 16
 
@@ -60,6 +61,9 @@ class ContextPolicy:
     user_turns: int | None = None
     model_steps: int | None = None
     max_compaction_calls: int = 4
+    # CTX-45: where a summary starts being prepared in the background; None: halfway
+    # between target_ratio and context_ratio.
+    prepare_ratio: float | None = None
 
     def __post_init__(self) -> None:
         errors: dict[str, str] = {}
@@ -77,8 +81,19 @@ class ContextPolicy:
         calls = self.max_compaction_calls
         if not _is_int(calls) or not 1 <= calls <= MAX_COMPACTION_CALLS:
             errors["max_compaction_calls"] = f"must be an integer from 1 to {MAX_COMPACTION_CALLS}"
+        prepare = self.prepare_ratio
+        if prepare is not None and not ("context_ratio" in errors or "target_ratio" in errors) and (
+                not _is_number(prepare) or not target < prepare < context):
+            errors["prepare_ratio"] = "must be a number between target_ratio and context_ratio, or null"
         if errors:
             raise PolicyError(errors)
+
+    @property
+    def prepare_share(self) -> float:
+        """CTX-45: the share of the effective input at which a summary is prepared."""
+        if self.prepare_ratio is not None:
+            return float(self.prepare_ratio)
+        return (self.target_ratio + self.context_ratio) / 2
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> ContextPolicy:
@@ -92,7 +107,7 @@ class ContextPolicy:
         return cls(**{**POLICY_DEFAULTS, **data})
 
     def to_dict(self) -> dict[str, Any]:
-        """All five fields, as stored in a draft or a published version."""
+        """All six fields, as stored in a draft or a published version."""
         return asdict(self)
 
 
@@ -139,6 +154,11 @@ class Budget:
     def trigger_tokens(self, policy: ContextPolicy) -> int:
         """The trigger threshold rounded down, as shown to people (27,648 x 0.8 -> 22,118)."""
         return math.floor(self.trigger_threshold(policy) + 1e-9)
+
+    def prepare_threshold(self, policy: ContextPolicy) -> float:
+        """CTX-45: effective_input x the policy's prepare share; a request at or above it has
+        a summary prepared in the background, before the trigger fires."""
+        return self.effective_input * policy.prepare_share
 
     def target_tokens(self, policy: ContextPolicy) -> int:
         """The size a compaction aims for: effective_input x target_ratio, rounded down."""

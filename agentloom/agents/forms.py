@@ -1,6 +1,6 @@
 """Admin console form for agent drafts (SPEC §10, CTX-20, LOOP-2).
 
-The context policy is five separate inputs and the run limits four, so a bad value is
+The context policy is six separate inputs and the run limits four, so a bad value is
 reported on the input that holds it; the rules are the agent services'
 (``agent_draft_validate``), the same the API applies.
 """
@@ -19,7 +19,8 @@ from agentloom.toolservers.models import ToolServer
 from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
 from models_catalog.models import ModelConnection
 
-POLICY_FIELDS = ("context_ratio", "target_ratio", "user_turns", "model_steps", "max_compaction_calls")
+POLICY_FIELDS = ("context_ratio", "target_ratio", "user_turns", "model_steps", "max_compaction_calls",
+                 "prepare_ratio")
 LIMIT_FIELDS = LIMIT_KEYS  # max_model_calls, max_tool_calls, max_wall_seconds, max_depth
 LIMIT_HELP = {
     "max_model_calls": "Model calls one run may make (summary calls included).",
@@ -76,6 +77,11 @@ class AgentAdminForm(forms.ModelForm):
     max_compaction_calls = forms.IntegerField(
         initial=POLICY_DEFAULTS["max_compaction_calls"],
         help_text=f"Summary calls per compaction, 1 to {MAX_COMPACTION_CALLS}.",
+    )
+    prepare_ratio = forms.FloatField(
+        required=False,
+        help_text="A summary is prepared in the background from effective input x this ratio, so compaction "
+                  "costs no waiting (between target and context ratio); empty = halfway between them.",
     )
 
     max_model_calls = _limit_input("max_model_calls")

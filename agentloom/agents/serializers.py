@@ -48,7 +48,7 @@ class AgentUpdateIn(RejectUnknownFields):
                                                      '(TOOL-5; also observes_screen). Frozen at publish.')
     context_policy = serializers.JSONField(required=False, allow_null=True,
                                            help_text="Any of context_ratio, target_ratio, user_turns, model_steps, "
-                                                     "max_compaction_calls (CTX-20).")
+                                                     "max_compaction_calls (CTX-20), prepare_ratio (CTX-45).")
     limits = serializers.JSONField(required=False, allow_null=True,
                                    help_text="max_model_calls, max_tool_calls, max_wall_seconds, max_depth (LOOP-2).")
     verify_before_complete = serializers.BooleanField(required=False)

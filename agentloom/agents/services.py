@@ -242,7 +242,7 @@ def agent_draft_create(*, space, data: Mapping[str, Any], created_by=None) -> Ag
 
 def agent_update(*, agent: Agent, data: Mapping[str, Any]) -> Agent:
     """Change a draft; published versions are untouched (RUN-4). The saved draft always
-    carries all five policy fields (CTX-20), so it is re-normalized on every save."""
+    carries all six policy fields (CTX-20, CTX-45), so it is re-normalized on every save."""
     fields = agent_draft_validate(agent=agent, space_id=agent.space_id, data=data)
     fields.setdefault("context_policy", context_policy_normalize(agent.context_policy))
     for name, value in fields.items():

@@ -5,7 +5,7 @@ receives ``SummaryReply``s; the worker drives it with its provider client and th
 with a scripted function (``drive``). The helpers are the pure steps it is made of:
 the summarizer input (CTX-33), the nine-section prompt and the cleaning and fitting of its
 reply (CTX-34), the runtime-state block (CTX-36), the assembly (CTX-37), the commit rule
-(CTX-38) and tool-output overflow (CTX-42). See docs/context-engine.md.
+(CTX-38), tool-output overflow (CTX-42) and prepared summaries (CTX-45). See docs/context-engine.md.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from .cleaning import CONTROL_TAG_NAMES, clean_summary, fit_summary, neutralize_
 from .engine import EMPTY_SUMMARY, MAX_ATTEMPTS, commit_decision, compact, drive
 from .overflow import fit_tool_outputs, newest_results_overflow, omission_result
 from .planner import merge_sources
+from .prepared import DISCARD_REASONS, commit_prepared, prefix_digest, prepared_from, prepared_misfit
 from .prompt import SUMMARIZER_SYSTEM, summarizer_input, summary_prompt
 from .sections import SECTION_TITLES
 from .state import (
@@ -30,6 +31,7 @@ from .types import (
     CommitDecision,
     CompactionRequest,
     CompactionResult,
+    PreparedSummary,
     RuntimeState,
     SummaryCall,
     SummaryReply,
@@ -48,6 +50,7 @@ __all__ = [
     "CONTINUATION_HEADER",
     "CONTROL_TAG_NAMES",
     "COUNT_TRIGGERS",
+    "DISCARD_REASONS",
     "EMPTY_SUMMARY",
     "MAX_ATTEMPTS",
     "RUNTIME_STATE_HEADER",
@@ -58,12 +61,14 @@ __all__ = [
     "CommitDecision",
     "CompactionRequest",
     "CompactionResult",
+    "PreparedSummary",
     "RuntimeState",
     "SummaryCall",
     "SummaryReply",
     "assemble_view",
     "clean_summary",
     "commit_decision",
+    "commit_prepared",
     "compact",
     "continuation_message",
     "continuation_summary",
@@ -76,6 +81,9 @@ __all__ = [
     "neutralize_control_tags",
     "newest_results_overflow",
     "omission_result",
+    "prefix_digest",
+    "prepared_from",
+    "prepared_misfit",
     "render_runtime_state",
     "restates_anchor",
     "runtime_state_block",

@@ -61,6 +61,7 @@ from .prompt import (
     DEFAULT_EXCERPT_CHARS,
     TERSE_EXCERPT_CHARS,
     TERSE_TEXT_CHARS,
+    cached_summary_instruction,
     summarizer_input,
     summary_prompt,
 )
@@ -177,7 +178,7 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         "summary_calls": 0, "retries": 0, "summary_chars": 0, "summary_cap": None, "summary_output_limit": None,
         "summary_cut_chars": 0, "estimator_id": estimator.id, "segments": [], "planned_segments": 0,
         "covered": None, "retained_messages": 0, "summarized_messages": 0, "summary_failure": None,
-        "error_code": None, "state_room": None, "state_cost": None,
+        "error_code": None, "state_room": None, "state_cost": None, "summary_form": None,
     }
 
     def finish(outcome: str, reason: str) -> CompactionResult:
@@ -213,9 +214,16 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         cost = sum(estimator.message(m) for m in fitted)
         return (fitted, cost) if cost <= room else None
 
-    first, fitted = select_retained(groups, messages, budget=target - fixed - reserved, anchor=anchor,
-                                    anchor_cost=anchor_cost, newest_room=below - min_summary_cost,
-                                    fit_newest=fit_newest)
+    if r.cut is not None:  # where a prepared summary stopped (CTX-45): a group boundary
+        starts = [g.start for g in groups]
+        if r.cut != len(messages) and r.cut not in starts:
+            raise ValueError(f"cut {r.cut} is not at a group boundary")
+        first, fitted = (starts.index(r.cut) if r.cut in starts else len(groups)), None
+    else:
+        # ``headroom``: what the view grows by before a prepared summary is committed.
+        first, fitted = select_retained(groups, messages, budget=target - fixed - reserved - max(0, r.headroom),
+                                        anchor=anchor, anchor_cost=anchor_cost,
+                                        newest_room=below - min_summary_cost, fit_newest=fit_newest)
     start = groups[first].start if first < len(groups) else len(messages)
     retained = list(messages[start:])
     if fitted is not None:
@@ -246,6 +254,44 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     output_limit = min(budget.max_output_tokens, 2 * body_units + OUTPUT_OVERRUN)
     metrics["summary_cap"], metrics["summary_output_limit"] = cap, output_limit
 
+    if r.prepared is not None:  # CTX-45: made in the background, judged like one made now
+        made = r.prepared.metrics
+        for name in ("summary_calls", "retries", "summary_cut_chars", "segments", "planned_segments", "summary_form"):
+            metrics[name] = copy.deepcopy(made.get(name, metrics[name]))
+        text = r.prepared.summary
+        if units.text(text) > body_units:  # the view grew since: shortened as a reply over its room is
+            shorter = fit_summary(text, max_units=body_units, cost_of=units.text)
+            metrics["summary_failure"] = summary_problem(shorter, min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
+            if metrics["summary_failure"] is not None:
+                return finish("failed", "summary_failed")
+            metrics["summary_cut_chars"] = (metrics["summary_cut_chars"] or 0) + len(text) - len(shorter)
+            text = shorter
+        return _Finish(r, anchor, state_message, retained, retained_sources, tokens_before, threshold,
+                       target).result(text, metrics)
+    if r.max_summary_calls < 1:  # the run's model-call budget is spent: no call may be made
+        return finish("failed", "summary_call_limit")
+    sizing = _Sizing(units=units, body_units=body_units, max_chars=max_chars, output_limit=output_limit,
+                     whole_limit=budget.max_output_tokens, effective=effective,
+                     min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
+    finished = _Finish(r, anchor, state_message, retained, retained_sources, tokens_before, threshold, target)
+
+    # CTX-46: the action request itself, then the instruction -- its prefix is read from
+    # the provider's cache -- whenever that request fits the window.
+    def cached_form(bound: int, too_long: int | None = None) -> list[dict[str, Any]]:
+        return [r.system, *messages, cached_summary_instruction(kept=len(retained), max_chars=bound,
+                                                                too_long=too_long)]
+
+    if r.ride_cache and estimator.request(cached_form(max_chars, 10 * max_chars), r.tools) <= effective:
+        metrics["summary_form"], metrics["planned_segments"] = "cached", 1
+        consumed = merge_sources([source for g in prefix for source in r.sources[g.start:g.stop]])
+        reason, written = yield from _summarize(r, sizing, cached_form, consumed=consumed,
+                                                messages_count=metrics["summarized_messages"], index=0, parts=1,
+                                                metrics=metrics, tools=list(r.tools))
+        if reason is not None:
+            return finish("failed", reason)
+        return finished.result(written, metrics)
+    metrics["summary_form"] = "transcript"
+
     # Segments: each call carries the prompt, the summary so far and its part of the input.
     prior = "\n\n".join(earlier) if earlier else None
     prompt_cost = estimator.request(summary_prompt([], previous_summary="", max_chars=max_chars, part=99, parts=99,
@@ -261,8 +307,6 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
                  for g in prefix]
         return pack(build_items(prefix, texts, r.sources, limit=limit, cost_of=units.text), limit)
 
-    if r.max_summary_calls < 1:  # the run's model-call budget is spent: no call may be made
-        return finish("failed", "summary_call_limit")
     segments = plan(DEFAULT_EXCERPT_CHARS, None)
     if len(segments) > r.max_summary_calls:
         segments = plan(TERSE_EXCERPT_CHARS, TERSE_TEXT_CHARS)  # terser notes before giving up
@@ -272,9 +316,6 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     if len(segments) > r.max_summary_calls:
         return finish("failed", "too_many_segments")
 
-    sizing = _Sizing(units=units, body_units=body_units, max_chars=max_chars, output_limit=output_limit,
-                     whole_limit=budget.max_output_tokens, effective=effective,
-                     min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
     summary = prior
     index = 0
     while index < len(segments):
@@ -291,28 +332,52 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
             segments[index + 1].insert(0, segment.pop())
             metrics["planned_segments"] = len(segments)
             continue
-        reason, summary = yield from _summarize(r, sizing, segment, summary, index, len(segments), metrics)
+        reason, summary = yield from _summarize(
+            r, sizing, _transcript_form([item.text for item in segment], summary, index + 1, len(segments)),
+            consumed=merge_sources([item.source for item in segment]),
+            messages_count=sum(item.messages for item in _first_per_group(segment)), index=index,
+            parts=len(segments), metrics=metrics)
         if reason is not None:
             return finish("failed", reason)
         index += 1
 
     assert summary is not None
-    covered = merge_sources([tuple(s["consumed"]) if s["consumed"] else None for s in metrics["segments"]])
-    metrics["covered"] = list(covered) if covered else None
-    metrics["summary_chars"] = len(summary)
-    view = assemble_view(summary_message=continuation_message(summary), task_anchor=anchor,
-                         runtime_state_message=state_message, retained=retained)
-    metrics.update(_figures("after", r, view))
-    tokens_after = metrics["tokens_after_calibrated"]
-    decision = commit_decision(problems=view_problems(r.system, view, r.dialect), tokens_before=tokens_before,
-                               tokens_after=tokens_after, threshold=threshold, target=target, trigger=r.trigger)
-    metrics["target_reached"] = decision.commit and decision.target_reached
-    if not decision.commit:
-        return CompactionResult(decision.outcome, decision.reason, None, summary, metrics)
-    lead = len(view) - len(retained)
-    summary_sources: list[Source] = [None] * lead  # the summary, the anchor, the state block
-    sources = summary_sources + retained_sources
-    return CompactionResult("compacted", "committed", view, summary, metrics, sources)
+    return finished.result(summary, metrics)
+
+
+@dataclass(frozen=True)
+class _Finish:
+    """The last step of a compaction, inline or prepared (CTX-37, CTX-38): assemble the
+    view from a summary and the retained messages, and judge it."""
+
+    r: CompactionRequest
+    anchor: dict[str, Any] | None
+    state_message: dict[str, Any] | None
+    retained: list[dict[str, Any]]
+    retained_sources: list[Source]
+    tokens_before: int
+    threshold: float
+    target: int
+
+    def result(self, summary: str, metrics: dict[str, Any]) -> CompactionResult:
+        r, retained = self.r, self.retained
+        covered = merge_sources([tuple(s["consumed"]) if s["consumed"] else None for s in metrics["segments"]])
+        metrics["covered"] = list(covered) if covered else None
+        metrics["summary_chars"] = len(summary)
+        view = assemble_view(summary_message=continuation_message(summary), task_anchor=self.anchor,
+                             runtime_state_message=self.state_message, retained=retained)
+        metrics.update(_figures("after", r, view))
+        tokens_after = metrics["tokens_after_calibrated"]
+        decision = commit_decision(problems=view_problems(r.system, view, r.dialect),
+                                   tokens_before=self.tokens_before, tokens_after=tokens_after,
+                                   threshold=self.threshold, target=self.target, trigger=r.trigger)
+        metrics["target_reached"] = decision.commit and decision.target_reached
+        if not decision.commit:
+            return CompactionResult(decision.outcome, decision.reason, None, summary, metrics)
+        lead = len(view) - len(retained)
+        summary_sources: list[Source] = [None] * lead  # the summary, the anchor, the state block
+        sources = summary_sources + self.retained_sources
+        return CompactionResult("compacted", "committed", view, summary, metrics, sources)
 
 
 def _figures(when: str, r: CompactionRequest, view: Sequence[dict[str, Any]] | None) -> dict[str, int | None]:
@@ -342,8 +407,22 @@ class _Sizing:
     min_chars: int
 
 
-def _summarize(r: CompactionRequest, sizing: _Sizing, segment: list[Item], summary: str | None, index: int,
-               parts: int, metrics: dict[str, Any]) -> Generator[SummaryCall, SummaryReply, tuple[str | None, str]]:
+PromptFor = Callable[..., list[dict[str, Any]]]  # (max_chars, too_long=None) -> the request's messages
+
+
+def _transcript_form(texts: list[str], so_far: str | None, part: int, parts: int) -> PromptFor:
+    """A segment's request in the transcript form (CTX-33): the prompt, the summary so
+    far and the segment's notes, for a bound of ``max_chars``."""
+    def form(max_chars: int, too_long: int | None = None) -> list[dict[str, Any]]:
+        return summary_prompt(texts, previous_summary=so_far, max_chars=max_chars, part=part, parts=parts,
+                              too_long=too_long)
+    return form
+
+
+def _summarize(r: CompactionRequest, sizing: _Sizing, prompt_for: PromptFor, *, consumed: Source,
+               messages_count: int, index: int, parts: int, metrics: dict[str, Any],
+               tools: list[dict[str, Any]] | None = None,
+               ) -> Generator[SummaryCall, SummaryReply, tuple[str | None, str]]:
     """One segment's summary (CTX-34, CTX-35) in up to three attempts: returns the failure
     reason (None when it worked) and the summary so far.
 
@@ -354,9 +433,7 @@ def _summarize(r: CompactionRequest, sizing: _Sizing, segment: list[Item], summa
     (empty, too short or degenerate: a reasoning model still thinking) is retried with the
     whole output reserve too. Whatever is still over is shortened between sentences."""
     units = sizing.units
-    consumed = merge_sources([item.source for item in segment])
-    texts = [item.text for item in segment]
-    prompt = summary_prompt(texts, previous_summary=summary, max_chars=sizing.max_chars, part=index + 1, parts=parts)
+    prompt = prompt_for(sizing.max_chars)
     problem: str | None = None
     done: str | None = None
     over: tuple[bool, int, str] | None = None  # (stopped, length, text) of the best reply that was too long
@@ -369,8 +446,9 @@ def _summarize(r: CompactionRequest, sizing: _Sizing, segment: list[Item], summa
             return "summary_call_limit", ""
         # A copy per attempt: whatever the driver does with it cannot change the next one.
         reply = yield SummaryCall(messages=[dict(m) for m in prompt], segment=index, attempt=attempt,
-                                  consumed=consumed, estimated_tokens=r.estimator.request(prompt),
-                                  planned_segments=parts, max_output_tokens=limit)
+                                  consumed=consumed, estimated_tokens=r.estimator.request(prompt, tools),
+                                  planned_segments=parts, max_output_tokens=limit,
+                                  tools=[dict(t) for t in tools] if tools is not None else None)
         if not isinstance(reply, SummaryReply):
             raise TypeError(f"compact() expects a SummaryReply, got {type(reply).__name__}")
         metrics["summary_calls"] += 1
@@ -403,9 +481,8 @@ def _summarize(r: CompactionRequest, sizing: _Sizing, segment: list[Item], summa
         if tightened or metrics["summary_calls"] + parts - index - 1 >= r.max_summary_calls:
             break  # retried tighter once already, or the calls left are the later segments'
         bound = max(sizing.min_chars, int(sizing.max_chars * min(1.0, sizing.body_units / cost) * TIGHTER))
-        tighter = summary_prompt(texts, previous_summary=summary, max_chars=bound, part=index + 1, parts=parts,
-                                 too_long=len(body))
-        if r.estimator.request(tighter) > sizing.effective:
+        tighter = prompt_for(bound, too_long=len(body))
+        if r.estimator.request(tighter, tools) > sizing.effective:
             break
         tightened, prompt = True, tighter
         if reply.truncated:  # asked for less, and let it finish this time: a whole reply keeps every section
@@ -420,10 +497,8 @@ def _summarize(r: CompactionRequest, sizing: _Sizing, segment: list[Item], summa
             metrics["summary_failure"] = problem
             return "summary_failed", ""
         metrics["summary_cut_chars"] += over[1] - len(done)
-    metrics["segments"].append({
-        "index": index, "consumed": list(consumed) if consumed else None,
-        "messages": sum(item.messages for item in _first_per_group(segment)),
-    })
+    metrics["segments"].append({"index": index, "consumed": list(consumed) if consumed else None,
+                                "messages": messages_count})
     return None, done
 
 

@@ -40,6 +40,25 @@ class RuntimeState:
 
 
 @dataclass(frozen=True)
+class PreparedSummary:
+    """CTX-45: a summary made in the background of a snapshot of the view.
+
+    ``prefix`` messages at the start of the view are what it covers, ``digest`` their
+    fingerprint (``context.compaction.prefix_digest``): it is committed only onto a view
+    that starts with exactly those messages, under the policy (``policy``, as a dict) and
+    estimator it was made with. ``metrics`` are its preparation's (summary calls,
+    retries, segments and the records each consumed, the summary's form).
+    """
+
+    summary: str
+    prefix: int
+    digest: str
+    policy: dict[str, Any]
+    estimator_id: str
+    metrics: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class CompactionRequest:
     """Everything one preparation's compaction needs (CTX-30 to CTX-38).
 
@@ -67,6 +86,10 @@ class CompactionRequest:
     max_summary_calls: int
     dialect: str = "openai"
     summary_share: float = 0.15
+    ride_cache: bool = False
+    headroom: int = 0
+    cut: int | None = None
+    prepared: PreparedSummary | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +101,9 @@ class SummaryCall:
     the budget's effective input, so with the output reserve it is under the hard limit.
     Send it with ``max_output_tokens`` as its output limit: what the compacted view can
     hold of a summary, with room for some overrun, never more than the budget's output
-    reserve (None: the reserve).
+    reserve (None: the reserve). ``tools``: send these tool schemas with it -- a summary
+    request in the cached form (CTX-46) is the action request's prefix, tools included,
+    and ends with an instruction not to call them.
     """
 
     messages: list[dict[str, Any]]
@@ -88,6 +113,12 @@ class SummaryCall:
     estimated_tokens: int = 0
     planned_segments: int = 1
     max_output_tokens: int | None = None
+    tools: list[dict[str, Any]] | None = None
+
+    @property
+    def cached(self) -> bool:
+        """The cached form (CTX-46): the action request's prefix plus the instruction."""
+        return self.tools is not None
 
 
 @dataclass(frozen=True)

@@ -641,6 +641,7 @@ def test_ctx41_metrics_name_every_figure_and_the_records_each_segment_consumed()
         "error_code": None,
         "state_room": 2_176,  # a fifth of the threshold (CTX-36)
         "state_cost": 0,  # nothing to say
+        "summary_form": "transcript",  # no prompt cache to ride (CTX-46)
     }
     json.dumps(result.metrics)  # stored as JSON
 

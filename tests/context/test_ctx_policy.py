@@ -10,12 +10,13 @@ from context import Budget, ContextPolicy, Counters, LegacyCharPolicy, PolicyErr
 
 def test_ctx20_the_default_policy_is_80_60_with_four_compaction_calls() -> None:
     assert ContextPolicy().to_dict() == {"context_ratio": 0.8, "target_ratio": 0.6, "user_turns": None,
-                                         "model_steps": None, "max_compaction_calls": 4}
+                                         "model_steps": None, "max_compaction_calls": 4, "prepare_ratio": None}
 
 
 def test_ctx20_from_dict_fills_defaults_for_missing_fields() -> None:
     assert ContextPolicy.from_dict({"user_turns": 5}).to_dict() == {
-        "context_ratio": 0.8, "target_ratio": 0.6, "user_turns": 5, "model_steps": None, "max_compaction_calls": 4}
+        "context_ratio": 0.8, "target_ratio": 0.6, "user_turns": 5, "model_steps": None, "max_compaction_calls": 4,
+        "prepare_ratio": None}
     assert ContextPolicy.from_dict(None) == ContextPolicy()
 
 
@@ -35,6 +36,11 @@ def test_ctx20_from_dict_fills_defaults_for_missing_fields() -> None:
     ({"max_compaction_calls": False}, {"max_compaction_calls"}),
     ({"user_turns": -1, "max_compaction_calls": 99}, {"user_turns", "max_compaction_calls"}),
     ({"context_ratios": 0.8}, {"context_ratios"}),
+    ({"prepare_ratio": 0.6}, {"prepare_ratio"}),  # CTX-45: strictly between target and trigger
+    ({"prepare_ratio": 0.8}, {"prepare_ratio"}),
+    ({"prepare_ratio": "0.7"}, {"prepare_ratio"}),
+    ({"prepare_ratio": True}, {"prepare_ratio"}),
+    ({"target_ratio": 0.9, "prepare_ratio": 0.95}, {"target_ratio"}),  # judged once its bounds are valid
 ])
 def test_ctx20_an_invalid_policy_names_every_bad_field(data: dict, fields: set) -> None:
     with pytest.raises(PolicyError) as caught:
@@ -46,6 +52,14 @@ def test_ctx20_an_invalid_policy_names_every_bad_field(data: dict, fields: set) 
 def test_ctx20_the_limits_themselves_are_valid() -> None:
     ContextPolicy(context_ratio=1, target_ratio=0.99, user_turns=1, model_steps=1, max_compaction_calls=16)
     ContextPolicy(max_compaction_calls=1)
+
+
+def test_ctx45_a_summary_is_prepared_halfway_between_target_and_trigger_unless_the_policy_says() -> None:
+    budget = Budget.platform_default()
+    assert budget.prepare_threshold(ContextPolicy()) == pytest.approx(27_648 * 0.7)
+    assert budget.prepare_threshold(ContextPolicy(prepare_ratio=0.75)) == pytest.approx(27_648 * 0.75)
+    policy = ContextPolicy(context_ratio=0.9, target_ratio=0.5)
+    assert budget.target_tokens(policy) < budget.prepare_threshold(policy) < budget.trigger_threshold(policy)
 
 
 def test_ctx21_the_platform_fallback_gives_27648_input_and_a_trigger_near_22118() -> None:
