@@ -11,7 +11,7 @@ reply (CTX-34), the runtime-state block (CTX-36), the assembly (CTX-37), the com
 from __future__ import annotations
 
 from .cleaning import CONTROL_TAG_NAMES, clean_summary, fit_summary, neutralize_control_tags, summary_problem
-from .engine import EMPTY_SUMMARY, MAX_ATTEMPTS, commit_decision, compact, drive
+from .engine import EMPTY_SUMMARY, commit_decision, compact, drive
 from .overflow import fit_tool_outputs, newest_results_overflow, omission_result
 from .planner import merge_sources
 from .prepared import DISCARD_REASONS, commit_prepared, prefix_digest, prepared_from, prepared_misfit
@@ -25,6 +25,7 @@ from .state import (
     runtime_state_block,
     runtime_state_room,
 )
+from .summarize import MAX_ATTEMPTS
 from .types import (
     COUNT_TRIGGERS,
     TRIGGERS,

@@ -41,10 +41,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from context.calibration import CalibratedEstimator
-from context.estimators import Estimator
 from context.validate import Problem
 
-from .cleaning import MIN_SUMMARY_CHARS, clean_summary, complete_sentences, fit_summary, summary_problem
+from .cleaning import MIN_SUMMARY_CHARS, fit_summary, summary_problem
 from .overflow import fit_tool_outputs
 from .planner import (
     CHAT,
@@ -67,6 +66,7 @@ from .prompt import (
 )
 from .sections import SECTION_TITLES
 from .state import runtime_state_block, runtime_state_room
+from .summarize import Sizing, Units, summarize, transcript_form
 from .types import (
     COUNT_TRIGGERS,
     TRIGGERS,
@@ -79,11 +79,9 @@ from .types import (
 )
 from .view import assemble_view, continuation_message, continuation_summary, view_problems
 
-MAX_ATTEMPTS = 3  # per segment (CTX-35)
 SEGMENT_SLACK = 0.97  # token counts of joined texts are not exactly additive
 MIN_SEGMENT_UNITS = 128
 OUTPUT_OVERRUN = 64  # units a summary reply may take beyond twice its room (tags, a heading)
-TIGHTER = 0.8  # a retry over its room asks for this share of what would have fitted
 EMPTY_SUMMARY = "\n".join(f"{n}. {title}: (none)" for n, title in enumerate(SECTION_TITLES, start=1))
 
 
@@ -129,21 +127,6 @@ def drive(
         return result
 
 
-class _Units:
-    """Costs of texts and messages in the request's estimator units."""
-
-    def __init__(self, estimator: Estimator) -> None:
-        self.estimator = estimator
-        self._empty = estimator.message({"role": "user", "content": ""})
-
-    def text(self, text: str) -> int:
-        """What ``text`` adds to a message (with the separator that joins entries)."""
-        return self.estimator.message({"role": "user", "content": text + "\n\n"}) - self._empty
-
-    def chars_per_unit(self, sample: str) -> float:
-        return len(sample) / max(self.text(sample), 1)
-
-
 def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, CompactionResult]:
     """Compact a view once (CTX-30 to CTX-42); see the module docstring for the protocol.
 
@@ -164,7 +147,7 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     if len(r.sources) != len(r.messages):
         raise ValueError("sources must have one entry per message")
     estimator, budget, policy = r.estimator, r.budget, r.policy
-    units = _Units(estimator)
+    units = Units(estimator)
     effective = budget.effective_input
     threshold = budget.trigger_threshold(policy)
     target = budget.target_tokens(policy)
@@ -270,7 +253,7 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
                        target).result(text, metrics)
     if r.max_summary_calls < 1:  # the run's model-call budget is spent: no call may be made
         return finish("failed", "summary_call_limit")
-    sizing = _Sizing(units=units, body_units=body_units, max_chars=max_chars, output_limit=output_limit,
+    sizing = Sizing(units=units, body_units=body_units, max_chars=max_chars, output_limit=output_limit,
                      whole_limit=budget.max_output_tokens, effective=effective,
                      min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
     finished = _Finish(r, anchor, state_message, retained, retained_sources, tokens_before, threshold, target)
@@ -284,7 +267,7 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     if r.ride_cache and estimator.request(cached_form(max_chars, 10 * max_chars), r.tools) <= effective:
         metrics["summary_form"], metrics["planned_segments"] = "cached", 1
         consumed = merge_sources([source for g in prefix for source in r.sources[g.start:g.stop]])
-        reason, written = yield from _summarize(r, sizing, cached_form, consumed=consumed,
+        reason, written = yield from summarize(r, sizing, cached_form, consumed=consumed,
                                                 messages_count=metrics["summarized_messages"], index=0, parts=1,
                                                 metrics=metrics, tools=list(r.tools))
         if reason is not None:
@@ -332,8 +315,8 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
             segments[index + 1].insert(0, segment.pop())
             metrics["planned_segments"] = len(segments)
             continue
-        reason, summary = yield from _summarize(
-            r, sizing, _transcript_form([item.text for item in segment], summary, index + 1, len(segments)),
+        reason, summary = yield from summarize(
+            r, sizing, transcript_form([item.text for item in segment], summary, index + 1, len(segments)),
             consumed=merge_sources([item.source for item in segment]),
             messages_count=sum(item.messages for item in _first_per_group(segment)), index=index,
             parts=len(segments), metrics=metrics)
@@ -391,115 +374,6 @@ def _figures(when: str, r: CompactionRequest, view: Sequence[dict[str, Any]] | N
     calibrated = r.estimator.request(request, r.tools)
     raw = r.estimator.base.request(request, r.tools) if isinstance(r.estimator, CalibratedEstimator) else calibrated
     return {f"tokens_{when}_estimated": raw, f"tokens_{when}_calibrated": calibrated}
-
-
-@dataclass(frozen=True)
-class _Sizing:
-    """How long a summary may be (CTX-34): its units, the bound the prompt states and the
-    call's output limit; ``min_chars`` below which a reply is too short (CTX-35)."""
-
-    units: _Units
-    body_units: int
-    max_chars: int
-    output_limit: int
-    whole_limit: int  # the output reserve: a reply this long still fits the window
-    effective: int
-    min_chars: int
-
-
-PromptFor = Callable[..., list[dict[str, Any]]]  # (max_chars, too_long=None) -> the request's messages
-
-
-def _transcript_form(texts: list[str], so_far: str | None, part: int, parts: int) -> PromptFor:
-    """A segment's request in the transcript form (CTX-33): the prompt, the summary so
-    far and the segment's notes, for a bound of ``max_chars``."""
-    def form(max_chars: int, too_long: int | None = None) -> list[dict[str, Any]]:
-        return summary_prompt(texts, previous_summary=so_far, max_chars=max_chars, part=part, parts=parts,
-                              too_long=too_long)
-    return form
-
-
-def _summarize(r: CompactionRequest, sizing: _Sizing, prompt_for: PromptFor, *, consumed: Source,
-               messages_count: int, index: int, parts: int, metrics: dict[str, Any],
-               tools: list[dict[str, Any]] | None = None,
-               ) -> Generator[SummaryCall, SummaryReply, tuple[str | None, str]]:
-    """One segment's summary (CTX-34, CTX-35) in up to three attempts: returns the failure
-    reason (None when it worked) and the summary so far.
-
-    A usable reply over its room is asked for once more with a tighter bound, when a call
-    is left beside those the later segments need; one the output limit stopped is asked
-    for the same way, and this time allowed the whole output reserve, so that it arrives
-    with every section. A reply the output limit stopped before it held a usable summary
-    (empty, too short or degenerate: a reasoning model still thinking) is retried with the
-    whole output reserve too. Whatever is still over is shortened between sentences."""
-    units = sizing.units
-    prompt = prompt_for(sizing.max_chars)
-    problem: str | None = None
-    done: str | None = None
-    over: tuple[bool, int, str] | None = None  # (stopped, length, text) of the best reply that was too long
-    limit, tightened = sizing.output_limit, False
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        if metrics["summary_calls"] >= r.max_summary_calls:
-            if over is not None:
-                break
-            metrics["summary_failure"] = problem
-            return "summary_call_limit", ""
-        # A copy per attempt: whatever the driver does with it cannot change the next one.
-        reply = yield SummaryCall(messages=[dict(m) for m in prompt], segment=index, attempt=attempt,
-                                  consumed=consumed, estimated_tokens=r.estimator.request(prompt, tools),
-                                  planned_segments=parts, max_output_tokens=limit,
-                                  tools=[dict(t) for t in tools] if tools is not None else None)
-        if not isinstance(reply, SummaryReply):
-            raise TypeError(f"compact() expects a SummaryReply, got {type(reply).__name__}")
-        metrics["summary_calls"] += 1
-        metrics["retries"] += attempt > 1
-        if reply.error_code is not None:
-            metrics["error_code"] = reply.error_code
-            if reply.deterministic:
-                metrics["summary_failure"] = "deterministic_error"
-                return "summary_failed", ""
-            problem = "error"
-            continue
-        body = clean_summary(reply.text)
-        if reply.truncated:
-            body = complete_sentences(body)  # stopped inside a word: that sentence goes
-        problem = summary_problem(body, min_chars=sizing.min_chars)
-        if problem is not None:
-            if reply.truncated:
-                # Stopped before a usable summary: a reasoning model spends part of its
-                # limit thinking, and the same limit would stop it again. One reply can
-                # use the whole output reserve and the view still holds it.
-                limit = sizing.whole_limit
-            continue
-        cost = units.text(body)
-        if cost <= sizing.body_units and not reply.truncated:
-            done = body
-            break
-        # A whole reply is shortened better than a stopped one (it has every section).
-        candidate = (reply.truncated, len(body), body)
-        over = candidate if over is None or candidate < over else over
-        if tightened or metrics["summary_calls"] + parts - index - 1 >= r.max_summary_calls:
-            break  # retried tighter once already, or the calls left are the later segments'
-        bound = max(sizing.min_chars, int(sizing.max_chars * min(1.0, sizing.body_units / cost) * TIGHTER))
-        tighter = prompt_for(bound, too_long=len(body))
-        if r.estimator.request(tighter, tools) > sizing.effective:
-            break
-        tightened, prompt = True, tighter
-        if reply.truncated:  # asked for less, and let it finish this time: a whole reply keeps every section
-            limit = sizing.whole_limit
-    if done is None:
-        if over is None:
-            metrics["summary_failure"] = problem
-            return "summary_failed", ""
-        done = fit_summary(over[2], max_units=sizing.body_units, cost_of=units.text)
-        problem = summary_problem(done, min_chars=sizing.min_chars)
-        if problem is not None:
-            metrics["summary_failure"] = problem
-            return "summary_failed", ""
-        metrics["summary_cut_chars"] += over[1] - len(done)
-    metrics["segments"].append({"index": index, "consumed": list(consumed) if consumed else None,
-                                "messages": messages_count})
-    return None, done
 
 
 def _first_per_group(segment: Sequence[Item]) -> list[Item]:

@@ -165,7 +165,7 @@ def test_ctx20_an_agent_saved_in_the_console_carries_the_whole_policy_and_shows_
     assert response.status_code == 302
     agent = Agent.objects.get()
     assert agent.context_policy == {"context_ratio": 0.8, "target_ratio": 0.6, "user_turns": 6, "model_steps": None,
-                                    "max_compaction_calls": 4}
+                                    "max_compaction_calls": 4, "prepare_ratio": None}
     page = operator.get(f"{AGENTS}{agent.pk}/change/").content.decode()
     assert "effective input 27,648 tokens" in page and "compaction at 22,118, target 16,588" in page
 
