@@ -295,6 +295,11 @@ AGENTLOOM_RETRY_BASE_DELAY = env_float("AGENTLOOM_RETRY_BASE_DELAY", 1.0)
 # Longest silence between two bytes of a model answer before the call counts as timed out
 # (then retried, LOOP-3). A stream may pause while the model thinks; tests shorten it.
 AGENTLOOM_PROVIDER_READ_TIMEOUT = env_float("AGENTLOOM_PROVIDER_READ_TIMEOUT", 120.0, minimum=0.1)
+# CTX-45: a summary being prepared in the background whose worker has not been heard of
+# for this long (it renews the lease before each summary call) went away with its worker:
+# the next request for one, or the trigger, ends it and goes on without it.
+AGENTLOOM_PREPARATION_LEASE_SECONDS = env_float("AGENTLOOM_PREPARATION_LEASE_SECONDS",
+                                                AGENTLOOM_PROVIDER_READ_TIMEOUT * 2 + 60, minimum=0.1)
 
 # `make run`'s supervisor: a worker that dies is started again after this many seconds,
 # doubling after each fast crash (at most 30 s); it gives up after five in a row.

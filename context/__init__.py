@@ -83,6 +83,7 @@ from context.pipeline import (  # noqa: E402
     answer_limit,
     build_body,
     request_builder,
+    throttled,
 )
 
 __all__ = [
@@ -98,6 +99,7 @@ __all__ = [
     "answer_limit",
     "build_body",
     "request_builder",
+    "throttled",
     "BYTES_V1",
     "CalibratedEstimator",
     "Calibration",

@@ -149,6 +149,7 @@ class Send:
     per_message: list[int] = field(default_factory=list)
     repairs: list[dict[str, Any]] = field(default_factory=list)
     throttled: bool = False  # a trigger fired but a recent failure holds compaction back (CTX-44)
+    prepare: bool = False  # past the prepare point: a summary can be made in the background (CTX-45)
 
 
 @dataclass(frozen=True)
@@ -282,7 +283,8 @@ class ContextPipeline:
         triggers = evaluate_triggers(policy=self.policy, budget=figures.budget, estimated_tokens=figure,
                                      counters=counters)
         if not triggers and not manual and not force:
-            return self._checked(pending)
+            prepare = figure >= figures.budget.prepare_threshold(self.policy)
+            return replace(self._checked(pending), prepare=prepare) if prepare else self._checked(pending)
         trigger = "manual" if manual else force or triggers.fired[0]
         if trigger == "budget" and newest_results_overflow(
                 messages, estimator=figures.calibrated_estimator(), tools=tools,
@@ -294,6 +296,17 @@ class ContextPipeline:
         if start is None:
             raise RuntimeError("load the context before its first step")
         return CompactFirst(trigger=trigger, tokens=figure, projected=projected, start=start)
+
+    def measure(self, system: Mapping[str, Any], tools: Sequence[Mapping[str, Any]]) -> tuple[int, bool]:
+        """The calibrated figure of a request of the view as it is now (after the last
+        answer), and whether it is past the prepare point (CTX-45: a run that ends above
+        it has a summary prepared for the next question). Builds nothing it keeps."""
+        if self.policy is None:
+            return 0, False
+        messages = [system, *self.context.projected().messages]
+        _, estimate, _ = self._request(messages, tools, builder=request_builder(self.shape))
+        figure = self.figures.figure(estimate)
+        return figure, figure >= self.figures.budget.prepare_threshold(self.policy)
 
     def without_compaction(self) -> Send:
         """The request ``next_action`` prepared, when the compaction it asked for made
@@ -310,15 +323,15 @@ class ContextPipeline:
         self._pending = _Pending(*self._request([system, *messages], tools), repairs=[])
         return self._checked(self._pending)
 
-    def _request(self, messages: Sequence[Mapping[str, Any]],
-                 tools: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], int, list[int]]:
+    def _request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], *,
+                 builder: Builder | None = None) -> tuple[dict[str, Any], int, list[int]]:
         """The body, and its one estimate: of the messages as sent for an OpenAI-shaped
         body; for a native one, of the OpenAI-shaped messages it was built from (our
         estimators count those shapes; a native body keeps the system text outside its
         messages, and its image blocks carry raw base64)."""
         shape = self.shape
         body = build_body(shape, messages, max_output_tokens=self.figures.budget.max_output_tokens, tools=tools,
-                          keep_thinking=self.keep_thinking, builder=self.builder)
+                          keep_thinking=self.keep_thinking, builder=builder or self.builder)
         counted = messages if shape.native else body["messages"]
         estimates = self.figures.estimates
         # Read-only (LOOP-1): the projection and the builders never change a message they handed out.

@@ -30,6 +30,7 @@ class ModelTarget:
     limits: HttpLimits = CHAT_LIMITS
     connection_id: int | None = None  # what is learned about the model is kept per connection
     stream_usage: bool = True  # the provider reads ``stream_options.include_usage`` (CTX-25)
+    prompt_cache: bool = False  # summaries ride the provider's prompt cache (CTX-46)
 
     @property
     def shape(self) -> RequestShape:
@@ -46,4 +47,5 @@ def model_target(*, provider: str, model: str, base_url: str | None, api_key: st
     return ModelTarget(provider=spec.name, dialect=spec.dialect, output_limit_field=spec.output_limit_field,
                        exact_tokenizer=spec.exact_tokenizer, model=model, base_url=base_url or None,
                        api_key=api_key or None, supports_images=supports_images, limits=limits,
-                       connection_id=connection_id, stream_usage=spec.stream_usage_option)
+                       connection_id=connection_id, stream_usage=spec.stream_usage_option,
+                       prompt_cache=spec.prompt_cache)

@@ -229,6 +229,59 @@ class CompactionSnapshot(models.Model):
         ]
 
 
+class PreparedCompaction(models.Model):
+    """CTX-45: a summary of a session's main view, prepared in the background.
+
+    ``snapshot`` (encrypted) is what the preparation summarizes: the system message, the
+    tool schemas and the view's messages with their record ranges, as the step that asked
+    for it saw them; it is emptied once the preparation ends. A ready row holds the
+    ``summary`` (encrypted) and the ``prefix`` of the snapshot it covers, fingerprinted
+    (``digest``), with the ``policy`` and estimator it was made under; the trigger commits
+    it onto a view that still starts with that prefix, else it is discarded. At most one
+    preparation per session is under way (a conditional unique constraint); one whose
+    worker went away is known by its lapsed ``lease_until``.
+    """
+
+    class Status(models.TextChoices):
+        PREPARING = "preparing", "Preparing"
+        READY = "ready", "Ready"
+        USED = "used", "Used"
+        DISCARDED = "discarded", "Discarded"
+        FAILED = "failed", "Failed"
+
+    OPEN_STATUSES = (Status.PREPARING, Status.READY)
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="prepared_compactions")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="prepared_compactions")
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="prepared_compactions")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PREPARING)
+    snapshot = encrypt(models.JSONField(default=dict))
+    tokens = models.PositiveIntegerField(default=0, help_text="The calibrated figure of the snapshot's request.")
+    policy = models.JSONField(default=dict)
+    estimator_id = models.CharField(max_length=64)
+    summary = encrypt(models.TextField(blank=True, default=""))
+    prefix = models.PositiveIntegerField(null=True, blank=True)
+    digest = models.CharField(max_length=64, blank=True)
+    metrics = models.JSONField(default=dict)
+    reason = models.CharField(max_length=64, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session_id", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["session"], condition=Q(status="preparing"),
+                                    name="prepared_one_preparing_per_session"),
+        ]
+        indexes = [models.Index(fields=["session", "status"], name="prepared_session_status")]
+
+    def __str__(self) -> str:
+        return f"prepared summary #{self.pk} ({self.status})"
+
+
 class SessionView(models.Model):
     """A reusable compacted main-instance view covering a contiguous prefix of records (RUN-7)."""
 

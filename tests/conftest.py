@@ -66,6 +66,20 @@ def dispatched_compactions():
     compaction_dispatcher_set(dispatch_compaction)
 
 
+@pytest.fixture(autouse=True)
+def dispatched_preparations():
+    """Summaries queued to be prepared in the background (CTX-45), recorded like
+    ``dispatched_runs``; a test that wants them made runs ``compaction_prepare`` itself
+    (``tests/runloop/preparing.py``) or puts the real dispatcher back."""
+    from agentloom.runloop.tasks import dispatch_preparation
+    from sessions.services.dispatch import preparation_dispatcher_set
+
+    queued: list[int] = []
+    preparation_dispatcher_set(queued.append)
+    yield queued
+    preparation_dispatcher_set(dispatch_preparation)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _close_stray_connections(django_db_setup, django_db_blocker):
     """Live servers and tool threads leave PostgreSQL sessions open; end them so the

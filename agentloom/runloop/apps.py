@@ -9,9 +9,10 @@ class RunLoopConfig(AppConfig):
     def ready(self) -> None:
         import agentloom.tools  # noqa: F401  (registers the built-in tools agents choose from)
         from agentloom.runloop.housekeeping import worker_hooks_connect
-        from agentloom.runloop.tasks import dispatch_compaction, dispatch_run
-        from sessions.services.dispatch import compaction_dispatcher_set, dispatcher_set
+        from agentloom.runloop.tasks import dispatch_compaction, dispatch_preparation, dispatch_run
+        from sessions.services.dispatch import compaction_dispatcher_set, dispatcher_set, preparation_dispatcher_set
 
         dispatcher_set(dispatch_run)
         compaction_dispatcher_set(dispatch_compaction)
+        preparation_dispatcher_set(dispatch_preparation)
         worker_hooks_connect()

@@ -10,19 +10,39 @@ import logging
 import time
 from typing import Any
 
+from django.db import transaction
+
 from agentloom.runloop.calls import collected_call
 from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import context_measured
 from agentloom.runloop.state import RunState, run_state_build, system_message
-from context import CompactFirst, ContextPipeline, ContextPolicy, Counters, Send, build_body
-from context.compaction import CompactionRequest, RuntimeState, SummaryCall, SummaryReply, compact, drive
+from context import CompactFirst, ContextPipeline, ContextPolicy, ContextTooLong, Counters, Send, build_body, throttled
+from context.compaction import (
+    CompactionRequest,
+    CompactionResult,
+    PreparedSummary,
+    RuntimeState,
+    SummaryCall,
+    SummaryReply,
+    commit_prepared,
+    compact,
+    drive,
+)
+from context.compaction.types import Source
 from models_catalog.errors import ProviderError
 from sessions.frames import plan_text
-from sessions.models import Instance, ModelCall, Run, RunAttention, SessionMessage
+from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention, SessionMessage
 from sessions.selectors import main_instance, sub_instances_running, tool_calls_unsettled
 from sessions.services.events import event_emit
 from sessions.services.frames import frame_update
 from sessions.services.history import checkpoint_commit, compaction_request_taken
+from sessions.services.prepared import (
+    preparation_last_failure,
+    preparation_open,
+    preparation_request,
+    preparation_take,
+    preparations_end,
+)
 from sessions.services.records import NewRecord
 
 logger = logging.getLogger("agentloom.compaction")
@@ -49,11 +69,85 @@ def step_request(state: RunState, instance: Instance, pipeline: ContextPipeline,
         if action.throttled:
             event_emit(run_id=state.run.pk, type="compaction_skipped",
                        data={"reason": "throttled_after_failure", "tokens": action.figure})
+        elif action.prepare and depth == 0:
+            prepare_maybe(state, instance, pipeline, system, schemas, figure=action.figure)
         return action
-    compacted = _run_compaction(state, instance, pipeline, action, system, schemas, depth=depth)
+    prepared = None
+    if depth == 0 and action.trigger != "manual" and force is None and pipeline.policy is not None:
+        prepared = preparation_open(session_id=state.run.session_id)
+        waiting = _while_prepared(state, pipeline, action, prepared, frame.get("compaction_failure"))
+        if waiting is not None:
+            return waiting
+    compacted = _run_compaction(state, instance, pipeline, action, system, schemas, depth=depth,
+                                prepared=prepared if prepared is not None and prepared.status == "ready" else None)
     if compacted is None:
         return pipeline.without_compaction()
     return pipeline.after_compaction(system, schemas, compacted)
+
+
+def _while_prepared(state: RunState, pipeline: ContextPipeline, action: CompactFirst,
+                    prepared: PreparedCompaction | None, failure: dict[str, Any] | None) -> Send | None:
+    """CTX-45 at the trigger, before anything is paid inline: the request as it is when a
+    summary is still being prepared and the request fits (it is committed at a later step,
+    the person waits for nothing); the request as it is, throttled, when the latest
+    preparation failed (CTX-44 counts it like an inline failure). None: compact now."""
+    if prepared is not None and prepared.status == PreparedCompaction.Status.PREPARING:
+        if action.trigger == "tool_output_overflow" or prepared.claimed_at is None:
+            # The newest results overflow on their own (the next request must be cut now),
+            # or no worker has taken the preparation yet: compacting now beats waiting on a queue.
+            return None
+        try:
+            send = pipeline.without_compaction()
+        except ContextTooLong:
+            return None
+        event_emit(run_id=state.run.pk, type="compaction_skipped",
+                   data={"reason": "summary_being_prepared", "tokens": action.tokens})
+        return send
+    if prepared is None:
+        latest = preparation_last_failure(session_id=state.run.session_id)
+        if latest is not None and latest["at"] > (failure or {}).get("at", 0) and throttled(
+                latest, action.tokens, state.figures.budget, now=time.time()):
+            event_emit(run_id=state.run.pk, type="compaction_skipped",
+                       data={"reason": "throttled_after_failure", "tokens": action.tokens})
+            return pipeline.without_compaction()
+    return None
+
+
+def prepare_maybe(state: RunState, instance: Instance, pipeline: ContextPipeline, system: dict[str, Any],
+                  schemas: list[dict[str, Any]], *, figure: int) -> None:
+    """CTX-45: past the prepare point, ask once per starting point of the view for a
+    summary of it to be made in the background (a worker runs ``compaction_prepare``)."""
+    start = pipeline.context.start
+    key = (instance.pk, start.key if start is not None else None)
+    if key in state.preparations_asked or pipeline.policy is None:
+        return
+    state.preparations_asked.add(key)
+    if throttled(preparation_last_failure(session_id=state.run.session_id), figure, state.figures.budget,
+                 now=time.time()):
+        return  # CTX-44: the last one failed; wait for growth or time, like an inline failure
+    projected = pipeline.context.projected()
+    snapshot = {"system": system, "tools": schemas, "messages": projected.messages,
+                "sources": list(projected.sources or [None] * len(projected.messages))}
+    asked = preparation_request(run=state.run, instance=instance, snapshot=snapshot, tokens=figure,
+                                policy=pipeline.policy.to_dict(), estimator_id=state.figures.estimator_id)
+    if asked is not None:
+        event_emit(run_id=state.run.pk, type="compaction_preparing", data={"tokens": figure})
+
+
+def prepare_at_end(state: RunState) -> None:
+    """CTX-45: a run that ends past the prepare point has a summary prepared while the
+    session is idle, for the next question to commit. Never fails the run."""
+    main = state.main
+    pipeline = state.pipelines.get(main.pk) if main is not None else None
+    if main is None or pipeline is None or pipeline.policy is None or not pipeline.context.loaded:
+        return
+    try:
+        system, schemas = system_message(state, 0), [tool.schema() for tool in state.tools_at(0)]
+        figure, past = pipeline.measure(system, schemas)
+        if past:
+            prepare_maybe(state, main, pipeline, system, schemas, figure=figure)
+    except Exception:
+        logger.exception("run %s: a summary could not be asked for at its end", state.run.pk)
 
 
 def _task_anchor(instance: Instance) -> dict[str, Any] | None:
@@ -78,48 +172,71 @@ def _runtime_state(run: Run, instance: Instance) -> RuntimeState:
         queued_supplements=tuple(item["content"] for item in frame.get("supplements") or []))
 
 
+def compaction_request(state: RunState, instance: Instance, *, system: dict[str, Any], messages: list[dict[str, Any]],
+                       sources: list[Source], tools: list[dict[str, Any]], policy: ContextPolicy, trigger: str,
+                       max_calls: int, headroom: int = 0) -> CompactionRequest:
+    """What the engine needs to compact ``messages``, inline or in the background: the
+    run's figures, the task anchor and runtime state from the records (CTX-31, CTX-36), and
+    whether the provider's prompt cache can carry the summary request (CTX-46)."""
+    figures = state.figures
+    return CompactionRequest(
+        system=system, messages=messages, sources=sources, task_anchor=_task_anchor(instance),
+        runtime_state=_runtime_state(state.run, instance), budget=figures.budget, policy=policy,
+        estimator=figures.calibrated_estimator(), tools=tools, trigger=trigger, max_summary_calls=max(0, max_calls),
+        dialect=state.target.dialect, ride_cache=state.target.prompt_cache, headroom=headroom)
+
+
 def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeline, action: CompactFirst,
-                    system: dict[str, Any], schemas: list[dict[str, Any]], *,
-                    depth: int) -> list[dict[str, Any]] | None:
-    """Drive the engine with real summary calls; the compacted messages (without the
-    system message) when a checkpoint was committed, else None."""
+                    system: dict[str, Any], schemas: list[dict[str, Any]], *, depth: int,
+                    prepared: PreparedCompaction | None = None) -> list[dict[str, Any]] | None:
+    """Commit the ``prepared`` summary when it still fits the view (CTX-45), else drive
+    the engine with real summary calls; the compacted messages (without the system
+    message) when a checkpoint was committed, else None."""
     started = time.monotonic()
     trigger, tokens, projected = action.trigger, action.tokens, action.projected
     policy = pipeline.policy or ContextPolicy()
     event_emit(run_id=state.run.pk, type="compaction_started", data={"trigger": trigger, "tokens": tokens})
     remaining = state.limits["max_model_calls"] - state.counters.get("model_calls", 0) - 1
-    figures = state.figures
-    calibration = figures.calibration
-    request = CompactionRequest(
-        system=system, messages=projected.messages,
-        sources=list(projected.sources or [None] * len(projected.messages)),
-        task_anchor=_task_anchor(instance), runtime_state=_runtime_state(state.run, instance),
-        budget=figures.budget,
-        policy=policy, estimator=figures.calibrated_estimator(), tools=schemas, trigger=trigger,
-        max_summary_calls=max(0, min(policy.max_compaction_calls, remaining)),
-        dialect=state.target.dialect,
-    )
+    calibration = state.figures.calibration
+    request = compaction_request(
+        state, instance, system=system, messages=projected.messages,
+        sources=list(projected.sources or [None] * len(projected.messages)), tools=schemas, policy=policy,
+        trigger=trigger, max_calls=min(policy.max_compaction_calls, remaining))
+    result: CompactionResult | None = None
+    note: dict[str, Any] = {"prepared": False, "prepared_age_ms": None}
+    if prepared is not None:
+        result = commit_prepared(request, PreparedSummary(
+            summary=prepared.summary, prefix=prepared.prefix or 0, digest=prepared.digest, policy=prepared.policy,
+            estimator_id=prepared.estimator_id, metrics=prepared.metrics))
+        if result.outcome == "compacted":
+            note = {"prepared": True, "prepared_age_ms": int(max(0.0, time.time() - prepared.ready_at.timestamp())
+                                                               * 1000) if prepared.ready_at else None}
+            state.bump("model_calls", int(result.metrics.get("summary_calls") or 0))  # CTX-35: the run paid them
+        else:  # no longer fits: discarded whole, and the summary is made now (the inline path)
+            preparations_end(prepared=prepared, status=PreparedCompaction.Status.DISCARDED, reason=result.reason)
+            note["prepared_discarded"] = result.reason
+            result = None
 
     def summarize(call: SummaryCall) -> SummaryReply:
-        reply = _summary_call(state, instance, call)
+        reply = summary_call(state, instance, call)
         event_emit(run_id=state.run.pk, type="compaction_progress",
                    data={"segment": call.segment, "of": call.planned_segments, "attempt": call.attempt,
                          "ok": bool(reply.text)})
         return reply
 
-    result = drive(compact(request), summarize)
+    if result is None:
+        result = drive(compact(request), summarize)
     # CTX-41: the engine's figures (tokens before and after, each under one name per
-    # meaning), the duration, and the calibration they were made with (summary calls
-    # may have taught a new ratio since).
-    metrics = {**result.metrics, "duration_ms": int((time.monotonic() - started) * 1000), "trigger": trigger,
+    # meaning), the duration -- what the person waited for (CTX-45's stall) -- and the
+    # calibration they were made with (summary calls may have taught a new ratio since).
+    waited = int((time.monotonic() - started) * 1000)
+    metrics = {**result.metrics, **note, "duration_ms": waited, "stall_ms": waited, "trigger": trigger,
                "calibration_ratio": calibration.ratio, "calibration_samples": calibration.samples}
     if result.outcome == "compacted":
         covered = max(action.start.watermark, pipeline.context.last_seq)
-        committed = checkpoint_commit(
-            run=state.run, instance=instance, messages=result.messages, covered_seq=covered,
-            estimator_id=figures.estimator_id, metrics=metrics,
-            records=[NewRecord("compaction_summary", {"summary": result.summary, "metrics": metrics},
-                               f"compaction-{covered}-{trigger}")])
+        committed = _checkpoint(state, instance, result, covered, metrics, prepared if note["prepared"] else None)
+        if committed is None:  # taken from under us (a resume discarded it): compact the ordinary way
+            return _run_compaction(state, instance, pipeline, action, system, schemas, depth=depth)
         _requests_taken(state, instance, compaction_failure=None, compact_requested=None)
         if instance.parent_id is None:  # before ``compacted``: whoever waits for that reads the new size
             event_emit(run_id=state.run.pk, type="context_measured",
@@ -127,8 +244,8 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
         event_emit(run_id=state.run.pk, type="compacted", data={
             "trigger": trigger, **{name: metrics.get(name) for name in TOKEN_FIGURES},
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
-            "revision": committed.snapshot.revision})
-        return list(result.messages)
+            "revision": committed.snapshot.revision, "prepared": metrics["prepared"], "stall_ms": waited})
+        return list(result.messages or [])
     if result.outcome == "skipped":
         _requests_taken(state, instance, compact_requested=None)
         event_emit(run_id=state.run.pk, type="compaction_skipped", data={"reason": result.reason, "metrics": metrics})
@@ -139,6 +256,22 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
     return None
 
 
+def _checkpoint(state: RunState, instance: Instance, result: CompactionResult, covered: int, metrics: dict[str, Any],
+                prepared: PreparedCompaction | None) -> Any:
+    """Save the checkpoint (RUN-10); a prepared summary is marked used in the same
+    transaction, so it is used exactly when its checkpoint commits. None when it was not
+    ready any more (nothing was written)."""
+    trigger = metrics["trigger"]
+    with transaction.atomic():
+        if prepared is not None and not preparation_take(prepared=prepared):
+            return None
+        return checkpoint_commit(
+            run=state.run, instance=instance, messages=list(result.messages or []), covered_seq=covered,
+            estimator_id=state.figures.estimator_id, metrics=metrics,
+            records=[NewRecord("compaction_summary", {"summary": result.summary, "metrics": metrics},
+                               f"compaction-{covered}-{trigger}")])
+
+
 def _requests_taken(state: RunState, instance: Instance, **frame: Any) -> None:
     """Write the frame's compaction state, and clear a manual request the run took."""
     frame_update(instance=instance, **frame)
@@ -146,16 +279,19 @@ def _requests_taken(state: RunState, instance: Instance, **frame: Any) -> None:
         compaction_request_taken(run=state.run)
 
 
-def _summary_call(state: RunState, instance: Instance, call: SummaryCall) -> SummaryReply:
+def summary_call(state: RunState, instance: Instance, call: SummaryCall) -> SummaryReply:
     """One summarizer request: the hard limit first (CTX-39), then the provider, with the
-    output limit the engine gave it (what the compacted view can hold of a summary, CTX-34)."""
+    output limit the engine gave it (what the compacted view can hold of a summary, CTX-34).
+    A request of the cached form (CTX-46) is built as the action request is -- same
+    tools, same thinking blocks -- so its prefix is the action request's, byte for byte."""
     figures = state.figures
-    estimate = figures.estimates.request(call.messages)
+    estimate = figures.estimates.request(call.messages, call.tools)
     if not figures.fits(estimate):
         return SummaryReply(text=None, error_code="context_overflow", deterministic=True)
     # The engine sized the request for the run's output reserve, and the reply for its room.
-    body = build_body(state.target.shape, call.messages,
-                      max_output_tokens=call.max_output_tokens or figures.budget.max_output_tokens)
+    body = build_body(state.target.shape, call.messages, tools=call.tools,
+                      max_output_tokens=call.max_output_tokens or figures.budget.max_output_tokens,
+                      keep_thinking=call.cached and state.thinking_continues)
     try:
         end = collected_call(state, instance, purpose=ModelCall.Purpose.COMPACTION, body=body,
                              estimator_id=figures.estimator_id, estimate=estimate, counts_as_model_call=True)

@@ -83,6 +83,7 @@ def _drive(state: RunState) -> None:
             answer = instance_loop(state, main, 0)
             if run.version.verify_before_complete:
                 run_verify(state, main, answer)
+            compaction.prepare_at_end(state)  # CTX-45: the idle session's next summary, made meanwhile
             try:
                 _finish(state, Run.Status.COMPLETED)
                 break

@@ -20,12 +20,13 @@ def context_measured(state: RunState, *, tokens: int, measured_by: str) -> dict[
     data: dict[str, Any] = {
         "tokens": tokens, "measured_by": measured_by,
         "context_window": budget.context_window, "effective_input_tokens": budget.effective_input,
-        "trigger_tokens": None, "target_tokens": None,
+        "trigger_tokens": None, "target_tokens": None, "prepare_tokens": None,
     }
     policy = state.policy
     if policy is not None:  # without one the legacy character threshold applies (CTX-40)
         data["trigger_tokens"] = budget.trigger_tokens(policy)
         data["target_tokens"] = budget.target_tokens(policy)
+        data["prepare_tokens"] = int(budget.prepare_threshold(policy))  # CTX-45: a summary is made from here
     return data
 
 

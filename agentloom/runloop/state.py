@@ -86,6 +86,9 @@ class RunState:
     steps: dict[int, int] = field(default_factory=dict)  # assistant records per instance
     main: Instance | None = None  # the main instance, once the run is driven
     unsaved_samples: list[float] = field(default_factory=list)
+    # CTX-45: the starting points of views a background summary was asked for (or not,
+    # when one was under way or ready): asked once per view, not at every step.
+    preparations_asked: set[tuple[Any, ...]] = field(default_factory=set)
 
     @property
     def figures(self) -> RunFigures:

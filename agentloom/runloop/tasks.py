@@ -34,6 +34,21 @@ def dispatch_compaction(run_id: int) -> None:
     compaction_manual_task.delay(run_id)
 
 
+@shared_task(name="agentloom.compaction_prepare", acks_late=True, ignore_result=True)
+def compaction_prepare_task(prepared_id: int) -> None:
+    from agentloom.runloop.preparation import compaction_prepare
+
+    compaction_prepare(prepared_id=prepared_id)
+
+
+def dispatch_preparation(prepared_id: int) -> None:
+    """Queue a summary to prepare in the background (CTX-45)."""
+    from agentloom.celery import prepare_broker_folders
+
+    prepare_broker_folders()
+    compaction_prepare_task.delay(prepared_id)
+
+
 @shared_task(name="agentloom.call_logs_prune", ignore_result=True)
 def call_logs_prune_task() -> None:
     from sessions.services.retention import call_logs_prune

@@ -188,5 +188,5 @@ def _event(data: str) -> dict[str, Any]:
 ANTHROPIC = ProviderSpec(
     name="anthropic", label=LABEL, list_models=list_anthropic, default_base_url=ANTHROPIC_BASE_URL,
     output_limit_field="max_tokens", stream_usage_option=False, chat_factory=AnthropicChatClient,
-    dialect="anthropic", api_path=API_PATH,
+    dialect="anthropic", api_path=API_PATH, prompt_cache=True,
 )

@@ -145,6 +145,9 @@ class ProviderSpec:
     (Anthropic's ``/v1``): a base URL typed the SDK's way lacks it, and
     :meth:`base_url_form` adds it, so discovery, the stored connection and chat all use
     the one form the API answers at.
+    ``prompt_cache``: the provider reads a repeated prompt prefix from its cache
+    (Anthropic's ``cache_control``, OpenAI's and DeepSeek's automatic prefix caching), so
+    a summary is asked for as the action request itself plus an instruction (CTX-46).
     Nothing outside this package compares a provider's name: it reads these fields.
     """
 
@@ -160,6 +163,7 @@ class ProviderSpec:
     offline: bool = False
     chat_factory: ChatFactory | None = None
     api_path: str = ""
+    prompt_cache: bool = False
 
     def base_url_form(self, base_url: str) -> str:
         """``base_url`` as this provider's API is called at: without trailing slashes, and

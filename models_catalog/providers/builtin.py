@@ -71,11 +71,11 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
     ProviderSpec(
         name="openai", label="OpenAI", list_models=list_openai_style,
         default_base_url="https://api.openai.com/v1", output_limit_field="max_completion_tokens",
-        exact_tokenizer=True,
+        exact_tokenizer=True, prompt_cache=True,
     ),
     ProviderSpec(
         name="deepseek", label="DeepSeek", list_models=list_openai_style,
-        default_base_url="https://api.deepseek.com", dialect="deepseek",
+        default_base_url="https://api.deepseek.com", dialect="deepseek", prompt_cache=True,
     ),
     ProviderSpec(
         name="openai_compatible", label="The OpenAI-compatible server", list_models=list_openai_compatible,

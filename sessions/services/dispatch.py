@@ -7,14 +7,17 @@ Queueing itself (after commit, failing the run when the broker refuses) is
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from django.db import transaction
 
 Dispatcher = Callable[[int], None]
+logger = logging.getLogger("agentloom.dispatch")
 
 _dispatcher: Dispatcher | None = None
 _compaction_dispatcher: Dispatcher | None = None
+_preparation_dispatcher: Dispatcher | None = None
 
 
 def dispatcher_set(dispatcher: Dispatcher | None) -> None:
@@ -37,3 +40,23 @@ def compaction_dispatch_on_commit(run_id: int) -> None:
     dispatcher = _compaction_dispatcher
     if dispatcher is not None:
         transaction.on_commit(lambda: dispatcher(run_id))
+
+
+def preparation_dispatcher_set(dispatcher: Dispatcher | None) -> None:
+    global _preparation_dispatcher
+    _preparation_dispatcher = dispatcher
+
+
+def preparation_dispatch_on_commit(prepared_id: int) -> None:
+    """Queue a background summary (CTX-45) once the transaction commits. A broker that
+    refuses it loses nothing: the trigger compacts inline and the lease ends the row."""
+    dispatcher = _preparation_dispatcher
+    if dispatcher is not None:
+        transaction.on_commit(lambda: _dispatch_quietly(dispatcher, prepared_id))
+
+
+def _dispatch_quietly(dispatcher: Dispatcher, prepared_id: int) -> None:
+    try:
+        dispatcher(prepared_id)
+    except Exception:
+        logger.exception("a prepared summary (%s) could not be queued; the trigger will compact inline", prepared_id)

@@ -25,6 +25,8 @@ EVENT_TYPES = frozenset({
     "plan_updated",  # the agent's plan changed (update_plan); the chat shows it beside the run
     "context_measured",  # how full the main context is after a step: the chat's meter
     "tool_progress",  # a server tool's progress notification (TOOL-4), shown on its step
+    # CTX-45: a summary is being prepared in the background / is ready for the trigger.
+    "compaction_preparing", "compaction_prepared",
 })
 
 

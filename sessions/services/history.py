@@ -28,6 +28,7 @@ from sessions.selectors import (
     visible_records_query,
 )
 from sessions.services.frames import frame_locked, frame_update
+from sessions.services.prepared import preparations_discard
 from sessions.services.records import NewRecord, record_append, records_append
 from sessions.services.runs import run_create, run_dispatch_on_commit
 
@@ -277,6 +278,8 @@ def checkpoint_commit(*, run: Run, instance: Instance, messages: list[dict[str, 
             baseline_user_turns=locked.user_turns, baseline_model_steps=locked.model_steps,
             estimator_id=estimator_id, metrics=dict(metrics or {}),
         )
+        # CTX-45: every summary prepared of the view before this checkpoint is stale now.
+        preparations_discard(session_id=run.session_id, reason="view_changed")
         run.session.refresh_from_db(fields=["last_seq"])
         view = None
         if view_allowed(run=run, instance=locked, covered_seq=covered_seq):

@@ -17,6 +17,7 @@ from sessions.run_errors import NOT_A_MEMBER, QUEUE_UNAVAILABLE, RunError
 from sessions.selectors import session_creator_is_member
 from sessions.services import dispatch
 from sessions.services.events import event_emit
+from sessions.services.prepared import preparations_discard
 from sessions.services.records import record_append
 
 logger = logging.getLogger("agentloom.dispatch")
@@ -218,5 +219,8 @@ def run_resume(*, run: Run) -> Run:
         raise ActiveRunConflict("Another run of this session is in progress.") from None
     if not moved:
         raise Conflict("The run changed state; reload and try again.", code="state_changed")
+    # CTX-45: a resume re-reads its records after an interruption; a summary prepared of
+    # the view before it is not trusted for the view after it.
+    preparations_discard(session_id=run.session_id, reason="resumed")
     run_dispatch_on_commit(run.pk)
     return run

@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from context.compaction import SUMMARIZER_SYSTEM
 from sessions.models import AccessAudit
 from tests.admin_console.conftest import compaction
+from tests.fakes.summaries import is_summary
 
 pytestmark = pytest.mark.django_db
 
@@ -102,7 +102,7 @@ def test_a_real_compaction_made_by_the_loop_shows_the_figures_it_stored(console,
     from tests.fakes.fake_provider import chat_stream
 
     def handler(request):
-        if request.json["messages"][0]["content"] == SUMMARIZER_SYSTEM:
+        if is_summary(request.json["messages"]):
             sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])
         return chat_stream(["A long answer about the figures. " * 30])

@@ -16,12 +16,12 @@ from django.test.utils import CaptureQueriesContext
 
 from agentloom.runloop.loop import run_execute
 from agentloom.runloop.verification import VERIFY_SYSTEM
-from context.compaction import SUMMARIZER_SYSTEM
 from context.usage import TokenPrices, UsageFigures, usage_cost, usage_figures
 from models_catalog.models import ModelPrice
 from sessions.models import AccessAudit, ModelCall, Run, Session
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, error
+from tests.fakes.summaries import is_summary
 from tests.runloop.test_compaction import SMALL, VERY_LONG, scripted_summary
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,7 +47,7 @@ class Provider:
     def __call__(self, request):
         messages = request.json["messages"]
         system = messages[0].get("content") or ""
-        if system == SUMMARIZER_SYSTEM:
+        if is_summary(messages):
             return chat_stream([scripted_summary(request)], usage=self.usage(request, 90))
         if system.startswith(VERIFY_SYSTEM[:30]):
             return chat_stream(["VERIFIED\nThe answer follows from the question."], usage=self.usage(request, 7))

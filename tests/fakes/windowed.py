@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from context.compaction import SUMMARIZER_SYSTEM
 from tests.fakes.responses import JSONResponse, RawResponse, RecordedRequest, ResponseSpec, chat_completion, chat_stream
+from tests.fakes.summaries import is_summary as is_summary_messages
 
 LONG_ANSWER = ("Here is a thorough answer with every detail you asked for, written out at length so that "
                "the conversation grows the way real long answers make it grow. ") * 12
@@ -33,8 +33,7 @@ def provider_count(body: dict[str, Any]) -> int:
 
 
 def is_summary(body: dict[str, Any]) -> bool:
-    messages = body.get("messages") or []
-    return bool(messages) and messages[0].get("content") == SUMMARIZER_SYSTEM
+    return is_summary_messages(body.get("messages") or [])
 
 
 def summary_text(body: dict[str, Any]) -> str:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from context.compaction import SUMMARIZER_SYSTEM
 from sessions.models import CompactionSnapshot, SessionMessage, SessionView
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream
+from tests.fakes.summaries import is_summary
 from tests.faults.support import assert_appended, ledger
 from tests.faults.test_sigkill import Provider, _kill_and_resume
 
@@ -26,7 +26,7 @@ class CompactingProvider(Provider):
         self.summaries = 0
 
     def __call__(self, request):
-        if request.json["messages"][0]["content"] == SUMMARIZER_SYSTEM:
+        if is_summary(request.json["messages"]):
             self.summaries += 1
             return chat_stream([SUMMARY], delay=0.05)
         return super().__call__(request)

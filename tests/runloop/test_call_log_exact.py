@@ -16,13 +16,13 @@ import pytest
 
 from agentloom.agents.tool_registry import Tool, register, registry
 from agentloom.runloop.loop import run_execute
-from context.compaction import SUMMARIZER_SYSTEM
 from models_catalog.providers.chat_http import body_bytes
 from sessions.models import CompactionSnapshot, ModelCall, Run, SentBlob
 from sessions.selectors import model_call_body
 from sessions.services.history import question_ask
 from tests.conftest import SHARED
 from tests.fakes.fake_provider import chat_stream
+from tests.fakes.summaries import is_summary
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")
@@ -58,7 +58,7 @@ def test_every_call_of_a_long_run_rebuilds_byte_for_byte_and_the_log_stores_only
 
     def handler(request):
         messages = request.json["messages"]
-        if messages[0]["content"] == SUMMARIZER_SYSTEM:
+        if is_summary(messages):
             sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])
         tools_since_question = 0

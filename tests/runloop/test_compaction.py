@@ -7,10 +7,10 @@ import re
 import pytest
 
 from agentloom.runloop.loop import run_execute
-from context.compaction import SUMMARIZER_SYSTEM
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent, SessionMessage, SessionView
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream
+from tests.fakes.summaries import is_summary, summary_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).
@@ -23,12 +23,12 @@ VERY_LONG = LONG * 4
 
 
 def is_summary_request(request) -> bool:
-    return request.json["messages"][0]["content"] == SUMMARIZER_SYSTEM
+    return is_summary(request.json["messages"])
 
 
 def scripted_summary(request) -> str:
     """A summarizer that fills section 6 with every user message it was shown."""
-    prompt = request.json["messages"][-1]["content"]
+    prompt = summary_input(request.json["messages"])
     asked = re.findall(r"Question (\d+)", prompt)
     sections = [f"{n}. Section {n}: noted." for n in range(1, 10)]
     sections[5] = "6. All user messages: " + ", ".join(f"Question {q}" for q in dict.fromkeys(asked))

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from agentloom.runloop.loop import run_execute
-from context.compaction import SECTION_TITLES, SUMMARIZER_SYSTEM
+from context.compaction import SECTION_TITLES
 from context.estimators import tiktoken_estimator
 from context.records import INTERRUPTED_SUFFIX
 from sessions.models import CompactionSnapshot, Run, SessionMessage
@@ -21,6 +21,7 @@ from sessions.selectors import main_instance
 from sessions.services.history import question_ask, step_save_assistant
 from sessions.services.runs import run_finish, run_resume
 from tests.fakes.fake_provider import chat_stream
+from tests.fakes.summaries import is_summary, summary_input
 from tests.runloop.driving import ask_and_run as ask
 from tests.sessions.helpers import claim
 
@@ -52,7 +53,7 @@ def stopped_at(text: str, limit: int) -> tuple[str, bool]:
 
 
 def is_summary_request(request) -> bool:
-    return request.json["messages"][0]["content"] == SUMMARIZER_SYSTEM
+    return is_summary(request.json["messages"])
 
 
 def output_limit(request) -> int:
@@ -71,7 +72,7 @@ class SmallModel:
             topic = next((t for t in TOPICS if t in str(question)), "that")
             return chat_stream([f"Here is an account of {topic}. " + f"{topic.capitalize()} matters for many "
                                 "reasons, and scholars have studied it for a long time. " * 9])
-        prompt = request.json["messages"][-1]["content"]
+        prompt = summary_input(request.json["messages"])
         asked = list(dict.fromkeys(re.findall(r"Question \d+: tell me about [^.\n]+", prompt)))
         body = []
         for number, title in enumerate(SECTION_TITLES, start=1):

@@ -11,12 +11,13 @@ import json
 import pytest
 
 from agentloom.runloop.compaction import compaction_manual
-from context.compaction import RUNTIME_STATE_HEADER, SUMMARIZER_SYSTEM
+from context.compaction import RUNTIME_STATE_HEADER
 from sessions.frames import frame_initial, plan_text
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent
 from sessions.selectors import main_instance
 from sessions.services.history import compaction_request, question_ask
 from tests.fakes.fake_provider import chat_stream
+from tests.fakes.summaries import is_summary
 from tests.runloop.driving import ask_and_run as _ask
 from tests.sessions.helpers import interrupted_after_calls
 
@@ -63,7 +64,7 @@ def test_ctx36_the_plan_comes_through_a_compaction_verbatim_from_the_frame_not_t
     long = "Here are the figures for every region in detail. " * 20
 
     def handler(request):
-        if request.json["messages"][0]["content"] == SUMMARIZER_SYSTEM:
+        if is_summary(request.json["messages"]):
             sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])  # says nothing of the plan
         if request.json["messages"][-1]["role"] == "user":  # a new question: plan first
@@ -88,7 +89,7 @@ def _block(view: list[dict]) -> str:
 
 
 def _summaries_and_long_answers(request):
-    if request.json["messages"][0]["content"] == SUMMARIZER_SYSTEM:
+    if is_summary(request.json["messages"]):
         sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
         return chat_stream([f"<summary>\n{sections}\n</summary>"])  # says nothing of calls or plans
     return chat_stream(["Here are the figures for every region in detail. " * 20])
@@ -131,7 +132,7 @@ def test_ctx36_after_an_interruption_the_call_in_flight_is_listed_once_in_one_st
 def test_loop4_a_later_question_starts_with_the_sessions_plan_and_its_compactions_carry_it(fake_session, strict):
     def handler(request):
         messages = request.json["messages"]
-        if messages[0]["content"] == SUMMARIZER_SYSTEM:
+        if is_summary(messages):
             return _summaries_and_long_answers(request)
         if "make a plan" in str(messages[-1]["content"]):
             return chat_stream(tool_calls=[_plan_call()])
