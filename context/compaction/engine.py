@@ -66,7 +66,7 @@ from .prompt import (
 )
 from .sections import SECTION_TITLES
 from .state import runtime_state_block, runtime_state_room
-from .summarize import Sizing, Units, summarize, transcript_form
+from .summarize import PromptFor, Sizing, Units, summarize, transcript_form
 from .types import (
     COUNT_TRIGGERS,
     TRIGGERS,
@@ -259,20 +259,21 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     finished = _Finish(r, anchor, state_message, retained, retained_sources, tokens_before, threshold, target)
 
     # CTX-46: the action request itself, then the instruction -- its prefix is read from
-    # the provider's cache -- whenever that request fits the window.
-    def cached_form(bound: int, too_long: int | None = None) -> list[dict[str, Any]]:
-        return [r.system, *messages, cached_summary_instruction(kept=len(retained), max_chars=bound,
-                                                                too_long=too_long)]
-
-    if r.ride_cache and estimator.request(cached_form(max_chars, 10 * max_chars), r.tools) <= effective:
-        metrics["summary_form"], metrics["planned_segments"] = "cached", 1
-        consumed = merge_sources([source for g in prefix for source in r.sources[g.start:g.stop]])
-        reason, written = yield from summarize(r, sizing, cached_form, consumed=consumed,
-                                                messages_count=metrics["summarized_messages"], index=0, parts=1,
-                                                metrics=metrics, tools=list(r.tools))
-        if reason is not None:
-            return finish("failed", reason)
-        return finished.result(written, metrics)
+    # the provider's cache -- whenever that request fits the window; else the part of it
+    # being summarized (an earlier request ended close to where it ends: still cached).
+    if r.ride_cache:
+        for form_name, upto, kept in (("cached", len(messages), len(retained)), ("cached_prefix", start, 0)):
+            form = _cached_form(r.system, messages[:upto], kept)
+            if estimator.request(form(max_chars, 10 * max_chars), r.tools) > effective:
+                continue
+            metrics["summary_form"], metrics["planned_segments"] = form_name, 1
+            consumed = merge_sources([source for g in prefix for source in r.sources[g.start:g.stop]])
+            reason, written = yield from summarize(r, sizing, form, consumed=consumed,
+                                                    messages_count=metrics["summarized_messages"], index=0,
+                                                    parts=1, metrics=metrics, tools=list(r.tools))
+            if reason is not None:
+                return finish("failed", reason)
+            return finished.result(written, metrics)
     metrics["summary_form"] = "transcript"
 
     # Segments: each call carries the prompt, the summary so far and its part of the input.
@@ -326,6 +327,15 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
 
     assert summary is not None
     return finished.result(summary, metrics)
+
+
+def _cached_form(system: dict[str, Any], messages: Sequence[dict[str, Any]], kept: int) -> PromptFor:
+    """A summary request of the cached form (CTX-46): the system message and ``messages``
+    as the action request carries them, then the instruction (``kept``: how many of the
+    newest messages stay verbatim after the summary)."""
+    def form(max_chars: int, too_long: int | None = None) -> list[dict[str, Any]]:
+        return [system, *messages, cached_summary_instruction(kept=kept, max_chars=max_chars, too_long=too_long)]
+    return form
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from context.compaction import (
 )
 from context.compaction.planner import split_groups
 from context.compaction.prompt import CACHED_SUMMARY_HEADER
-from tests.context.test_ctx_compaction import SYSTEM, drive_recording, nine, request, rounds, scripted, section
+from tests.context.test_ctx_compaction import LOG, SYSTEM, drive_recording, nine, request, rounds, scripted, section
 from tests.context.test_ctx_compaction import valid_everywhere as valid_in_every_dialect
 
 SCHEMA = {"type": "object", "properties": {"svc": {"type": "integer"}}}
@@ -188,9 +188,22 @@ def test_ctx46_the_summary_request_is_the_action_request_followed_by_the_instruc
     assert valid_in_every_dialect(result.messages)
 
 
-def test_ctx46_a_view_too_large_for_the_cached_form_is_summarized_from_its_transcript() -> None:
-    # Close to the hard limit: the action request plus the instruction would not fit.
+def test_ctx46_a_view_too_large_for_the_cached_form_sends_the_part_it_summarizes_as_the_action_request_did() -> None:
+    # Close to the hard limit: the whole action request plus the instruction would not fit;
+    # the part being summarized, as it was sent, plus the instruction does.
     messages = rounds(8)
+    result, calls = drive_recording(compact(replace(request(messages, tools=TOOLS), ride_cache=True)),
+                                    cached_summarizer)
+    assert (result.outcome, result.metrics["summary_form"]) == ("compacted", "cached_prefix")
+    [call] = calls
+    summarized = len(messages) - result.metrics["retained_messages"]
+    assert call.messages[:-1] == [SYSTEM, *messages[:summarized]] and call.tools == TOOLS
+    assert "Write a handoff summary of everything above for" in call.messages[-1]["content"]
+    assert section(result.summary, 6) == [m["content"][:60] for m in messages[:summarized] if m["role"] == "user"]
+
+
+def test_ctx46_a_part_too_large_for_either_cached_form_is_summarized_from_its_transcript() -> None:
+    messages = [*rounds(1, log=LOG * 11), *rounds(2, start=2)]  # one old result of 12,000 characters
     result, calls = drive_recording(compact(replace(request(messages, tools=TOOLS), ride_cache=True)), scripted)
     assert (result.outcome, result.metrics["summary_form"]) == ("compacted", "transcript")
     assert calls and all(c.tools is None for c in calls)

@@ -37,7 +37,8 @@ class SlowSummaries:
     """Answers questions at once and summaries after ``SUMMARY_SECONDS``; a summary may
     also wait for ``gate`` (a test opens it when it has done what happens meanwhile)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, empty: bool = False) -> None:
+        self.empty = empty  # a summarizer that answers nothing (CTX-35: a failed summary)
         self.gate = threading.Event()
         self.gate.set()
         self.summaries_started = threading.Event()
@@ -51,6 +52,8 @@ class SlowSummaries:
             self.summary_requests += 1
             self.summaries_started.set()
             self.gate.wait(timeout=120)
+            if self.empty:
+                return chat_stream([])
             time.sleep(SUMMARY_SECONDS)  # the provider's own latency for a long summary
             asked = [part.split(".")[0] for part in summary_input(messages).split(ASKED + " ")[1:]]
             sections = [f"{n}. Section {n}: noted." for n in range(1, 10)]
@@ -129,7 +132,7 @@ def test_ctx45_a_compacting_run_commits_the_summary_made_while_the_person_read(f
     calls = ModelCall.objects.filter(run__session=session, purpose=ModelCall.Purpose.COMPACTION)
     assert calls.count() == metrics["summary_calls"] and all(c.finished_at < run.started_at for c in calls)
     if dialect == "anthropic":  # CTX-46: the summary request is the action request plus the instruction
-        assert metrics["summary_form"] == "cached"
+        assert metrics["summary_form"].startswith("cached")
         usage = [c.usage for c in calls]
         read = sum(u["cache_read_input_tokens"] for u in usage)
         total = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in usage)
@@ -259,3 +262,34 @@ def test_ctx45_a_summary_prepared_under_another_policy_is_discarded_and_the_view
     [snapshot] = compactions(session)
     assert snapshot.metrics["prepared"] is False and snapshot.metrics["prepared_discarded"] == "policy_changed"
     assert strict.rejections == []  # CTX-10: every request after it was valid
+    if dialect == "anthropic":  # CTX-46 inline too: the summary request reads the last request's prefix
+        calls = ModelCall.objects.filter(run__session=session, purpose=ModelCall.Purpose.COMPACTION,
+                                         created_at__gt=prepared.ended_at)
+        usage = [c.usage for c in calls]
+        read = sum(u["cache_read_input_tokens"] for u in usage)
+        total = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in usage)
+        assert snapshot.metrics["summary_form"].startswith("cached") and read / total >= 0.8, usage
+
+
+def test_ctx45_a_failed_preparation_holds_the_next_one_back_like_a_failed_compaction(fake_session, strict,
+                                                                                     preparations):
+    provider = SlowSummaries(empty=True)
+    strict.handler = provider
+    session = fake_session(**SMALL)
+    number = 1
+    while not PreparedCompaction.objects.filter(session=session).exists():
+        ask(session, f"{ASKED} {number}. {LONG}")
+        number += 1
+        assert number < 14
+    preparations.wait()
+    failed = PreparedCompaction.objects.get(session=session)
+    assert (failed.status, failed.reason) == ("failed", "summary_failed")
+    assert failed.metrics["summary_calls"] == 3 and provider.summary_requests == 3  # CTX-35's three attempts
+
+    # CTX-44: the view has not grown by a tenth since: no new preparation, no summary paid for.
+    ask(session, "A short one.")
+    preparations.wait()
+    assert PreparedCompaction.objects.filter(session=session).count() == 1
+    assert provider.summary_requests == 3
+    assert not CompactionSnapshot.objects.filter(instance__run__session=session).exists()
+    assert strict.rejections == []
