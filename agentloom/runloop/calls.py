@@ -9,6 +9,7 @@ the context inspector before it is sent and closed with its outcome and usage.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,14 +174,18 @@ def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], 
 
 def collected_call(state: RunState, instance: Instance, *, purpose: str, body: dict[str, Any], estimator_id: str,
                    estimate: int, counts_as_model_call: bool, max_attempts: int = 1,
-                   max_delay: float = 5.0) -> StreamEnd:
+                   max_delay: float = 5.0, extends_action: bool = False) -> StreamEnd:
     """A summary or verification call: logged, sent, read to the end (no events).
+    ``extends_action``: the body is the action request's plus more (CTX-46's cached form),
+    so its log is a delta of the last action call's, and the action chain stays as it was.
 
     Raises the ``ProviderError`` of the last attempt after closing the log with its code.
     """
+    chain = (copy.copy(state.call_chain(instance, ModelCall.Purpose.ACTION)) if extends_action
+             else state.call_chain(instance, purpose))
     log = model_call_open(run=state.run, instance=instance, purpose=purpose, provider=state.target.provider,
                           model=state.target.model, estimator_id=estimator_id, estimated_tokens=estimate,
-                          body=body, chain=state.call_chain(instance, purpose))
+                          body=body, chain=chain)
     if counts_as_model_call:
         state.bump("model_calls")
 

@@ -294,7 +294,8 @@ def summary_call(state: RunState, instance: Instance, call: SummaryCall) -> Summ
                       keep_thinking=call.cached and state.thinking_continues)
     try:
         end = collected_call(state, instance, purpose=ModelCall.Purpose.COMPACTION, body=body,
-                             estimator_id=figures.estimator_id, estimate=estimate, counts_as_model_call=True)
+                             estimator_id=figures.estimator_id, estimate=estimate, counts_as_model_call=True,
+                             extends_action=call.cached)
     except ProviderError as exc:
         return SummaryReply(text=None, error_code=exc.code, deterministic=exc.permanent)
     return SummaryReply(text=state.redactor.text(end.text or ""), truncated=end.finish_reason == "length")
