@@ -5,6 +5,8 @@
 - ``pages``: the records, compactions, event-timeline and context-inspector pages, each
   audited when it shows decrypted content;
 - ``display`` and ``chart``: plain-Python presentation (messages, events, the SVG chart);
+- ``waits`` and ``wait_chart``: what each compaction cost the person in waiting (CTX-45);
+- ``prepared``: the summaries prepared in the background, read-only, never their text;
 - ``reads`` and ``audit``: the console's own reads and its one write.
 """
-from sessions.admin import console  # noqa: F401  (registers the ModelAdmins)
+from sessions.admin import console, prepared  # noqa: F401  (registers the ModelAdmins)

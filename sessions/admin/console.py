@@ -18,6 +18,7 @@ from agentloom.errors import DomainError
 from agentloom.readonly_admin import ReadOnlyAdminMixin
 from sessions.admin import pages, usage
 from sessions.admin.display import call_figures, compaction_figures
+from sessions.admin.waits import wait_figures
 from sessions.models import (
     AccessAudit,
     CompactionSnapshot,
@@ -225,8 +226,8 @@ class SessionMessageAdmin(ReadOnlyAdmin):
 
 @admin.register(CompactionSnapshot)
 class CompactionSnapshotAdmin(ReadOnlyAdmin):
-    list_display = ["instance", "revision", "trigger", "tokens", "target_reached", "covered_seq", "estimator_id",
-                    "created_at", "session_compactions"]
+    list_display = ["instance", "revision", "trigger", "tokens", "target_reached", "wait", "covered_seq",
+                    "estimator_id", "created_at", "session_compactions"]
     list_select_related = ["instance__run"]
     exclude = ["messages"]
 
@@ -248,6 +249,13 @@ class CompactionSnapshotAdmin(ReadOnlyAdmin):
     @admin.display(description="Target reached", boolean=True)
     def target_reached(self, obj: CompactionSnapshot) -> bool | None:
         return compaction_figures(obj.metrics).target_reached
+
+    @admin.display(description="Wait")
+    def wait(self, obj: CompactionSnapshot) -> str:
+        waits = wait_figures(obj.metrics)
+        if waits.stall_ms is None:
+            return "-"
+        return waits.stall_text if waits.prepared is None else f"{waits.stall_text}, {waits.how}"
 
     @admin.display(description="Session")
     def session_compactions(self, obj: CompactionSnapshot) -> str:

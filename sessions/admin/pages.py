@@ -50,6 +50,8 @@ from sessions.admin.reads import (
     session_snapshots,
     session_sub_instances,
 )
+from sessions.admin.wait_chart import WaitPoint, wait_chart
+from sessions.admin.waits import WaitFigures, wait_figures
 from sessions.inspector_selectors import CallPairing, model_call_pairings
 from sessions.models import CompactionSnapshot, Instance, ModelCall, Run, RunEvent, Session, SessionMessage
 from sessions.selectors import (
@@ -202,6 +204,7 @@ class CompactionRow:
     segments: tuple[SegmentLink, ...]
     summary_url: str | None
     run_url: str
+    waits: WaitFigures  # CTX-45: prepared or made while the person waited, and the wait
 
 
 def _when(moment) -> str:
@@ -217,7 +220,7 @@ def compactions_view(model_admin: ModelAdmin, request: HttpRequest, object_id: s
     session: Session = object_or_404(model_admin, request, object_id, CompactionSnapshot)
     snapshots = session_snapshots(session=session)
     summaries = compaction_summary_seqs(session=session)
-    rows, points = [], []
+    rows, points, waits = [], [], []
     for number, snapshot in enumerate(snapshots, start=1):
         label = Instance.MAIN if snapshot.instance.parent_id is None else str(snapshot.instance_id)
         figures = compaction_figures(snapshot.metrics, estimator_id=snapshot.estimator_id)
@@ -232,11 +235,13 @@ def compactions_view(model_admin: ModelAdmin, request: HttpRequest, object_id: s
             number=number, snapshot=snapshot, instance=_instance_label(snapshot.instance), figures=figures,
             segments=segments,
             summary_url=records_url(session.pk, after=summary_seq - 1, limit=1) if summary_seq else None,
-            run_url=admin_url("run_change", snapshot.instance.run_id)))
+            run_url=admin_url("run_change", snapshot.instance.run_id), waits=wait_figures(snapshot.metrics)))
         points.append(ChartPoint(label=f"#{number}", when=_when(snapshot.created_at), trigger=figures.trigger,
                                  before=figures.tokens_before_calibrated, after=figures.tokens_after_calibrated,
                                  threshold=figures.threshold, target=figures.target))
-    context = {"rows": rows, "chart": mark_safe(compaction_chart(points))}  # every text escaped by chart.py
+        waits.append(WaitPoint(label=f"#{number}", when=_when(snapshot.created_at), figures=rows[-1].waits))
+    # Every text is escaped by chart.py and wait_chart.py.
+    context = {"rows": rows, "chart": mark_safe(compaction_chart(points)), "wait_chart": mark_safe(wait_chart(waits))}
     return render_page(model_admin, request, "session/compactions.html", session, "Compactions", context)
 
 

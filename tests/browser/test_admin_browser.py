@@ -384,7 +384,7 @@ def test_an_operator_opens_a_sessions_records_timeline_inspector_and_compaction_
     expect(page.locator("ol.records")).to_contain_text("391")
     screenshot(page, "admin-records", full_page=True)
 
-    page.get_by_role("link", name="Compactions").first.click()
+    page.get_by_role("link", name="Compactions", exact=True).first.click()  # not the sidebar's "Prepared compactions"
     chart = page.locator("svg.compaction-chart")
     expect(chart).to_be_visible()
     assert chart.locator("circle.marker").count() == 4  # before and after, twice
