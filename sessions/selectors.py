@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from agentloom.errors import NotFound
 from agentloom.spaces.models import Membership
@@ -13,6 +14,7 @@ from sessions.models import (
     CompactionSnapshot,
     Instance,
     ModelCall,
+    PreparedCompaction,
     Run,
     SentBlob,
     Session,
@@ -105,6 +107,23 @@ def instance_in_session(*, session: Session, instance: str) -> bool:
     if instance == Instance.MAIN:
         return True
     return instance.isdigit() and Instance.objects.filter(pk=int(instance), run__session=session).exists()
+
+
+def prepared_summary_state(*, session: Session) -> dict[str, Any] | None:
+    """CTX-45 for the chat: whether the session has a summary ready to commit at the next
+    compaction (``{"status": "ready", "ready_at": ...}``), one being prepared
+    (``"preparing"``, ``ready_at`` None), or neither (None). Never the summary itself.
+
+    A preparation whose lease lapsed has lost its worker: it is nothing any more (the
+    services end it when they next look; this read does not write)."""
+    now = timezone.now()
+    row = (PreparedCompaction.objects.filter(session=session)
+           .filter(Q(status=PreparedCompaction.Status.READY)
+                   | Q(status=PreparedCompaction.Status.PREPARING, lease_until__gte=now))
+           .only("status", "ready_at").order_by("-id").first())
+    if row is None:
+        return None
+    return {"status": row.status, "ready_at": row.ready_at}
 
 
 def main_instance(*, run: Run) -> Instance:

@@ -1,11 +1,14 @@
 """Input validation and output shapes of the session API (SPEC §9)."""
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agentloom.api.fields import StrictCharField, id_from_text
 from sessions.models import Run, Session, SessionMessage
-from sessions.selectors import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, instance_label
+from sessions.selectors import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, instance_label, prepared_summary_state
 
 
 class SessionCreateIn(serializers.Serializer):
@@ -55,11 +58,24 @@ class SessionOut(serializers.ModelSerializer):
         fields = ["id", "agent", "agent_name", "version", "version_number", "title", "created_at", "updated_at"]
 
 
+class PreparedSummaryOut(serializers.Serializer):
+    """CTX-45: a summary ready for the next compaction, or one being prepared; never its text."""
+
+    status = serializers.ChoiceField(choices=["ready", "preparing"])
+    ready_at = serializers.DateTimeField(allow_null=True)
+
+
 class SessionDetailOut(SessionOut):
     runs = RunBriefOut(many=True, read_only=True)
+    prepared_summary = serializers.SerializerMethodField()
 
     class Meta(SessionOut.Meta):
-        fields = [*SessionOut.Meta.fields, "runs"]
+        fields = [*SessionOut.Meta.fields, "runs", "prepared_summary"]
+
+    @extend_schema_field(PreparedSummaryOut(allow_null=True))
+    def get_prepared_summary(self, session: Session) -> dict[str, Any] | None:
+        state = prepared_summary_state(session=session)
+        return PreparedSummaryOut(state).data if state is not None else None
 
 
 class RecordOut(serializers.ModelSerializer):

@@ -58,7 +58,8 @@ def budget_summary(
     provider's tokens: runs compare them with calibrated figures (CTX-25), whose ratio is
     ``calibration_ratio`` (None before the provider has counted anything).
 
-    ``trigger_tokens``/``target_tokens`` are None for a version without a policy (the
+    ``trigger_tokens``/``target_tokens`` (and ``prepare_tokens``, where a summary starts
+    being prepared in the background) are None for a version without a policy (the
     legacy character threshold applies, CTX-40) or figures that leave no input room.
     """
     summary: dict[str, Any] = {
@@ -70,6 +71,7 @@ def budget_summary(
         "effective_input_tokens": context_window - max_output_tokens - safety_margin_tokens,
         "trigger_tokens": None,
         "target_tokens": None,
+        "prepare_tokens": None,
         "legacy_policy": context_policy is None,
     }
     try:
@@ -78,6 +80,7 @@ def budget_summary(
             policy = ContextPolicy.from_dict(context_policy)
             summary["trigger_tokens"] = budget.trigger_tokens(policy)
             summary["target_tokens"] = budget.target_tokens(policy)
+            summary["prepare_tokens"] = int(budget.prepare_threshold(policy))  # CTX-45, as the run loop measures it
     except PolicyError:
         pass  # shown as None: the admin sees the figures and the missing thresholds
     return summary

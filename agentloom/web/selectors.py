@@ -104,7 +104,8 @@ def delta_events(*, run: Run, after: int, upto: int) -> list[RunEvent]:
 
 
 METER_RUNS = 5  # runs looked back for a measurement (a failed or refused run may have none)
-METER_FIELDS = ("tokens", "measured_by", "effective_input_tokens", "trigger_tokens", "target_tokens")
+METER_FIELDS = ("tokens", "measured_by", "effective_input_tokens", "trigger_tokens", "target_tokens",
+                "prepare_tokens")
 
 
 def context_meter(*, session: Session) -> dict[str, Any]:
@@ -119,7 +120,8 @@ def context_meter(*, session: Session) -> dict[str, Any]:
             return {name: latest.payload.get(name) for name in METER_FIELDS}
     budget = version_budget(version=session.version)
     return {"tokens": 0, "measured_by": None, "effective_input_tokens": budget["effective_input_tokens"],
-            "trigger_tokens": budget["trigger_tokens"], "target_tokens": budget["target_tokens"]}
+            "trigger_tokens": budget["trigger_tokens"], "target_tokens": budget["target_tokens"],
+            "prepare_tokens": budget["prepare_tokens"]}
 
 
 def run_plans(*, run_ids: list[int]) -> dict[int, list[dict[str, Any]]]:

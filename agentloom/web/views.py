@@ -29,7 +29,7 @@ from agentloom.web.selectors import (
 from agentloom.web.transcript import COMPACTED_NOTICE, PLAN_STATUS_LABELS, STEP_STATUS_LABELS
 from models_catalog.providers import provider_is_offline
 from sessions.models import Session
-from sessions.selectors import session_get_for_user
+from sessions.selectors import prepared_summary_state, session_get_for_user
 from sessions.services.sessions import session_create
 
 LOGIN_URL = reverse_lazy("web:login")
@@ -125,6 +125,7 @@ def session_page(request, session_id: int):
         "agentName": session.version.name,
         "csrfCookie": settings.CSRF_COOKIE_NAME,
         "urls": {
+            "session": reverse("session-detail", args=[session.pk]),
             "questions": reverse("session-questions", args=[session.pk]),
             "compact": reverse("session-compact", args=[session.pk]),
             "run": _url_template("run-detail"),
@@ -140,6 +141,7 @@ def session_page(request, session_id: int):
         "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
         "planStatus": PLAN_STATUS_LABELS,
         "meter": meter,
+        "prepared": prepared_summary_state(session=session),  # CTX-45: the meter's note on load
     }
     return render(request, "web/session.html", _shell(
         request,

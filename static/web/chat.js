@@ -14,10 +14,15 @@
     "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
     "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped", "compaction_failed",
     "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "error", "plan_updated",
-    "context_measured", "tool_progress"
+    "context_measured", "tool_progress", "compaction_preparing", "compaction_prepared"
   ];
   var COMPACTION_ENDS = ["compacted", "compaction_failed", "compaction_skipped"];
   var COMPACTION_WATCH_MS = 120000;
+  // An idle session whose summary is still being prepared asks how it goes, less and less
+  // often, for ten minutes at most (no event reaches a page when no run is active).
+  var PREPARED_POLL_MS = 3000;
+  var PREPARED_POLL_MAX_MS = 30000;
+  var PREPARED_WATCH_MS = 600000;
   var ACTIVE = { queued: true, running: true };
   var WATCHDOG_MS = 10000;
   var QUIET_MS = 15000;
@@ -224,6 +229,46 @@
     if (meterFigures) meterFigures.textContent = label;
     meterMark("target", m.target_tokens, m.effective_input_tokens);
     meterMark("trigger", m.trigger_tokens, m.effective_input_tokens);
+    meterMark("prepare", m.prepare_tokens, m.effective_input_tokens);
+  }
+
+  // CTX-45: a summary prepared in the background, so that compacting takes no waiting.
+  var preparedNote = document.getElementById("prepared-note");
+  var PREPARED_WORDS = {
+    preparing: "Preparing a summary of earlier messages in the background; you can go on meanwhile.",
+    ready: "Summary ready: the next compaction should not keep you waiting."
+  };
+  var preparedState = null;
+  var preparedTimer = null;
+
+  function preparedSet(status) {
+    preparedState = PREPARED_WORDS[status] ? status : null;
+    if (!preparedNote) return;
+    preparedNote.textContent = preparedState ? PREPARED_WORDS[preparedState] : "";
+    preparedNote.hidden = !preparedState;
+    preparedNote.setAttribute("data-prepared", preparedState || "");
+  }
+
+  function preparedRefresh(startedAt, waitMs) {
+    // Ask the session how its summary goes (GET /api/v1/sessions/{id}: prepared_summary);
+    // while one is being prepared and no run is followed, ask again later.
+    clearTimeout(preparedTimer);
+    request("GET", config.urls.session).then(function (result) {
+      if (live || !result.ok || !result.data) return;  // a working run's events say it from now on
+      var state = result.data.prepared_summary;
+      preparedSet(state ? state.status : null);
+      preparedWatch(startedAt, waitMs);
+    });
+  }
+
+  function preparedWatch(startedAt, waitMs) {
+    clearTimeout(preparedTimer);
+    startedAt = startedAt || Date.now();
+    waitMs = waitMs || PREPARED_POLL_MS;
+    if (live || preparedState !== "preparing" || Date.now() - startedAt > PREPARED_WATCH_MS) return;
+    preparedTimer = setTimeout(function () {
+      preparedRefresh(startedAt, Math.min(waitMs * 1.5, PREPARED_POLL_MAX_MS));
+    }, waitMs);
   }
 
   function watchCompaction(runId) {
@@ -241,6 +286,7 @@
       if (compactButton) compactButton.disabled = false;
       setStatus(text, false);
       loadRun(runId);
+      preparedRefresh();  // a compaction ends every summary prepared of the view it replaced
     };
     var timer = setTimeout(function () {
       end("Summarizing is taking longer than expected; it goes on in the background.");
@@ -405,10 +451,21 @@
       case "compaction_failed":
         this.notice("Compacting earlier messages did not succeed; the run goes on with what fits.", seq);
         break;
+      case "compaction_skipped":
+        // The trigger fired while a summary was still being prepared: it is committed later.
+        if (data.reason === "summary_being_prepared") preparedSet("preparing");
+        break;
+      case "compaction_preparing":
+        preparedSet("preparing");
+        break;
+      case "compaction_prepared":
+        preparedSet("ready");
+        break;
       case "compacted":
         if (main) {
           this.notice(config.compactedNotice, seq);
           setStatus("Working…", true);
+          preparedSet(null);
         }
         break;
       case "context_measured":
@@ -632,6 +689,7 @@
         self.section.removeAttribute("data-live");
       }
       setMode("ask");
+      preparedRefresh();  // a summary may be prepared while the session is idle
       var status = result.ok ? result.data.status : "";
       setStatus({ completed: "Answer complete.", cancelled: "Stopped.",
                   failed: "The run failed — see the message above.", interrupted: "Interrupted." }[status] || "",
@@ -662,6 +720,7 @@
   }
 
   function follow(section, after) {
+    clearTimeout(preparedTimer);
     if (live) live.close();
     live = new LiveRun(section, after);
     setMode("supplement");
@@ -743,6 +802,7 @@
   }
   if (compactButton) compactButton.addEventListener("click", compactNow);
   meterSet(config.meter);
+  preparedSet(config.prepared && config.prepared.status);
 
   transcript.addEventListener("click", function (event) {
     var button = event.target.closest("[data-resume]");
@@ -767,6 +827,7 @@
   // ---------------------------------------------------------------- on load
   var working = transcript.querySelector("section.run[data-live='1']");
   if (working && composer) follow(working, 0);  // replay from the first event: a reload loses nothing
+  else preparedWatch();
   toBottom();
   if (box && !working && window.matchMedia("(min-width: 561px)").matches) box.focus();
 })();
