@@ -95,6 +95,14 @@ def until_prepared(session, provider, preparations, *, start: int = 1) -> int:
     pytest.fail("the session never reached the prepare point")
 
 
+def cached_share(calls) -> float:
+    """CTX-46: the share of the summary calls' input the provider read from its cache."""
+    usage = [c.usage for c in calls]
+    read = sum(u["cache_read_input_tokens"] for u in usage)
+    total = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in usage)
+    return read / total
+
+
 def compactions(session):
     return list(CompactionSnapshot.objects.filter(instance__run__session=session).order_by("id"))
 
@@ -133,10 +141,7 @@ def test_ctx45_a_compacting_run_commits_the_summary_made_while_the_person_read(f
     assert calls.count() == metrics["summary_calls"] and all(c.finished_at < run.started_at for c in calls)
     if dialect == "anthropic":  # CTX-46: the summary request is the action request plus the instruction
         assert metrics["summary_form"].startswith("cached")
-        usage = [c.usage for c in calls]
-        read = sum(u["cache_read_input_tokens"] for u in usage)
-        total = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in usage)
-        assert read / total >= 0.8, usage
+        assert cached_share(calls) >= 0.8, [c.usage for c in calls]
     assert strict.rejections == []
 
 
@@ -265,10 +270,7 @@ def test_ctx45_a_summary_prepared_under_another_policy_is_discarded_and_the_view
     if dialect == "anthropic":  # CTX-46 inline too: the summary request reads the last request's prefix
         calls = ModelCall.objects.filter(run__session=session, purpose=ModelCall.Purpose.COMPACTION,
                                          created_at__gt=prepared.ended_at)
-        usage = [c.usage for c in calls]
-        read = sum(u["cache_read_input_tokens"] for u in usage)
-        total = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in usage)
-        assert snapshot.metrics["summary_form"].startswith("cached") and read / total >= 0.8, usage
+        assert snapshot.metrics["summary_form"].startswith("cached") and cached_share(calls) >= 0.8
 
 
 def test_ctx45_a_failed_preparation_holds_the_next_one_back_like_a_failed_compaction(fake_session, strict,
