@@ -61,7 +61,8 @@ class SessionOut(serializers.ModelSerializer):
 class PreparedSummaryOut(serializers.Serializer):
     """CTX-45: a summary ready for the next compaction, or one being prepared; never its text."""
 
-    status = serializers.ChoiceField(choices=["ready", "preparing"])
+    # A plain string in the schema: an enum named "status" would collide with the runs' one.
+    status = serializers.CharField(help_text='"ready" or "preparing".')
     ready_at = serializers.DateTimeField(allow_null=True)
 
 
