@@ -1,6 +1,7 @@
 """The chat's pages: log in and out, the sessions list with "new chat", one session."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django import forms
@@ -57,6 +58,13 @@ class ChatLoginView(LoginView):
     def form_invalid(self, form):
         login_failed(self.request)
         return super().form_invalid(form)
+
+    def get_context_data(self, **kwargs):
+        # The first-time hint says where the admin's password came from: `make run` prints a
+        # generated one only when DJANGO_SUPERUSER_PASSWORD did not set it.
+        context = super().get_context_data(**kwargs)
+        context["admin_password_from_env"] = bool(os.environ.get("DJANGO_SUPERUSER_PASSWORD"))
+        return context
 
 
 chat_logout = LogoutView.as_view(next_page=reverse_lazy("web:login"))
