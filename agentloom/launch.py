@@ -126,9 +126,11 @@ def web_command(*, python: str, host: str, port: int, trusted_proxies: list[str]
     uvicorn's own default trusts ``X-Forwarded-For`` from 127.0.0.1 and hands Django the
     header's address as the peer, so anyone on the machine (or a local proxy passing the
     header through) could pick a fresh address per request and escape every rate limit.
+    Django's ASGI handler has no lifespan protocol; without ``--lifespan off`` uvicorn
+    probes it and logs a warning at every start.
     """
     command = [python, "-m", "uvicorn", "agentloom.asgi:application", "--host", host, "--port", str(port),
-               "--timeout-graceful-shutdown", "3"]
+               "--timeout-graceful-shutdown", "3", "--lifespan", "off"]
     if trusted_proxies:
         return [*command, "--proxy-headers", "--forwarded-allow-ips", ",".join(trusted_proxies)]
     return [*command, "--no-proxy-headers"]

@@ -261,3 +261,6 @@ def test_over_a_real_socket_the_launchers_server_ignores_forwarded_headers_from_
         log.close()
     assert statuses[:10] == [401] * 10 and statuses[10] == 429, statuses
     assert pages[:10] == [200] * 10 and pages[10] == 429, pages
+    # A person starting `make run` sees no warning: Django's ASGI handler has no lifespan
+    # protocol, and uvicorn probing it printed "ASGI 'lifespan' protocol appears unsupported".
+    assert "lifespan" not in (tmp_path / "web.log").read_text()
