@@ -356,8 +356,9 @@ class ModelCall(models.Model):
     ``request`` (encrypted) says exactly what was sent, by reference: the body's fields in
     order, the system text and tool schemas as ``SentBlob`` ids, and the messages as a
     list of blob ids written as a delta of an earlier call's list (``base``, ``keep``,
-    ``add``), with our estimate per message the same way. ``usage`` is the provider's own
-    count when it came back (CTX-25). Written by ``sessions.services.model_calls``; read
+    ``add``), with our estimate per message the same way, and ``output``: what the call
+    answered (redacted like the records). ``usage`` is the provider's own count when it
+    came back (CTX-25). Written by ``sessions.services.model_calls``; read
     back, byte for byte, through ``sessions.selectors`` (``model_call_body``,
     ``model_call_entries``).
     """
@@ -375,6 +376,10 @@ class ModelCall(models.Model):
     request = encrypt(models.JSONField(default=dict))
     estimator_id = models.CharField(max_length=64)
     estimated_tokens = models.PositiveIntegerField(default=0)
+    # Our estimate of the answer (None for calls logged before it was kept, or that got no
+    # answer): with ``estimated_tokens``, what the usage page counts for a call whose
+    # provider reported no usage, marked estimated.
+    estimated_output_tokens = models.PositiveIntegerField(null=True, blank=True)
     usage = models.JSONField(null=True, blank=True)
     outcome = models.CharField(max_length=32, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

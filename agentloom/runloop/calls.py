@@ -96,18 +96,27 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
         raise RunStopped.from_provider(exc) from None
     usage = end.usage.raw if end.usage else None
     outcome = "cancelled" if end.finish_reason == "cancelled" else OUTPUT_LIMIT if attempt.over_bound else "ok"
-    log = _log(state, instance, request, outcome, usage)
+    log = _log(state, instance, request, outcome, usage, end=end)
     state.learn_usage(estimate=request.estimate, provider_count=usage_prompt_tokens(usage))
     return ActionAnswer(end=end, log=log, events=attempt.tail)
 
 
+def call_output(state: RunState, end: StreamEnd) -> tuple[dict[str, Any], int]:
+    """What a call answered, redacted as its record is (LOOP-8), for the inspector; and our
+    estimate of it, which the usage page counts when the provider reports no usage."""
+    message = state.redactor.message(end.assistant_message())
+    return {"message": message, "finish_reason": end.finish_reason}, state.figures.estimates.message(message)
+
+
 def _log(state: RunState, instance: Instance, request: Send, outcome: str,
-         usage: dict[str, Any] | None) -> PreparedCall:
+         usage: dict[str, Any] | None, *, end: StreamEnd | None = None) -> PreparedCall:
+    output, estimate = call_output(state, end) if end is not None else (None, None)
     return model_call_prepare(run=state.run, instance=instance, purpose=ModelCall.Purpose.ACTION,
                               provider=state.target.provider, model=state.target.model,
                               estimator_id=request.estimator_id, estimated_tokens=request.estimate, body=request.body,
                               estimates=request.per_message, chain=state.call_chain(instance, ModelCall.Purpose.ACTION),
-                              outcome=outcome, usage=usage, finished=True, repairs=request.repairs)
+                              outcome=outcome, usage=usage, finished=True, repairs=request.repairs,
+                              output=output, estimated_output_tokens=estimate)
 
 
 def _log_failed(state: RunState, instance: Instance, request: Send, outcome: str) -> None:
@@ -200,6 +209,7 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
         model_call_close(call=log, outcome=exc.code)
         raise
     usage = end.usage.raw if end.usage else None
-    model_call_close(call=log, outcome="ok", usage=usage)
+    output, output_estimate = call_output(state, end)
+    model_call_close(call=log, outcome="ok", usage=usage, output=output, estimated_output_tokens=output_estimate)
     state.learn_usage(estimate=estimate, provider_count=usage_prompt_tokens(usage))
     return end

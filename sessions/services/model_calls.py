@@ -151,12 +151,15 @@ class PreparedCall:
 def model_call_prepare(*, run: Run, instance: Instance, purpose: str, provider: str, model: str,
                        estimator_id: str, estimated_tokens: int, body: dict[str, Any], estimates: Sequence[int] = (),
                        chain: CallChain | None = None, outcome: str = "", usage: dict[str, Any] | None = None,
-                       finished: bool = False, repairs: Sequence[dict[str, Any]] = ()) -> PreparedCall:
+                       finished: bool = False, repairs: Sequence[dict[str, Any]] = (),
+                       output: dict[str, Any] | None = None,
+                       estimated_output_tokens: int | None = None) -> PreparedCall:
     """The log of one call: ``body`` is exactly what the client sent. Stores the pieces
     of it the session did not have yet; the row itself is left for the caller to save.
     ``chain`` (one per instance and purpose) makes the log a delta of the previous call;
     ``repairs`` are what the projector changed to make this request valid (the
-    inspector shows them with their reasons)."""
+    inspector shows them with their reasons); ``output`` is what the call answered,
+    already redacted, and ``estimated_output_tokens`` our estimate of it."""
     chain = chain if chain is not None else CallChain()
     messages = list(body.get("messages") or [])
     refs, named = _refs(run.session_id, chain, messages, {name: body[name] for name in BLOB_FIELDS if name in body})
@@ -172,10 +175,13 @@ def model_call_prepare(*, run: Run, instance: Instance, purpose: str, provider: 
     }
     if repairs:
         request["repairs"] = list(repairs)
+    if output is not None:
+        request["output"] = output
     now = timezone.now()
     call = ModelCall(run=run, instance=instance, purpose=purpose, provider=provider, model=model,
                      estimator_id=estimator_id, estimated_tokens=estimated_tokens, request=request, outcome=outcome,
-                     usage=usage, created_at=now, finished_at=now if finished else None)
+                     usage=usage, estimated_output_tokens=estimated_output_tokens, created_at=now,
+                     finished_at=now if finished else None)
     return PreparedCall(call=call, messages=messages, refs=refs, estimates=per_message, delta=delta, named=named)
 
 
@@ -188,7 +194,13 @@ def model_call_open(*, chain: CallChain | None = None, **fields: Any) -> ModelCa
     return prepared.call
 
 
-def model_call_close(*, call: ModelCall, outcome: str, usage: dict[str, Any] | None = None) -> None:
-    """Record how the call ended (``ok``, ``cancelled`` or an error code) and the provider's usage."""
-    ModelCall.objects.filter(pk=call.pk).update(outcome=outcome, usage=usage, finished_at=timezone.now())
-    call.outcome, call.usage = outcome, usage
+def model_call_close(*, call: ModelCall, outcome: str, usage: dict[str, Any] | None = None,
+                     output: dict[str, Any] | None = None, estimated_output_tokens: int | None = None) -> None:
+    """Record how the call ended (``ok``, ``cancelled`` or an error code), the provider's
+    usage and, when it answered, the answer (already redacted) and our estimate of it."""
+    fields: dict[str, Any] = {"outcome": outcome, "usage": usage, "estimated_output_tokens": estimated_output_tokens}
+    if output is not None:
+        call.request = {**call.request, "output": output}
+        fields["request"] = call.request
+    ModelCall.objects.filter(pk=call.pk).update(**fields, finished_at=timezone.now())
+    call.outcome, call.usage, call.estimated_output_tokens = outcome, usage, estimated_output_tokens
