@@ -8,6 +8,7 @@ time a form is built, so a registered provider appears with no change here.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django import forms
@@ -19,6 +20,7 @@ from models_catalog.models import ModelConnection, ModelPrice
 from models_catalog.providers import find_provider, provider_choices
 from models_catalog.validation import MAX_KEY_LENGTH, connection_validate
 
+CURRENCY = re.compile(r"[A-Z]{3}")  # ISO 4217's shape
 FORM_FIELDS = ["name", "provider", "base_url", "model", "context_window", "max_output_tokens",
                "safety_margin_tokens", "supports_images"]
 
@@ -132,3 +134,11 @@ class ModelPriceAdminForm(forms.ModelForm):
         model = ModelPrice
         fields = ["provider", "model", "currency", "input_per_million", "cached_input_per_million",
                   "cache_write_per_million", "output_per_million"]
+
+    def clean_currency(self) -> str:
+        # A code like USD or EUR: it is written into every row of the usage CSV, so it
+        # must never be text a spreadsheet runs (``=1+2``).
+        value = (self.cleaned_data.get("currency") or "").strip().upper()
+        if not CURRENCY.fullmatch(value):
+            raise forms.ValidationError("Enter a three-letter currency code, such as USD or EUR.")
+        return value

@@ -3,9 +3,12 @@ calls used and why runs failed — aggregated in the database, so the page costs
 few queries for ten runs or ten thousand, and the CSV reads runs a chunk at a time.
 
 Token figures follow ``context.usage`` rule for rule (:class:`JsonCount` is the SQL twin
-of ``usage_count``, ``_FIGURES_SQL`` and ``_SUMS_SQL`` of ``usage_figures``), so the totals
-equal the sum of ``usage_figures`` over the calls.
-Only plain columns are read (usage, statuses, error codes, times): nothing decrypted.
+of ``usage_count``, ``_FIGURES_SQL`` and ``_SUMS_SQL`` of ``usage_figures``). A call whose
+provider reported no usage (a local server that sends none, the demo model) but answered
+counts our estimates instead, marked estimated: the request's as uncached input, the
+answer's as output. So the totals equal the sum of :func:`call_usage` over the calls.
+Only plain columns are read (usage, estimates, outcomes, statuses, error codes, times):
+nothing decrypted.
 """
 from __future__ import annotations
 
@@ -16,18 +19,21 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import BigIntegerField, Count, F, Func, Max, Min, QuerySet
+from django.db.models import BigIntegerField, Case, Count, F, Func, Max, Min, QuerySet, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
-from context.usage import MAX_COUNT, UsageFigures
+from context.usage import MAX_COUNT, UsageFigures, usage_figures
 from sessions.models import ModelCall, Run
 
 PURPOSES = tuple(ModelCall.Purpose.values)  # action, compaction, verification
 FIGURES = ("input_uncached", "cache_read", "cache_written", "output")
 BUCKET_KINDS = ("day", "week", "month")
 MAX_BUCKETS = 62
+# The outcomes of a call the provider answered (in full, cut at its output limit, or
+# stopped mid-answer): only those are billed, so only those are estimated.
+ANSWERED = ("ok", "output_limit", "cancelled")
 _KEY = re.compile(r"^[a-z_]+$")
 
 
@@ -81,10 +87,42 @@ _WRITTEN = "COALESCE(j_cache_creation, 0)"
 _FIGURES_SQL = (f"{_READ} AS u_read, {_WRITTEN} AS u_written, "
                 f"COALESCE(j_prompt, j_input + {_READ} + {_WRITTEN}) AS u_prompt, "
                 "COALESCE(j_completion, j_output) AS u_out")
-_SUMS_SQL = ("COUNT(*) AS calls, SUM(CASE WHEN u_prompt IS NULL AND u_out IS NULL THEN 1 ELSE 0 END) AS unreported, "
-             "SUM(CASE WHEN u_prompt - u_read - u_written > 0 THEN u_prompt - u_read - u_written ELSE 0 END) "
+_UNREPORTED = "(u_prompt IS NULL AND u_out IS NULL)"
+_ESTIMATED = f"({_UNREPORTED} AND e_answered = 1)"
+_SUMS_SQL = (f"COUNT(*) AS calls, SUM(CASE WHEN {_UNREPORTED} THEN 1 ELSE 0 END) AS unreported, "
+             f"SUM(CASE WHEN {_ESTIMATED} THEN 1 ELSE 0 END) AS estimated, "
+             f"SUM(CASE WHEN {_ESTIMATED} THEN e_in "
+             "WHEN u_prompt - u_read - u_written > 0 THEN u_prompt - u_read - u_written ELSE 0 END) "
              "AS input_uncached, SUM(u_read) AS cache_read, SUM(u_written) AS cache_written, "
-             "SUM(COALESCE(u_out, 0)) AS output")
+             f"SUM(CASE WHEN {_ESTIMATED} THEN COALESCE(e_out, 0) ELSE COALESCE(u_out, 0) END) AS output")
+_ESTIMATES = {"e_in": F("estimated_tokens"), "e_out": F("estimated_output_tokens"),
+              "e_answered": Case(When(outcome__in=ANSWERED, then=Value(1)), default=Value(0))}
+
+
+def call_usage(*, usage: Any, outcome: str, estimated_tokens: int,
+               estimated_output_tokens: int | None) -> tuple[UsageFigures, str]:
+    """One call's four figures and where they come from — the pure twin of the sums.
+
+    ``provider``: the provider's usage, when it reported any. ``estimated``: it reported
+    none but answered (``ANSWERED``), so our estimates count — the request's as uncached
+    input, the answer's as output (none kept for calls logged before it was: 0). ``none``:
+    no usage and no answer (a refused or failed call), nothing counted.
+    """
+    figures = usage_figures(usage)
+    if figures.reported:
+        return figures, "provider"
+    if outcome in ANSWERED:
+        return UsageFigures(input_uncached=estimated_tokens, output=estimated_output_tokens or 0), "estimated"
+    return figures, "none"
+
+
+def tokens_source(*, calls: int, unreported: int, estimated: int) -> str:
+    """Where a sum's figures come from: ``provider``, ``estimated``, ``mixed``, or ``none``
+    when no call counted anything."""
+    reported = calls - unreported
+    if estimated and reported:
+        return "mixed"
+    return "estimated" if estimated else "provider" if reported else "none"
 
 
 def _summed(calls: QuerySet[ModelCall], **keys: Any) -> list[dict[str, Any]]:
@@ -96,21 +134,23 @@ def _summed(calls: QuerySet[ModelCall], **keys: Any) -> list[dict[str, Any]]:
     the rules as nested ORM expressions instead reads each field a dozen times per call.
     """
     inner = (calls.annotate(**{f"k_{name}": expr for name, expr in keys.items()},
-                            **{f"j_{name}": JsonCount("usage", *path) for name, path in RAW_FIELDS.items()})
-             .values(*(f"k_{name}" for name in keys), *(f"j_{name}" for name in RAW_FIELDS)).order_by())
+                            **{f"j_{name}": JsonCount("usage", *path) for name, path in RAW_FIELDS.items()},
+                            **_ESTIMATES)
+             .values(*(f"k_{name}" for name in keys), *(f"j_{name}" for name in RAW_FIELDS), *_ESTIMATES)
+             .order_by())
     sql, params = inner.query.sql_with_params()
     group = ", ".join(f"k_{name}" for name in keys)
     # A fence, so the planner does not fold the derived table back into the sums (which
     # would read each field again for every rule that uses it).
     fence = "OFFSET 0" if connection.vendor == "postgresql" else "LIMIT -1"
-    query = (f"SELECT {group}, {_SUMS_SQL} FROM (SELECT {group}, {_FIGURES_SQL} FROM ({sql} {fence}) AS usage_json) "
-             f"AS usage_rows GROUP BY {group}")
+    query = (f"SELECT {group}, {_SUMS_SQL} FROM (SELECT {group}, {_FIGURES_SQL}, {', '.join(_ESTIMATES)} "
+             f"FROM ({sql} {fence}) AS usage_json) AS usage_rows GROUP BY {group}")
     with connection.cursor() as cursor:
         cursor.execute(query, params)
         names = [column[0] for column in cursor.description]
         rows = [dict(zip(names, row)) for row in cursor.fetchall()]
     for row in rows:
-        for name in ("calls", "unreported", *FIGURES):
+        for name in ("calls", "unreported", "estimated", *FIGURES):
             row[name] = int(row[name] or 0)  # PostgreSQL sums bigints as numeric
     return rows
 
@@ -136,6 +176,7 @@ class UsageGroup:
     model: str
     calls: int
     unreported: int  # calls whose provider reported no usage (cancelled, failed, or a silent server)
+    estimated: int  # of those, the calls it answered: their figures are our estimates
     figures: UsageFigures
 
 
@@ -150,6 +191,7 @@ class UsageCell:
     model: str
     calls: int
     unreported: int
+    estimated: int
     figures: UsageFigures
 
 
@@ -163,7 +205,8 @@ def version_usage_cells(*, version, kind: str) -> list[UsageCell]:
                    status=F("run__status"), purpose=F("purpose"), provider=F("provider"), model=F("model"))
     return [UsageCell(start=_moment(row["k_bucket"]), status=row["k_status"], purpose=row["k_purpose"],
                       provider=row["k_provider"], model=row["k_model"], calls=row["calls"],
-                      unreported=row["unreported"], figures=_figures(row)) for row in rows]
+                      unreported=row["unreported"], estimated=row["estimated"], figures=_figures(row))
+            for row in rows]
 
 
 def usage_groups(*, cells: list[UsageCell]) -> list[UsageGroup]:
@@ -174,6 +217,7 @@ def usage_groups(*, cells: list[UsageCell]) -> list[UsageGroup]:
         old = merged.get(key)
         merged[key] = UsageGroup(*key, calls=cell.calls + (old.calls if old else 0),
                                  unreported=cell.unreported + (old.unreported if old else 0),
+                                 estimated=cell.estimated + (old.estimated if old else 0),
                                  figures=cell.figures + old.figures if old else cell.figures)
     return [merged[key] for key in sorted(merged)]
 
@@ -214,6 +258,9 @@ class Bucket:
     start: datetime
     runs: dict[str, int] = field(default_factory=dict)
     by_model: dict[tuple[str, str], UsageFigures] = field(default_factory=dict)
+    calls: int = 0
+    unreported: int = 0
+    estimated: int = 0
 
     @property
     def figures(self) -> UsageFigures:
@@ -221,6 +268,10 @@ class Bucket:
         for figures in self.by_model.values():
             total = total + figures
         return total
+
+    @property
+    def tokens_source(self) -> str:
+        return tokens_source(calls=self.calls, unreported=self.unreported, estimated=self.estimated)
 
 
 def version_usage_over_time(*, version, kind: str, cells: list[UsageCell]) -> list[Bucket]:
@@ -235,6 +286,9 @@ def version_usage_over_time(*, version, kind: str, cells: list[UsageCell]) -> li
         bucket = buckets.setdefault(cell.start, Bucket(start=cell.start))
         key = (cell.provider, cell.model)
         bucket.by_model[key] = bucket.by_model.get(key, UsageFigures()) + cell.figures
+        bucket.calls += cell.calls
+        bucket.unreported += cell.unreported
+        bucket.estimated += cell.estimated
     return [buckets[start] for start in sorted(buckets)]
 
 
@@ -252,6 +306,12 @@ class RunUsage:
     calls: dict[str, int]
     by_purpose: dict[str, UsageFigures]
     by_model: dict[tuple[str, str], UsageFigures]
+    unreported: int = 0
+    estimated: int = 0
+
+    @property
+    def tokens_source(self) -> str:
+        return tokens_source(calls=sum(self.calls.values()), unreported=self.unreported, estimated=self.estimated)
 
 
 RUNS_CHUNK = 500
@@ -277,7 +337,10 @@ def version_usage_runs(*, version, chunk: int = RUNS_CHUNK) -> Iterator[RunUsage
             counts = dict.fromkeys(PURPOSES, 0)
             by_purpose = {purpose: UsageFigures() for purpose in PURPOSES}
             by_model: dict[tuple[str, str], UsageFigures] = {}
+            unreported = estimated = 0
             for row in calls.get(run["pk"], ()):
+                unreported += row["unreported"]
+                estimated += row["estimated"]
                 figures = _figures(row)
                 counts[row["k_purpose"]] = counts.get(row["k_purpose"], 0) + row["calls"]
                 by_purpose[row["k_purpose"]] = by_purpose.get(row["k_purpose"], UsageFigures()) + figures
@@ -285,5 +348,6 @@ def version_usage_runs(*, version, chunk: int = RUNS_CHUNK) -> Iterator[RunUsage
                 by_model[key] = by_model.get(key, UsageFigures()) + figures
             yield RunUsage(run_id=run["pk"], session_id=run["session_id"], status=run["status"],
                            error_code=run["error_code"] or "", attempt=run["attempt"], created_at=run["created_at"],
-                           finished_at=run["finished_at"], calls=counts, by_purpose=by_purpose, by_model=by_model)
+                           finished_at=run["finished_at"], calls=counts, by_purpose=by_purpose, by_model=by_model,
+                           unreported=unreported, estimated=estimated)
         after = last

@@ -50,7 +50,9 @@ def nice_step(span: float, ticks: int = 5) -> float:
 
 
 def tokens_label(value: float) -> str:
-    """12k, 1.5M — axis labels that stay short."""
+    """12k, 1.5M, 2B — axis labels that stay short."""
+    if value >= 1_000_000_000:
+        return f"{value / 1_000_000_000:.1f}".rstrip("0").rstrip(".") + "B"
     if value >= 1_000_000:
         return f"{value / 1_000_000:.1f}".rstrip("0").rstrip(".") + "M"
     if value >= 1_000:
@@ -58,23 +60,30 @@ def tokens_label(value: float) -> str:
     return f"{value:.0f}"
 
 
+def token_ticks(top_value: float) -> list[int]:
+    """The y axis ticks of a tokens chart: 0, then whole-number steps of 1, 2 or 5 × 10^k
+    up to the first at or above ``top_value`` — tokens are whole, so the step is never
+    below 1 (a chart of three tokens reads 0 1 2 3, not 0 0 0 1 1 1)."""
+    top = max(float(top_value or 0), 1.0)
+    step = max(1, round(nice_step(top)))
+    return [step * n for n in range(math.ceil(top / step) + 1)]
+
+
 def token_scale(top_value: float) -> tuple[Callable[[float], float], list[str]]:
     """The y scale of a tokens chart of this size, from 0 to a round value above
     ``top_value``: the y of a value, and the grid, its labels and the baseline as markup."""
-    step = nice_step(top_value or 1)
-    y_max = math.ceil((top_value or 1) / step) * step
+    ticks = token_ticks(top_value)
+    y_max = ticks[-1]
     plot_h = HEIGHT - TOP - BOTTOM
 
     def y_at(value: float) -> float:
         return TOP + plot_h - (value / y_max) * plot_h
 
     marks = []
-    tick = 0.0
-    while tick <= y_max + step / 2:
+    for tick in ticks:
         y = y_at(tick)
         marks.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>')
         marks.append(f'<text x="{LEFT - 8}" y="{y + 4:.1f}" text-anchor="end">{tokens_label(tick)}</text>')
-        tick += step
     marks.append(f'<line class="baseline" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{TOP + plot_h}" y2="{TOP + plot_h}"/>')
     return y_at, marks
 

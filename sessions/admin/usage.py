@@ -3,7 +3,9 @@ completed run (uncached input, cache read, cache written, output; summary and
 verification calls apart), why runs failed, a chart over time and a CSV of every run.
 
 Cost comes from the admin-set ``ModelPrice`` of each model the calls used; a model
-without a price shows tokens only. Figures only: no encrypted column is read, so the
+without a price shows tokens only. A call whose provider reported no usage counts our
+estimates (``usage_selectors.call_usage``), and every row, bar and CSV line built on
+them says so (``tokens_source``: provider, estimated, mixed). Figures only: no encrypted column is read, so the
 page writes no access-audit row (docs/operators.md says why).
 """
 from __future__ import annotations
@@ -30,6 +32,7 @@ from sessions.usage_selectors import (
     RunUsage,
     UsageGroup,
     bucket_kind,
+    tokens_source,
     usage_groups,
     version_failure_reasons,
     version_run_span,
@@ -86,7 +89,7 @@ def _cost(parts: Iterable[tuple[tuple[str, str], UsageFigures]], prices: Prices,
     for key, figures in parts:
         price = prices.get(key)
         if price is None:
-            partial = partial or figures.reported
+            partial = partial or figures.input_total + figures.output > 0  # provider's counts or our estimates
             continue
         amounts[currencies[key]] = amounts.get(currencies[key], Decimal(0)) + usage_cost(figures, price)
     return Money(amounts=tuple(sorted(amounts.items())), partial=partial)
@@ -100,6 +103,8 @@ class TokenRow:
     label: str
     calls: float
     unreported: int
+    estimated: int  # calls whose figures are our estimates (the provider reported none)
+    source: str  # provider, estimated, mixed or none (``usage_selectors.tokens_source``)
     input_uncached: float
     cache_read: float
     cache_written: float
@@ -121,8 +126,10 @@ def _row(key: str, label: str, groups: list[UsageGroup], *, per: int | None, pri
     if prices is not None:
         money = _cost((((g.provider, g.model), g.figures) for g in groups), prices, currencies)
         cost = money if not per else Money(amounts=tuple((c, a / per) for c, a in money.amounts), partial=money.partial)
-    return TokenRow(key=key, label=label, calls=scaled(sum(g.calls for g in groups)),
-                    unreported=sum(g.unreported for g in groups),
+    calls, unreported = sum(g.calls for g in groups), sum(g.unreported for g in groups)
+    estimated = sum(g.estimated for g in groups)
+    return TokenRow(key=key, label=label, calls=scaled(calls), unreported=unreported, estimated=estimated,
+                    source=tokens_source(calls=calls, unreported=unreported, estimated=estimated),
                     **{name: scaled(getattr(figures, name)) for name in FIGURES}, cost=cost)
 
 
@@ -154,13 +161,13 @@ def usage_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) ->
         label = timezone.localtime(bucket.start).strftime(PERIOD_FORMATS[kind])
         figures = bucket.figures
         bars.append(UsageBar(label=label, runs=sum(bucket.runs.values()),
-                             completed=bucket.runs.get(Run.Status.COMPLETED, 0),
+                             completed=bucket.runs.get(Run.Status.COMPLETED, 0), source=bucket.tokens_source,
                              **{name: getattr(figures, name) for name in FIGURES}))
         periods.append((bars[-1], _cost(bucket.by_model.items(), prices, currencies) if priced else None))
     context = {
         "version": version, "statuses": sorted(statuses.items(), key=lambda item: -item[1]), "total_runs": total_runs,
         "completed": completed, "ended": ended, "share_completed": completed / ended if ended else None,
-        "per_run": per_run, "totals": totals, "priced": priced,
+        "per_run": per_run, "totals": totals, "priced": priced, "estimated": sum(g.estimated for g in groups),
         "unpriced": sorted(f"{p}: {m}" for (p, m), price in prices.items() if price is None),
         "failures": version_failure_reasons(version=version), "kind": kind, "periods": periods,
         "chart": mark_safe(usage_chart(bars)),  # every text escaped by usage_chart
@@ -178,7 +185,7 @@ def _version(model_admin: ModelAdmin, request: HttpRequest, object_id: str):
 
 CSV_HEADER = ["run", "session", "status", "error_code", "attempt", "created_at", "finished_at",
               *(f"{purpose}_{name}" for purpose in PURPOSES for name in ("calls", *FIGURES)),
-              *(f"total_{name}" for name in FIGURES), "cost", "currency"]
+              *(f"total_{name}" for name in FIGURES), "tokens_source", "cost", "currency"]
 
 
 class _Echo:
@@ -207,11 +214,11 @@ def _csv_rows(runs: Iterator[RunUsage]) -> Iterator[list[object]]:
             total = total + figures
         money = _cost(run.by_model.items(), prices, currencies)
         single = len(money.amounts) == 1 and not money.partial
-        yield [run.run_id, run.session_id, run.status, _cell(run.error_code), run.attempt,
+        yield [run.run_id, run.session_id, run.status, run.error_code, run.attempt,
                run.created_at.isoformat(), run.finished_at.isoformat() if run.finished_at else "",
                *(value for purpose in PURPOSES for value in (
                    run.calls[purpose], *(getattr(run.by_purpose[purpose], name) for name in FIGURES))),
-               *(getattr(total, name) for name in FIGURES),
+               *(getattr(total, name) for name in FIGURES), run.tokens_source,
                f"{money.amounts[0][1]:.6f}" if single else "", money.amounts[0][0] if single else ""]
 
 
@@ -223,7 +230,7 @@ def usage_csv_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str
     def lines() -> Iterator[str]:
         yield writer.writerow(CSV_HEADER)
         for row in _csv_rows(version_usage_runs(version=version)):
-            yield writer.writerow(row)
+            yield writer.writerow([_cell(value) for value in row])  # every cell: a price's currency too
 
     response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="usage-agent-{version.agent_id}-v{version.version}.csv"'

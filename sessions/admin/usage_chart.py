@@ -4,7 +4,9 @@ library), like the compactions chart.
 
 Plain Python: bars in, SVG markup out (every text escaped here). Periods are placed at
 even steps in time order; each bar's figures and its runs are in its tooltip, and the
-table under the chart has every number.
+table under the chart has every number. A bar made (or partly made) of our estimates —
+the provider reported no usage — is drawn hatched, says so in its tooltip, and the
+legend explains the hatching.
 """
 from __future__ import annotations
 
@@ -33,6 +35,11 @@ class UsageBar:
     cache_read: int
     cache_written: int
     output: int
+    source: str = "provider"  # provider, estimated, mixed or none (usage_selectors.tokens_source)
+
+    @property
+    def estimated(self) -> bool:
+        return self.source in ("estimated", "mixed")
 
     @property
     def total(self) -> int:
@@ -44,6 +51,7 @@ def usage_chart(bars: Sequence[UsageBar], *, title: str = "Tokens per period") -
     if not bars:
         return ""
     y_at, axis = token_scale(max(bar.total for bar in bars))
+    any_estimated = any(bar.estimated for bar in bars)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     slot = plot_w / len(bars)
     width = max(2.0, min(48.0, slot * 0.7))
@@ -54,7 +62,11 @@ def usage_chart(bars: Sequence[UsageBar], *, title: str = "Tokens per period") -
         f'<title id="usage-chart-title">{escape(title)}</title>',
         f'<desc id="usage-chart-desc">{len(bars)} period{"s" if len(bars) != 1 else ""}; the tokens of the runs '
         f'asked in each, stacked: uncached input, cache read, cache written, output. The table below has every '
-        f'figure.</desc>',
+        f'figure.{" Hatched bars are our estimates: the provider reported no usage." if any_estimated else ""}'
+        f'</desc>',
+        *(['<defs><pattern id="usage-estimated" width="6" height="6" patternUnits="userSpaceOnUse" '
+           'patternTransform="rotate(45)"><rect width="3" height="6" class="hatch"/></pattern></defs>']
+          if any_estimated else []),
         '<g class="axis">',
         *axis,
     ]
@@ -68,8 +80,10 @@ def usage_chart(bars: Sequence[UsageBar], *, title: str = "Tokens per period") -
     for index, bar in enumerate(bars):
         x = LEFT + slot * (index + 0.5) - width / 2
         tip = (f"{bar.label} · {bar.runs} run{'s' if bar.runs != 1 else ''}, {bar.completed} completed · "
-               + " · ".join(f"{legend} {getattr(bar, key):,}" for key, legend in LAYERS))
-        out.append(f'<g class="bar"><title>{escape(tip)}</title>')
+               + " · ".join(f"{legend} {getattr(bar, key):,}" for key, legend in LAYERS)
+               + {"estimated": " · estimated", "mixed": " · partly estimated"}.get(bar.source, ""))
+        marked = f' estimated" data-source="{escape(bar.source)}' if bar.estimated else ""
+        out.append(f'<g class="bar{marked}"><title>{escape(tip)}</title>')
         base = 0
         for key, _legend in LAYERS:
             value = getattr(bar, key)
@@ -79,6 +93,9 @@ def usage_chart(bars: Sequence[UsageBar], *, title: str = "Tokens per period") -
             out.append(f'<rect class="layer layer-{key}" x="{x:.1f}" y="{y_top:.1f}" width="{width:.1f}" '
                        f'height="{max(y_bottom - y_top, 0.5):.1f}"/>')
             base += value
+        if bar.estimated and base > 0:  # the hatching over the whole bar
+            out.append(f'<rect class="estimated-hatch" fill="url(#usage-estimated)" x="{x:.1f}" '
+                       f'y="{y_at(base):.1f}" width="{width:.1f}" height="{max(y_at(0) - y_at(base), 0.5):.1f}"/>')
         out.append("</g>")
 
     out.append('<g class="legend">')
@@ -87,5 +104,8 @@ def usage_chart(bars: Sequence[UsageBar], *, title: str = "Tokens per period") -
         out.append(f'<rect class="layer layer-{key}" x="{x}" y="8" width="12" height="12"/>')
         out.append(f'<text x="{x + 18}" y="18">{escape(legend)}</text>')
         x += 18 + 7 * len(legend) + 22
+    if any_estimated:
+        out.append(f'<rect class="estimated-hatch" fill="url(#usage-estimated)" x="{x}" y="8" width="12" height="12"/>')
+        out.append(f'<text x="{x + 18}" y="18">estimated</text>')
     out.append("</g></svg>")
     return "\n".join(out)

@@ -16,6 +16,7 @@ from sessions.services.model_calls import model_call_close, model_call_open
 from sessions.services.runs import run_finish
 from sessions.usage_selectors import (
     bucket_kind,
+    call_usage,
     usage_groups,
     version_failure_reasons,
     version_usage_cells,
@@ -65,10 +66,13 @@ def test_the_database_sums_every_usage_shape_as_the_pure_function_reads_it(make_
         summed = summed + group.figures
     expected = UsageFigures()
     for call in ModelCall.objects.all():
-        expected = expected + usage_figures(call.usage)
-    assert total(summed) == total(expected) == (40 + 7 + 7 + 10, 60 + 20 + 20 + 30 + 50, 3 + 3, 5 + 4 + 4 + 2 + 9)
+        expected = expected + call_usage(usage=call.usage, outcome=call.outcome, estimated_tokens=call.estimated_tokens,
+                                         estimated_output_tokens=call.estimated_output_tokens)[0]
+    # The five calls that answered with no usable usage count our request estimate (10 each).
+    assert total(summed) == total(expected) == (40 + 7 + 7 + 10 + 5 * 10, 60 + 20 + 20 + 30 + 50, 3 + 3,
+                                                5 + 4 + 4 + 2 + 9)
     unreported = sum(1 for call in ModelCall.objects.all() if not usage_figures(call.usage).reported)
-    assert sum(group.unreported for group in groups) == unreported == 5
+    assert sum(group.unreported for group in groups) == unreported == sum(group.estimated for group in groups) == 5
     assert sum(group.calls for group in groups) == len(USAGES)
     assert {group.purpose for group in groups} == {"action", "compaction", "verification"}
     [run_row] = version_usage_runs(version=session.version)
