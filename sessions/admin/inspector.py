@@ -1,5 +1,6 @@
-"""What the context inspector adds to each call's messages: the diff to the previous call
-of its instance and purpose, the repairs the projector made, the provider's usage.
+"""What the context inspector adds to each call's messages: the whole body's top-level
+fields as sent, what the call answered, the diff to the previous call of its instance and
+purpose, the repairs the projector made, the provider's usage.
 
 Plain Python, like ``display``: a call's pairing in (``sessions.inspector_selectors``: the
 previous call and the diff, computed once for the API and the console), frozen rows out
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from context.request_diff import ADDED, KEPT, REMOVED, REWRITTEN
-from sessions.admin.display import MessageView, SentMessage, message_view, sent_messages
+from sessions.admin.display import MessageView, SentMessage, Text, as_json, message_view, sent_messages, text
 from sessions.inspector_selectors import CallPairing
 
 # How people read each repair kind the projector reports (SPEC §3: pairing, unknown
@@ -30,6 +31,58 @@ REPAIR_LABELS = {
 }
 
 STATUS_LABELS = {KEPT: "kept", REWRITTEN: "rewritten", ADDED: "new", REMOVED: "removed"}
+
+# Body fields shown in their own tables below the field list rather than as JSON.
+LISTED_BELOW = {"messages": "the messages, listed below", "tools": "the tools, listed below",
+                "system": "the system text, listed below as the first message"}
+
+
+@dataclass(frozen=True)
+class BodyField:
+    """One top-level field of the body a call sent, in the order it was sent: its JSON
+    (``value``), or where on the page it is listed instead (``listed``)."""
+
+    name: str
+    value: Text | None
+    listed: str
+
+
+def body_fields(request: Any) -> list[BodyField] | None:
+    """Every top-level field of the body the call sent, in order — ``model``,
+    ``max_tokens``, ``stream``, ``stream_options`` and the rest as well as the messages.
+    The body holds no key (keys travel in headers). None when the call was logged before
+    bodies were stored by reference, or its copy was dropped (retention)."""
+    stored = request if isinstance(request, dict) else {}
+    if stored.get("v") != 2 or stored.get("pruned"):
+        return None
+    fields = stored.get("fields")
+    fields = fields if isinstance(fields, dict) else {}
+    shown = []
+    for name in stored.get("order") or []:
+        name = str(name)
+        if name in LISTED_BELOW:
+            shown.append(BodyField(name=name, value=None, listed=LISTED_BELOW[name]))
+        elif name in fields:
+            shown.append(BodyField(name=name, value=text(as_json(fields[name]), mono=True, head_chars=400), listed=""))
+    return shown
+
+
+@dataclass(frozen=True)
+class CallOutput:
+    """What the call answered (redacted like its record), and why the answer ended."""
+
+    finish_reason: str
+    message: MessageView
+
+
+def call_output(request: Any) -> CallOutput | None:
+    """The call's answer: its text, reasoning and tool calls, and the finish reason. None
+    for a call that got no answer (it failed) or was logged before answers were kept."""
+    stored = request if isinstance(request, dict) else {}
+    output = stored.get("output")
+    if not isinstance(output, dict) or not isinstance(output.get("message"), dict):
+        return None
+    return CallOutput(finish_reason=str(output.get("finish_reason") or ""), message=message_view(output["message"]))
 
 
 @dataclass(frozen=True)

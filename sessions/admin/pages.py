@@ -35,7 +35,17 @@ from sessions.admin.display import (
     sent_tools,
     timeline,
 )
-from sessions.admin.inspector import CallChange, RepairView, SentLine, repair_views, sent_lines
+from sessions.admin.inspector import (
+    BodyField,
+    CallChange,
+    CallOutput,
+    RepairView,
+    SentLine,
+    body_fields,
+    call_output,
+    repair_views,
+    sent_lines,
+)
 from sessions.admin.reads import (
     CALLS_PAGE,
     EVENTS_PAGE_DEFAULT,
@@ -325,6 +335,8 @@ class CallDetail:
     lines: list[SentLine]
     repairs: list[RepairView]
     tools: list[SentTool]
+    body: list[BodyField] | None
+    output: CallOutput | None
 
 
 def _instance_label(instance: Instance) -> str:
@@ -345,7 +357,8 @@ def _call_detail(run: Run, pairing: CallPairing) -> CallDetail:
     return CallDetail(call=call, instance=_instance_label(call.instance),
                       figures=call_figures(estimated=call.estimated_tokens, usage=call.usage,
                                            estimates=[entry.estimated_tokens for entry in pairing.entries]),
-                      change=change, lines=lines, repairs=repairs, tools=sent_tools(pairing.tools))
+                      change=change, lines=lines, repairs=repairs, tools=sent_tools(pairing.tools),
+                      body=body_fields(call.request), output=call_output(call.request))
 
 
 def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
