@@ -1,4 +1,4 @@
-"""How the console shows decrypted records, model-call messages and run events.
+"""How the console shows decrypted records and model-call messages (run events: ``timeline``).
 
 Plain Python, no Django: dict in, small frozen dataclasses out, which the templates render
 (auto-escaped). Nothing here decides who may see what; the views do, and audit it.
@@ -6,9 +6,8 @@ Plain Python, no Django: dict in, small frozen dataclasses out, which the templa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from context.records import content_text as records_content_text
@@ -19,8 +18,6 @@ from sessions.selectors import SentEntry
 # a page of 200 records to stay readable.
 HEAD_CHARS = 1_500
 HEAD_LINES = 24
-# A value inside an event's one-line summary.
-SHORT_VALUE_CHARS = 160
 
 
 @dataclass(frozen=True)
@@ -197,89 +194,6 @@ def message_view(message: Any, *, kind: str = "") -> MessageView:
         tool_call_id=str(message.get("tool_call_id") or "") if is_result else "",
         tool_name=str(message.get("name") or "") if is_result else "",
     )
-
-
-# --- The event timeline -----------------------------------------------------------------------
-
-DELTA_TYPES = frozenset({"message_delta", "thinking_delta"})
-
-
-@dataclass(frozen=True)
-class EventRow:
-    """One line of a run's timeline: an event, or consecutive deltas folded into their text."""
-
-    type: str
-    first_seq: int
-    last_seq: int
-    at: datetime
-    count: int = 1
-    fields: tuple[tuple[str, str], ...] = ()
-    text: Text | None = None
-    full_json: str | None = None
-
-    @property
-    def tone(self) -> str:
-        if self.type in {"error", "compaction_failed"}:
-            return "bad"
-        if self.type.startswith("compaction") or self.type == "compacted":
-            return "compaction"
-        if self.type.startswith("tool_") or self.type.startswith("sub_instance"):
-            return "tool"
-        if self.type in {"run_started", "run_finished"}:
-            return "run"
-        return "plain"
-
-
-def _short(value: Any) -> tuple[str, bool]:
-    """A value on one line; True when it was cut."""
-    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
-    shown = " ".join(shown.split())
-    if len(shown) > SHORT_VALUE_CHARS:
-        return shown[: SHORT_VALUE_CHARS - 1] + "…", True
-    return shown, False
-
-
-def _event_fields(payload: Any) -> tuple[tuple[tuple[str, str], ...], bool]:
-    if not isinstance(payload, dict):
-        shown, cut = _short(payload)
-        return (("data", shown),), cut
-    out, any_cut = [], False
-    for key, value in payload.items():
-        shown, cut = _short(value)
-        out.append((str(key), shown))
-        any_cut = any_cut or cut or isinstance(value, (dict, list))
-    return tuple(out), any_cut
-
-
-def timeline(events: Iterable[tuple[int, str, datetime, Any]]) -> list[EventRow]:
-    """Events ``(seq, type, at, payload)`` in seq order, consecutive deltas of one kind and
-    one instance folded into a single row with their joined text."""
-    rows: list[EventRow] = []
-    pending: list[tuple[int, str, datetime, dict[str, Any]]] = []
-
-    def flush() -> None:
-        if not pending:
-            return
-        first, kind, at, payload = pending[0]
-        joined = "".join(str(p.get("text", "")) for *_, p in pending)
-        extra = tuple((k, _short(v)[0]) for k, v in payload.items() if k != "text")
-        rows.append(EventRow(type=kind, first_seq=first, last_seq=pending[-1][0], at=at, count=len(pending),
-                             fields=extra, text=text(joined, head_chars=600)))
-        pending.clear()
-
-    for seq, kind, at, payload in events:
-        if kind in DELTA_TYPES and isinstance(payload, dict):
-            same = pending and pending[0][1] == kind and pending[0][3].get("instance") == payload.get("instance")
-            if not same:
-                flush()
-            pending.append((seq, kind, at, payload))
-            continue
-        flush()
-        fields, cut = _event_fields(payload)
-        rows.append(EventRow(type=kind, first_seq=seq, last_seq=seq, at=at, fields=fields,
-                             full_json=as_json(payload) if cut else None))
-    flush()
-    return rows
 
 
 # --- The context inspector --------------------------------------------------------------------

@@ -26,14 +26,12 @@ from sessions.admin.chart import ChartPoint, compaction_chart
 from sessions.admin.display import (
     CallFigures,
     CompactionFigures,
-    EventRow,
     MessageView,
     SentTool,
     call_figures,
     compaction_figures,
     message_view,
     sent_tools,
-    timeline,
 )
 from sessions.admin.inspector import (
     BodyField,
@@ -54,12 +52,14 @@ from sessions.admin.reads import (
     records_count,
     records_more_after,
     records_previous_cursor,
+    run_attempt_started_at,
     run_calls_overview,
     run_events,
     run_events_more_after,
     session_snapshots,
     session_sub_instances,
 )
+from sessions.admin.timeline import EventRow, attempt_offsets, timeline
 from sessions.admin.wait_chart import WaitPoint, wait_chart
 from sessions.admin.waits import WaitFigures, wait_figures
 from sessions.inspector_selectors import CallPairing, model_call_pairings
@@ -275,13 +275,6 @@ class TimelineItem:
     offset: str
 
 
-def _offset(seconds: float) -> str:
-    if seconds < 60:
-        return f"+{seconds:.2f} s"
-    minutes, rest = divmod(seconds, 60)
-    return f"+{int(minutes)} min {rest:04.1f} s"
-
-
 def events_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     """A run's events in seq order, deltas folded into their text; decrypted here, audited."""
     run: Run = object_or_404(model_admin, request, object_id, RunEvent)
@@ -295,8 +288,9 @@ def events_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -
                            detail={"after": after, "limit": limit})
         events = run_events(run=run, after=after, limit=limit)
         rows = timeline((event.seq, event.type, event.created_at, event.payload) for event in events)
-    origin = run.started_at or run.created_at
-    items = [TimelineItem(row=row, offset=_offset(max(0.0, (row.at - origin).total_seconds()))) for row in rows]
+    # Each attempt from its own start: a resume moves started_at past the first attempt's events.
+    start = (run_attempt_started_at(run=run, seq=events[0].seq) if events else None) or run.created_at
+    items = [TimelineItem(row=row, offset=offset) for row, offset in zip(rows, attempt_offsets(rows, start=start))]
     last = events[-1].seq if events else after
     more = len(events) == limit and run_events_more_after(run=run, after=last)
     context = {

@@ -5,6 +5,8 @@ views that call them write the access audit first.
 """
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import QuerySet
 
 from sessions.models import CompactionSnapshot, Instance, ModelCall, Run, RunEvent, Session, SessionMessage
@@ -72,6 +74,13 @@ def compaction_summary_seqs(*, session: Session) -> dict[tuple[int, int], int]:
 def run_events(*, run: Run, after: int, limit: int) -> list[RunEvent]:
     """A page of the run's events in seq order (decrypts payloads)."""
     return list(RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit])
+
+
+def run_attempt_started_at(*, run: Run, seq: int) -> datetime | None:
+    """When the attempt that event ``seq`` belongs to began: the time of the last
+    ``run_started`` at or before it (plain columns, nothing decrypted)."""
+    return (RunEvent.objects.filter(run=run, type="run_started", seq__lte=seq).order_by("-seq")
+            .values_list("created_at", flat=True).first())
 
 
 def run_events_more_after(*, run: Run, after: int) -> bool:

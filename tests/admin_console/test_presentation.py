@@ -12,8 +12,8 @@ from sessions.admin.display import (
     message_view,
     sent_messages,
     text,
-    timeline,
 )
+from sessions.admin.timeline import timeline
 from sessions.selectors import SentEntry
 
 AT = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
