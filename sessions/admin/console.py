@@ -293,7 +293,7 @@ class RunEventAdmin(ReadOnlyAdmin):
 @admin.register(ModelCall)
 class ModelCallAdmin(ReadOnlyAdmin):
     list_display = ["id", "run", "purpose", "provider", "model", "estimator_id", "estimated_tokens",
-                    "prompt_tokens", "ratio", "outcome", "created_at", "inspector_link"]
+                    "prompt_tokens", "ratio", "estimated_output_tokens", "outcome", "created_at", "inspector_link"]
     list_filter = ["purpose", "provider", "outcome"]
     list_select_related = ["run"]
     # What the call received is shown by the context inspector, which writes an access row.

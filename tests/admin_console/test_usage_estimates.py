@@ -187,3 +187,10 @@ def test_a_chart_of_three_tokens_does_not_repeat_its_axis_labels():
                                 cache_written=0, output=2)])
     labels = re.findall(r'<text x="56" y="[\d.]+" text-anchor="end">([^<]+)</text>', svg)
     assert labels == ["0", "1", "2", "3"]
+
+
+def test_the_model_call_list_shows_the_answer_estimate_beside_the_request_estimate(silent_version, console):
+    html = console.get("/admin/agent_sessions/modelcall/").content.decode()
+    assert "column-estimated_output_tokens" in html
+    for call in ModelCall.objects.filter(outcome="ok"):
+        assert re.search(rf'<td class="field-estimated_output_tokens">{call.estimated_output_tokens}</td>', html)
