@@ -110,6 +110,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "agentloom.web.security.ConsoleMiddleware",  # the console's CSP and id-bounded list filters
 ]
 
 ROOT_URLCONF = "agentloom.urls"

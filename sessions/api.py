@@ -7,6 +7,7 @@ from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.response import Response
 
 from agentloom.api.clients import ClientThrottle
+from agentloom.api.fields import BoundedJSONField
 from agentloom.errors import ValidationFailed
 from sessions.selectors import (
     instance_in_session,
@@ -142,7 +143,7 @@ def run_supplements(request, run_id: int):
 
 class ImportIn(serializers.Serializer):
     agent = serializers.IntegerField(min_value=1)
-    transcript = serializers.JSONField()
+    transcript = BoundedJSONField()
     title = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
 

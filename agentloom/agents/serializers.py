@@ -15,7 +15,7 @@ from rest_framework import serializers
 from agentloom.agents.models import Agent, AgentVersion
 from agentloom.agents.selectors import agent_budget, version_budget
 from agentloom.agents.server_tools import version_tool_drift
-from agentloom.api.fields import MAX_ID, StrictCharField
+from agentloom.api.fields import MAX_ID, BoundedJSONField, StrictCharField
 from agentloom.errors import NotFound
 from models_catalog.selectors import connection_get_for_user
 from models_catalog.serializers import RejectUnknownFields
@@ -43,14 +43,14 @@ class AgentUpdateIn(RejectUnknownFields):
     model_connection = ConnectionRefField(required=False, min_value=1)
     tools = serializers.ListField(child=StrictCharField(max_length=200), required=False, max_length=64,
                                   help_text='Built-ins ("calculator") and server tools ("<server>.<tool>", TOOL-3).')
-    tool_overrides = serializers.JSONField(required=False, allow_null=True,
-                                           help_text='Per server tool: {"<server>.<tool>": {"idempotent": true}} '
-                                                     '(TOOL-5; also observes_screen). Frozen at publish.')
-    context_policy = serializers.JSONField(required=False, allow_null=True,
-                                           help_text="Any of context_ratio, target_ratio, user_turns, model_steps, "
-                                                     "max_compaction_calls (CTX-20), prepare_ratio (CTX-45).")
-    limits = serializers.JSONField(required=False, allow_null=True,
-                                   help_text="max_model_calls, max_tool_calls, max_wall_seconds, max_depth (LOOP-2).")
+    tool_overrides = BoundedJSONField(required=False, allow_null=True,
+                                      help_text='Per server tool: {"<server>.<tool>": {"idempotent": true}} '
+                                                '(TOOL-5; also observes_screen). Frozen at publish.')
+    context_policy = BoundedJSONField(required=False, allow_null=True,
+                                      help_text="Any of context_ratio, target_ratio, user_turns, model_steps, "
+                                                "max_compaction_calls (CTX-20), prepare_ratio (CTX-45).")
+    limits = BoundedJSONField(required=False, allow_null=True,
+                              help_text="max_model_calls, max_tool_calls, max_wall_seconds, max_depth (LOOP-2).")
     verify_before_complete = serializers.BooleanField(required=False)
     call_log_retention_days = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=36_500,

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from agentloom.api.parsers import MAX_JSON_DEPTH, TOO_DEEP, JSONTooDeep, json_depth_exceeds, json_loads_bounded
+
 # The largest id a database column holds (signed 64 bits). SQLite cannot even bind a larger
 # Python int, so a bigger number typed by a client is refused as input, never sent.
 MAX_ID = 2**63 - 1
@@ -29,4 +31,24 @@ class StrictCharField(serializers.CharField):
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class BoundedJSONField(serializers.JSONField):
+    """A JSONField whose value nests at most ``MAX_JSON_DEPTH`` levels, however it came:
+    decoded here from a form or multipart field's text, or already parsed from a JSON body.
+    Past the bound it is a validation error naming the field, never a RecursionError."""
+
+    default_error_messages = {"too_deep": f"Value must be JSON {TOO_DEEP}."}
+
+    def to_internal_value(self, data):
+        if self.binary or getattr(data, "is_json_string", False):
+            try:
+                return json_loads_bounded(data.decode() if isinstance(data, bytes) else data)
+            except JSONTooDeep:
+                self.fail("too_deep")
+            except (TypeError, ValueError):
+                self.fail("invalid")
+        if json_depth_exceeds(data, MAX_JSON_DEPTH):
+            self.fail("too_deep")
         return super().to_internal_value(data)

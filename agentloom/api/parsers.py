@@ -1,19 +1,30 @@
-"""The API's JSON parser: DRF's, bounded in depth.
+"""How deep request JSON may nest, wherever it is decoded: DRF's JSON parser, JSON text in
+form and multipart fields, JSON text inside a value (an imported transcript).
 
 Python's JSON decoder recurses once per nesting level, so 200 KB of ``[`` raises
 ``RecursionError`` (not the ``ValueError`` DRF turns into a 400), and a body nested a few
 hundred levels deep parses but breaks whatever walks it later (pickling for encryption,
-serializers, redaction). Bodies are therefore refused past ``MAX_JSON_DEPTH`` levels —
+serializers, redaction). Nesting is therefore refused past ``MAX_JSON_DEPTH`` levels —
 far more than any request of this API has (an imported transcript is about six deep).
+
+A form or multipart body has no nesting of its own, but a JSON field of a serializer
+decodes its text (``context_policy=[[[…``): :class:`agentloom.api.fields.BoundedJSONField`
+decodes it with :func:`json_loads_bounded`, as a service does with JSON text it is handed.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 MAX_JSON_DEPTH = 64
+TOO_DEEP = f"nested more than {MAX_JSON_DEPTH} levels deep"
+
+
+class JSONTooDeep(ValueError):
+    """JSON text or a decoded value nested past the bound (a ValueError, as any bad JSON is)."""
 
 
 def json_depth_exceeds(value: Any, limit: int) -> bool:
@@ -33,12 +44,29 @@ def json_depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
+def json_check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> Any:
+    """``value`` itself, or JSONTooDeep when it nests more than ``limit`` levels."""
+    if json_depth_exceeds(value, limit):
+        raise JSONTooDeep(TOO_DEEP)
+    return value
+
+
+def json_loads_bounded(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` that refuses nesting past ``limit`` with JSONTooDeep (a ValueError),
+    never a RecursionError, and never returns a value too deep to store or walk."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise JSONTooDeep(TOO_DEEP) from None
+    return json_check_depth(value, limit)
+
+
 class BoundedJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
-            raise ParseError(f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep.") from None
+            raise ParseError(f"JSON parse error - {TOO_DEEP}.") from None
         if json_depth_exceeds(data, MAX_JSON_DEPTH):
-            raise ParseError(f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep.")
+            raise ParseError(f"JSON parse error - {TOO_DEEP}.")
         return data

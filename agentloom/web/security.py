@@ -1,18 +1,25 @@
-"""Browser-side defences of the chat pages: a strict Content-Security-Policy and a limit
-on failed logins (SPEC §11).
+"""Browser-side defences of the chat pages and the console: a strict Content-Security-Policy,
+a limit on failed logins, and console list filters held to ids a column can hold (SPEC §11).
 
 The CSP is a second wall behind the Markdown sanitiser: the pages load scripts and
 styles only from our own origin and carry no inline script, so even markup that slipped
-through could not run.
+through could not run. The console (``/admin/``) gets the same policy from
+:class:`ConsoleMiddleware`: Django's admin templates and ours load every script and
+style from static files (configuration travels in ``data-`` attributes), so it needs no
+exception — and the console is where decrypted conversations are shown.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
 
+from django.contrib import messages
 from django.core.cache import cache
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 
 from agentloom.api.clients import client_address
+from agentloom.api.fields import id_from_text
 
 CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'self'",
@@ -30,15 +37,62 @@ LOGIN_FAILURES_ALLOWED = 10
 LOGIN_FAILURE_WINDOW_SECONDS = 60
 
 
+def _add_csp(response):
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    response.headers.setdefault("Referrer-Policy", "same-origin")
+    return response
+
+
 def with_csp(view: Callable) -> Callable:
     @wraps(view)
     def wrapped(request, *args, **kwargs):
-        response = view(request, *args, **kwargs)
-        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-        response.headers.setdefault("Referrer-Policy", "same-origin")
-        return response
+        return _add_csp(view(request, *args, **kwargs))
 
     return wrapped
+
+
+# Query parameters of a console list that are never a field lookup (Django's own).
+_LIST_PARAMETERS = frozenset({"q", "o", "p", "e", "_popup", "_to_field"})
+
+
+def _not_an_id(value: str) -> bool:
+    """Digits that are no id: non-ASCII ones (``²``) or more than a 64-bit column holds
+    (SQLite cannot even bind them: the list would fail with a 500 while rendering)."""
+    return any(part.isdigit() and id_from_text(part) is None for part in value.split(","))
+
+
+class ConsoleMiddleware:
+    """Every console response carries the CSP; a console list filtered by a number no id
+    can be is shown without that filter, with a message saying why."""
+
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if request.path_info.startswith(reverse("admin:index")):
+            _add_csp(response)
+        return response
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        match = request.resolver_match
+        if (request.method != "GET" or match is None or match.namespace != "admin"
+                or not (match.url_name or "").endswith("_changelist")):
+            return None
+        kept = request.GET.copy()
+        dropped = [key for key, values in request.GET.lists()
+                   if key not in _LIST_PARAMETERS and any(_not_an_id(value) for value in values)]
+        if not dropped:
+            return None
+        for key in dropped:
+            shown = next(value for value in request.GET.getlist(key) if _not_an_id(value))
+            shown = shown if len(shown) <= 24 else shown[:24] + "…"
+            messages.warning(request, f"The filter {key}={shown} was left out: it is not an id this console can "
+                                      "look up (ids are plain digits, at most 19 of them). Check the link or the "
+                                      "number and filter again.")
+            del kept[key]
+        query = kept.urlencode()
+        return HttpResponseRedirect(request.path + (f"?{query}" if query else ""))
 
 
 def _client_key(request) -> str:

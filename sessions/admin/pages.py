@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
+from agentloom.api.fields import id_from_text
 from sessions.admin.audit import access_audit_write
 from sessions.admin.chart import ChartPoint, compaction_chart
 from sessions.admin.display import (
@@ -145,7 +146,9 @@ class RecordsQuery(forms.Form):
         value = self.cleaned_data["instance"]
         if value in ("", "all"):
             return None
-        if not instance_in_session(session=self.session, instance=value):
+        # An id is ASCII digits that fit a column ("²".isdigit() is True and int() refuses it).
+        if (value != Instance.MAIN and id_from_text(value) is None) \
+                or not instance_in_session(session=self.session, instance=value):
             raise forms.ValidationError("Use main or a sub-instance id of this session.")
         return value
 

@@ -9,12 +9,12 @@ claimed as original text.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from agentloom.api.parsers import MAX_JSON_DEPTH, JSONTooDeep, json_check_depth, json_loads_bounded
 from agentloom.errors import ValidationFailed
 from context import get_estimator, project_records
 from sessions.models import Instance, Run, Session, SessionView
@@ -23,21 +23,32 @@ from sessions.services.runs import budget_freeze
 from sessions.services.sessions import session_create
 
 MAX_MESSAGES = 20_000
+TOO_DEEP_PROBLEM = f"nested more than {MAX_JSON_DEPTH} levels deep"
 _KIND_BY_ROLE = {"system": "context", "developer": "context", "user": "user", "assistant": "assistant",
                  "tool": "tool_result"}
 
 
 def transcript_parse(raw: Any) -> list[dict[str, Any]]:
-    """The messages of a transcript; ValidationFailed naming the line or index otherwise."""
+    """The messages of a transcript; ValidationFailed naming the line or index otherwise.
+
+    JSON text is decoded with the API's depth bound, and a value handed in already parsed
+    is held to it too: a message nested hundreds of levels deep would otherwise be stored
+    only to break whatever walks it next (encryption pickles it)."""
     if isinstance(raw, str):
         stripped = raw.strip()
         if stripped.startswith(("[", "{")):
             try:
-                raw = json.loads(stripped)
+                raw = json_loads_bounded(stripped)
+            except JSONTooDeep:
+                raise _too_deep() from None
             except ValueError:
                 raw = _parse_jsonl(stripped)
         else:
             raw = _parse_jsonl(stripped)
+    try:
+        json_check_depth(raw)
+    except JSONTooDeep:
+        raise _too_deep() from None
     if isinstance(raw, dict) and isinstance(raw.get("traj"), list):
         raw = raw["traj"]
     elif isinstance(raw, dict) and isinstance(raw.get("messages"), list):
@@ -55,13 +66,21 @@ def transcript_parse(raw: Any) -> list[dict[str, Any]]:
     return raw
 
 
+def _too_deep() -> ValidationFailed:
+    return ValidationFailed(f"The transcript is {TOO_DEEP_PROBLEM}: send a list of chat messages, a few levels deep.",
+                            fields={"transcript": TOO_DEEP_PROBLEM})
+
+
 def _parse_jsonl(text: str) -> list[Any]:
     messages = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            messages.append(json.loads(line))
+            messages.append(json_loads_bounded(line))
+        except JSONTooDeep:
+            raise ValidationFailed(f"Line {number} is {TOO_DEEP_PROBLEM}.",
+                                   fields={f"line.{number}": TOO_DEEP_PROBLEM}) from None
         except ValueError:
             raise ValidationFailed(f"Line {number} is not valid JSON.",
                                    fields={f"line.{number}": "invalid JSON"}) from None
