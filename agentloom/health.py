@@ -3,7 +3,13 @@
 200 when the database answers and a worker has written its heartbeat within
 ``AGENTLOOM_HEARTBEAT_STALE_SECONDS`` (or tasks run inline); 503 otherwise. The web keeps
 serving pages either way: a 503 says questions would wait for a worker, not that the
-site is down. Each live worker is listed with the age of its heartbeat.
+site is down.
+
+Anyone may ask (a probe carries no credentials), so everyone gets the status and the
+state of each part in fixed words. What names the deployment — each live worker's host,
+pid, heartbeat age and run count, the broker kind, the stale interval — is only for
+operators: a staff user's console session, or an API token of a staff user
+(``Authorization: Token …``). An address cannot be learnt from the probe.
 """
 from __future__ import annotations
 
@@ -16,7 +22,11 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from agentloom.accounts.services import token_check
 from agentloom.runloop.workers import workers_live
+
+# What every caller sees; the rest of the body is for operators.
+PUBLIC_FIELDS = ("status", "database", "broker", "worker")
 
 
 def _database_ok() -> bool:
@@ -61,6 +71,21 @@ def _workers() -> dict:
     }
 
 
+def _operator(request) -> bool:
+    """A staff user, by the console's session or by an API token (no token: no question asked)."""
+    try:
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            return bool(user.is_staff and user.is_active)
+        keyword, _, key = request.headers.get("Authorization", "").partition(" ")
+        if keyword != "Token" or not key.strip():
+            return False
+        token = token_check(key=key.strip())
+        return token is not None and token.user.is_active and token.user.is_staff
+    except DatabaseError:  # the database is down: the status says so, details wait
+        return False
+
+
 @never_cache
 @require_GET
 def healthz(request):
@@ -74,4 +99,6 @@ def healthz(request):
     }
     healthy = database == "ok" and body["worker"] in {"ok", "inline"}
     body["status"] = "ok" if healthy else "unavailable"
+    if not _operator(request):
+        body = {name: body[name] for name in PUBLIC_FIELDS}
     return JsonResponse(body, status=200 if healthy else 503)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from agentloom.api.parsers import MAX_JSON_DEPTH, TOO_DEEP, JSONTooDeep, json_depth_exceeds, json_loads_bounded
+from agentloom.api.parsers import MAX_JSON_DEPTH, JSONTooDeep, json_depth_exceeds, json_loads_bounded
 
 # The largest id a database column holds (signed 64 bits). SQLite cannot even bind a larger
 # Python int, so a bigger number typed by a client is refused as input, never sent.
@@ -39,7 +39,7 @@ class BoundedJSONField(serializers.JSONField):
     decoded here from a form or multipart field's text, or already parsed from a JSON body.
     Past the bound it is a validation error naming the field, never a RecursionError."""
 
-    default_error_messages = {"too_deep": f"Value must be JSON {TOO_DEEP}."}
+    default_error_messages = {"too_deep": f"Must be JSON nested at most {MAX_JSON_DEPTH} levels deep."}
 
     def to_internal_value(self, data):
         if self.binary or getattr(data, "is_json_string", False):

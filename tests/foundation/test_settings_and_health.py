@@ -57,11 +57,11 @@ def test_healthz_answers_503_when_the_database_is_unreachable():
 
 
 @pytest.mark.django_db
-def test_healthz_answers_200_with_database_broker_and_worker_status(client):
+def test_healthz_answers_200_with_database_broker_and_worker_status(admin_client):
     from agentloom.runloop.housekeeping import Housekeeper
 
     Housekeeper(name="worker-host:1").tick(first=True)  # what a worker writes when it is ready
-    response = client.get("/healthz")
+    response = admin_client.get("/healthz")  # broker_kind is for operators (tests/security/test_health_details.py)
     assert response.status_code == 200
     body = response.json()
     assert body["database"] == "ok" and body["worker"] == "ok"

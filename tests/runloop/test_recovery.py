@@ -113,11 +113,13 @@ def test_a_worker_shutting_down_ends_only_the_attempts_it_executes(fake_session)
     assert Run.objects.get(pk=resumed_elsewhere.pk).status == Run.Status.RUNNING
 
 
-def test_healthz_answers_503_until_a_worker_beats_then_lists_it_and_503_again_once_it_is_silent(client):
+def test_healthz_answers_503_until_a_worker_beats_then_lists_it_and_503_again_once_it_is_silent(client,
+                                                                                                admin_user):
     response = client.get("/healthz")
     assert response.status_code == 503
     assert response.json()["worker"] == "none_seen" and response.json()["database"] == "ok"
     assert client.get("/admin/login/").status_code == 200  # the web keeps serving pages
+    client.force_login(admin_user)  # the worker list is for operators
 
     Housekeeper(name="worker-host:4242").tick(first=True)
     body = client.get("/healthz").json()
