@@ -36,6 +36,7 @@ from sessions.selectors import main_instance, sub_instances_running, tool_calls_
 from sessions.services.events import event_emit
 from sessions.services.frames import frame_update
 from sessions.services.history import checkpoint_commit, compaction_request_taken
+from sessions.services.manual_compaction import compaction_hold_release
 from sessions.services.prepared import (
     preparation_last_failure,
     preparation_open,
@@ -305,6 +306,13 @@ def compaction_manual(*, run_id: int) -> str:
     """CTX-43 for a session with no active run: compact its latest run's main history now,
     under the same commit rules; a compliant result becomes the next run's starting view."""
     run = Run.objects.select_related("session", "version").get(pk=run_id)
+    try:
+        return _compaction_manual(run)
+    finally:  # the session takes questions again, whatever happened (one thing at a time)
+        compaction_hold_release(run_id=run.pk)
+
+
+def _compaction_manual(run: Run) -> str:
     if run.status in Run.ACTIVE_STATUSES:
         return "active"  # the loop picks the request up at its next preparation
     if Run.objects.filter(session_id=run.session_id, pk__gt=run.pk).exists():

@@ -27,7 +27,9 @@ from sessions.selectors import (
     view_best_for_run,
     visible_records_query,
 )
-from sessions.services.frames import frame_locked, frame_update
+from sessions.services.frames import frame_locked
+from sessions.services.manual_compaction import compaction_hold_check, session_lock
+from sessions.services.manual_compaction import compaction_request as compaction_request  # its old home
 from sessions.services.prepared import preparations_discard
 from sessions.services.records import NewRecord, record_append, records_append
 from sessions.services.runs import run_create, run_dispatch_on_commit
@@ -58,12 +60,16 @@ def question_ask(*, session: Session, content: Any) -> Run:
     """A new question: a run with its main instance, the user record, counters (RUN-1, RUN-2).
 
     One transaction; the run is queued for a worker only once it commits. Raises
-    ActiveRunConflict (409) while another run of the session is queued or running, and
+    ActiveRunConflict (409) while another run of the session is queued or running,
+    CompactionRunning (409) while a manual compaction holds the session, and
     NotFound once the session's creator has left its space (RUN-11).
     """
     content = _clean_content(content)
     _creator_still_member(session)
     with transaction.atomic():
+        # One thing at a time per session: not while a manual compaction holds it.
+        session_lock(session_id=session.pk)
+        compaction_hold_check(session_id=session.pk)
         run = run_create(session=session)
         instance = main_instance(run=run)
         user_turns, model_steps = main_counts(session_id=session.pk, up_to_seq=run.inherited_watermark)
@@ -297,18 +303,3 @@ def checkpoint_commit(*, run: Run, instance: Instance, messages: list[dict[str, 
 def compaction_request_taken(*, run: Run) -> None:
     """The run's worker took a manual compaction request: clear the run's attention bit."""
     Run.objects.filter(pk=run.pk).update(attention=F("attention").bitand(~RunAttention.COMPACT & 0xFFFF))
-
-
-def compaction_request(*, session: Session) -> tuple[str, Run]:
-    """CTX-43: ask for a manual compaction. With a run working, the loop compacts at its
-    next preparation; otherwise the latest run's main history is compacted by a worker.
-    Returns ("scheduled", run) or ("queued", run); Conflict when there is nothing yet."""
-    run = session.runs.order_by("-id").first()
-    if run is None:
-        raise Conflict("There is nothing to compact yet.", code="nothing_to_compact")
-    if run.status in Run.ACTIVE_STATUSES:
-        with transaction.atomic():
-            frame_update(instance=main_instance(run=run), compact_requested=True)
-            Run.objects.filter(pk=run.pk).update(attention=F("attention").bitor(RunAttention.COMPACT))
-        return "scheduled", run
-    return "queued", run

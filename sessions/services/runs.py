@@ -17,6 +17,7 @@ from sessions.run_errors import NOT_A_MEMBER, QUEUE_UNAVAILABLE, RunError
 from sessions.selectors import session_creator_is_member
 from sessions.services import dispatch
 from sessions.services.events import event_emit
+from sessions.services.manual_compaction import compaction_hold_check, session_lock
 from sessions.services.prepared import preparations_discard
 from sessions.services.records import record_append
 
@@ -213,6 +214,8 @@ def run_resume(*, run: Run) -> Run:
         raise Conflict("This run failed for a reason a resume cannot fix.", code="not_resumable")
     try:
         with transaction.atomic():
+            session_lock(session_id=run.session_id)  # not while a manual compaction holds the session
+            compaction_hold_check(session_id=run.session_id)
             moved = run_transition(run=run, to=Run.Status.QUEUED, cancel_requested=False,
                                    attempt=run.attempt + 1, error=None, finished_at=None)
     except IntegrityError:
