@@ -24,7 +24,7 @@ class RunError:
         return {"code": self.code, "message": self.message, "retryable": self.retryable}
 
     def event(self, **extra: Any) -> dict[str, Any]:
-        """An ``error`` event's data: the stored shape, plus what the moment adds (a retry's
+        """A ``run_error`` event's data: the stored shape, plus what the moment adds (a retry's
         ``retrying_in``, ``attempt`` and ``reset``; which instance it came from)."""
         return {**self.to_dict(), **extra}
 

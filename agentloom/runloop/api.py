@@ -58,7 +58,10 @@ def _last_event_id(request) -> int | None:
     parameters=[OpenApiParameter("format", str, enum=["json"], description="`json` for a plain page; omit for SSE."),
                 OpenApiParameter("after", int), OpenApiParameter("limit", int)],
     responses=inline_serializer("RunEventsPage", {
-        "items": inline_serializer("RunEventItem", {"seq": serializers.IntegerField(), "type": serializers.CharField(),
+        "items": inline_serializer("RunEventItem", {"seq": serializers.IntegerField(), "type": serializers.CharField(
+            help_text="The event's name, as on the SSE stream: run_started, message_delta, …, run_error (a run "
+                      "error or a retry, with retrying_in), run_finished; never error, open or message, which "
+                      "EventSource keeps for itself."),
                                                     "data": serializers.JSONField()}, many=True),
         "next_after": serializers.IntegerField()}),
 )

@@ -80,7 +80,7 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
 
     def on_retry(number: int, error: ProviderError, delay: float) -> None:
         # The run error's shape, plus what a retry adds: the screen says "retrying in …".
-        event_emit(run_id=state.run.pk, type="error",
+        event_emit(run_id=state.run.pk, type="run_error",
                    data=RunError.from_provider(error).event(retrying_in=round(delay, 1), attempt=number, reset=True,
                                                             **source))
 

@@ -115,7 +115,7 @@ def _finish(state: RunState, status: str, *, error: RunError | None = None, reas
         instance_steps_save(instance=state.main)
     state.calibration_save()
     if error is not None:
-        event_emit(run_id=state.run.pk, type="error", data=error.event())
+        event_emit(run_id=state.run.pk, type="run_error", data=error.event())
     extra = {"verification": state.counters["verification"]} if "verification" in state.counters else None
     run_finish(run=state.run, status=status, error=error, reason=reason, event_data=extra,
                expected_from=(Run.Status.RUNNING,), where=Q(attempt=state.run.attempt))

@@ -27,7 +27,7 @@ from django.db import connections
 
 from sessions.models import Run, RunEvent
 from sessions.selectors import run_visible_to
-from sessions.services.events import channel_for
+from sessions.services.events import channel_for, event_type_current
 
 logger = logging.getLogger("agentloom.stream")
 
@@ -40,7 +40,7 @@ _ACTIVE = frozenset(Run.ACTIVE_STATUSES)
 
 
 def event_as_dict(event: RunEvent) -> dict[str, Any]:
-    return {"seq": event.seq, "type": event.type, "data": event.payload}
+    return {"seq": event.seq, "type": event_type_current(event.type), "data": event.payload}
 
 
 def events_after(*, run_id: int, after: int, limit: int = PAGE) -> list[RunEvent]:
@@ -48,8 +48,10 @@ def events_after(*, run_id: int, after: int, limit: int = PAGE) -> list[RunEvent
 
 
 def sse_frame(event: RunEvent) -> bytes:
+    """One event as SSE, under its current name: never one of EventSource's own (``error``
+    would also reach the browser's connection-lost handler)."""
     data = json.dumps(event.payload, separators=(",", ":"))
-    return f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+    return f"id: {event.seq}\nevent: {event_type_current(event.type)}\ndata: {data}\n\n".encode()
 
 
 class _Waker:

@@ -100,7 +100,7 @@ def delta_events(*, run: Run, after: int, upto: int) -> list[RunEvent]:
     """The events that shape a streamed text block: main-instance text deltas and the
     retry errors that discard an attempt's partial text, with ``after < seq <= upto``."""
     return list(RunEvent.objects.filter(run=run, seq__gt=after, seq__lte=upto,
-                                        type__in=("message_delta", "error")).order_by("seq"))
+                                        type__in=("message_delta", "run_error", "error")).order_by("seq"))
 
 
 METER_RUNS = 5  # runs looked back for a measurement (a failed or refused run may have none)

@@ -9,6 +9,7 @@ in this rendering when the run ends.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,6 +138,7 @@ class RunView:
     resumable: bool = False
     last_seq: int = 0
     plan: list[PlanStep] = field(default_factory=list)
+    supplements: dict[str, str] = field(default_factory=dict)  # a working run's, by id
 
     @property
     def plan_done(self) -> int:
@@ -151,6 +153,19 @@ def duration_label(ms: int | None) -> str:
     return f"{ms / 1000:.1f} s"
 
 
+
+
+def arguments_pretty(arguments: Any) -> str:
+    """A tool call's arguments as the chat shows them: JSON indented (as the browser
+    does live, chat.js), anything else as it came. Escaped by the template, never markup."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    try:
+        parsed = json.loads(text)
+    except (TypeError, ValueError):
+        return text
+    if not isinstance(parsed, (dict, list)):
+        return text
+    return json.dumps(parsed, indent=2, ensure_ascii=False)
 
 
 def result_images(content: Any) -> list[str]:
@@ -190,6 +205,16 @@ def _status_item(message: dict[str, Any]) -> Notice | ErrorBox | None:
     return None
 
 
+def _stopped_once(items: list[Any]) -> None:
+    """A stopped answer says so once, in the notice that follows it: not also under the text."""
+    for item in reversed(items):
+        if isinstance(item, Answer):
+            item.partial = False
+            return
+        if not isinstance(item, (Thinking, Step)):
+            return
+
+
 def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str, int] | None = None) -> list[Any]:
     """A finished run's main-instance records → display items, in record order."""
     durations = durations or {}
@@ -216,7 +241,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                     continue
                 function = call.get("function") if isinstance(call.get("function"), dict) else {}
                 call_id = str(call.get("id", ""))
-                arguments, _ = _clip(str(function.get("arguments", "")), ARGUMENTS_PREVIEW_CHARS)
+                arguments, _ = _clip(arguments_pretty(function.get("arguments", "")), ARGUMENTS_PREVIEW_CHARS)
                 step = Step(call_id=call_id, name=str(function.get("name", "tool")), arguments=arguments,
                             duration_ms=durations.get(call_id))
                 steps[call_id] = step
@@ -236,6 +261,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "run_status":
             item = _status_item(message)
             if item is not None:
+                if message.get("status") == Run.Status.CANCELLED:
+                    _stopped_once(items)
                 items.append(item)
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
@@ -250,19 +277,29 @@ def plan_steps(steps: Iterable[dict[str, Any]]) -> list[PlanStep]:
     return [PlanStep(step=str(s.get("step", "")), status=str(s.get("status", "pending"))) for s in steps]
 
 
-def items_written(records: Iterable[SessionMessage], *, queued: Iterable[dict[str, Any]] = ()) -> list[Bubble]:
-    """What the person wrote to a run that is still working: its question, the supplements
-    already taken, then the ones still queued."""
-    bubbles = [Bubble(kind=r.kind, text=content_text((r.message or {}).get("content")))
-               for r in records if r.kind in ("user", "supplement")]
-    bubbles += [Bubble(kind="supplement", text=str(item.get("content", "")), queued=True) for item in queued]
-    return bubbles
+def items_written(records: Iterable[SessionMessage]) -> list[Bubble]:
+    """The question of a run that is still working, shown above its live area."""
+    return [Bubble(kind=r.kind, text=content_text((r.message or {}).get("content")))
+            for r in records if r.kind == "user"]
+
+
+def supplements_written(records: Iterable[SessionMessage], *,
+                        queued: Iterable[dict[str, Any]] = ()) -> dict[str, str]:
+    """The supplements of a run that is still working, by id: taken into its records
+    (``supplement-<id>``) or still queued. The browser places each where its run's events
+    say it arrived (``supplement_received``), after the step that was answering then —
+    where the records put it, which is where the model read it (RUN-5)."""
+    written = {str(r.entry_key).removeprefix("supplement-"): content_text((r.message or {}).get("content"))
+               for r in records if r.kind == "supplement"}
+    written.update({str(item.get("id", "")): str(item.get("content", "")) for item in queued})
+    return written
 
 
 def text_from_deltas(events: Iterable[tuple[str, dict[str, Any]]]) -> str:
     """The text a stretch of events streamed into the main instance's answer.
 
-    ``message_delta`` events append; an ``error`` marked ``reset`` (a retried attempt)
+    ``message_delta`` events append; a ``run_error`` (stored as ``error`` before it was
+    renamed) marked ``reset`` (a retried attempt)
     discards what the failed attempt had streamed, as the browser does live.
     Sub-instances' deltas are not the main answer.
     """
@@ -272,6 +309,6 @@ def text_from_deltas(events: Iterable[tuple[str, dict[str, Any]]]) -> str:
             continue
         if type_ == "message_delta":
             parts.append(str(data.get("text", "")))
-        elif type_ == "error" and data.get("reset"):
+        elif type_ in ("run_error", "error") and data.get("reset"):
             parts = []
     return "".join(parts)

@@ -21,13 +21,26 @@ logger = logging.getLogger("agentloom.events")
 EVENT_TYPES = frozenset({
     "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
     "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped",
-    "compaction_failed", "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "error",
+    "compaction_failed", "compacted", "sub_instance_started", "sub_instance_finished", "run_finished",
+    "run_error",  # a run's error, or a retry of a provider fault (its data has ``retrying_in``)
     "plan_updated",  # the agent's plan changed (update_plan); the chat shows it beside the run
     "context_measured",  # how full the main context is after a step: the chat's meter
     "tool_progress",  # a server tool's progress notification (TOOL-4), shown on its step
     # CTX-45: a summary is being prepared in the background / is ready for the trigger.
     "compaction_preparing", "compaction_prepared",
 })
+# A browser's EventSource dispatches an event named ``error``, ``open`` or ``message`` to
+# its own handlers too (``onerror`` is the connection-lost handler): no event of ours may
+# carry one of those names on the wire.
+EVENTSOURCE_NAMES = frozenset({"error", "open", "message"})
+# Names events were stored under before they were renamed; read back under the new name.
+RENAMED = {"error": "run_error"}
+
+
+def event_type_current(stored: str) -> str:
+    """The name an event is sent and read under: a row stored as ``error`` by an earlier
+    version is a ``run_error``."""
+    return RENAMED.get(stored, stored)
 
 
 class Sink(Protocol):

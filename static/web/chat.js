@@ -13,7 +13,7 @@
   var EVENT_TYPES = [
     "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
     "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped", "compaction_failed",
-    "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "error", "plan_updated",
+    "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "run_error", "plan_updated",
     "context_measured", "tool_progress", "compaction_preparing", "compaction_prepared"
   ];
   var COMPACTION_ENDS = ["compacted", "compaction_failed", "compaction_skipped"];
@@ -480,7 +480,7 @@
       case "sub_instance_finished":
         setStatus("Working…", true);
         break;
-      case "error":
+      case "run_error":  // never "error": EventSource would also call its connection-lost handler
         this.error(data, main, seq);
         break;
       case "run_finished":

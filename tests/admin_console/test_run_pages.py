@@ -68,7 +68,7 @@ def test_the_timeline_pages_by_seq(console, story):
 
 
 def test_a_long_payload_value_is_shortened_with_the_whole_payload_one_click_away(console, story):
-    event_emit(run_id=story.first.pk, type="error", data={"code": "provider_unavailable", "message": "x" * 400})
+    event_emit(run_id=story.first.pk, type="run_error", data={"code": "provider_unavailable", "message": "x" * 400})
     html = console.get(events(story.first.pk)).content.decode()
     assert "x" * 159 + "…" in html and "<summary>Payload</summary>" in html and "x" * 400 in html
     assert 'class="tone-bad"' in html

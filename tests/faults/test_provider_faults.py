@@ -57,7 +57,7 @@ def saved_answer(run) -> str:
 
 
 def errors_announced(run) -> list[dict]:
-    return [e.payload for e in RunEvent.objects.filter(run=run, type="error").order_by("seq")]
+    return [e.payload for e in RunEvent.objects.filter(run=run, type="run_error").order_by("seq")]
 
 
 def assert_clear_failure(run, code: str) -> None:

@@ -65,7 +65,7 @@ def finished_run(session, *, question: str = "What is 6*7?", steps: list[dict[st
     if status in Run.ACTIVE_STATUSES:
         return run
     if error:
-        event_emit(run_id=run.pk, type="error", data=error)
+        event_emit(run_id=run.pk, type="run_error", data=error)
     run_finish(run=run, status=status, error=RunError.from_dict(error) if error else None,
                reason="stopped by user" if status == Run.Status.CANCELLED else "")
     event_emit(run_id=run.pk, type="run_finished", data={"status": status, "error": error})

@@ -16,6 +16,7 @@ from agentloom.web.transcript import (
     Summary,
     items_from_records,
     items_written,
+    supplements_written,
     text_from_deltas,
 )
 
@@ -42,7 +43,7 @@ def test_a_finished_run_reads_as_question_answer_steps_and_answer():
     step = items[2]
     assert (step.name, step.status, step.status_label, step.result, step.duration_label) == (
         "calculator", "ok", "done", "42", "7 ms")
-    assert step.arguments == '{"expression": "6*7"}'
+    assert step.arguments == '{\n  "expression": "6*7"\n}'
 
 
 def test_a_call_without_a_result_says_so():
@@ -61,13 +62,13 @@ def test_each_tool_status_has_a_label(status, label):
     assert items[0].status_label == label and items[0].status_class == status
 
 
-def test_a_stopped_run_keeps_its_partial_answer_marked_and_says_it_was_stopped():
+def test_a_stopped_run_keeps_its_partial_answer_and_says_once_that_it_was_stopped():
     items = items_from_records([
         rec("user", role="user", content="Go"),
         rec("assistant", role="assistant", content="Half an ans", partial=True),
         rec("run_status", status="cancelled", reason="stopped by user"),
     ])
-    assert items[1].partial is True
+    assert items[1].html == "<p>Half an ans</p>" and items[1].partial is False  # the notice says it
     assert items[2] == Notice("You stopped this answer.", tone="stopped")
 
 
@@ -160,20 +161,31 @@ def test_image_parts_are_named_not_shown():
     assert items[0].text == "Look\n[image]"
 
 
-def test_a_working_run_shows_what_the_person_wrote_and_the_queued_supplements():
-    bubbles = items_written([rec("user", role="user", content="Q"), rec("assistant", role="assistant", content="A"),
-                             rec("supplement", role="user", content="S1")],
-                            queued=[{"id": "x", "content": "S2"}])
-    assert bubbles == [Bubble("user", "Q"), Bubble("supplement", "S1"), Bubble("supplement", "S2", queued=True)]
+def test_a_working_run_shows_its_question_and_hands_its_supplements_to_the_browser_by_id():
+    records = [rec("user", role="user", content="Q"), rec("assistant", role="assistant", content="A"),
+               rec("supplement", role="user", content="S1")]
+    records[2].entry_key = "supplement-abc"
+    assert items_written(records) == [Bubble("user", "Q")]
+    assert supplements_written(records, queued=[{"id": "x", "content": "S2"}]) == {"abc": "S1", "x": "S2"}
 
 
 def test_streamed_text_drops_a_retried_attempt_and_ignores_sub_instances():
     events = [
         ("message_delta", {"text": "Hel", "instance": "main"}),
-        ("error", {"code": "rate_limited", "retrying_in": 1.0, "reset": True, "instance": "main"}),
+        ("run_error", {"code": "rate_limited", "retrying_in": 1.0, "reset": True, "instance": "main"}),
         ("message_delta", {"text": "Hello ", "instance": "main"}),
         ("message_delta", {"text": "sub-agent chatter", "instance": "17"}),
         ("error", {"code": "rate_limited", "retrying_in": 1.0, "reset": True, "instance": "17"}),
         ("message_delta", {"text": "world"}),
     ]
     assert text_from_deltas(events) == "Hello world"
+
+
+def test_tool_arguments_are_shown_as_indented_json_and_other_text_as_it_came():
+    items = items_from_records([
+        rec("user", role="user", content="Q"),
+        rec("assistant", role="assistant", content=None, tool_calls=[
+            call("c1", arguments='{"expression": "6*7", "why": "<b>x</b>"}'), call("c2", arguments="not json {")]),
+    ])
+    assert items[1].arguments == '{\n  "expression": "6*7",\n  "why": "<b>x</b>"\n}'
+    assert items[2].arguments == "not json {"

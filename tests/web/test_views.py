@@ -263,8 +263,8 @@ def test_the_text_fragment_renders_what_was_streamed_between_two_seqs(client_for
 
     run = finished_run(make_session(alice), status=Run.Status.RUNNING, steps=[])
     first = event_emit(run_id=run.pk, type="message_delta", data={"text": "Wrong", "instance": "main"})
-    event_emit(run_id=run.pk, type="error", data={"code": "rate_limited", "retrying_in": 1, "reset": True,
-                                                  "instance": "main"})
+    event_emit(run_id=run.pk, type="run_error", data={"code": "rate_limited", "retrying_in": 1, "reset": True,
+                                                      "instance": "main"})
     event_emit(run_id=run.pk, type="message_delta", data={"text": "**Right** <b>x</b>", "instance": "main"})
     last = event_emit(run_id=run.pk, type="message_delta", data={"text": " answer", "instance": "main"})
     event_emit(run_id=run.pk, type="message_delta", data={"text": " LATER", "instance": "main"})

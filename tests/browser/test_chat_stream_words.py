@@ -1,0 +1,122 @@
+"""What a person reads under the chat while the stream has trouble (issue 27): a provider
+retry says "retrying in N s" (its event is never taken for a lost connection), a dropped
+stream says it reconnects and then that it did, and an unreachable server says the
+connection is lost for as long as it is."""
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from tests.browser.conftest import LAST_RUN, SETTLED, STREAMING, answer_text, ask, log_in, words
+from tests.browser.netdrop import DroppingProxy
+from tests.fakes.fake_provider import chat_stream, error, sequence
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+expect = sync_api.expect
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume synchronous iterators"),
+]
+STATUS = "#chat-status"
+# Every text the status line showed, in order (a MutationObserver: a text replaced at once
+# by another is still seen).
+RECORD_STATUS = """() => {
+  const status = document.querySelector('#chat-status');
+  window.statusSeen = [];
+  new MutationObserver(() => window.statusSeen.push(status.textContent))
+    .observe(status, {childList: true, characterData: true, subtree: true});
+}"""
+
+
+class UnpluggableProxy(DroppingProxy):
+    """A forwarder that can be unplugged: every connection is cut, and new ones are closed
+    as soon as they come, until it is plugged in again — the server is unreachable."""
+
+    unplugged = False
+
+    def unplug(self) -> None:
+        self.unplugged = True
+        self.drop()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.unplugged:
+                client.close()
+                continue
+            self._forward(client)
+
+    def _forward(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        except OSError:
+            client.close()
+            return
+        pair = (client, upstream)
+        with self.lock:
+            self.pairs.add(pair)
+        threading.Thread(target=self._pump, args=(client, upstream, pair), daemon=True).start()
+        threading.Thread(target=self._pump, args=(upstream, client, pair), daemon=True).start()
+
+
+@pytest.mark.parametrize(("status", "title"), [(429, "Rate-limited by the model provider"),
+                                               (503, "The model provider is down or not answering")])
+def test_a_provider_retry_says_retrying_in_n_seconds_and_never_connection_lost(page, server, fake_session,
+                                                                                fake_provider, status, title):
+    session = fake_session()
+    fake_provider.handler = sequence(error(status, "busy", retry_after="2"), chat_stream(["Here it is."]))
+    log_in(page, server, next_path=f"/sessions/{session.pk}/")
+    page.evaluate(RECORD_STATUS)
+    ask(page, "Hello?")
+
+    expect(page.locator(STATUS)).to_have_text(f"{title} — retrying in 2 s…")
+    page.wait_for_selector(SETTLED, timeout=15_000)
+    assert answer_text(page) == "Here it is."
+    expect(page.locator(STATUS)).to_have_text("Answer complete.")
+    seen = page.evaluate("window.statusSeen")
+    assert not any("Connection lost" in text for text in seen), seen
+    assert page.script_errors == []
+
+
+def test_a_dropped_stream_says_it_reconnects_then_that_it_did(page, server, fake_session, fake_provider):
+    session = fake_session()
+    fake_provider.handler = sequence(chat_stream(words(40), delay=0.06))
+    with DroppingProxy(server.port) as proxy:
+        log_in(page, proxy, next_path=f"/sessions/{session.pk}/")
+        page.evaluate(RECORD_STATUS)
+        ask(page, "Count slowly")
+        expect(page.locator(STREAMING)).to_contain_text("word3 ")
+        assert proxy.drop() >= 1
+        page.wait_for_selector(SETTLED, timeout=15_000)
+    seen = page.evaluate("window.statusSeen")
+    assert "Connection lost — reconnecting…" in seen, seen
+    assert "Reconnected. Working…" in seen[seen.index("Connection lost — reconnecting…"):], seen
+    expect(page.locator(STATUS)).to_have_text("Answer complete.")
+    assert answer_text(page) == "".join(words(40)).strip()
+
+
+def test_an_unreachable_server_says_the_connection_is_lost_until_it_comes_back(page, server, fake_session,
+                                                                               fake_provider):
+    session = fake_session()
+    fake_provider.handler = sequence(chat_stream(words(60), delay=0.06))
+    with UnpluggableProxy(server.port) as proxy:
+        log_in(page, proxy, next_path=f"/sessions/{session.pk}/")
+        ask(page, "Count slowly")
+        expect(page.locator(STREAMING)).to_contain_text("word3 ")
+        proxy.unplug()
+        expect(page.locator(STATUS)).to_have_text("Connection lost — reconnecting…")
+        # The browser tries again (the stream's retry is 2 s) and is refused: still lost.
+        with page.expect_request(lambda request: "/events" in request.url, timeout=10_000):
+            pass
+        expect(page.locator(STATUS)).to_have_text("Connection lost — reconnecting…")
+        assert page.locator(f"{LAST_RUN} .error-box").count() == 0
+        proxy.unplugged = False
+        page.wait_for_selector(SETTLED, timeout=20_000)
+    expect(page.locator(STATUS)).to_have_text("Answer complete.")
+    assert answer_text(page) == "".join(words(60)).strip()
