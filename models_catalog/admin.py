@@ -2,6 +2,7 @@
 a write-only key, and every save going through the catalog services."""
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from django.contrib import admin, messages
@@ -17,16 +18,21 @@ from django.views.decorators.debug import sensitive_post_parameters
 from agentloom.errors import DomainError
 from context import Calibration
 from models_catalog.discovery import server_context_label
-from models_catalog.forms import DiscoverForm, ModelConnectionAdminForm, ModelPriceAdminForm
+from models_catalog.forms import ConnectionTestForm, DiscoverForm, ModelConnectionAdminForm, ModelPriceAdminForm
+from models_catalog.http import HttpLimits
 from models_catalog.maxima import maxima_of
 from models_catalog.models import ModelConnection, ModelPrice
-from models_catalog.providers import provider_label
+from models_catalog.providers import find_provider, provider_label
 from models_catalog.selectors import connection_stored_key_for_discovery
 from models_catalog.serializers import discovery_data
 from models_catalog.services import connection_create, connection_update, models_discover
 
 DISCOVER_RESULTS_TEMPLATE = "admin/models_catalog/modelconnection/discover_results.html"
 DISCOVER_PAGE_TEMPLATE = "admin/models_catalog/modelconnection/discover.html"
+TEST_RESULT_TEMPLATE = "admin/models_catalog/modelconnection/test_result.html"
+# Test connection waits for an answer while the admin watches: a short bound, not discovery's.
+CONNECTION_TEST_LIMITS = HttpLimits(connect_timeout=3.0, read_timeout=8.0, write_timeout=5.0, pool_timeout=3.0,
+                                    total_timeout=10.0, max_response_bytes=8 * 1024 * 1024)
 
 
 @admin.display(description="Provider", ordering="provider")
@@ -69,7 +75,8 @@ class ModelConnectionAdmin(admin.ModelAdmin):
     @admin.display(description="Effective input")
     def effective_input(self, obj: ModelConnection) -> str:
         if obj.pk is None or not _figures_typed(obj):
-            return "-"
+            # A form shown again after an error: a blank figure is decided only when saved.
+            return "Shown once saved (a figure left blank is decided when the connection is saved)."
         return f"{obj.effective_context_window() - obj.max_output_tokens - obj.safety_margin_tokens:,} tokens"
 
     # Each figure with its own source under it (CAT-2), in one column so the list stays narrow.
@@ -150,9 +157,13 @@ class ModelConnectionAdmin(admin.ModelAdmin):
 
     # --- Discover models -------------------------------------------------------------
 
+    connection_test_limits = CONNECTION_TEST_LIMITS
+
     def get_urls(self):
         view = self.admin_site.admin_view(self.discover_view)
-        return [path("discover/", view, name="models_catalog_modelconnection_discover"), *super().get_urls()]
+        test = self.admin_site.admin_view(self.test_connection_view)
+        return [path("discover/", view, name="models_catalog_modelconnection_discover"),
+                path("test-connection/", test, name="models_catalog_modelconnection_test"), *super().get_urls()]
 
     @method_decorator(sensitive_post_parameters("api_key"))
     def discover_view(self, request: HttpRequest) -> HttpResponse:
@@ -175,13 +186,23 @@ class ModelConnectionAdmin(admin.ModelAdmin):
         )
         return TemplateResponse(request, DISCOVER_PAGE_TEMPLATE, context)
 
+    @staticmethod
+    def _key_for(values: dict[str, Any]) -> tuple[str, str]:
+        """The key to try (typed, else the stored one under CAT-1's rule) and where it came from."""
+        if values.get("api_key"):
+            return values["api_key"], "the key entered"
+        if values.get("connection"):
+            connection = get_object_or_404(ModelConnection.objects.defer("api_key"), pk=values["connection"])
+            key = connection_stored_key_for_discovery(connection=connection, provider=values["provider"],
+                                                      base_url=values.get("base_url") or "")
+            return key, "the stored key" if key else "no key"
+        return "", "no key"
+
     def _discover(self, form: DiscoverForm) -> dict[str, Any]:
         values = form.cleaned_data
-        provider, base_url, key = values["provider"], values.get("base_url") or "", values.get("api_key") or ""
+        provider, base_url = values["provider"], values.get("base_url") or ""
         try:
-            if not key and values.get("connection"):
-                connection = get_object_or_404(ModelConnection.objects.defer("api_key"), pk=values["connection"])
-                key = connection_stored_key_for_discovery(connection=connection, provider=provider, base_url=base_url)
+            key, _ = self._key_for(values)
             result = models_discover(provider=provider, base_url=base_url, api_key=key)
         except DomainError as exc:
             return {"error": exc.message, "error_fields": exc.fields}
@@ -189,6 +210,45 @@ class ModelConnectionAdmin(admin.ModelAdmin):
         for item in data["models"]:
             item["server_context_label"] = server_context_label(item["server_context_source"])
         return {"result": data, "provider": provider}
+
+
+    # --- Test connection --------------------------------------------------------------
+
+    @method_decorator(sensitive_post_parameters("api_key"))
+    def test_connection_view(self, request: HttpRequest) -> HttpResponse:
+        """Try what the form holds right now against the provider, saving nothing: one model
+        list call through the guarded client (the private-endpoint switch and address rules
+        of every call), bounded by a short time-out, answered in words. Never the key."""
+        if not (self.has_add_permission(request) or self.has_change_permission(request)):
+            raise PermissionDenied
+        if request.method != "POST":
+            return HttpResponse(status=405, headers={"Allow": "POST"})
+        form = ConnectionTestForm(request.POST)
+        outcome = self._test(form.cleaned_data) if form.is_valid() else {
+            "ok": False, "message": "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())}
+        return TemplateResponse(request, TEST_RESULT_TEMPLATE, outcome)
+
+    def _test(self, values: dict[str, Any]) -> dict[str, Any]:
+        provider, model = values["provider"], (values.get("model") or "").strip()
+        spec = find_provider(provider)
+        if spec is not None and spec.offline:
+            return {"ok": True, "message": f"{spec.label} runs inside AgentLoom: there is nothing to connect to."}
+        try:
+            key, key_used = self._key_for(values)
+            result = models_discover(provider=provider, base_url=values.get("base_url") or "", api_key=key,
+                                     limits=self.connection_test_limits)
+        except DomainError as exc:
+            return {"ok": False, "message": f"The connection does not work yet. {exc.message}"}
+        label, ids = provider_label(provider), [item.id for item in result.models]
+        listed = f"{len(ids)} model{'s' * (len(ids) != 1)}"
+        reached = f"{label} answered at {result.base_url} with {key_used} and lists {listed}"
+        if not model:
+            return {"ok": True, "message": f"{reached}. Enter a model id, or pick one with Discover models."}
+        if model in ids:
+            return {"ok": True, "message": f"{reached}, {model} among them. Save to keep these settings."}
+        close = difflib.get_close_matches(model, ids, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else " Discover models shows the ids it lists."
+        return {"ok": False, "message": f"{reached}, but not {model}.{hint}"}
 
 
 def _figures_typed(obj: ModelConnection) -> bool:

@@ -125,6 +125,12 @@ class DiscoverForm(forms.Form):
         self.fields["api_key"].help_text = "Leave empty to use the stored key of the connection being edited."
 
 
+class ConnectionTestForm(DiscoverForm):
+    """Test connection: the discovery request plus the model id the form holds."""
+
+    model = forms.CharField(label="Model", required=False, max_length=200)
+
+
 class ModelPriceAdminForm(forms.ModelForm):
     """A model's price: its provider chosen from the registry, as the model calls record it."""
 

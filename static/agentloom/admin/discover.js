@@ -1,4 +1,5 @@
-/* Discover models on the model connection form (SPEC §10, CAT-1). Plain JS, no library.
+/* Discover models and Test connection on the model connection form (SPEC §10, CAT-1).
+ * Plain JS, no library.
  * Posts the form's provider, base URL and key (or the connection id, for the stored key)
  * to the console's discover view, shows the server-rendered (escaped) result, and fills
  * the form when the admin picks a model. The key is sent in the POST body only. */
@@ -7,9 +8,9 @@
 
   function field(name) { return document.getElementById("id_" + name); }
 
-  function discover(button, panel) {
+  function discover(button, panel, names) {
     var body = new FormData();
-    ["provider", "base_url", "api_key"].forEach(function (name) {
+    names.forEach(function (name) {
       var input = field(name);
       body.append(name, input ? input.value : "");
     });
@@ -53,7 +54,14 @@
     var button = document.getElementById("discover-models");
     var panel = document.getElementById("discover-results");
     if (!button || !panel) { return; }
-    button.addEventListener("click", function () { discover(button, panel); });
+    button.addEventListener("click", function () { discover(button, panel, ["provider", "base_url", "api_key"]); });
+    var test = document.getElementById("test-connection");
+    var result = document.getElementById("test-connection-result");
+    if (test && result) {
+      test.addEventListener("click", function () {
+        discover(test, result, ["provider", "base_url", "api_key", "model"]);
+      });
+    }
     panel.addEventListener("click", function (event) {
       var choice = event.target.closest("[data-use-model]");
       if (choice) { event.preventDefault(); use(choice, panel); }
