@@ -42,6 +42,25 @@ class RunError:
                    retryable=data.get("retryable") is not False)
 
 
+def window_refused(*, connection: str, server_window: int | None, output_limit: int, safety_margin: int,
+                   after_summary: bool) -> RunError:
+    """The model's server refused a request as longer than its context window and the run
+    cannot get under it: what the server keeps, and what an admin changes where (the
+    connection's figures are frozen into the agent when it is published, so it is published
+    again). Never resumable: a resume keeps the figures the run froze (RUN-4)."""
+    keeps = f"keeps {server_window:,} tokens of context" if server_window else \
+        "keeps less context than its connection says"
+    if after_summary:
+        said = f"The model's server refused the request even with earlier messages summarized: it {keeps}."
+    else:
+        said = (f"The model's server {keeps}: too little for this agent's output limit of {output_limit:,} tokens "
+                f"plus its safety margin of {safety_margin:,}.")
+    window = f" ({server_window:,})" if server_window else ""
+    return RunError("context_window", f"{said} In the console, open Model connections → “{connection}”, set the "
+                    f"context window to what the server keeps{window} and the output limit well below it, then "
+                    "publish the agent again and ask again.")
+
+
 INTERNAL_ERROR = RunError("internal_error", "Something went wrong on our side; you can resume the run.",
                           retryable=True)
 COULD_NOT_START = RunError("internal_error", "The run could not start on our side; an operator has the details.",

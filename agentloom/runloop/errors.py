@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions.run_errors import RunError
+from sessions.run_errors import RunError, window_refused
 
 
 class RunCancelled(Exception):
@@ -17,6 +17,10 @@ class RunStopped(Exception):
     def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
         self.error = RunError(code, message, retryable=retryable)
+
+    @classmethod
+    def of(cls, error: RunError) -> RunStopped:
+        return cls(error.code, error.message, retryable=error.retryable)
 
     @classmethod
     def from_provider(cls, error: Any) -> RunStopped:
@@ -37,3 +41,9 @@ class ContextRefused(Exception):
     def __init__(self, error: Any, *, estimate: int) -> None:
         super().__init__(str(error))
         self.error, self.estimate = error, estimate
+
+    def stop(self, *, connection: str, budget: Any, after_summary: bool) -> RunStopped:
+        """The run cannot get under the server's window: say what to change, and where."""
+        return RunStopped.of(window_refused(connection=connection, server_window=self.error.window,
+                                            output_limit=budget.max_output_tokens,
+                                            safety_margin=budget.safety_margin_tokens, after_summary=after_summary))

@@ -127,9 +127,14 @@ def _learn_window(state: RunState, refusal: ContextRefused) -> None:
     try:
         window = state.learn_refusal(refusal.error, estimate=refusal.estimate)
     except PolicyError:
-        raise RunStopped("context_overflow", "The model's server keeps a context window too small for the "
-                         "reserved answer and safety margin; lower the connection's output limit.") from None
+        raise refusal.stop(connection=_connection_name(state), budget=state.figures.budget,
+                           after_summary=False) from None
     logger.warning("run %s: the provider refused a request as too long; window now %s", state.run.pk, window)
+
+
+def _connection_name(state: RunState) -> str:
+    connection = state.run.version.model_connection
+    return connection.name if connection is not None else state.target.model
 
 
 def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, depth: int,
@@ -161,7 +166,8 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
             answer = action_call(state, instance, request)
         except ContextRefused as refusal:
             if refused:  # compacted and refused again: never retry forever (CTX-39)
-                raise RunStopped("context_overflow", str(refusal)) from None
+                raise refusal.stop(connection=_connection_name(state), budget=state.figures.budget,
+                                   after_summary=True) from None
             _learn_window(state, refusal)
             refused = True
             continue

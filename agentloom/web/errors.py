@@ -24,6 +24,9 @@ ERROR_TEXTS: dict[str, ErrorText] = {
                                 "Waiting will not help: an admin needs to check the provider's billing."),
     "context_overflow": ErrorText("Context overflow: the conversation is too long for the model",
                                   "Start a new session, or ask an admin to use a model with a larger window."),
+    "context_window": ErrorText("The model's server keeps less context than its connection says",
+                                "An admin needs to change this agent's model connection in the console, as "
+                                "described below; asking again before that fails the same way."),
     "provider_unavailable": ErrorText("The model provider is down or not answering",
                                       "Nothing is lost. Resume the run in a minute."),
     "provider_error": ErrorText("The model provider returned an error",

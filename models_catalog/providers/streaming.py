@@ -87,6 +87,13 @@ class SSEDecoder:
             self._data.append(value)
         elif name == b"event":
             self._event = value.decode("utf-8", errors="replace")
+        elif name == b"error":
+            # Not an SSE field: llama.cpp's server writes a streamed request's refusal (a prompt
+            # over its context size, say) as ``error: {...}`` after its 200, then ``data: [DONE]``.
+            # Ignored, as the standard says, that refusal would read as an empty answer.
+            self._event = "error"
+            self._data_size += len(value)
+            self._data.append(value)
         return None  # id, retry and unknown fields are irrelevant here
 
 
@@ -117,7 +124,9 @@ def parse_chunk(data: str, event: str = "message", *, provider_label: str = "The
     if not isinstance(payload, dict):
         raise ProviderUnavailableError(f"{provider_label} sent a malformed chunk in the answer stream.")
     if event == "error" or payload.get("error") is not None:
-        raise error_from_payload(payload, provider_label=provider_label)
+        # llama.cpp's ``error:`` line carries the error object itself, not {"error": {...}}
+        wrapped = payload if payload.get("error") is not None or payload.get("type") == "error" else {"error": payload}
+        raise error_from_payload(wrapped, provider_label=provider_label)
     return payload
 
 

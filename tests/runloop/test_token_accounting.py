@@ -134,7 +134,7 @@ def test_cat3_a_server_that_keeps_refusing_after_compaction_fails_the_run_withou
     _ask_all(session, 1)
     server.window = 300  # now nothing fits: refusal, compaction, refusal again
     run = _ask_all(session, 1)[0]
-    assert run.status == Run.Status.FAILED and run.error["code"] == "context_overflow"
+    assert run.status == Run.Status.FAILED and run.error["code"] == "context_window"
     assert len(server.refused) <= 2
 
 
