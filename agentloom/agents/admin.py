@@ -7,17 +7,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Max
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from agentloom.agents.forms import LIMIT_FIELDS, POLICY_FIELDS, AgentAdminForm
 from agentloom.agents.models import Agent, AgentVersion
 from agentloom.agents.selectors import agent_budget, version_budget
 from agentloom.agents.server_tools import version_tool_drift
-from agentloom.agents.services import agent_draft_create, agent_publish, agent_update
+from agentloom.agents.services import agent_draft_changes, agent_draft_create, agent_publish, agent_update
 from agentloom.errors import DomainError
 from agentloom.readonly_admin import ReadOnlyAdminMixin
 from agentloom.toolservers.admin import annotations_text
@@ -43,8 +47,11 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ["name"]
     list_filter = ["space"]
     actions = ["publish"]
-    readonly_fields = ["budget_figures", "versions_pages", "created_by", "created_at", "updated_at"]
+    # The Save buttons come first in the page too, so Enter in a field saves, never publishes.
+    save_on_top = True
+    readonly_fields = ["publish_panel", "budget_figures", "versions_pages", "created_by", "created_at", "updated_at"]
     fieldsets = [
+        ("Publish", {"fields": ["publish_panel"]}),
         (None, {"fields": ["space", "name", "instructions", "model_connection", "tools", "tool_overrides"]}),
         ("Context policy", {"fields": [*POLICY_FIELDS, "budget_figures"]}),
         ("Run limits", {"fields": [*LIMIT_FIELDS, "verify_before_complete"]}),
@@ -66,7 +73,73 @@ class AgentAdmin(admin.ModelAdmin):
         return f"v{number}" if number else "unpublished"
 
     class Media:
-        js = ["agentloom/admin/agent_budget.js"]
+        js = ["agentloom/admin/agent_budget.js", "agentloom/admin/agent_publish.js"]
+
+    # --- Publish from the agent's own page ----------------------------------------------
+
+    def get_urls(self):
+        publish = self.admin_site.admin_view(self.publish_view)
+        return [path("<path:object_id>/publish/", publish, name="agents_agent_publish"), *super().get_urls()]
+
+    @admin.display(description="Next version")
+    def publish_panel(self, obj: Agent) -> str:
+        """What publishing the saved draft would change since the last version, and the
+        button that does it (disabled when nothing would; the script disables it as soon
+        as the form is edited, the server refuses unsaved changes as well)."""
+        if obj.pk is None:
+            return "Save the agent first; then publish it here."
+        latest, changes = agent_draft_changes(agent=obj)
+        if latest is None:
+            summary = mark_safe("Not published yet: publishing makes <strong>v1</strong> from the saved draft.")
+        elif not changes:
+            summary = format_html("Nothing to publish: the saved draft is the same as <strong>v{}</strong>.",
+                                  latest.version)
+        else:
+            rows = format_html_join("", "<tr><th scope=\"row\">{}</th><td>{}</td><td>{}</td></tr>",
+                                    ((c.what, c.before or "–", c.after or "–") for c in changes))
+            summary = format_html('Changes since <strong>v{}</strong>:<table class="publish-changes"><thead><tr>'
+                                  '<th scope="col"></th><th scope="col">v{}</th><th scope="col">Saved draft</th>'
+                                  "</tr></thead><tbody>{}</tbody></table>", latest.version, latest.version, rows)
+        number = (latest.version if latest else 0) + 1
+        ready = latest is None or bool(changes)
+        note = ("Publishes the saved draft; unsaved edits on this page are not included: save them first."
+                if ready else "Change the draft and save it to publish a new version.")
+        return format_html(
+            '<div class="publish-panel">{}<p><button type="submit" class="button" data-publish formnovalidate '
+            'formaction="{}"{}>Publish v{}</button> <span class="help" id="publish-note" aria-live="polite">{}'
+            "</span></p></div>", summary, reverse("admin:agents_agent_publish", args=[obj.pk]),
+            "" if ready else mark_safe(" disabled"), number, note)
+
+    def publish_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Publish the saved draft from its page. The page's fields come along (the button
+        submits the form): any that differ from the saved draft are unsaved edits, and the
+        publish is refused rather than freezing something other than what the admin sees."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        agent = get_object_or_404(self.get_queryset(request), pk=object_id)
+        if not self.has_change_permission(request, agent):
+            raise PermissionDenied
+        page = reverse("admin:agents_agent_change", args=[agent.pk])
+        form = self.get_form(request, agent, change=True)(request.POST, instance=agent)
+        unsaved = [name for name in form.changed_data if not _same_text(form, name)]
+        if unsaved:
+            labels = ", ".join(str(form.fields[name].label or name) for name in unsaved)
+            self.message_user(request, f"Not published: the page had unsaved changes ({labels}). Save them first, "
+                                       "then publish.", messages.ERROR)
+            return HttpResponseRedirect(page)
+        latest, changes = agent_draft_changes(agent=agent)
+        if latest is not None and not changes:
+            self.message_user(request, f"Nothing to publish: the saved draft is the same as v{latest.version}.",
+                              messages.WARNING)
+            return HttpResponseRedirect(page)
+        try:
+            version = agent_publish(agent=agent, published_by=request.user)
+        except DomainError as exc:
+            self.message_user(request, f"Not published: {exc.message}", messages.ERROR)
+        else:
+            self.message_user(request, f"Published {agent.name} v{version.version}. New chats with this agent use "
+                                       "it; running sessions keep the version they started with.", messages.SUCCESS)
+        return HttpResponseRedirect(page)
 
     @admin.display(description="Published versions")
     def versions_pages(self, obj: Agent) -> str:
@@ -115,6 +188,14 @@ class AgentAdmin(admin.ModelAdmin):
                 self.message_user(request, f"{agent.name}: {exc.message}", messages.ERROR)
             else:
                 self.message_user(request, f"Published {agent.name} v{version.version}.", messages.SUCCESS)
+
+
+def _same_text(form, name: str) -> bool:
+    """A textarea comes back with CRLF line ends: the same text as saved is not an edit."""
+    if not isinstance(form.fields[name].widget, forms.Textarea):
+        return False
+    posted = (form.data.get(name) or "").replace("\r\n", "\n").strip()
+    return posted == (form.initial.get(name) or "").replace("\r\n", "\n").strip()
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -17,6 +18,7 @@ from agentloom.agents.server_tools import (
 from agentloom.agents.tool_registry import tool_names_available
 from agentloom.errors import ValidationFailed
 from context.policy import ContextPolicy, PolicyError
+from models_catalog.providers import provider_label
 
 
 def context_policy_normalize(raw: dict[str, Any] | None) -> dict[str, Any]:
@@ -91,6 +93,82 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
             verify_before_complete=agent.verify_before_complete,
             published_by=published_by,
         )
+
+
+# What an empty policy field means, in the console's words.
+POLICY_EMPTY = {"user_turns": "off", "model_steps": "off", "prepare_ratio": "halfway"}
+
+
+@dataclass(frozen=True)
+class DraftChange:
+    """One way the next version would differ from the last: ``what`` is a field's name in
+    the people's words, ``before`` and ``after`` its two values as shown to them."""
+
+    what: str
+    before: str
+    after: str
+
+
+def _shown(value: Any, empty: str = "default") -> str:
+    if value is None:
+        return empty
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[DraftChange]]:
+    """What publishing ``agent`` now would change against its latest version, field by field
+    (the latest version, and ``[]`` when nothing would). Reads only: the same facts
+    ``agent_publish`` freezes — the draft, its connection's figures and its server tools'
+    last listing — so "nothing to publish" means the next version would equal the last."""
+    latest = agent.versions.order_by("-version").first()
+    if latest is None:
+        return None, []
+    connection = agent.model_connection
+    changes: list[DraftChange] = []
+
+    def compare(what: str, before: Any, after: Any, empty: str = "default") -> None:
+        if before != after:
+            changes.append(DraftChange(what=what, before=_shown(before, empty), after=_shown(after, empty)))
+
+    compare("Name", latest.name, agent.name)
+    compare("Provider", provider_label(latest.provider), provider_label(connection.provider))
+    compare("Base URL", latest.base_url, connection.base_url)
+    compare("Model", latest.model, connection.model)
+    compare("Context window", latest.context_window, connection.effective_context_window())
+    compare("Max output tokens", latest.max_output_tokens, connection.max_output_tokens)
+    compare("Safety margin", latest.safety_margin_tokens, connection.safety_margin_tokens)
+    if latest.instructions.replace("\r\n", "\n") != agent.instructions.replace("\r\n", "\n"):
+        changes.append(DraftChange(what="Instructions", before=f"{len(latest.instructions):,} characters",
+                                   after=f"{len(agent.instructions):,} characters, changed"))
+    before_tools, after_tools = list(latest.tools), list(agent.tools)
+    added = [name for name in after_tools if name not in before_tools]
+    removed = [name for name in before_tools if name not in after_tools]
+    if added:
+        changes.append(DraftChange(what="Tools added", before="", after=", ".join(added)))
+    if removed:
+        changes.append(DraftChange(what="Tools removed", before=", ".join(removed), after=""))
+    try:
+        frozen = server_tools_freeze(tools=after_tools, overrides=agent.tool_overrides or {},
+                                     space_id=agent.space_id, reserved=tool_names_available())
+    except ValidationFailed as exc:
+        frozen = None
+        changes.append(DraftChange(what="Server tools", before="", after=exc.message))
+    if frozen is not None and frozen != latest.server_tools and not (added or removed):
+        changes.append(DraftChange(what="Server tools", before="as published",
+                                   after="their descriptions or your overrides changed"))
+    policy_before = latest.context_policy  # None: a version of the legacy character-threshold policy
+    for name, value in context_policy_normalize(agent.context_policy).items():
+        before = policy_before.get(name) if policy_before is not None else "legacy policy"
+        compare(name.replace("_", " ").capitalize(), before, value, empty=POLICY_EMPTY.get(name, "default"))
+    for name in LIMIT_KEYS:
+        compare(f"Run limit: {name.removeprefix('max_').replace('_', ' ')}", latest.limits.get(name),
+                agent.limits.get(name))
+    compare("Verify before completing", latest.verify_before_complete, agent.verify_before_complete)
+    return latest, changes
 
 
 # --- drafts as the API and the admin console write them ---------------------------------
