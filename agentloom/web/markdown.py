@@ -24,12 +24,21 @@ as escaped plain text, line breaks kept — the worst message then costs well un
 second, and an ordinary one is untouched. Past ``MAX_TEXT_CHARS`` even that text shows its
 head and its tail, each half the bound, with a note of how much of the middle is not
 shown: the end of a long log or answer is where its error or its conclusion is.
+
+**A budget per page.** Those bounds are per message, and a page shows many: one imported
+run of 40 messages of 25,000 characters is a megabyte on one page. A :class:`RenderBudget`
+is spent by everything one page (or one run's fragment) shows, newest first — the end of
+the page is what a person reads. Past ``PAGE_MARKDOWN_CHARS`` fed to the renderer, an
+answer is shown as escaped plain text (linear and cheap) with a note; past
+``PAGE_TEXT_CHARS`` shown in all, a text shows only its first ``SPENT_HEAD_CHARS`` with a
+note of what is left out and where the whole text is.
 """
 from __future__ import annotations
 
 import functools
 import html
 import re
+from dataclasses import dataclass
 
 import nh3
 from markdown_it import MarkdownIt
@@ -41,6 +50,15 @@ MAX_TEXT_CHARS = 200_000  # past this even the plain-text fallback shows only it
 OMITTED_NOTE = ("{omitted:,} characters from the middle of this text are not shown here ({total:,} in all). "
                 "The whole text is kept in the conversation's history: ask the agent about the part you need, "
                 "or read it through the API (GET /api/v1/sessions/<id>/messages).")
+
+PAGE_MARKDOWN_CHARS = 200_000  # characters one page feeds to the Markdown renderer, newest first
+PAGE_TEXT_CHARS = 1_000_000  # characters of message text one page shows at all
+SPENT_HEAD_CHARS = 300  # what a text still shows once the page's text budget is spent
+PLAIN_NOTE = ("Shown as plain text: this page has already formatted as much Markdown as one page renders. "
+              "The newest messages are formatted first; the text itself is complete.")
+SPENT_NOTE = ("{omitted:,} more characters of this text are not shown: this page already shows as much text as "
+              "one page holds. The whole text is kept in the conversation's history: read it through the API "
+              "(GET /api/v1/sessions/<id>/messages) or ask the agent about it.")
 
 ALLOWED_TAGS = frozenset({
     "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "b", "i", "del", "s",
@@ -125,3 +143,43 @@ def render_markdown(text: str) -> str:
     if len(text) > MAX_MARKDOWN_CHARS or text.count("[") > MAX_LINK_OPENERS:
         return plain_text_html(text)  # escaped by construction: nothing for the sanitiser to do
     return sanitize_html(markdown_html(text)).strip()
+
+
+@dataclass
+class RenderBudget:
+    """What one page may still spend on message text. ``rendered`` and ``shown`` count the
+    characters fed to the Markdown renderer and shown in all: the page's work, by measure."""
+
+    markdown_chars: int = PAGE_MARKDOWN_CHARS
+    text_chars: int = PAGE_TEXT_CHARS
+    rendered: int = 0
+    shown: int = 0
+
+    def text(self, text: str) -> tuple[str, int]:
+        """``text`` as the page may show it, and how many characters of it are left out."""
+        room = max(self.text_chars - self.shown, 0)
+        if len(text) <= room:
+            self.shown += len(text)
+            return text, 0
+        head = text[:max(room, SPENT_HEAD_CHARS)]
+        self.shown += len(head)
+        return head, len(text) - len(head)
+
+    def text_with_note(self, text: str) -> str:
+        """Plain text (escaped by the template) with the note appended when cut."""
+        shown, omitted = self.text(text)
+        return shown if not omitted else f"{shown} …\n\n[{SPENT_NOTE.format(omitted=omitted)}]"
+
+    def answer_html(self, text: str) -> str:
+        """Markdown while the page's renderer budget lasts, then escaped plain text with a note."""
+        if not text:
+            return ""
+        if len(text) <= self.markdown_chars - self.rendered and len(text) <= self.text_chars - self.shown:
+            self.rendered += len(text)
+            self.shown += len(text)
+            return render_markdown(text)
+        shown, omitted = self.text(text)
+        if omitted:
+            note = SPENT_NOTE.format(omitted=omitted)
+            return f'{plain_text_html(shown)}<p class="note omitted">{html.escape(note)}</p>'
+        return f'{plain_text_html(shown)}<p class="note plain-note">{html.escape(PLAIN_NOTE)}</p>'

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentloom.web.errors import error_explain
-from agentloom.web.markdown import render_markdown
+from agentloom.web.markdown import RenderBudget
 from context.records import content_text, is_image_part
 from sessions.models import Run, SessionMessage
 
@@ -215,24 +215,48 @@ def _stopped_once(items: list[Any]) -> None:
             return
 
 
-def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str, int] | None = None) -> list[Any]:
-    """A finished run's main-instance records → display items, in record order."""
+def _spent_newest_first(records: list[SessionMessage], budget: RenderBudget) -> dict[tuple[int, str], str]:
+    """What each text of ``records`` shows within the page's budget, decided from the newest
+    record back (the end of the page is what a person reads): keyed by (index, part)."""
+    shown: dict[tuple[int, str], str] = {}
+    for index in range(len(records) - 1, -1, -1):
+        record = records[index]
+        message = record.message if isinstance(record.message, dict) else {}
+        if record.kind in ("user", "supplement"):
+            shown[(index, "text")] = budget.text_with_note(content_text(message.get("content")))
+        elif record.kind == "assistant":
+            text = content_text(message.get("content"))
+            if text.strip():
+                shown[(index, "html")] = budget.answer_html(text)
+            reasoning = message.get("reasoning")
+            if isinstance(reasoning, str) and reasoning.strip():
+                shown[(index, "reasoning")] = budget.text_with_note(reasoning)
+        elif record.kind == "compaction_summary":
+            shown[(index, "summary")] = budget.text_with_note(content_text(message.get("summary")))
+    return shown
+
+
+def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str, int] | None = None,
+                       budget: RenderBudget | None = None) -> list[Any]:
+    """A finished run's main-instance records → display items, in record order. Their texts
+    spend ``budget`` (the page's; a fresh one when none is given), newest first."""
     durations = durations or {}
+    records = list(records)
+    shown = _spent_newest_first(records, budget or RenderBudget())
     items: list[Any] = []
     steps: dict[str, Step] = {}
-    for record in records:
+    for index, record in enumerate(records):
         message = record.message if isinstance(record.message, dict) else {}
         kind = record.kind
         if kind in ("user", "supplement"):
-            items.append(Bubble(kind=kind, text=content_text(message.get("content"))))
+            items.append(Bubble(kind=kind, text=shown[(index, "text")]))
         elif kind == "assistant":
-            reasoning = message.get("reasoning")
-            if isinstance(reasoning, str) and reasoning.strip():
-                items.append(Thinking(reasoning))
+            if (index, "reasoning") in shown:
+                items.append(Thinking(shown[(index, "reasoning")]))
             text = content_text(message.get("content"))
             at_limit = message.get("finish_reason") == "length"
             if text.strip():
-                items.append(Answer(html=render_markdown(text), partial=bool(message.get("partial")),
+                items.append(Answer(html=shown[(index, "html")], partial=bool(message.get("partial")),
                                     cut_at_limit=at_limit))
             elif at_limit and not message.get("tool_calls"):  # the limit came before any text
                 items.append(Notice(OUTPUT_LIMIT_NOTE, tone="stopped"))
@@ -267,7 +291,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            items.append(Summary(content_text(message.get("summary"))))
+            items.append(Summary(shown[(index, "summary")]))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 
