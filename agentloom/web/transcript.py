@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentloom.api.parsers import json_loads_bounded
 from agentloom.web.errors import error_explain
 from agentloom.web.markdown import RenderBudget
 from context.records import content_text, is_image_part
@@ -160,7 +161,7 @@ def arguments_pretty(arguments: Any) -> str:
     does live, chat.js), anything else as it came. Escaped by the template, never markup."""
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     try:
-        parsed = json.loads(text)
+        parsed = json_loads_bounded(text)  # a model's or an import's "[[[…" is shown as it came
     except (TypeError, ValueError):
         return text
     if not isinstance(parsed, (dict, list)):

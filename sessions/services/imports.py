@@ -106,9 +106,25 @@ def _message_problem(message: Any) -> str | None:
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict) or not isinstance(function.get("name"), str):
                 return "each tool call needs a function name"
+            if _arguments_too_deep(function.get("arguments")):
+                return f"tool call arguments {TOO_DEEP_PROBLEM}"
     if role in {"user", "system", "developer"} and content is None:
         return f"a {role} message needs content"
     return None
+
+
+def _arguments_too_deep(arguments: Any) -> bool:
+    """Arguments that are JSON nested past the bound (malformed ones are kept as the old
+    system had them, CTX-6): every page that shows them decodes them."""
+    if not isinstance(arguments, str):
+        return False
+    try:
+        json_loads_bounded(arguments)
+    except JSONTooDeep:
+        return True
+    except ValueError:
+        return False
+    return False
 
 
 def session_import(*, user, agent_id: int, transcript: Any, title: str = "") -> Session:

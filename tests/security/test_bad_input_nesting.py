@@ -176,3 +176,45 @@ def test_a_console_list_filtered_by_a_number_no_id_can_be_shows_the_list_and_say
 def test_a_console_list_filter_naming_a_real_id_is_kept(console, alice, make_session):
     session = make_session(alice)
     assert console.get("/admin/agent_sessions/run/", {"session": str(session.pk)}).status_code == 200
+
+
+# --- tool-call arguments: text that pages decode to show it indented ------------------------------
+
+def _with_arguments(arguments: str) -> list[dict]:
+    return [{"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": "c1", "type": "function",
+                             "function": {"name": "calculator", "arguments": arguments}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "4"}]
+
+
+def test_an_import_whose_tool_call_arguments_nest_too_deep_is_a_400_naming_the_message(client, agent):
+    before = _counts()
+    response = client.post("/api/v1/sessions/import", json.dumps({"agent": agent.pk, "transcript": _with_arguments(
+        OPENERS)}), content_type="application/json")
+    error = assert_error_shape(response, 400)
+    assert error["fields"] == {"transcript.1": f"tool call arguments nested more than {MAX_JSON_DEPTH} levels deep"}
+    assert _counts() == before
+
+
+def test_malformed_tool_call_arguments_still_import_as_the_old_system_had_them(client, agent):
+    response = client.post("/api/v1/sessions/import", json.dumps({"agent": agent.pk, "transcript": _with_arguments(
+        '{"a": 1')}), content_type="application/json")
+    assert response.status_code == 201, response.content[:300]
+
+
+def test_the_chat_shows_a_step_whose_stored_arguments_nest_too_deep_as_they_came(client, agent, alice, caplog):
+    # A model can write such arguments too: the page shows them as text instead of failing.
+    caplog.set_level(logging.DEBUG)
+    response = client.post("/api/v1/sessions/import", json.dumps({"agent": agent.pk, "transcript": _with_arguments(
+        "{}")}), content_type="application/json")
+    session_id = response.json()["id"]
+    record = SessionMessage.objects.get(session_id=session_id, kind="assistant")
+    message = record.message
+    message["tool_calls"][0]["function"]["arguments"] = OPENERS
+    SessionMessage.objects.filter(pk=record.pk).update(message=message)
+    browser = Client()
+    browser.force_login(alice)
+    page = browser.get(f"/sessions/{session_id}/")
+    assert page.status_code == 200 and "[[[[" in page.content.decode()
+    _no_trace_logged(caplog)
