@@ -3,6 +3,7 @@ a write-only key, and every save going through the catalog services."""
 from __future__ import annotations
 
 import difflib
+from decimal import Decimal
 from typing import Any
 
 from django.contrib import admin, messages
@@ -18,10 +19,16 @@ from django.views.decorators.debug import sensitive_post_parameters
 from agentloom.errors import DomainError
 from context import Calibration
 from models_catalog.discovery import server_context_label
-from models_catalog.forms import ConnectionTestForm, DiscoverForm, ModelConnectionAdminForm, ModelPriceAdminForm
+from models_catalog.forms import (
+    ConnectionTestForm,
+    DiscoverForm,
+    ModelConnectionAdminForm,
+    ModelPriceAdminForm,
+    amount_text,
+)
 from models_catalog.http import HttpLimits
 from models_catalog.maxima import maxima_of
-from models_catalog.models import ModelConnection, ModelPrice
+from models_catalog.models import FigureSource, ModelConnection, ModelPrice
 from models_catalog.providers import find_provider, provider_label
 from models_catalog.selectors import connection_stored_key_for_discovery
 from models_catalog.serializers import discovery_data
@@ -41,21 +48,35 @@ def provider_column(obj: ModelConnection | ModelPrice) -> str:
     return provider_label(obj.provider)
 
 
+class ProviderFilter(admin.SimpleListFilter):
+    """Filter by provider, each offered by its label (the column stores only its name)."""
+
+    title = "provider"
+    parameter_name = "provider"
+
+    def lookups(self, request, model_admin):
+        used = set(model_admin.get_queryset(request).values_list("provider", flat=True))
+        return sorted(((name, provider_label(name)) for name in used), key=lambda choice: choice[1])
+
+    def queryset(self, request, queryset):
+        return queryset.filter(provider=self.value()) if self.value() else queryset
+
+
 @admin.register(ModelConnection)
 class ModelConnectionAdmin(admin.ModelAdmin):
     form = ModelConnectionAdminForm
-    list_display = ["name", "space", provider_column, "model", "window_column", "output_column", "api_key_hint"]
+    list_display = ["name", "space", provider_column, "model", "window_column", "output_column", "stored_key"]
     list_select_related = ["space"]
-    list_filter = ["provider", "context_window_source", "max_output_tokens_source"]
+    list_filter = [ProviderFilter, "context_window_source", "max_output_tokens_source"]
     search_fields = ["name", "model"]
     # The key column is encrypted and write-only: never listed, never shown. The form's
     # own api_key input replaces the model field, so the form never writes it directly.
     exclude = ["api_key"]
-    readonly_fields = ["api_key_hint", "window_source", "output_source", "manifest_version", "server_context",
+    readonly_fields = ["stored_key", "window_source", "output_source", "manifest_version", "server_context",
                        "learned_window", "effective_input", "calibration", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["space", "name", "provider", "base_url"]}),
-        ("API key", {"fields": ["api_key", "api_key_hint", "clear_api_key"]}),
+        ("API key", {"fields": ["api_key", "stored_key", "clear_api_key"]}),
         ("Model and window figures", {"fields": [
             # Each figure beside its own source and the model's maximum (CAT-2, CAT-3).
             "model", ("context_window", "window_source"), ("max_output_tokens", "output_source"),
@@ -71,6 +92,13 @@ class ModelConnectionAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         # Moving a connection between spaces would move its key with it: not an edit.
         return [*self.readonly_fields, "space"] if obj is not None else self.readonly_fields
+
+    @admin.display(description="Stored key", ordering="api_key_hint")
+    def stored_key(self, obj: ModelConnection) -> str:
+        """The masked hint, never the key (CAT-6)."""
+        if obj.api_key_hint:
+            return format_html("<code>{}</code> (only its start and end are shown)", obj.api_key_hint)
+        return "None stored."
 
     @admin.display(description="Effective input")
     def effective_input(self, obj: ModelConnection) -> str:
@@ -207,8 +235,12 @@ class ModelConnectionAdmin(admin.ModelAdmin):
         except DomainError as exc:
             return {"error": exc.message, "error_fields": exc.fields}
         data = discovery_data(result)
+        sources = dict(FigureSource.choices)
         for item in data["models"]:
             item["server_context_label"] = server_context_label(item["server_context_source"])
+            for figure in ("context_window", "max_output_tokens"):
+                source = item[f"{figure}_source"]
+                item[f"{figure}_source_label"] = sources.get(source, source)
         return {"result": data, "provider": provider}
 
 
@@ -259,14 +291,22 @@ def _figures_typed(obj: ModelConnection) -> bool:
 
 
 def figure_provenance(connection: ModelConnection, figure: str) -> str:
-    """Where ``figure`` came from and what the model allows, in the admin's words."""
+    """Where ``figure`` came from and what the model allows, in the admin's words; marked up
+    for figure_sources.js, which says "Manual" as soon as the figure is typed over (the
+    save then records it so), or which discovery result a *Use* filled in."""
     if connection.pk is None:
-        return "Set when saved: the discovery result you use, else manual or the platform default."
-    source = getattr(connection, f"get_{figure}_source_display")()
-    maximum = maxima_of(connection).get(figure)
-    if maximum is None:
-        return f"{source}. No maximum is known for this model (discover its models to learn it)."
-    return f"{source}. The model allows at most {maximum.value:,} ({maximum.where})."
+        text = "Set when saved: the discovery result you use, else manual or the platform default."
+        saved = ""
+    else:
+        source = getattr(connection, f"get_{figure}_source_display")()
+        maximum = maxima_of(connection).get(figure)
+        if maximum is None:
+            text = f"{source}. No maximum is known for this model (discover its models to learn it)."
+        else:
+            text = f"{source}. The model allows at most {maximum.value:,} ({maximum.where})."
+        saved = str(getattr(connection, figure))
+    return format_html('<span class="figure-source" data-figure="{}" data-saved="{}" aria-live="polite">{}</span>',
+                       figure, saved, text)
 
 
 def exceeds_warning(connection: ModelConnection) -> str:
@@ -283,12 +323,36 @@ class ModelPriceAdmin(admin.ModelAdmin):
     """Prices per million tokens: with one, the usage page of an agent version shows cost."""
 
     form = ModelPriceAdminForm
-    list_display = ["model", provider_column, "input_per_million", "cached_input_per_million",
-                    "cache_write_per_million", "output_per_million", "currency", "updated_at"]
-    list_filter = ["provider", "currency"]
+    list_display = ["model", provider_column, "input_price", "cached_input_price", "cache_write_price",
+                    "output_price", "updated_at"]
+    list_filter = [ProviderFilter, "currency"]
     search_fields = ["model"]
     fieldsets = [
         (None, {"fields": ["provider", "model"]}),
         ("Price per million tokens", {"fields": ["input_per_million", "cached_input_per_million",
                                                  "cache_write_per_million", "output_per_million", "currency"]}),
     ]
+
+    @admin.display(description="Input", ordering="input_per_million")
+    def input_price(self, obj: ModelPrice) -> str:
+        return price_text(obj.input_per_million, obj.currency)
+
+    @admin.display(description="Cached input", ordering="cached_input_per_million")
+    def cached_input_price(self, obj: ModelPrice) -> str:
+        return price_text(obj.cached_input_per_million, obj.currency)
+
+    @admin.display(description="Cache write", ordering="cache_write_per_million")
+    def cache_write_price(self, obj: ModelPrice) -> str:
+        return price_text(obj.cache_write_per_million, obj.currency)
+
+    @admin.display(description="Output", ordering="output_per_million")
+    def output_price(self, obj: ModelPrice) -> str:
+        return price_text(obj.output_per_million, obj.currency)
+
+
+def price_text(value: Decimal | None, currency: str) -> str:
+    """A price per million tokens as a person writes it, with its currency: "2.00 USD",
+    "0.075 USD"; an empty cache price costs the input price."""
+    if value is None:
+        return "as input"
+    return f"{amount_text(value)} {currency}"

@@ -9,6 +9,7 @@ time a form is built, so a registered provider appears with no change here.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -131,10 +132,28 @@ class ConnectionTestForm(DiscoverForm):
     model = forms.CharField(label="Model", required=False, max_length=200)
 
 
+def amount_text(value: Decimal) -> str:
+    """An amount as a person writes it: at least two decimals, no trailing zeros beyond
+    (``2.000000`` → ``2.00``, ``0.075000`` → ``0.075``)."""
+    whole, _, fraction = f"{value.normalize():f}".partition(".")
+    return f"{whole}.{fraction.ljust(2, '0')}"
+
+
+PRICE_FIELDS = ("input_per_million", "cached_input_per_million", "cache_write_per_million", "output_per_million")
+
+
 class ModelPriceAdminForm(forms.ModelForm):
     """A model's price: its provider chosen from the registry, as the model calls record it."""
 
     provider = _provider_input()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The column keeps six decimals; the inputs show the amount as it was typed.
+        for name in PRICE_FIELDS:
+            value = getattr(self.instance, name, None)
+            if isinstance(value, Decimal) and name in self.fields:
+                self.initial[name] = amount_text(value)
 
     class Meta:
         model = ModelPrice

@@ -81,7 +81,9 @@ class ModelConnection(models.Model):
         ordering = ["name", "id"]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.provider}: {self.model})"
+        # Shown wherever a connection is picked or named: the provider's label, never its id.
+        label = provider_label(self.provider)
+        return f"{self.name} ({self.model} on {'the ' + label[4:] if label.startswith('The ') else label})"
 
     def effective_context_window(self, configured: int | None = None) -> int:
         """The window requests may rely on: the configured one (or ``configured``, a

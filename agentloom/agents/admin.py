@@ -25,6 +25,7 @@ from agentloom.agents.services import agent_draft_changes, agent_draft_create, a
 from agentloom.errors import DomainError
 from agentloom.readonly_admin import ReadOnlyAdminMixin
 from agentloom.toolservers.admin import annotations_text
+from models_catalog.providers import provider_label
 
 
 def _budget_text(summary: dict) -> str:
@@ -228,7 +229,7 @@ class AgentVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Published versions are read-only: they are frozen by design (RUN-4)."""
 
     list_display = ["name", "version", "agent", "model", "context_window", "budget_figures", "published_at", "pages"]
-    readonly_fields = ["budget_figures", "frozen_server_tools", "pages"]
+    readonly_fields = ["provider_name", "budget_figures", "frozen_server_tools", "pages"]
     list_select_related = ["agent"]
     list_filter = ["agent__space"]
 
@@ -237,6 +238,15 @@ class AgentVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         pages = [path(f"<path:object_id>/{page.suffix}/", wrap(partial(self._page, page.view)),
                       name=f"agents_agentversion_{page.name}") for page in VERSION_PAGES]
         return [*pages, *super().get_urls()]
+
+    def get_fields(self, request, obj=None):
+        # The provider by its label, where the model's own field would show its registry name.
+        return ["provider_name" if name == "provider" else name for name in super().get_fields(request, obj)
+                if name != "provider_name"]
+
+    @admin.display(description="Provider")
+    def provider_name(self, obj: AgentVersion) -> str:
+        return provider_label(obj.provider)
 
     def _page(self, view: Callable[..., HttpResponse], request: HttpRequest, object_id: str) -> HttpResponse:
         return view(self, request, object_id)

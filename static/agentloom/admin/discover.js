@@ -39,9 +39,18 @@
       max_output_tokens: choice.dataset.maxOutputTokens,
       discovery_token: choice.dataset.token
     };
+    var sources = {context_window: choice.dataset.contextWindowSource,
+                   max_output_tokens: choice.dataset.maxOutputTokensSource};
     Object.keys(values).forEach(function (name) {
       var input = field(name);
-      if (input) { input.value = values[name]; }
+      if (!input) { return; }
+      input.value = values[name];
+      if (sources[name]) {
+        // figure_sources.js says which discovery result the figure is, until it is typed over.
+        input.dataset.discovered = values[name];
+        input.dataset.discoveredSource = sources[name];
+        input.dispatchEvent(new Event("input", {bubbles: true}));
+      }
     });
     var images = field("supports_images");
     if (images) { images.checked = choice.dataset.supportsImages === "true"; }
