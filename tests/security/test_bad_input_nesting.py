@@ -218,3 +218,29 @@ def test_the_chat_shows_a_step_whose_stored_arguments_nest_too_deep_as_they_came
     page = browser.get(f"/sessions/{session_id}/")
     assert page.status_code == 200 and "[[[[" in page.content.decode()
     _no_trace_logged(caplog)
+
+
+def _subclasses(cls: type) -> list[type]:
+    found = []
+    for sub in cls.__subclasses__():
+        found += [sub, *_subclasses(sub)]
+    return found
+
+
+def test_every_json_field_a_request_fills_is_bounded():
+    # A new input serializer with a plain JSONField would decode form text unbounded again.
+    import django.urls
+    from rest_framework import serializers
+
+    from agentloom.api.fields import BoundedJSONField
+
+    django.urls.get_resolver().url_patterns  # noqa: B018  (imports every API module)
+    inputs = [cls for cls in _subclasses(serializers.Serializer) if cls.__name__.endswith("In")]
+    assert len(inputs) >= 5, [cls.__name__ for cls in inputs]
+    plain = []
+    for cls in inputs:
+        for name, field in cls().fields.items():
+            inner = getattr(field, "child", field)
+            if isinstance(inner, serializers.JSONField) and not isinstance(inner, BoundedJSONField):
+                plain.append(f"{cls.__module__}.{cls.__name__}.{name}")
+    assert plain == []
