@@ -15,7 +15,7 @@ from agentloom.api.errors import error_body
 from agentloom.errors import NotFound
 from agentloom.web.markdown import render_markdown
 from agentloom.web.presenters import run_views
-from agentloom.web.selectors import delta_events, session_last_run
+from agentloom.web.selectors import context_meter, delta_events, session_last_run
 from agentloom.web.transcript import text_from_deltas
 from sessions.models import Run
 from sessions.selectors import run_get_for_user
@@ -53,8 +53,10 @@ def run_fragment(request, run_id: int):
     latest = session_last_run(session=run.session)
     view = run_views(runs=[run], latest_run_id=latest.pk if latest else None)[0]
     html = render_to_string("web/_run.html", {"run": view, "agent_name": run.version.name}, request=request)
+    # The meter as a reload would show it: a run that failed on its request leaves its size.
     return _json({"id": run.pk, "status": run.status, "active": run.status in Run.ACTIVE_STATUSES,
-                  "last_seq": view.last_seq, "html": html})
+                  "last_seq": view.last_seq, "html": html, "supplements": view.supplements,
+                  "meter": context_meter(session=run.session)})
 
 
 def _seq(value: str | None) -> int | None:

@@ -17,6 +17,7 @@ from agentloom.web.transcript import (
     items_written,
     plan_steps,
     run_is_resumable,
+    supplements_written,
 )
 from sessions.models import Run
 
@@ -35,7 +36,8 @@ def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
         view = RunView(run=run, last_seq=last_seqs.get(run.pk, 0), plan=plan_steps(plans.get(run.pk, [])))
         if run.status in Run.ACTIVE_STATUSES:
             view.live = True
-            view.items = items_written(records.get(run.pk, []), queued=queued_supplements(run=run))
+            view.items = items_written(records.get(run.pk, []))
+            view.supplements = supplements_written(records.get(run.pk, []), queued=queued_supplements(run=run))
         else:
             own = {call_id: ms for (run_id, call_id), ms in durations.items() if run_id == run.pk}
             view.items = items_from_records(records.get(run.pk, []), durations=own)
@@ -54,6 +56,8 @@ def meter_label(meter: dict) -> str:
     tokens, room = meter.get("tokens") or 0, meter.get("effective_input_tokens") or 0
     about = "about " if meter.get("measured_by") == "estimate" else ""
     text = f"{about}{tokens:,} of {room:,} tokens"
+    if meter.get("failed_request"):
+        text += " in the request that failed"
     if meter.get("trigger_tokens"):
         text += f" · summarized at {meter['trigger_tokens']:,}, down to about {meter.get('target_tokens') or 0:,}"
     return text

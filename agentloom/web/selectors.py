@@ -11,7 +11,7 @@ from django.db.models import Max, OuterRef, Subquery
 from agentloom.agents.models import Agent, AgentVersion
 from agentloom.agents.selectors import agent_list_for_user, version_budget
 from models_catalog.providers import provider_is_offline
-from sessions.models import Instance, Run, RunEvent, Session, SessionMessage
+from sessions.models import Instance, ModelCall, Run, RunEvent, Session, SessionMessage
 from sessions.selectors import session_list_for_user
 
 SIDEBAR_SESSIONS = 50
@@ -106,22 +106,53 @@ def delta_events(*, run: Run, after: int, upto: int) -> list[RunEvent]:
 METER_RUNS = 5  # runs looked back for a measurement (a failed or refused run may have none)
 METER_FIELDS = ("tokens", "measured_by", "effective_input_tokens", "trigger_tokens", "target_tokens",
                 "prepare_tokens")
+# A main call that got an answer (whole, stopped, or cut at the output limit): not a failed request.
+ANSWERED_OUTCOMES = ("ok", "cancelled", "output_limit")
 
 
 def context_meter(*, session: Session) -> dict[str, Any]:
-    """What the context meter starts at: the session's latest measurement (a
+    """What the context meter shows: the session's latest measurement (a
     ``context_measured`` event, written after each main step and each compaction), else
-    an empty context against the bound version's figures."""
+    an empty context against the bound version's figures — unless the latest run failed
+    on its last request to the model: then the size of that request (our estimate, which
+    the call log keeps), marked ``failed_request``, so a question too big to answer does
+    not read as an empty context. A new chat's unsaved session: its version's figures."""
+    if session.pk is None:
+        return _meter_empty(session=session)
+    meter = _meter_measured(session=session)
+    failed = _request_that_failed(session=session)
+    if failed is not None:
+        meter = {**meter, "tokens": failed, "measured_by": "estimate", "failed_request": True}
+    return meter
+
+
+def _meter_measured(*, session: Session) -> dict[str, Any]:
     # Run by run from the newest, each read backwards along its (run, seq) index: the
     # measurement is near the end of a run, so a long session costs a few rows, not a scan.
     for run_id in Run.objects.filter(session=session).order_by("-id").values_list("id", flat=True)[:METER_RUNS]:
         latest = RunEvent.objects.filter(run_id=run_id, type="context_measured").order_by("-seq").first()
         if latest is not None and isinstance(latest.payload, dict):
             return {name: latest.payload.get(name) for name in METER_FIELDS}
+    return _meter_empty(session=session)
+
+
+def _meter_empty(*, session: Session) -> dict[str, Any]:
     budget = version_budget(version=session.version)
     return {"tokens": 0, "measured_by": None, "effective_input_tokens": budget["effective_input_tokens"],
             "trigger_tokens": budget["trigger_tokens"], "target_tokens": budget["target_tokens"],
             "prepare_tokens": budget["prepare_tokens"]}
+
+
+def _request_that_failed(*, session: Session) -> int | None:
+    """The estimated size of the request the session's latest run failed on, if it did."""
+    run = Run.objects.filter(session=session).order_by("-id").only("status").first()
+    if run is None or run.status != Run.Status.FAILED:
+        return None
+    call = (ModelCall.objects.filter(run=run, instance__parent__isnull=True, purpose=ModelCall.Purpose.ACTION)
+            .order_by("-id").only("outcome", "estimated_tokens").first())
+    if call is None or call.outcome in ANSWERED_OUTCOMES or not call.estimated_tokens:
+        return None
+    return call.estimated_tokens
 
 
 def run_plans(*, run_ids: list[int]) -> dict[int, list[dict[str, Any]]]:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agentloom.web import fragments, views
+from agentloom.web import fragments, start, views
 
 app_name = "web"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("login/", views.ChatLoginView.as_view(), name="login"),
     path("logout/", views.chat_logout, name="logout"),
     path("sessions/new", views.session_new, name="session-new"),
+    path("sessions/new/questions", start.session_start_view, name="session-start"),
     path("sessions/<int:session_id>/", views.session_page, name="session"),
     path("chat/runs/<int:run_id>/fragment", fragments.run_fragment, name="run-fragment"),
     path("chat/runs/<int:run_id>/text", fragments.run_text, name="run-text"),

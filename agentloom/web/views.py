@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from agentloom.api.fields import id_from_text
 from agentloom.errors import NotFound, ValidationFailed
@@ -21,6 +21,7 @@ from agentloom.web.errors import error_table
 from agentloom.web.presenters import meter_label, run_views
 from agentloom.web.security import LOGIN_FAILURE_WINDOW_SECONDS, login_blocked, login_failed, with_csp
 from agentloom.web.selectors import (
+    RunsPage,
     agents_startable,
     context_meter,
     runs_page,
@@ -31,7 +32,7 @@ from agentloom.web.transcript import COMPACTED_NOTICE, PLAN_STATUS_LABELS, STEP_
 from models_catalog.providers import provider_is_offline
 from sessions.models import Session
 from sessions.selectors import prepared_summary_state, session_get_for_user
-from sessions.services.sessions import session_create
+from sessions.services.sessions import session_draft
 
 LOGIN_URL = reverse_lazy("web:login")
 
@@ -103,18 +104,63 @@ def home(request):
 
 
 @with_csp
+@ensure_csrf_cookie
 @login_required(login_url=LOGIN_URL)
-@require_POST
+@require_http_methods(["GET", "POST"])
 def session_new(request):
-    """Start a session with an agent of the caller's spaces, bound to its latest version."""
-    form = NewSessionForm(request.POST)
+    """A new chat with an agent of the caller's spaces, bound to its latest version once
+    its first question is sent (``web:session-start``): until then it is only this page,
+    and no session row exists. A POST (an older form) only redirects here."""
+    form = NewSessionForm(request.GET if request.method == "GET" else request.POST)
     if not form.is_valid():
         return render(request, "web/home.html", _shell(request, new_session_error="Pick an agent first."), status=400)
     try:
-        session = session_create(user=request.user, agent_id=form.cleaned_data["agent"])
+        draft = session_draft(user=request.user, agent_id=form.cleaned_data["agent"])
     except ValidationFailed as exc:
         return render(request, "web/home.html", _shell(request, new_session_error=exc.message), status=400)
-    return HttpResponseRedirect(reverse("web:session", args=[session.pk]))
+    if request.method == "POST":
+        return HttpResponseRedirect(f"{reverse('web:session-new')}?agent={draft.agent_id}", status=303)
+    meter = context_meter(session=draft)
+    config = _chat_config(draft, meter=meter)
+    return render(request, "web/session.html", _shell(
+        request, session=draft, runs=[], page=RunsPage(runs=[], earlier_before=None, is_latest_page=True),
+        is_demo=provider_is_offline(draft.version.provider), meter=meter, meter_text=meter_label(meter),
+        chat_config=config, is_draft=True,
+    ))
+
+
+def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """What chat.js needs: the session's addresses (a new chat's: where its first question goes)."""
+    urls: dict[str, str] = {
+        "run": _url_template("run-detail"),
+        "events": _url_template("run-events"),
+        "cancel": _url_template("run-cancel"),
+        "resume": _url_template("run-resume"),
+        "supplements": _url_template("run-supplements"),
+        "fragment": _url_template("web:run-fragment"),
+        "text": _url_template("web:run-text"),
+    }
+    if session.pk is None:
+        urls["start"] = reverse("web:session-start")
+    else:
+        urls.update(session=reverse("session-detail", args=[session.pk]),
+                    questions=reverse("session-questions", args=[session.pk]),
+                    compact=reverse("session-compact", args=[session.pk]))
+    return {
+        "sessionId": session.pk,
+        "agentId": session.agent_id,
+        "agentName": session.version.name,
+        "csrfCookie": settings.CSRF_COOKIE_NAME,
+        "urls": urls,
+        "errors": error_table(),
+        "compactedNotice": COMPACTED_NOTICE,
+        "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
+        "planStatus": PLAN_STATUS_LABELS,
+        "meter": meter,
+        "supplements": {},
+        "prepared": None,
+        **extra,
+    }
 
 
 @with_csp
@@ -128,29 +174,12 @@ def session_page(request, session_id: int):
     latest = session_last_run(session=session)
     views = run_views(runs=page.runs, latest_run_id=latest.pk if latest else None)
     meter = context_meter(session=session)
-    config = {
-        "sessionId": session.pk,
-        "agentName": session.version.name,
-        "csrfCookie": settings.CSRF_COOKIE_NAME,
-        "urls": {
-            "session": reverse("session-detail", args=[session.pk]),
-            "questions": reverse("session-questions", args=[session.pk]),
-            "compact": reverse("session-compact", args=[session.pk]),
-            "run": _url_template("run-detail"),
-            "events": _url_template("run-events"),
-            "cancel": _url_template("run-cancel"),
-            "resume": _url_template("run-resume"),
-            "supplements": _url_template("run-supplements"),
-            "fragment": _url_template("web:run-fragment"),
-            "text": _url_template("web:run-text"),
-        },
-        "errors": error_table(),
-        "compactedNotice": COMPACTED_NOTICE,
-        "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
-        "planStatus": PLAN_STATUS_LABELS,
-        "meter": meter,
-        "prepared": prepared_summary_state(session=session),  # CTX-45: the meter's note on load
-    }
+    config = _chat_config(
+        session, meter=meter,
+        # The working run's supplements by id, placed where its events say they arrived.
+        supplements=next((view.supplements for view in views if view.live), {}),
+        prepared=prepared_summary_state(session=session),  # CTX-45: the meter's note on load
+    )
     return render(request, "web/session.html", _shell(
         request,
         session=session,

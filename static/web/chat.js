@@ -203,10 +203,19 @@
 
   function figure(n) { return Number(n || 0).toLocaleString("en-US"); }
 
+  // While an answer streams the meter follows it with the browser's own rough count
+  // (characters / 4, said as such) on top of the server's latest figure, until the
+  // server measures the step (context_measured) and its figure replaces the guess.
+  var CHARS_PER_TOKEN = 4;
+  var meterLast = null;
+  var meterExtraChars = 0;
+
   function meterLabel(m) {
     // Worded as the server words it (agentloom/web/presenters.py, meter_label).
     var text = (m.measured_by === "estimate" ? "about " : "") + figure(m.tokens) + " of " +
       figure(m.effective_input_tokens) + " tokens";
+    if (m.failed_request) text += " in the request that failed";
+    if (m.streaming) text += " (a rough count in the browser while the answer streams)";
     if (m.trigger_tokens) text += " · summarized at " + figure(m.trigger_tokens) + ", down to about " + figure(m.target_tokens);
     return text;
   }
@@ -220,6 +229,25 @@
 
   function meterSet(m) {
     if (!meter || !m || !m.effective_input_tokens) return;
+    meterLast = m;
+    meterExtraChars = 0;
+    meterShow(m);
+  }
+
+  function meterGrow(chars) {
+    // What the browser sent or received since the server's last figure: the question, the streamed answer.
+    if (!meterLast || !chars) return;
+    meterExtraChars += chars;
+    var m = {};
+    for (var name in meterLast) m[name] = meterLast[name];
+    m.tokens = (meterLast.tokens || 0) + Math.ceil(meterExtraChars / CHARS_PER_TOKEN);
+    m.measured_by = "estimate";
+    m.failed_request = false;
+    m.streaming = true;
+    meterShow(m);
+  }
+
+  function meterShow(m) {
     meter.max = m.effective_input_tokens;
     meter.value = m.tokens || 0;
     if (m.target_tokens) meter.low = m.target_tokens; else meter.removeAttribute("low");
@@ -325,8 +353,9 @@
   }
 
   // ---------------------------------------------------------------- one working run
-  function LiveRun(section, after) {
+  function LiveRun(section, after, written) {
     this.section = section;
+    this.written = written || {};  // supplement texts by id, for the ones the events announce
     this.id = Number(section.getAttribute("data-run-id"));
     this.lastSeq = after || 0;
     this.area = section.querySelector("[data-live-area]");
@@ -469,6 +498,9 @@
         }
         break;
       case "context_measured":
+        // A main step is over (or a compaction): what streams next is the next step's,
+        // shown after any supplement sent meanwhile, as the records order them.
+        this.closeText(seq, true);
         meterSet(data);
         break;
       case "plan_updated":
@@ -501,6 +533,7 @@
       this.block = { bubble: bubble, from: seq - 1 };
     }
     this.block.bubble.append(document.createTextNode(text));  // text, never markup
+    meterGrow(text.length);
   };
 
   LiveRun.prototype.closeText = function (boundarySeq, render) {
@@ -558,10 +591,20 @@
   LiveRun.prototype.stepDetected = function (data) {
     var step = this.step(data);
     if (data.arguments) {
-      step.body.append(el("p", "step-label", "Arguments"), el("pre", "step-pre", String(data.arguments)));
+      step.body.append(el("p", "step-label", "Arguments"), argumentsBlock(data.arguments));
     }
     setStatus("The agent is calling " + (data.name || "a tool") + "…", true);
   };
+
+  function argumentsBlock(arguments_) {
+    // JSON indented, as the server shows it (transcript.arguments_pretty); always as text.
+    var text = typeof arguments_ === "string" ? arguments_ : JSON.stringify(arguments_);
+    try {
+      var parsed = JSON.parse(text);
+      if (parsed && typeof parsed === "object") text = JSON.stringify(parsed, null, 2);
+    } catch (e) { /* not JSON: shown as it came */ }
+    return el("pre", "step-pre", text);
+  }
 
   LiveRun.prototype.stepProgress = function (data) {
     // A tool server's progress notification (TOOL-4): a bar when the total is known, and
@@ -649,21 +692,38 @@
     setStatus(e.title + ".", false);
   };
 
+  LiveRun.prototype.supplementBubble = function (id) {
+    var bubbles = this.section.querySelectorAll(".msg-supplement[data-supplement-id]");
+    for (var i = 0; i < bubbles.length; i++) {
+      if (bubbles[i].getAttribute("data-supplement-id") === id) return bubbles[i];
+    }
+    return null;
+  };
+
+  LiveRun.prototype.placeSupplement = function (text, id, received) {
+    // After all the run has shown so far: the model reads it once the step answering now
+    // is over (RUN-5), which is where the records, and so a reloaded page, put it. The
+    // step still streaming goes on in its bubble above.
+    var bubble = userBubble("supplement", text, received ? "received" : "sent");
+    bubble.setAttribute("data-supplement-id", id);
+    if (!received) bubble.setAttribute("data-pending", id);
+    this.area.append(bubble);
+  };
+
   LiveRun.prototype.echoSupplement = function (text, id) {
-    var bubble = userBubble("supplement", text, this.received[id] ? "received" : "sent");
-    if (!this.received[id]) bubble.setAttribute("data-pending", id);
-    this.area.before(bubble);  // with the question, as a reloaded page shows it
+    if (!this.supplementBubble(id)) this.placeSupplement(text, id, Boolean(this.received[id]));
   };
 
   LiveRun.prototype.supplementReceived = function (id) {
-    // The event can arrive before the POST that sent the supplement has answered.
+    // The event can arrive before the POST that sent the supplement has answered, and a
+    // reloaded page replays it: the text then comes from the page (this.written).
     this.received[id] = true;
-    var pending = this.section.querySelectorAll(".msg-supplement[data-pending]");
-    for (var i = 0; i < pending.length; i++) {
-      if (pending[i].getAttribute("data-pending") === id) {
-        pending[i].removeAttribute("data-pending");
-        pending[i].querySelector(".who").textContent = "You · supplement (received)";
-      }
+    var bubble = this.supplementBubble(id);
+    if (bubble) {
+      bubble.removeAttribute("data-pending");
+      bubble.querySelector(".who").textContent = "You · supplement (received)";
+    } else if (this.written[id] !== undefined) {
+      this.placeSupplement(this.written[id], id, true);
     }
     setStatus("Supplement received: the agent reads it at the next safe point.", true);
   };
@@ -685,13 +745,15 @@
       if (live === self) live = null;
       if (result.ok) {
         self.section.replaceWith(fromHTML(result.data.html));
+        if (result.data.meter) meterSet(result.data.meter);  // a failed request leaves its size
       } else {
         self.section.removeAttribute("data-live");
       }
       setMode("ask");
       preparedRefresh();  // a summary may be prepared while the session is idle
       var status = result.ok ? result.data.status : "";
-      setStatus({ completed: "Answer complete.", cancelled: "Stopped.",
+      // A stopped run says so once, in the transcript ("You stopped this answer.").
+      setStatus({ completed: "Answer complete.", cancelled: "",
                   failed: "The run failed — see the message above.", interrupted: "Interrupted." }[status] || "",
                 false);
       if (hadFocus || document.activeElement === document.body) box.focus();
@@ -719,15 +781,16 @@
     }
   }
 
-  function follow(section, after) {
+  function follow(section, after, written) {
     clearTimeout(preparedTimer);
     if (live) live.close();
-    live = new LiveRun(section, after);
+    live = new LiveRun(section, after, written);
     setMode("supplement");
     live.start();
   }
 
   function ask(content) {
+    if (!config.sessionId) return askFirst(content);
     return request("POST", config.urls.questions, { content: content }).then(function (result) {
       if (!result.ok) {
         showAlert(requestError(result));
@@ -735,10 +798,25 @@
       }
       box.value = "";
       nameSession(content);
+      meterGrow(content.length);  // the question is part of the next request
       return loadRun(result.data.id).then(function (section) {
         toBottom();
         if (section.getAttribute("data-live") === "1") follow(section, 0);
       });
+    });
+  }
+
+  function askFirst(content) {
+    // A new chat is only a page until its first question: that creates the session, and
+    // its page (where the answer streams) takes this one's place.
+    return request("POST", config.urls.start, { agent: config.agentId, content: content }).then(function (result) {
+      if (!result.ok) {
+        showAlert(requestError(result));
+        return;
+      }
+      setStatus("Starting the chat…", true);
+      window.location.replace(result.data.url);
+      return new Promise(function () {});  // the page is leaving: keep Send disabled
     });
   }
 
@@ -826,7 +904,7 @@
 
   // ---------------------------------------------------------------- on load
   var working = transcript.querySelector("section.run[data-live='1']");
-  if (working && composer) follow(working, 0);  // replay from the first event: a reload loses nothing
+  if (working && composer) follow(working, 0, config.supplements);  // replay from the first event: a reload loses nothing
   else preparedWatch();
   toBottom();
   if (box && !working && window.matchMedia("(min-width: 561px)").matches) box.focus();

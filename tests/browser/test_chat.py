@@ -122,7 +122,11 @@ def test_stop_keeps_the_partial_answer_and_resume_finishes_it(page, server, fake
     page.wait_for_selector(SETTLED, timeout=10_000)
     run = page.locator(LAST_RUN)
     expect(run.locator(".notice-stopped")).to_have_text("You stopped this answer.")
-    expect(run.locator(".note")).to_contain_text("Cut short")
+    # Said once: no note under the text, no status line repeating it.
+    expect(run.locator(".note")).to_have_count(0)
+    expect(page.locator("#chat-status")).to_have_text("")
+    said = re.findall(r"[^\n]*topped[^\n]*", page.inner_text("#chat"))
+    assert said == ["You stopped this answer.", "continues this answer where it stopped"], said  # + Resume's hint
     partial = answer_text(page)
     assert partial.startswith("word0 word1 word2") and "word79" not in partial
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()

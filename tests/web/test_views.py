@@ -110,14 +110,34 @@ def test_someone_elses_run_fragments_are_not_found(client_for, alice, bob, make_
 # --- starting sessions -------------------------------------------------------------------------
 
 
-def test_a_new_chat_binds_the_agents_latest_published_version(client_for, alice, agent, version):
+def test_a_new_chat_is_only_a_page_until_its_first_question_which_binds_the_latest_version(
+        client_for, alice, agent, version):
     from agentloom.agents.services import agent_publish
 
     newer = agent_publish(agent=agent, published_by=alice)
-    response = client_for(alice).post("/sessions/new", {"agent": agent.pk})
+    client = client_for(alice)
+    for _ in range(3):  # opening "New chat" again and again leaves nothing behind
+        page = client.get("/sessions/new", {"agent": agent.pk})
+        assert page.status_code == 200 and b'id="question"' in page.content and b"compact-now" not in page.content
+    posted = client.post("/sessions/new", {"agent": agent.pk})  # an older form: redirected, nothing created
+    assert posted.status_code == 303 and posted["Location"] == f"/sessions/new?agent={agent.pk}"
+    assert Session.objects.count() == 0
+    response = client.post("/sessions/new/questions", {"agent": agent.pk, "content": "Hello?"},
+                           content_type="application/json")
     session = Session.objects.get(user=alice)
-    assert response.status_code == 302 and response["Location"] == f"/sessions/{session.pk}/"
-    assert session.version == newer != version
+    assert response.status_code == 202
+    assert response.json() == {"session": session.pk, "run": session.runs.get().pk, "url": f"/sessions/{session.pk}/"}
+    assert session.version == newer != version and session.title == "Hello?"
+
+
+def test_a_first_question_that_is_refused_creates_no_session(client_for, alice, mallory, agent, version):
+    empty = client_for(alice).post("/sessions/new/questions", {"agent": agent.pk, "content": "  "},
+                                   content_type="application/json")
+    assert empty.status_code == 400 and empty.json()["error"]["message"] == "Write something first."
+    foreign = client_for(mallory).post("/sessions/new/questions", {"agent": agent.pk, "content": "Hi"},
+                                       content_type="application/json")
+    assert foreign.status_code == 400 and foreign.json()["error"]["message"] == "No such agent."
+    assert Session.objects.count() == 0
 
 
 def test_an_agent_of_another_space_cannot_be_started(client_for, mallory, mallory_space, agent, version):
@@ -179,7 +199,9 @@ def test_a_stopped_run_keeps_its_partial_text_and_only_the_latest_offers_resume(
     latest = finished_run(session, question="Again", steps=[{"content": "Also cu", "partial": True}],
                           status=Run.Status.CANCELLED)
     page = client_for(alice).get(f"/sessions/{session.pk}/").content.decode()
-    assert "You stopped this answer." in run_section(page, first) and "Cut short" in run_section(page, first)
+    # Said once: the notice, not also a note under the text.
+    stopped = run_section(page, first)
+    assert stopped.count("You stopped this answer.") == 1 and "Cut short" not in stopped and "Cut he" in stopped
     assert "data-resume" not in run_section(page, first)
     assert f'data-resume="{latest.pk}"' in run_section(page, latest)
 
