@@ -48,8 +48,6 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ["name"]
     list_filter = ["space"]
     actions = ["publish"]
-    # The Save buttons come first in the page too, so Enter in a field saves, never publishes.
-    save_on_top = True
     readonly_fields = ["publish_panel", "budget_figures", "versions_pages", "created_by", "created_at", "updated_at"]
     fieldsets = [
         ("Publish", {"fields": ["publish_panel"]}),
@@ -106,8 +104,10 @@ class AgentAdmin(admin.ModelAdmin):
         note = ("Publishes the saved draft; unsaved edits on this page are not included: save them first."
                 if ready else "Change the draft and save it to publish a new version.")
         return format_html(
-            '<div class="publish-panel">{}<p><button type="submit" class="button" data-publish formnovalidate '
-            'formaction="{}"{}>Publish v{}</button> <span class="help" id="publish-note" aria-live="polite">{}'
+            # A plain button that agent_publish.js submits to the publish URL: a submit button
+            # here would be the form's default, and Enter in any field would publish.
+            '<div class="publish-panel">{}<p><button type="button" class="button" data-publish '
+            'data-publish-url="{}"{}>Publish v{}</button> <span class="help" id="publish-note" aria-live="polite">{}'
             "</span></p></div>", summary, reverse("admin:agents_agent_publish", args=[obj.pk]),
             "" if ready else mark_safe(" disabled"), number, note)
 

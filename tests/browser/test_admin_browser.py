@@ -152,11 +152,11 @@ def test_an_admin_discovers_models_saves_a_connection_and_publishes_an_agent_wit
     rows = panel.locator("table.discover-table tbody tr")
     expect(rows).to_have_count(3)
     gpt4o = rows.filter(has=page.locator("code", has_text=re.compile(r"^gpt-4o$")))
-    expect(gpt4o.locator(".source-badge")).to_have_text(["official_manifest", "official_manifest"])
+    expect(gpt4o.locator(".source-badge")).to_have_text(["Official manifest", "Official manifest"])
     expect(gpt4o).to_contain_text(f"manifest {version}")
     expect(gpt4o).to_contain_text("provider maximum 16384")
     unknown = rows.filter(has_text="gpt-4o-2024-99-99")
-    expect(unknown.locator(".source-badge")).to_have_text(["platform_default", "platform_default"])
+    expect(unknown.locator(".source-badge")).to_have_text(["Platform default (check it)"] * 2)
     expect(unknown.locator(".discover-note").first).to_contain_text("platform default")
     expect(rows.filter(has_text="text-embedding-3-small")).to_contain_text("not for chat")
     request = fake_provider.requests[-1]
