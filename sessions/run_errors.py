@@ -67,6 +67,10 @@ COULD_NOT_START = RunError("internal_error", "The run could not start on our sid
                            retryable=True)
 INTERRUPTED = RunError("interrupted", "The worker running this stopped; resume to continue.", retryable=True)
 SHUT_DOWN = RunError("interrupted", "The worker running this was shut down; resume to continue.", retryable=True)
+# Resuming sends the same question once more: the empty answer is not kept as a record
+# (the call log keeps it, outcome ``empty``), so the model reads what it read before.
+EMPTY_ANSWER = RunError("empty_answer", "The model returned an empty answer: no text and no tool call.",
+                        retryable=True)
 NOT_A_MEMBER = RunError("not_a_member", "This session's owner is no longer a member of its space.")
 QUEUE_UNAVAILABLE = RunError("queue_unavailable",
                              "The task queue is unavailable, so this could not start; resume it in a moment.",

@@ -31,9 +31,9 @@ PURPOSES = tuple(ModelCall.Purpose.values)  # action, compaction, verification
 FIGURES = ("input_uncached", "cache_read", "cache_written", "output")
 BUCKET_KINDS = ("day", "week", "month")
 MAX_BUCKETS = 62
-# The outcomes of a call the provider answered (in full, cut at its output limit, or
-# stopped mid-answer): only those are billed, so only those are estimated.
-ANSWERED = ("ok", "output_limit", "cancelled")
+# The outcomes of a call the provider answered (in full, cut at its output limit, stopped
+# mid-answer, or with nothing in it): only those are billed, so only those are estimated.
+ANSWERED = ("ok", "output_limit", "cancelled", "empty")
 _KEY = re.compile(r"^[a-z_]+$")
 
 

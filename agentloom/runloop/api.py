@@ -1,4 +1,5 @@
-"""Run endpoints of the loop: events (SSE or a JSON page) and the context inspector."""
+"""Run endpoints of the loop: events (SSE or a JSON page), the context inspector, and
+continuing an answer its output limit cut."""
 from __future__ import annotations
 
 from django.conf import settings
@@ -6,7 +7,8 @@ from django.db import transaction
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.decorators import api_view, renderer_classes
+from rest_framework import status as http_status
+from rest_framework.decorators import api_view, renderer_classes, throttle_classes
 from rest_framework.exceptions import Throttled
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
@@ -16,9 +18,12 @@ from agentloom.errors import NotFound, ValidationFailed
 from agentloom.runloop.stream import EventStream, StreamSlot, event_as_dict, events_after
 from context.usage import usage_figures
 from sessions.admin.audit import access_audit_write
+from sessions.api import AskThrottle
 from sessions.inspector_selectors import CallPairing, model_call_pairings
 from sessions.models import ModelCall, Run
 from sessions.selectors import model_call_repairs, run_get_for_user
+from sessions.serializers import RunOut
+from sessions.services.history import answer_continue
 from sessions.staff import staff_may_read
 
 
@@ -138,3 +143,16 @@ def _diff(pairing: CallPairing) -> dict | None:
         return None
     return {"previous": pairing.previous.pk, "tools_changed": pairing.tools_changed, **pairing.diff.as_dict(),
             "first_changed": pairing.first_changed}
+
+
+@extend_schema(request=None, responses={202: RunOut})
+@api_view(["POST"])
+@throttle_classes([AskThrottle])
+def run_continue(request, run_id: int):
+    """Continue an answer cut at its output limit (finish reason `length` / stop reason
+    `max_tokens`): 202 with a new queued run of the session, whose model reads the cut
+    answer as its last assistant message and is asked to go on. 409 `not_continuable`
+    unless the run is the session's latest, completed with a cut answer; 409 while
+    another run is active, as for a question."""
+    run = answer_continue(run=run_get_for_user(run_id=run_id, user=request.user))
+    return Response(RunOut(run).data, status=http_status.HTTP_202_ACCEPTED)

@@ -43,9 +43,19 @@ def chat_client(target: ModelTarget) -> ChatClient:
                            allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=target.limits)
 
 
-# The call log's outcome of an answer the platform cut at its bound (the provider ignored
-# the output limit it was sent): the answer is kept and recorded as stopped by its limit.
+# The call log's outcome of an answer its output limit stopped: the provider's own
+# (finish reason ``length``, stop reason ``max_tokens``) or the platform's bound on a
+# provider that ignored the limit it was sent. The answer is kept; the chat offers Continue.
 OUTPUT_LIMIT = "output_limit"
+# ... and of an answer with no text and no tool call that no limit stopped: the model
+# answered nothing (the run says so, and offers to ask again).
+EMPTY = "empty"
+
+
+def answer_is_empty(end: StreamEnd) -> bool:
+    """No text, no complete tool call, and neither a Stop nor the output limit ended it."""
+    return (end.finish_reason not in ("cancelled", "length") and not end.cut and not end.text.strip()
+            and not any(call.complete for call in end.tool_calls))
 
 
 @dataclass
@@ -95,7 +105,9 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
         _log_failed(state, instance, request, exc.code)
         raise RunStopped.from_provider(exc) from None
     usage = end.usage.raw if end.usage else None
-    outcome = "cancelled" if end.finish_reason == "cancelled" else OUTPUT_LIMIT if attempt.over_bound else "ok"
+    outcome = ("cancelled" if end.finish_reason == "cancelled"
+               else OUTPUT_LIMIT if attempt.over_bound or end.finish_reason == "length"
+               else EMPTY if answer_is_empty(end) else "ok")
     log = _log(state, instance, request, outcome, usage, end=end)
     state.learn_usage(estimate=request.estimate, provider_count=usage_prompt_tokens(usage))
     return ActionAnswer(end=end, log=log, events=attempt.tail)

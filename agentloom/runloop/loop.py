@@ -20,7 +20,7 @@ from django.db import connection as db_connection
 from django.db.models import Q
 
 from agentloom.runloop import compaction
-from agentloom.runloop.calls import action_call
+from agentloom.runloop.calls import action_call, answer_is_empty
 from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped
 from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import step_measured
@@ -30,7 +30,7 @@ from agentloom.runloop.tool_calls import resolve_pending_calls, run_tool_calls, 
 from agentloom.runloop.verification import run_verify
 from context import ContextPipeline, ContextTooLong, PolicyError, RequestValidationError, Send
 from sessions.models import Instance, ModelCall, Run, RunAttention
-from sessions.run_errors import COULD_NOT_START, INTERNAL_ERROR, RunError
+from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, INTERNAL_ERROR, RunError
 from sessions.selectors import main_instance
 from sessions.services.events import event_emit
 from sessions.services.history import (
@@ -175,8 +175,9 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         end = answer.end
         step = state.step_number(instance)
         message = end.assistant_message()
-        if end.finish_reason == "length":  # stopped by its output limit: the chat says so and what to do
+        if end.finish_reason == "length":  # stopped by its output limit: the chat says so and offers Continue
             message["finish_reason"] = "length"
+            message["output_limit"] = state.figures.budget.max_output_tokens
         calls = [call for call in end.tool_calls if call.complete] if not end.cut else []
         if calls:
             message["tool_calls"] = [call.to_message_dict() for call in calls]
@@ -185,7 +186,10 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         # Stored redacted (LOOP-8); the tools themselves run with what the model wrote.
         message = state.redactor.message(message)
         record, steps = assistant_record(message=message, entry_key=f"assistant-{step}")
-        kept = [record] if not end.cut or message.get("content") else []  # a cut answer: kept, no step (CTX-6)
+        empty = answer_is_empty(end)
+        # A cut answer is kept, with no step (CTX-6); an empty one is not kept at all (only
+        # its call's log is), so asking again sends what was sent before.
+        kept = [record] if not empty and (not end.cut or message.get("content")) else []
         measured = [step_measured(state, estimate=request.estimate, usage=answer.log.call.usage, answer=message)
                     ] if instance.parent_id is None else []
         state.commit(instance, records=kept, events=[*answer.events, *measured, *tool_call_events(state, calls)],
@@ -196,5 +200,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         if not calls:
             if instance.parent_id is None and state.signals.attention & RunAttention.SUPPLEMENT:
                 continue  # a supplement arrived while answering: take it and go on (RUN-5)
+            if empty:  # a sub-agent's empty answer fails its delegation with the same words
+                raise RunStopped.of(EMPTY_ANSWER)
             return message.get("content") or ""
         run_tool_calls(state, instance, step, calls, depth=depth, instance_loop=instance_loop)

@@ -27,6 +27,9 @@ ERROR_TEXTS: dict[str, ErrorText] = {
     "context_window": ErrorText("The model's server keeps less context than its connection says",
                                 "An admin needs to change this agent's model connection in the console, as "
                                 "described below; asking again before that fails the same way."),
+    "empty_answer": ErrorText("The model returned an empty answer",
+                              "Ask again to send the same question once more. If it keeps happening, tell an "
+                              "admin: the model may need another output limit, or another model."),
     "provider_unavailable": ErrorText("The model provider is down or not answering",
                                       "Nothing is lost. Resume the run in a minute."),
     "provider_error": ErrorText("The model provider returned an error",
@@ -47,6 +50,7 @@ REQUEST_ERRORS: dict[str, str] = {
     "run_active": "An answer is still running in this session. Wait for it, stop it, or add a supplement.",
     "rate_limited": "You are asking too quickly. Wait a moment and send again.",
     "not_resumable": "This run cannot be resumed.",
+    "not_continuable": "Only the latest answer, cut at its output limit, can be continued. Ask a new question instead.",
     "run_not_active": "That run has already finished. Send your text as a new question instead.",
     "not_authenticated": "You have been logged out. Reload the page to log in again.",
     "network": "The server could not be reached. Check your connection and try again.",

@@ -11,11 +11,13 @@ from agentloom.web.selectors import (
 )
 from agentloom.web.transcript import (
     COMPACTED_NOTICE,
+    CONTINUED_NOTICE,
     Notice,
     RunView,
     items_from_records,
     items_written,
     plan_steps,
+    run_is_continuable,
     run_is_resumable,
     supplements_written,
 )
@@ -41,12 +43,15 @@ def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
         else:
             own = {call_id: ms for (run_id, call_id), ms in durations.items() if run_id == run.pk}
             view.items = items_from_records(records.get(run.pk, []), durations=own)
+            if records.get(run.pk) and records[run.pk][0].kind == "assistant":  # no question: a Continue
+                view.items.insert(0, Notice(CONTINUED_NOTICE))
             if run.pk in compacted and not any(r.kind in ("compaction", "compaction_summary")
                                                for r in records.get(run.pk, [])):
                 # The run's context was compacted (a `compacted` event) but no checkpoint
                 # record says where: say it once, after the question.
                 view.items.insert(1 if view.items else 0, Notice(COMPACTED_NOTICE))
             view.resumable = run.pk == latest_run_id and run_is_resumable(run)
+            view.continuable = run.pk == latest_run_id and run_is_continuable(run, view.items)
         views.append(view)
     return views
 

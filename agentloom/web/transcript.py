@@ -21,9 +21,17 @@ from context.records import content_text, is_image_part
 from sessions.models import Run, SessionMessage
 
 # An answer the output limit stopped (finish reason ``length``): the model's own limit, or
-# the platform's bound on a provider that ignored it. What happened, and what to do next.
-OUTPUT_LIMIT_NOTE = ("Cut at its output limit: this answer reached the most the model may write in one reply. "
-                     "Ask it to continue where it stopped, or raise the output limit of the model's connection.")
+# the platform's bound on a provider that ignored it. What happened; Continue is beside it.
+OUTPUT_LIMIT_NOTE = "The answer was cut at this agent's output limit."
+# The first words of a run that continues the cut answer above it (it has no question).
+CONTINUED_NOTICE = "Continued from the answer above."
+
+
+def output_limit_note(limit: Any) -> str:
+    """What a cut answer says: the limit it was cut at, when its record knows it."""
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return f"The answer was cut at {limit:,} tokens (this agent's output limit)."
+    return OUTPUT_LIMIT_NOTE
 COMPACTED_NOTICE = ("Earlier messages were summarized to fit the model's context window. "
                     "The full history is still kept.")
 PLAN_STATUS_LABELS = {"pending": "to do", "in_progress": "in progress", "done": "done"}
@@ -56,11 +64,12 @@ class Answer:
     html: str
     partial: bool = False
     cut_at_limit: bool = False  # stopped by its output limit
+    output_limit: int | None = None  # the limit it was cut at, in tokens
     kind: str = "answer"
 
     @property
     def limit_note(self) -> str:
-        return OUTPUT_LIMIT_NOTE
+        return output_limit_note(self.output_limit)
 
 
 @dataclass
@@ -101,6 +110,7 @@ class Notice:
     text: str
     tone: str = "quiet"  # "quiet" | "stopped"
     kind: str = "notice"
+    cut_at_limit: bool = False  # the output limit came before any text
 
 
 @dataclass
@@ -137,6 +147,7 @@ class RunView:
     items: list[Any] = field(default_factory=list)
     live: bool = False
     resumable: bool = False
+    continuable: bool = False  # the session's latest run, its answer cut at the output limit
     last_seq: int = 0
     plan: list[PlanStep] = field(default_factory=list)
     supplements: dict[str, str] = field(default_factory=dict)  # a working run's, by id
@@ -183,6 +194,12 @@ def _clip(text: str, limit: int) -> tuple[str, int]:
     if len(text) <= limit:
         return text, 0
     return text[:limit], len(text) - limit
+
+
+def run_is_continuable(run: Run, items: list[Any]) -> bool:
+    """Mirrors ``answer_was_cut`` (sessions.services.history): completed, and its last
+    item is an answer (or the note of one) that the output limit cut."""
+    return run.status == Run.Status.COMPLETED and bool(items) and bool(getattr(items[-1], "cut_at_limit", False))
 
 
 def run_is_resumable(run: Run) -> bool:
@@ -258,9 +275,10 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             at_limit = message.get("finish_reason") == "length"
             if text.strip():
                 items.append(Answer(html=shown[(index, "html")], partial=bool(message.get("partial")),
-                                    cut_at_limit=at_limit))
+                                    cut_at_limit=at_limit, output_limit=message.get("output_limit")))
             elif at_limit and not message.get("tool_calls"):  # the limit came before any text
-                items.append(Notice(OUTPUT_LIMIT_NOTE, tone="stopped"))
+                items.append(Notice(output_limit_note(message.get("output_limit")), tone="stopped",
+                                    cut_at_limit=True))
             for call in message.get("tool_calls") or []:
                 if not isinstance(call, dict):
                     continue

@@ -136,6 +136,7 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "events": _url_template("run-events"),
         "cancel": _url_template("run-cancel"),
         "resume": _url_template("run-resume"),
+        "continue": _url_template("run-continue"),
         "supplements": _url_template("run-supplements"),
         "fragment": _url_template("web:run-fragment"),
         "text": _url_template("web:run-text"),

@@ -70,20 +70,7 @@ def question_ask(*, session: Session, content: Any) -> Run:
         # One thing at a time per session: not while a manual compaction holds it.
         session_lock(session_id=session.pk)
         compaction_hold_check(session_id=session.pk)
-        run = run_create(session=session)
-        instance = main_instance(run=run)
-        user_turns, model_steps = main_counts(session_id=session.pk, up_to_seq=run.inherited_watermark)
-        view = view_best_for_run(run=run)
-        instance.user_turns = user_turns + 1
-        instance.model_steps = model_steps
-        instance.baseline_user_turns = view.baseline_user_turns if view else 0
-        instance.baseline_model_steps = view.baseline_model_steps if view else 0
-        # The session's main line goes on: its plan (LOOP-4) and, when its summaries keep
-        # failing, its back-off (CTX-44) come with it into the new question.
-        previous = _previous_main_frame(session=session, before_run=run)
-        instance.frame = frame_initial(compaction_failure=previous.get("compaction_failure"),
-                                       plan=previous.get("plan"))
-        instance.save()
+        run, instance = _run_open(session=session, new_turn=True)
         record_append(session=session, run=run, instance=instance, kind="user",
                       message={"role": "user", "content": content}, entry_key="question")
         if not session.title:
@@ -91,6 +78,60 @@ def question_ask(*, session: Session, content: Any) -> Run:
         Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
         run_dispatch_on_commit(run.pk)
     return run
+
+
+def _run_open(*, session: Session, new_turn: bool) -> tuple[Run, Instance]:
+    """A queued run of ``session`` and its main instance, counters and frame carried on
+    from the session's main line. Inside the caller's transaction, session row locked."""
+    run = run_create(session=session)
+    instance = main_instance(run=run)
+    user_turns, model_steps = main_counts(session_id=session.pk, up_to_seq=run.inherited_watermark)
+    view = view_best_for_run(run=run)
+    instance.user_turns = user_turns + (1 if new_turn else 0)
+    instance.model_steps = model_steps
+    instance.baseline_user_turns = view.baseline_user_turns if view else 0
+    instance.baseline_model_steps = view.baseline_model_steps if view else 0
+    # The session's main line goes on: its plan (LOOP-4) and, when its summaries keep
+    # failing, its back-off (CTX-44) come with it into the new question.
+    previous = _previous_main_frame(session=session, before_run=run)
+    instance.frame = frame_initial(compaction_failure=previous.get("compaction_failure"),
+                                   plan=previous.get("plan"))
+    instance.save()
+    return run, instance
+
+
+def answer_was_cut(*, run: Run) -> bool:
+    """Whether ``run`` completed with a main answer its output limit cut (finish reason
+    ``length``) and no tool call to go on with: an answer Continue can carry on."""
+    if run.status != Run.Status.COMPLETED:
+        return False
+    last = (SessionMessage.objects.filter(run=run, in_main=True, kind="assistant").order_by("-seq").first())
+    message = last.message if last is not None and isinstance(last.message, dict) else {}
+    return message.get("finish_reason") == "length" and not message.get("tool_calls")
+
+
+def answer_continue(*, run: Run) -> Run:
+    """Continue an answer its output limit cut: a new run of the session with no question
+    of its own. Its history ends on the cut answer, so the model reads that as the last
+    assistant message, then the engine's note asking it to go on
+    (``context.adapters.CONTINUE_NOTE``), and writes the rest.
+
+    Only the session's latest run, completed with a cut answer: else Conflict
+    ``not_continuable`` (409); ActiveRunConflict and CompactionRunning as ``question_ask``.
+    """
+    session = run.session
+    _creator_still_member(session)
+    with transaction.atomic():
+        session_lock(session_id=session.pk)
+        compaction_hold_check(session_id=session.pk)
+        latest = Run.objects.filter(session=session).order_by("-pk").values_list("pk", flat=True).first()
+        if latest != run.pk or not answer_was_cut(run=run):
+            raise Conflict("Only the latest answer of a session, cut at its output limit, can be continued.",
+                           code="not_continuable")
+        continued, _ = _run_open(session=session, new_turn=False)
+        Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+        run_dispatch_on_commit(continued.pk)
+    return continued
 
 
 def _previous_main_frame(*, session: Session, before_run: Run) -> Frame:

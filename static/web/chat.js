@@ -902,6 +902,29 @@
     });
   });
 
+  transcript.addEventListener("click", function (event) {
+    // Continue an answer cut at its output limit: a new run, with no question of its own,
+    // streams the rest right under the cut answer.
+    var button = event.target.closest("[data-continue]");
+    if (!button || live) return;
+    var runId = Number(button.getAttribute("data-continue"));
+    button.disabled = true;
+    showAlert("");
+    request("POST", url("continue", runId)).then(function (result) {
+      if (!result.ok) {
+        button.disabled = false;
+        showAlert(requestError(result));
+        return;
+      }
+      var actions = button.closest(".run-actions");
+      if (actions) actions.remove();
+      return loadRun(result.data.id).then(function (section) {
+        toBottom();
+        if (section.getAttribute("data-live") === "1") follow(section, 0);
+      });
+    });
+  });
+
   // ---------------------------------------------------------------- on load
   var working = transcript.querySelector("section.run[data-live='1']");
   if (working && composer) follow(working, 0, config.supplements);  // replay from the first event: a reload loses nothing

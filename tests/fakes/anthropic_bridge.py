@@ -89,6 +89,15 @@ def _assemble(chunks: Sequence[Any]) -> tuple[str, list[str], list[dict[str, Any
     return text, reasoning, [calls[i] for i in sorted(calls)], usage, pieces
 
 
+def _finish_reason(chunks: Sequence[Any]) -> str | None:
+    """The last finish reason of OpenAI chunks."""
+    reason = None
+    for chunk in chunks:
+        for choice in (chunk.get("choices") or ()) if isinstance(chunk, dict) else ():
+            reason = choice.get("finish_reason") or reason
+    return reason
+
+
 def _blocks(model: str, text: str, reasoning: list[str], calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if reasoning:
@@ -143,6 +152,8 @@ class AnthropicBridge:
                 options["reset_after"] = events_before_text + max(spec.reset_after - 1, 0)
             if spec.close_after is not None:
                 options["close_after"] = events_before_text + max(spec.close_after - 1, 0)
+            if _finish_reason(spec.events) == "length":  # the output limit: Anthropic's stop reason
+                options["stop_reason"] = "max_tokens"
             return message_stream(blocks, model=model, usage=self._usage(usage, cached), split=max(pieces, 1),
                                   **options)
         if isinstance(spec, JSONResponse) and spec.status == 200 and isinstance(spec.body, dict):

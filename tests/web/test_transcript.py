@@ -134,15 +134,18 @@ def test_an_answer_over_the_chat_bound_keeps_its_head_and_its_tail():
 
 def test_an_answer_stopped_by_its_output_limit_says_so_and_what_to_do_next():
     items = items_from_records([rec("assistant", role="assistant", content="The first half of it",
-                                    finish_reason="length")])
+                                    finish_reason="length", output_limit=4096)])
     assert items[0].cut_at_limit and not items[0].partial
-    assert items[0].limit_note == ("Cut at its output limit: this answer reached the most the model may write in "
-                                   "one reply. Ask it to continue where it stopped, or raise the output limit of "
-                                   "the model's connection.")
+    assert items[0].limit_note == "The answer was cut at 4,096 tokens (this agent's output limit)."
+    # A record from before the limit was kept with it says the same without the figure.
+    older = items_from_records([rec("assistant", role="assistant", content="Half", finish_reason="length")])
+    assert older[0].limit_note == "The answer was cut at this agent's output limit."
     # Stopped while still thinking: nothing to show but the note.
     items = items_from_records([rec("assistant", role="assistant", content="", reasoning="hmm",
-                                    finish_reason="length")])
-    assert isinstance(items[-1], Notice) and items[-1].text.startswith("Cut at its output limit")
+                                    finish_reason="length", output_limit=512)])
+    assert isinstance(items[-1], Notice)
+    assert items[-1].text == "The answer was cut at 512 tokens (this agent's output limit)."
+    assert items[-1].cut_at_limit
     assert not items_from_records([rec("assistant", role="assistant", content="Done.")])[0].cut_at_limit
 
 
@@ -150,9 +153,11 @@ def test_the_chat_shows_the_output_limit_note_under_the_answer():
     from django.template.loader import render_to_string
 
     run = SimpleNamespace(run=SimpleNamespace(status="completed", pk=7), last_seq=3, live=False, plan=[],
-                          items=[Answer(html="<p>The first half</p>", cut_at_limit=True)])
+                          items=[Answer(html="<p>The first half</p>", cut_at_limit=True, output_limit=1024)],
+                          continuable=True)
     html = render_to_string("web/_run.html", {"run": run, "agent_name": "Helper"})
-    assert '<p class="note cut-at-limit">Cut at its output limit: this answer reached the most' in html
+    assert '<p class="note cut-at-limit">The answer was cut at 1,024 tokens (this agent&#x27;s output limit).' in html
+    assert '<button type="button" class="button continue-button" data-continue="7">Continue</button>' in html
 
 
 def test_image_parts_are_named_not_shown():
