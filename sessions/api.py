@@ -164,7 +164,8 @@ def sessions_import(request):
 def session_compact(request, session_id: int):
     """Manual compaction (CTX-43), under the same commit rules as any other."""
     session = session_get_for_user(session_id=session_id, user=request.user)
-    status_text, run = compaction_request(session=session)
+    # One thing at a time: while an answer runs, the chat is told to wait (409), in words.
+    status_text, run = compaction_request(session=session, while_answering="refuse")
     if status_text == "queued":
         compaction_dispatch_on_commit(run.pk)
     return Response({"status": status_text, "run": run.pk}, status=status.HTTP_202_ACCEPTED)

@@ -11,6 +11,7 @@ writers), never by a read-then-write race.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Literal
 
 from django.db import transaction
 from django.db.models import F
@@ -18,6 +19,8 @@ from django.utils import timezone
 
 from agentloom.errors import Conflict
 from sessions.models import Run, RunAttention, Session, SessionMessage, SessionView
+from sessions.selectors import main_instance
+from sessions.services.frames import frame_update
 
 # A worker that died mid-summary releases the session after this long (the chat stops
 # waiting after two minutes; a segmented summary on a slow model may take several).
@@ -78,17 +81,26 @@ def _something_new(*, session_id: int) -> bool:
             .exclude(kind__in=_NOT_NEW).exists())
 
 
-def compaction_request(*, session: Session) -> tuple[str, Run]:
-    """CTX-43: ask for a manual compaction of the session's finished history now.
+def compaction_request(*, session: Session,
+                       while_answering: Literal["schedule", "refuse"] = "schedule") -> tuple[str, Run]:
+    """CTX-43: ask for a manual compaction of the session's history.
 
     Returns ("queued", run): the caller dispatches the run's compaction on commit, and the
-    session refuses questions and resumes until it is done. Conflict (409) with a plain
-    message while an answer runs (``answer_running``), while another manual compaction
-    runs (``compaction_running``), and when there is nothing to summarize
+    session refuses questions and resumes until it is done. While an answer runs,
+    ``while_answering="schedule"`` (the console) asks that run's loop to compact before its
+    next step — the run itself does it, so nothing runs beside it — and returns
+    ("scheduled", run); ``"refuse"`` (the chat's API) is a 409 ``answer_running``.
+    Conflict (409) with a plain message while another manual compaction runs
+    (``compaction_running``) and when there is nothing to summarize
     (``nothing_to_compact``). Opens its own transaction."""
     with transaction.atomic():
         session_lock(session_id=session.pk)
-        if Run.objects.filter(session_id=session.pk, status__in=Run.ACTIVE_STATUSES).exists():
+        active = Run.objects.filter(session_id=session.pk, status__in=Run.ACTIVE_STATUSES).first()
+        if active is not None and while_answering == "schedule":
+            frame_update(instance=main_instance(run=active), compact_requested=True)
+            Run.objects.filter(pk=active.pk).update(attention=F("attention").bitor(RunAttention.COMPACT))
+            return "scheduled", active
+        if active is not None:
             raise AnswerRunning("An answer is running in this session. Wait for it to finish (or stop it), "
                                 "then press Compact now again.")
         if _holding_run(session_id=session.pk) is not None:

@@ -119,7 +119,8 @@ def test_a_question_and_compact_now_at_once_never_both_succeed(make_session, ali
         _answered(session)
 
         def work(index: int, session=session):
-            return question_ask(session=session, content="Q2") if index % 2 else compaction_request(session=session)
+            return question_ask(session=session, content="Q2") if index % 2 else compaction_request(
+                session=session, while_answering="refuse")
 
         results = _in_threads(2, work)
         won = [r for r in results if not isinstance(r, Exception)]
