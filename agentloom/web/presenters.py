@@ -1,6 +1,7 @@
 """Loads what the transcript needs for a set of runs and hands it to ``transcript``."""
 from __future__ import annotations
 
+from agentloom.web.markdown import RenderBudget
 from agentloom.web.selectors import (
     compacted_run_ids,
     last_event_seqs,
@@ -33,8 +34,9 @@ def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
     last_seqs = last_event_seqs(run_ids=ids)
     compacted = compacted_run_ids(run_ids=ids)
     plans = run_plans(run_ids=ids)
+    budget = RenderBudget()  # one per page, spent from the newest run back (markdown.py)
     views = []
-    for run in runs:
+    for run in reversed(runs):
         view = RunView(run=run, last_seq=last_seqs.get(run.pk, 0), plan=plan_steps(plans.get(run.pk, [])))
         if run.status in Run.ACTIVE_STATUSES:
             view.live = True
@@ -42,7 +44,7 @@ def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
             view.supplements = supplements_written(records.get(run.pk, []), queued=queued_supplements(run=run))
         else:
             own = {call_id: ms for (run_id, call_id), ms in durations.items() if run_id == run.pk}
-            view.items = items_from_records(records.get(run.pk, []), durations=own)
+            view.items = items_from_records(records.get(run.pk, []), durations=own, budget=budget)
             if records.get(run.pk) and records[run.pk][0].kind == "assistant":  # no question: a Continue
                 view.items.insert(0, Notice(CONTINUED_NOTICE))
             if run.pk in compacted and not any(r.kind in ("compaction", "compaction_summary")
@@ -53,7 +55,7 @@ def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
             view.resumable = run.pk == latest_run_id and run_is_resumable(run)
             view.continuable = run.pk == latest_run_id and run_is_continuable(run, view.items)
         views.append(view)
-    return views
+    return views[::-1]
 
 
 def meter_label(meter: dict) -> str:

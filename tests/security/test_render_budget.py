@@ -83,6 +83,21 @@ def test_past_the_pages_text_budget_a_text_shows_its_head_and_says_what_is_left_
     assert html.index("more characters of this text are not shown") < html.index("<hr")  # the oldest are cut
 
 
+@pytest.mark.django_db
+def test_the_budget_is_one_per_page_across_its_runs_newest_first(alice, agent, version, fed):
+    first = _import(alice, agent, _alternating(16, STARS))  # 8 answers each: two runs, 16 in all
+    from sessions.models import Run
+
+    Run.objects.filter(session_id=_import(alice, agent, _alternating(16, STARS))).update(session_id=first)
+    browser = Client()
+    browser.force_login(alice)
+    html = browser.get(f"/sessions/{first}/").content.decode()
+    assert sum(fed) <= PAGE_MARKDOWN_CHARS
+    newest_run = html.rindex('<section class="run')
+    assert html.count("<hr", newest_run) == 8 and "Shown as plain text" not in html[newest_run:]
+    assert html[:newest_run].count("<hr") == PAGE_MARKDOWN_CHARS // len(STARS) - 8
+
+
 def test_a_budget_renders_markdown_while_it_lasts_then_escaped_text_with_a_note():
     budget = RenderBudget(markdown_chars=10, text_chars=1_000)
     assert budget.answer_html("**bold**") == "<p><strong>bold</strong></p>"
