@@ -106,8 +106,8 @@ def delta_events(*, run: Run, after: int, upto: int) -> list[RunEvent]:
 METER_RUNS = 5  # runs looked back for a measurement (a failed or refused run may have none)
 METER_FIELDS = ("tokens", "measured_by", "effective_input_tokens", "trigger_tokens", "target_tokens",
                 "prepare_tokens")
-# A main call that got an answer (whole, stopped, or cut at the output limit): not a failed request.
-ANSWERED_OUTCOMES = ("ok", "cancelled", "output_limit")
+# A main call that got an answer (whole, stopped, cut at the output limit, or empty): not a failed request.
+ANSWERED_OUTCOMES = ("ok", "cancelled", "output_limit", "empty")
 
 
 def context_meter(*, session: Session) -> dict[str, Any]:
