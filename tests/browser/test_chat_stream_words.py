@@ -1,4 +1,4 @@
-"""What a person reads under the chat while the stream has trouble (issue 27): a provider
+"""LOOP-5 in the browser: what a person reads under the chat while the stream has trouble: a provider
 retry says "retrying in N s" (its event is never taken for a lost connection), a dropped
 stream says it reconnects and then that it did, and an unreachable server says the
 connection is lost for as long as it is."""

@@ -1,4 +1,5 @@
-"""An answer with nothing in it, and one its output limit cut (issue 27), on both wires.
+"""LOOP-3 (a clear word, never silence): an answer with nothing in it, and one its output
+limit cut, on both wires.
 
 An empty answer is recorded as one (call outcome ``empty``, the run ends saying so) and
 asking again sends the same question once more; a cut answer says at how many tokens, and

@@ -1,4 +1,4 @@
-"""A local model's server that keeps less context than its connection says (issue 27): the
+"""LOOP-3, CAT-3: a local model's server that keeps less context than its connection says: the
 run ends saying what to change and where, never "the provider is down, resume in a
 minute" nor "Answer complete." with nothing. The bodies are the servers' own."""
 from __future__ import annotations
