@@ -169,7 +169,10 @@ def parse_arguments(raw: Any) -> tuple[str, bool]:
         return raw, False  # only an object is acceptable, and an object starts with "{"
     try:
         value, end = _DECODER.raw_decode(text)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # Nesting deeper than the decoder can follow ("{"a": [[[[…") is not arguments any
+        # tool can take; it is wrapped like any other malformed JSON instead of stopping the
+        # projection of the whole session at every step.
         return raw, False
     return raw, isinstance(value, dict) and (end == len(text) or text[end:].isspace())
 

@@ -100,7 +100,7 @@ def _check_calls(i: int, calls: Any, seen_ids: set[str], out: list[Problem]) -> 
             out.append(Problem(i, "call-shape", "a tool call has no function name"))
         try:
             parsed = json.loads(arguments) if isinstance(arguments, str) else None
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the decoder's depth: not an object we can send
             parsed = None
         if not isinstance(parsed, dict):
             out.append(Problem(i, "call-arguments", f"arguments of call {call_id!r} are not a JSON object string"))

@@ -102,7 +102,7 @@ def _arguments(raw: Any) -> Text:
     if isinstance(raw, str):
         try:
             parsed = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the decoder's depth is shown as text too
             # The model's own malformed arguments (CTX-6): show them exactly as sent.
             return text(raw, label="arguments (not JSON)", mono=True)
         return text(as_json(parsed), mono=True)

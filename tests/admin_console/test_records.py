@@ -155,3 +155,15 @@ def test_the_page_costs_the_same_queries_for_5_or_50_records(console, story):
     with CaptureQueriesContext(connection) as large:
         console.get(records(story.session.pk), {"limit": 50})
     assert len(small.captured_queries) == len(large.captured_queries)
+
+
+def test_a_models_arguments_nested_past_the_decoders_depth_are_shown_as_text(console, story):
+    """A model can write anything as arguments; `[[[…` 50,000 deep made json raise
+    RecursionError and the records page answered 500 for the whole session."""
+    deep = "[" * 50_000
+    step_save_assistant(run=story.second, instance=main_instance(run=story.second), entry_key="deep", message={
+        "role": "assistant", "content": None,
+        "tool_calls": [{"id": "call_deep", "type": "function", "function": {"name": "read", "arguments": deep}}]})
+    page = console.get(records(story.session.pk))
+    assert page.status_code == 200
+    assert "arguments (not JSON)" in page.content.decode()

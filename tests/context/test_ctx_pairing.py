@@ -358,3 +358,18 @@ def test_ctx2_every_history_above_passes_validation_in_every_mode_after_a_questi
     projected = project_records(records)
     for mode in ("openai", "anthropic", "deepseek"):
         assert validate_request(projected, mode) == []
+
+
+def test_ctx6_arguments_nested_past_the_decoders_depth_are_wrapped_not_a_crash() -> None:
+    """A model wrote `{"a": [[[[…` 50,000 deep: json raises RecursionError, not ValueError,
+    and the projection of the whole session stopped at every step after it."""
+    deep = '{"a": ' + "[" * 50_000
+    records = [user(1, "Go"), assistant(2, None, [call("r1", "read", deep)]),
+               result(3, "r1", "arguments are not valid JSON", status="error", name="read")]
+    out = project_records(records)
+    sent = out[1]["tool_calls"][0]["function"]["arguments"]
+    assert sent.startswith('{"invalid_json_arguments": "{\\"a\\": [[[')
+    assert validate_request(out) == []
+    assert validate_request([{"role": "user", "content": "Go"},
+                             {"role": "assistant", "content": None, "tool_calls": [tool_call_msg("c1", "read", deep)]},
+                             {"role": "tool", "tool_call_id": "c1", "content": "x"}])[0].rule == "call-arguments"
