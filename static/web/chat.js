@@ -25,6 +25,7 @@
   var PREPARED_WATCH_MS = 600000;
   var ACTIVE = { queued: true, running: true };
   var WATCHDOG_MS = 10000;
+  var UNREACHABLE_AFTER = 2;  // failed reconnections (the stream's retry is 2 s) before saying so
   var QUIET_MS = 15000;
 
   // ---------------------------------------------------------------- the sessions menu
@@ -397,6 +398,7 @@
     });
     source.onopen = function () {
       self.retryMs = 1000;
+      self.failures = 0;
       if (self.disconnected) {
         self.disconnected = false;
         setStatus("Reconnected. Working…", true);
@@ -405,7 +407,11 @@
     source.onerror = function () {
       if (self.done || source !== self.source) return;
       self.disconnected = true;
-      setStatus("Connection lost — reconnecting…", true);
+      // Each failed try to get back; after a few the server is unreachable, not just a blip.
+      self.failures = (self.failures || 0) + 1;
+      setStatus(self.failures > UNREACHABLE_AFTER
+        ? "The server cannot be reached — still trying. Nothing is lost; check your connection."
+        : "Connection lost — reconnecting…", true);
       if (source.readyState === EventSource.CLOSED) {
         // The browser gave up (an HTTP error, not a drop): retry ourselves, backing off.
         source.close();
