@@ -54,7 +54,10 @@ def run_fragment(request, run_id: int):
     view = run_views(runs=[run], latest_run_id=latest.pk if latest else None)[0]
     html = render_to_string("web/_run.html", {"run": view, "agent_name": run.version.name}, request=request)
     # The meter as a reload would show it: a run that failed on its request leaves its size.
-    return _json({"id": run.pk, "status": run.status, "active": run.status in Run.ACTIVE_STATUSES,
+    # "ending" tells the status line more than the status does: a completed run whose answer
+    # the output limit cut is not "complete", and an empty answer is not a generic failure.
+    ending = "cut" if view.continuable else (run.error or {}).get("code", "")
+    return _json({"id": run.pk, "status": run.status, "ending": ending, "active": run.status in Run.ACTIVE_STATUSES,
                   "last_seq": view.last_seq, "html": html, "supplements": view.supplements,
                   "meter": context_meter(session=run.session)})
 

@@ -734,6 +734,12 @@
     setStatus("Supplement received: the agent reads it at the next safe point.", true);
   };
 
+  var ENDINGS = {
+    cut: "The answer was cut at its output limit — Continue to get the rest.",
+    empty_answer: "The model returned an empty answer — Ask again to send the question once more.",
+    context_window: "The model's server refused a request this long — see the message above for what to change."
+  };
+
   LiveRun.prototype.finish = function () {
     if (this.finishing || this.done) return;
     this.finishing = true;
@@ -758,8 +764,10 @@
       setMode("ask");
       preparedRefresh();  // a summary may be prepared while the session is idle
       var status = result.ok ? result.data.status : "";
-      // A stopped run says so once, in the transcript ("You stopped this answer.").
-      setStatus({ completed: "Answer complete.", cancelled: "",
+      var ending = result.ok ? result.data.ending : "";
+      // A stopped run says so once, in the transcript ("You stopped this answer."); a cut or
+      // empty answer is never "complete" and says what to do next.
+      setStatus(ENDINGS[ending] || { completed: "Answer complete.", cancelled: "",
                   failed: "The run failed — see the message above.", interrupted: "Interrupted." }[status] || "",
                 false);
       if (hadFocus || document.activeElement === document.body) box.focus();

@@ -28,7 +28,8 @@ def test_an_empty_answer_says_so_and_ask_again_gets_an_answer(page, server, fake
     expect(run.locator(".error-box .error-title")).to_have_text("The model returned an empty answer")
     expect(run.locator(".error-box .error-hint")).to_contain_text("Ask again to send the same question once more")
     assert run.locator(".bubble-assistant").count() == 0
-    expect(page.locator("#chat-status")).not_to_have_text("Answer complete.")
+    expect(page.locator("#chat-status")).to_have_text(
+        "The model returned an empty answer — Ask again to send the question once more.")
     expect(run.get_by_role("button", name="Resume")).to_have_count(0)
     page.reload()  # the meter: an empty answer is an answer, not a request that failed
     expect(page.locator("#context-figures")).not_to_contain_text("failed")
@@ -58,6 +59,8 @@ def test_a_cut_answer_says_at_how_many_tokens_and_continue_writes_the_rest_under
     expect(cut.locator(".note.cut-at-limit")).to_have_text(
         "The answer was cut at 1,024 tokens (this agent's output limit).")
     assert answer_text(page) == "".join(words(6)).strip()
+    # Never "Answer complete." for an answer that is not.
+    expect(page.locator("#chat-status")).to_have_text("The answer was cut at its output limit — Continue to get the rest.")
     screenshot(page, "chat-cut-answer")
 
     cut.get_by_role("button", name="Continue").click()

@@ -48,6 +48,8 @@ def finished_run(session, *, question: str = "What is 6*7?", steps: list[dict[st
         message = {"role": "assistant", "content": step.get("content") or None}
         if step.get("partial"):
             message["partial"] = True
+        if step.get("finish_reason"):  # an answer the output limit cut (what the loop stores)
+            message.update(finish_reason=step["finish_reason"], output_limit=step.get("output_limit", 1024))
         if step.get("content"):
             event_emit(run_id=run.pk, type="message_delta", data={"text": step["content"], "instance": "main"})
         if step.get("call"):
