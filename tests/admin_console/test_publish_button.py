@@ -26,7 +26,7 @@ def page_form(agent, **overrides):
     """The change form as the browser submits it when the admin clicks Publish."""
     form = AgentAdminForm(instance=agent)
     data = {}
-    for name, field in form.fields.items():
+    for name in form.fields:
         if name == "space":
             continue
         value = form[name].value()

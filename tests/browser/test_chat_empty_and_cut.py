@@ -60,7 +60,8 @@ def test_a_cut_answer_says_at_how_many_tokens_and_continue_writes_the_rest_under
         "The answer was cut at 1,024 tokens (this agent's output limit).")
     assert answer_text(page) == "".join(words(6)).strip()
     # Never "Answer complete." for an answer that is not.
-    expect(page.locator("#chat-status")).to_have_text("The answer was cut at its output limit — Continue to get the rest.")
+    expect(page.locator("#chat-status")).to_have_text(
+        "The answer was cut at its output limit — Continue to get the rest.")
     screenshot(page, "chat-cut-answer")
 
     cut.get_by_role("button", name="Continue").click()
