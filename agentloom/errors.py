@@ -41,3 +41,17 @@ class Conflict(DomainError):
 
 class ActiveRunConflict(Conflict):
     code = "run_active"
+
+
+class TooLarge(DomainError):
+    """More than a bound allows (a file, a session's files): 413."""
+
+    status = 413
+    code = "too_large"
+
+
+class UnsupportedType(DomainError):
+    """Content of a kind this server does not take (judged by the bytes, never the name): 415."""
+
+    status = 415
+    code = "unsupported_file_type"

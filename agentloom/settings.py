@@ -152,6 +152,18 @@ LOGIN_URL = "/admin/login/"
 # Bounded request sizes (SPEC §11): a question or a tool result pasted by a user is
 # text; 2 MB is generous for text and small enough to refuse abuse early.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AGENTLOOM_MAX_REQUEST_BYTES", 2 * 1024 * 1024, minimum=1024)
+# Attachments (RUN-13). Only the upload endpoint takes a file past the request bound above
+# (agentloom/api/uploads.py); every other multipart body counts its file parts against it.
+AGENTLOOM_FILE_MAX_BYTES = env_int("AGENTLOOM_FILE_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
+AGENTLOOM_SESSION_FILES_MAX_BYTES = env_int("AGENTLOOM_SESSION_FILES_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
+AGENTLOOM_IMAGE_MAX_BYTES = env_int("AGENTLOOM_IMAGE_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)  # Anthropic's bound
+AGENTLOOM_PDF_MAX_PAGES = env_int("AGENTLOOM_PDF_MAX_PAGES", 200, minimum=1, maximum=100_000)
+AGENTLOOM_PDF_MAX_SECONDS = env_int("AGENTLOOM_PDF_MAX_SECONDS", 20, minimum=1, maximum=600)
+FILE_UPLOAD_HANDLERS = [
+    "agentloom.api.uploads.BoundedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 SESSION_COOKIE_SECURE = HTTPS
 CSRF_COOKIE_SECURE = HTTPS
@@ -189,6 +201,7 @@ REST_FRAMEWORK = {
         "login": env_str("AGENTLOOM_LOGIN_RATE", "10/min"),
         "ask": env_str("AGENTLOOM_ASK_RATE", "30/min"),
         "supplement": env_str("AGENTLOOM_SUPPLEMENT_RATE", "20/min"),
+        "upload": env_str("AGENTLOOM_UPLOAD_RATE", "30/min"),
     },
 }
 SPECTACULAR_SETTINGS = {

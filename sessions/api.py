@@ -1,15 +1,23 @@
 """Session and run endpoints (SPEC §9): validate input, call one service, serialize output."""
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from django.db import transaction
+from django.http import HttpResponse
+from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.response import Response
 
 from agentloom.api.clients import ClientThrottle
 from agentloom.api.fields import BoundedJSONField
-from agentloom.errors import ValidationFailed
+from agentloom.api.uploads import upload_bound
+from agentloom.errors import NotFound, ValidationFailed
+from sessions.admin.audit import access_audit_write
+from sessions.models import Session, SessionFile
 from sessions.selectors import (
+    file_get_for_user,
     instance_in_session,
     records_page,
     run_get_for_user,
@@ -18,6 +26,9 @@ from sessions.selectors import (
 )
 from sessions.serializers import (
     ContentIn,
+    FileOut,
+    FileUploadIn,
+    QuestionIn,
     RecordOut,
     RecordsQueryIn,
     RunOut,
@@ -27,10 +38,12 @@ from sessions.serializers import (
 )
 from sessions.services.dispatch import compaction_dispatch_on_commit
 from sessions.services.events import event_emit
+from sessions.services.files import file_store, file_too_large
 from sessions.services.history import compaction_request, question_ask, supplement_add
 from sessions.services.imports import session_import
 from sessions.services.runs import run_cancel, run_resume
 from sessions.services.sessions import session_create
+from sessions.staff import staff_may_read
 
 
 class AskThrottle(ClientThrottle):
@@ -68,15 +81,17 @@ def session_detail(request, session_id: int):
     return Response(SessionDetailOut(session).data)
 
 
-@extend_schema(request=ContentIn, responses={202: RunOut})
+@extend_schema(request=QuestionIn, responses={202: RunOut})
 @api_view(["POST"])
 @throttle_classes([AskThrottle])
 def session_questions(request, session_id: int):
-    """Ask a question: 202 with the queued run; 409 while another run is active (RUN-1)."""
+    """Ask a question: 202 with the queued run; 409 while another run is active (RUN-1).
+    ``files``: ids of this session's uploads not yet sent with a question (RUN-13)."""
     session = session_get_for_user(session_id=session_id, user=request.user)
-    data = ContentIn(data=request.data)
+    data = QuestionIn(data=request.data)
     data.is_valid(raise_exception=True)
-    run = question_ask(session=session, content=data.validated_data["content"])
+    run = question_ask(session=session, content=data.validated_data["content"],
+                       files=data.validated_data.get("files"))
     return Response(RunOut(run).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -169,3 +184,70 @@ def session_compact(request, session_id: int):
     if status_text == "queued":
         compaction_dispatch_on_commit(run.pk)
     return Response({"status": status_text, "run": run.pk}, status=status.HTTP_202_ACCEPTED)
+
+
+class UploadThrottle(AskThrottle):
+    """Rate limit on attaching files, per user: each one is sniffed, read and stored."""
+
+    scope = "upload"
+
+
+@upload_bound("AGENTLOOM_FILE_MAX_BYTES", file_too_large)
+@extend_schema(request={"multipart/form-data": FileUploadIn}, responses={
+    201: FileOut,
+    413: OpenApiResponse(description="`file_too_large`, or `session_files_full`"),
+    415: OpenApiResponse(description="`unsupported_file_type`: judged by the content, never the name")})
+@api_view(["POST"])
+@throttle_classes([UploadThrottle])
+def session_files_upload(request, session_id: int):
+    """Attach a file to the session (RUN-13): multipart field `file`; text, PDF, PNG, JPEG,
+    WebP or GIF, sniffed by content. Send its id with the next question's `files`."""
+    session = session_get_for_user(session_id=session_id, user=request.user)
+    data = FileUploadIn(data=request.data)
+    data.is_valid(raise_exception=True)
+    upload = data.validated_data["file"]
+    stored = file_store(session=session, user=request.user, name=upload.name, data=upload.read())
+    return Response(FileOut(stored).data, status=status.HTTP_201_CREATED)
+
+
+# How a download names its type: an image or text as what it was sniffed to be, anything
+# else as bytes. Always an attachment, never sniffed by the browser, never a page.
+_HTTP_CHARSETS = {"utf-8": "utf-8", "utf-16-le": "utf-16", "utf-16-be": "utf-16", "cp1252": "windows-1252"}
+
+
+def _download(file: SessionFile) -> HttpResponse:
+    if file.kind == SessionFile.Kind.IMAGE:
+        content_type = file.content_type
+    elif file.kind == SessionFile.Kind.TEXT:
+        content_type = f"text/plain; charset={_HTTP_CHARSETS.get(file.encoding, 'utf-8')}"
+    else:
+        content_type = "application/octet-stream"
+    response = HttpResponse(bytes(file.data), content_type=content_type)
+    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=file.name)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+@extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY,
+                          (200, "text/plain"): OpenApiTypes.BINARY, (200, "image/png"): OpenApiTypes.BINARY,
+                          (200, "image/jpeg"): OpenApiTypes.BINARY, (200, "image/webp"): OpenApiTypes.BINARY,
+                          (200, "image/gif"): OpenApiTypes.BINARY})
+@api_view(["GET"])
+def file_download(request, file_id: int):
+    """An attached file's bytes (RUN-13), for whoever may read its session, or staff holding
+    the console's permissions for it — every such read written to the access audit first;
+    anyone else gets 404."""
+    try:
+        file = file_get_for_user(file_id=file_id, user=request.user)
+    except NotFound:
+        if not staff_may_read(user=request.user, row_model=Session, content_model=SessionFile):
+            raise
+        file = SessionFile.objects.select_related("session").filter(pk=file_id).first()
+        if file is None:
+            raise
+        with transaction.atomic():  # no audit row, no content; the row first
+            access_audit_write(user=request.user, what="file", session=file.session, detail={"file": file.pk})
+            return _download(file)
+    return _download(file)

@@ -391,3 +391,43 @@ class ModelCall(models.Model):
     class Meta:
         ordering = ["run_id", "id"]
         indexes = [models.Index(fields=["run", "id"], name="modelcall_run")]
+
+
+class SessionFile(models.Model):
+    """A file attached to a question (RUN-13): its bytes and extracted text encrypted like
+    the records, its type sniffed from the bytes (``sessions.sniff``). ``question_seq`` is
+    the seq of the user record that carries it, set once, when a question uses it."""
+
+    class Kind(models.TextChoices):
+        TEXT = "text"
+        PDF = "pdf"
+        IMAGE = "image"
+
+    # The key-rotation command re-encrypts this many rows per transaction (each up to
+    # AGENTLOOM_FILE_MAX_BYTES twice over), not its default batch.
+    ROTATION_BATCH = 4
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="files")
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                                    related_name="+")
+    name = encrypt(models.CharField(max_length=255))  # the person's words, like a title
+    content_type = models.CharField(max_length=64)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    size = models.PositiveBigIntegerField()
+    sha256 = encrypt(models.CharField(max_length=64))  # a plain digest would confirm a guessed file
+    encoding = models.CharField(max_length=16, blank=True)
+    pages = models.PositiveIntegerField(null=True, blank=True)
+    pages_read = models.PositiveIntegerField(null=True, blank=True)
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    data = encrypt(models.BinaryField())
+    text = encrypt(models.TextField(blank=True, default=""))
+    question_seq = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session_id", "id"]
+        indexes = [models.Index(fields=["session", "id"], name="sessionfile_session")]
+
+    def __str__(self) -> str:
+        return f"File {self.pk}"  # not the name: it lands in console lists and the admin log

@@ -18,6 +18,7 @@ from sessions.models import (
     Run,
     SentBlob,
     Session,
+    SessionFile,
     SessionMessage,
     SessionView,
 )
@@ -39,6 +40,21 @@ def session_get_for_user(*, session_id: Any, user) -> Session:
         return session_list_for_user(user=user).get(pk=int(session_id))
     except (Session.DoesNotExist, TypeError, ValueError):
         raise NotFound("Session not found.") from None
+
+
+def file_get_for_user(*, file_id: Any, user) -> SessionFile:
+    """An attached file when ``user`` may read its session (the rule of
+    ``session_get_for_user``); NotFound (404) for anyone else (RUN-13)."""
+    try:
+        return SessionFile.objects.select_related("session").get(
+            pk=int(file_id), session__user=user, session__space__memberships__user=user)
+    except (SessionFile.DoesNotExist, TypeError, ValueError, OverflowError):
+        raise NotFound("File not found.") from None
+
+
+def session_files(*, session: Session) -> QuerySet[SessionFile]:
+    """The session's attached files, oldest first, without their bytes or text."""
+    return SessionFile.objects.filter(session=session).defer("data", "text").order_by("id")
 
 
 def run_get_for_user(*, run_id: Any, user) -> Run:

@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agentloom.api.fields import StrictCharField, id_from_text
-from sessions.models import Run, Session, SessionMessage
+from sessions.models import Run, Session, SessionFile, SessionMessage
 from sessions.selectors import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, instance_label, prepared_summary_state
 
 
@@ -17,6 +17,21 @@ class SessionCreateIn(serializers.Serializer):
 
 class ContentIn(serializers.Serializer):
     content = StrictCharField(max_length=100_000, trim_whitespace=False)
+
+
+class QuestionIn(ContentIn):
+    files = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**62), required=False,
+                                  max_length=20, help_text="Ids of this session's uploaded files (RUN-13).")
+
+
+class FileUploadIn(serializers.Serializer):
+    file = serializers.FileField(allow_empty_file=True, use_url=False)
+
+
+class FileOut(serializers.ModelSerializer):
+    class Meta:
+        model = SessionFile
+        fields = ["id", "name", "content_type", "size"]
 
 
 class RecordsQueryIn(serializers.Serializer):

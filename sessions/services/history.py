@@ -27,6 +27,7 @@ from sessions.selectors import (
     view_best_for_run,
     visible_records_query,
 )
+from sessions.services.files import attachment_of, attachments_mark, attachments_take, file_ids_clean
 from sessions.services.frames import frame_locked
 from sessions.services.manual_compaction import compaction_hold_check, session_lock
 from sessions.services.manual_compaction import compaction_request as compaction_request  # its old home
@@ -56,23 +57,32 @@ def main_counts(*, session_id: int, up_to_seq: int) -> tuple[int, int]:
     return base.filter(kind="user").count(), steps.count()
 
 
-def question_ask(*, session: Session, content: Any) -> Run:
+def question_ask(*, session: Session, content: Any, files: Any = None) -> Run:
     """A new question: a run with its main instance, the user record, counters (RUN-1, RUN-2).
 
-    One transaction; the run is queued for a worker only once it commits. Raises
-    ActiveRunConflict (409) while another run of the session is queued or running,
+    ``files``: ids of the session's uploaded files not yet sent with a question; the
+    record carries them as ``attachments`` (RUN-13), else ValidationFailed (400) and
+    nothing changes. One transaction; the run is queued for a worker only once it commits.
+    Raises ActiveRunConflict (409) while another run of the session is queued or running,
     CompactionRunning (409) while a manual compaction holds the session, and
     NotFound once the session's creator has left its space (RUN-11).
     """
     content = _clean_content(content)
+    file_ids = file_ids_clean(files)
     _creator_still_member(session)
     with transaction.atomic():
         # One thing at a time per session: not while a manual compaction holds it.
         session_lock(session_id=session.pk)
         compaction_hold_check(session_id=session.pk)
+        attached = attachments_take(session=session, ids=file_ids)
         run, instance = _run_open(session=session, new_turn=True)
-        record_append(session=session, run=run, instance=instance, kind="user",
-                      message={"role": "user", "content": content}, entry_key="question")
+        message: dict[str, Any] = {"role": "user", "content": content}
+        if attached:
+            message["attachments"] = [attachment_of(file) for file in attached]
+        record = record_append(session=session, run=run, instance=instance, kind="user",
+                               message=message, entry_key="question")
+        if attached and record is not None:  # a new run's first record is always new
+            attachments_mark(files=attached, question_seq=record.seq)
         if not session.title:
             Session.objects.filter(pk=session.pk).update(title=content.strip()[:80])
         Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())

@@ -1,9 +1,11 @@
 """Retention of the context inspector's copies (per agent, ``call_log_retention_days``).
 
 Operators who need less history can have the copies of what model calls received dropped
-after a number of days. Only the log goes — records, events, usage and the calls' figures
-stay. A whole instance's log goes at once (a call's references are a delta of the calls
-before it in the same instance), and a piece of a request is deleted only when no kept
+after a number of days. Only the log goes — records, events, usage, the calls' figures
+and the files attached to questions (RUN-13: part of their question's record) stay; a
+session's files go with its records, when the session itself is deleted (a cascade).
+A whole instance's log goes at once (a call's references are a delta of the calls before
+it in the same instance), and a piece of a request is deleted only when no kept
 call of its session refers to it any more.
 """
 from __future__ import annotations

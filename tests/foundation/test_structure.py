@@ -3,7 +3,7 @@
 - No import cycle between modules. Function-local imports count, and so do imports under
   ``if TYPE_CHECKING:``: a cycle hidden from the interpreter is still a cycle to a reader.
 - No private name (``_name``) imported from another module.
-- The floors: ``context`` < common (errors, API fields, parsers and client addresses,
+- The floors: ``context`` < common (errors, API fields, parsers, upload bounds and client addresses,
   accounts, spaces, crypto, env, the read-only admin mixin) <
   ``models_catalog`` and ``agentloom.toolservers`` < ``agentloom.agents`` < ``sessions`` < the run loop, tools, web and
   the project's wiring. A module never imports from a floor above its own.
@@ -28,7 +28,7 @@ MAX_LINES = 450
 FLOORS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (0, ("context",)),
     (1, ("agentloom.errors", "agentloom.api.fields", "agentloom.api.errors", "agentloom.api.pages",
-         "agentloom.api.clients", "agentloom.api.parsers", "agentloom.accounts",
+         "agentloom.api.clients", "agentloom.api.parsers", "agentloom.api.uploads", "agentloom.accounts",
          "agentloom.crypto", "agentloom.env", "agentloom.spaces", "agentloom.readonly_admin")),
     (2, ("models_catalog", "agentloom.toolservers")),
     (3, ("agentloom.agents",)),

@@ -30,6 +30,11 @@ def encrypted_columns() -> list[tuple[str, str, str]]:
     return found
 
 
+def rotation_batch(label: str) -> int:
+    """Rows per transaction: a model with heavy columns (attached files) names fewer."""
+    return getattr(apps.get_model(label), "ROTATION_BATCH", BATCH)
+
+
 class Command(BaseCommand):
     help = "Re-encrypt all encrypted columns from OLD_SECRET_KEY/OLD_AGENTLOOM_ENCRYPTION_KEY to the current keys."
 
@@ -45,12 +50,13 @@ class Command(BaseCommand):
         for label, table, column in encrypted_columns():
             rotated = kept = 0
             last_id = 0
+            batch = rotation_batch(label)
             while True:
                 with transaction.atomic():
                     with connection.cursor() as cursor:
                         cursor.execute(
                             f"SELECT id, {quote(column)} FROM {quote(table)} "
-                            f"WHERE id > %s AND {quote(column)} IS NOT NULL ORDER BY id LIMIT {BATCH}",
+                            f"WHERE id > %s AND {quote(column)} IS NOT NULL ORDER BY id LIMIT {batch}",
                             [last_id],
                         )
                         rows = cursor.fetchall()
@@ -72,6 +78,6 @@ class Command(BaseCommand):
                                 [new.dump(value), pk],
                             )
                             rotated += 1
-                if len(rows) < BATCH:
+                if len(rows) < batch:
                     break
             self.stdout.write(f"{label}.{column}: {rotated} re-encrypted, {kept} already on the new keys")

@@ -1,0 +1,130 @@
+"""Attached files (RUN-13): stored encrypted with the session, sniffed by content, and
+carried by the user record of the question that uses them.
+
+``file_store`` refuses before it writes: past ``AGENTLOOM_FILE_MAX_BYTES`` (an image past
+``AGENTLOOM_IMAGE_MAX_BYTES``) TooLarge ``file_too_large``, past the session's
+``AGENTLOOM_SESSION_FILES_MAX_BYTES`` TooLarge ``session_files_full`` (413), a kind it does
+not take UnsupportedType (415). ``attachments_take`` turns the ids a question names into
+the attachments its record carries (the contract of RUN-13) and marks the files used.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Sum
+
+from agentloom.errors import TooLarge, UnsupportedType, ValidationFailed
+from sessions.models import Session, SessionFile
+from sessions.services.manual_compaction import session_lock
+from sessions.sniff import Unreadable, Unsupported, sniff
+
+MAX_FILES_PER_QUESTION = 20
+_NAME_UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\]")
+
+
+def megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):.0f} MB" if size >= 1024 * 1024 else f"{size // 1024} KB"
+
+
+def file_too_large(limit: int) -> TooLarge:
+    """413 ``file_too_large``: raised here and by the upload handler while the body arrives."""
+    return TooLarge(f"The file is larger than {megabytes(limit)}, the most this server takes. "
+                    "Attach a smaller file, or only the part that matters.", code="file_too_large")
+
+
+def file_name_clean(name: Any) -> str:
+    """The last part of the name the browser sent, without control characters or slashes."""
+    text = str(name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    text = _NAME_UNSAFE.sub("", text).strip()[:255]
+    return text or "file"
+
+
+def file_store(*, session: Session, user, name: Any, data: bytes) -> SessionFile:
+    """Sniff ``data`` and store it with ``session``; nothing is written on a refusal.
+
+    Takes the session's row lock (its own transaction) so two uploads cannot both fit
+    in the room left for one. The caller has checked that ``user`` may write the session.
+    """
+    if not data:
+        raise ValidationFailed("The file is empty. Attach a file with something in it.", code="empty_file",
+                               fields={"file": "empty"})
+    if len(data) > settings.AGENTLOOM_FILE_MAX_BYTES:
+        raise file_too_large(settings.AGENTLOOM_FILE_MAX_BYTES)
+    try:
+        found = sniff(data, pdf_max_pages=settings.AGENTLOOM_PDF_MAX_PAGES,
+                      pdf_max_seconds=settings.AGENTLOOM_PDF_MAX_SECONDS)
+    except Unsupported as exc:
+        raise UnsupportedType(f"{exc} Attach text, a PDF, or a PNG, JPEG, WebP or GIF image.") from None
+    except Unreadable as exc:
+        raise UnsupportedType(str(exc)) from None
+    if found.kind == SessionFile.Kind.IMAGE and len(data) > settings.AGENTLOOM_IMAGE_MAX_BYTES:
+        raise TooLarge(f"Images can be at most {megabytes(settings.AGENTLOOM_IMAGE_MAX_BYTES)}. "
+                       "Attach a smaller or scaled-down copy.", code="file_too_large")
+    with transaction.atomic():
+        session_lock(session_id=session.pk)
+        used = SessionFile.objects.filter(session=session).aggregate(total=Sum("size"))["total"] or 0
+        room = settings.AGENTLOOM_SESSION_FILES_MAX_BYTES
+        if used + len(data) > room:
+            raise TooLarge(f"This conversation already holds {megabytes(used)} of files, and takes at most "
+                           f"{megabytes(room)}. Start a new conversation to attach more.",
+                           code="session_files_full")
+        return SessionFile.objects.create(
+            session=session, uploaded_by=user, name=file_name_clean(name), content_type=found.content_type,
+            kind=found.kind, size=len(data), sha256=hashlib.sha256(data).hexdigest(), encoding=found.encoding,
+            pages=found.pages, pages_read=found.pages_read, width=found.width, height=found.height,
+            data=data, text=found.text)
+
+
+def attachment_of(file: SessionFile) -> dict[str, Any]:
+    """What the question's record carries of ``file`` (the RUN-13 contract)."""
+    item: dict[str, Any] = {"id": file.pk, "name": file.name, "content_type": file.content_type,
+                            "size": file.size, "kind": file.kind}
+    if file.kind == SessionFile.Kind.IMAGE:
+        item.update(width=file.width, height=file.height, data=base64.b64encode(bytes(file.data)).decode("ascii"))
+    elif file.kind == SessionFile.Kind.PDF:
+        item.update(pages=file.pages, pages_read=file.pages_read, text=file.text)
+    else:
+        item.update(encoding=file.encoding, text=file.text)
+    return item
+
+
+def file_ids_clean(ids: Any) -> list[int]:
+    """A list of distinct positive ids, or ValidationFailed on ``files``."""
+    if ids is None:
+        return []
+    if not isinstance(ids, list) or len(ids) > MAX_FILES_PER_QUESTION:
+        raise ValidationFailed("Attach at most 20 files to one question.",
+                               fields={"files": f"a list of at most {MAX_FILES_PER_QUESTION} file ids"})
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 < i < 2**62 for i in ids) \
+            or len(set(ids)) != len(ids):
+        raise ValidationFailed("The attached files are not valid.", fields={"files": "distinct file ids"})
+    return ids
+
+
+def attachments_take(*, session: Session, ids: list[int]) -> list[SessionFile]:
+    """The files ``ids`` name, in that order: each of ``session`` and not yet used by a
+    question, else ValidationFailed (400). Inside the question's transaction, session row
+    locked; the caller marks them with ``attachments_mark`` once its record has a seq."""
+    if not ids:
+        return []
+    files = {f.pk: f for f in SessionFile.objects.filter(session=session, pk__in=ids, question_seq__isnull=True)}
+    missing = [i for i in ids if i not in files]
+    if missing:
+        raise ValidationFailed("A file to attach is not one of this conversation's, or was already sent with "
+                               "a question. Upload it again.",
+                               fields={"files": f"not an unused file of this session: {missing[0]}"})
+    return [files[i] for i in ids]
+
+
+def attachments_mark(*, files: list[SessionFile], question_seq: int) -> None:
+    """Mark ``files`` used by the record ``question_seq``; inside the same transaction."""
+    marked = SessionFile.objects.filter(pk__in=[f.pk for f in files], question_seq__isnull=True).update(
+        question_seq=question_seq)
+    if marked != len(files):  # the session lock makes this unreachable; refuse rather than share a file
+        raise ValidationFailed("A file was just sent with another question. Upload it again.",
+                               fields={"files": "already used"})

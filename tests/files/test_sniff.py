@@ -1,0 +1,89 @@
+"""Sniffing by content (RUN-13): literal bytes in, what they are out."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from sessions.sniff import Unreadable, Unsupported, sniff
+from tests.files.makers import make_jpeg_header, make_pdf, make_png
+
+BOUNDS = {"pdf_max_pages": 200, "pdf_max_seconds": 20}
+
+
+def test_it_reads_a_png_size_from_its_header():
+    found = sniff(make_png(800, 600), **BOUNDS)
+    assert (found.kind, found.content_type, found.width, found.height) == ("image", "image/png", 800, 600)
+
+
+def test_it_reads_a_jpeg_size_from_its_start_of_frame():
+    found = sniff(make_jpeg_header(1024, 768), **BOUNDS)
+    assert (found.content_type, found.width, found.height) == ("image/jpeg", 1024, 768)
+
+
+def test_it_reads_a_gif_size():
+    found = sniff(b"GIF89a" + struct.pack("<HH", 31, 17) + b"\x00" * 20, **BOUNDS)
+    assert (found.content_type, found.width, found.height) == ("image/gif", 31, 17)
+
+
+@pytest.mark.parametrize("chunk, body, size", [
+    (b"VP8X", b"\x0a\x00\x00\x00" + b"\x00" * 4 + (639).to_bytes(3, "little") + (479).to_bytes(3, "little"),
+     (640, 480)),
+    (b"VP8 ", b"\x0a\x00\x00\x00" + b"\x00" * 3 + b"\x9d\x01\x2a" + struct.pack("<HH", 320, 200), (320, 200)),
+    (b"VP8L", b"\x00\x00\x00\x00\x2f" + ((99) | (49 << 14)).to_bytes(4, "little"), (100, 50)),
+])
+def test_it_reads_each_webp_flavour_size(chunk, body, size):
+    data = b"RIFF" + struct.pack("<I", 100) + b"WEBP" + chunk + body + b"\x00" * 8
+    found = sniff(data, **BOUNDS)
+    assert (found.content_type, (found.width, found.height)) == ("image/webp", size)
+
+
+def test_a_truncated_png_is_unreadable_not_text():
+    with pytest.raises(Unreadable):
+        sniff(b"\x89PNG\r\n\x1a\n\x00\x00", **BOUNDS)
+
+
+@pytest.mark.parametrize("data, encoding, text", [
+    ("naïve café\n".encode(), "utf-8", "naïve café\n"),
+    (b"\xef\xbb\xbfwith bom", "utf-8", "with bom"),
+    (b"\xff\xfe" + "h\u00e9llo".encode("utf-16-le"), "utf-16-le", "h\u00e9llo"),
+    (b"\xfe\xff" + "h\u00e9llo".encode("utf-16-be"), "utf-16-be", "h\u00e9llo"),
+    (b"caf\xe9 \x80 10", "cp1252", "caf\u00e9 \u20ac 10"),
+    (b"\x1b[31mred\x1b[0m\tlog\r\n", "utf-8", "\x1b[31mred\x1b[0m\tlog\r\n"),
+    (b"<svg onload='x'></svg>", "utf-8", "<svg onload='x'></svg>"),
+])
+def test_text_is_decoded_and_its_encoding_recorded(data, encoding, text):
+    found = sniff(data, **BOUNDS)
+    assert (found.kind, found.content_type, found.encoding, found.text) == ("text", "text/plain", encoding, text)
+
+
+@pytest.mark.parametrize("data", [
+    b"PK\x03\x04rest of a zip", b"\x7fELF\x02\x01\x01", b"MZ\x90\x00\x03\x00\x00\x00", b"\xcf\xfa\xed\xfe\x07",
+    b"\x1f\x8b\x08\x00", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", b"\x00" * 257 + b"ustar\x00",
+    b"text with a \x00 NUL", b"bell \x07 in text", b"\xff\xfe\x00\x00utf-32", b"\x81\x8d\x8f\x90\x9d",
+])
+def test_archives_programs_and_binary_are_refused(data):
+    with pytest.raises(Unsupported):
+        sniff(data, **BOUNDS)
+
+
+def test_text_that_starts_with_mz_is_still_text():
+    assert sniff(b"MZ is the airport code.", **BOUNDS).kind == "text"
+
+
+def test_a_pdf_is_read_page_by_page_up_to_the_page_bound():
+    found = sniff(make_pdf(["First page", "Second page", "Third page"]), pdf_max_pages=2, pdf_max_seconds=20)
+    assert (found.kind, found.content_type, found.pages, found.pages_read) == ("pdf", "application/pdf", 3, 2)
+    assert found.text == "First page\n\nSecond page"
+
+
+def test_a_pdf_stops_between_pages_once_its_time_is_up():
+    ticks = iter([0.0, 0.0, 5.0, 11.0, 12.0])  # start, before page 1, before 2, before 3 (past 10 s)
+    found = sniff(make_pdf(["one", "two", "three", "four"]), pdf_max_pages=200, pdf_max_seconds=10,
+                  clock=lambda: next(ticks))
+    assert (found.pages, found.pages_read, found.text) == (4, 2, "one\n\ntwo")
+
+
+def test_a_damaged_pdf_is_unreadable():
+    with pytest.raises(Unreadable):
+        sniff(b"%PDF-1.4\n1 0 obj garbage", **BOUNDS)
