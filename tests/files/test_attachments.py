@@ -190,3 +190,21 @@ def test_a_file_of_another_session_or_already_used_is_400(alice, make_session):
     response = assert_error_shape(ask(client, first.pk, "again", [mine]), 400)
     assert "files" in response["fields"]
     assert Run.objects.count() == 1
+
+
+def test_the_browser_session_uploads_with_its_csrf_header_under_the_file_bound(alice, make_session, settings):
+    # The CSRF check reads the multipart body during authentication: the bound is the
+    # upload endpoint's own already then.
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024
+    settings.AGENTLOOM_FILE_MAX_BYTES = 64 * 1024
+    session = make_session(alice)
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(alice)
+    browser.get("/")
+    token = browser.cookies["csrftoken"].value
+    url = f"/api/v1/sessions/{session.pk}/files"
+    taken = browser.post(url, {"file": SimpleUploadedFile("a.log", b"y" * 40_000)}, HTTP_X_CSRFTOKEN=token)
+    assert taken.status_code == 201, taken.content
+    refused = browser.post(url, {"file": SimpleUploadedFile("b.log", b"y" * 70_000)}, HTTP_X_CSRFTOKEN=token)
+    assert assert_error_shape(refused, 413)["code"] == "file_too_large"
+    assert SessionFile.objects.count() == 1

@@ -54,10 +54,13 @@ def world(alice, space, agent, version, make_session, outbound, monkeypatch):
     session = make_session(alice)
     run = question_ask(session=session, content="What is 2+2?")
     run_execute(run_id=run.pk)  # the offline demo model answers; the run ends with run_finished
+    from sessions.services.files import file_store
+
+    attached = file_store(session=session, user=alice, name="notes.txt", data=b"an attached note\n")
     return {
         "token": token_for(alice),
         "ids": {"session_id": session.pk, "run_id": run.pk, "agent_id": agent.pk, "connection_id": connection.pk,
-                "space_id": space.pk, "server_id": tool_server.pk},
+                "space_id": space.pk, "server_id": tool_server.pk, "file_id": attached.pk},
     }
 
 
