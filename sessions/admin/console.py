@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 from agentloom.agents.admin import VERSION_PAGES, VersionPage
 from agentloom.errors import DomainError
 from agentloom.readonly_admin import ReadOnlyAdminMixin
-from sessions.admin import pages, usage
+from sessions.admin import files, pages, usage
 from sessions.admin.display import call_figures, compaction_figures
 from sessions.admin.waits import wait_figures
 from sessions.models import (
@@ -94,6 +94,7 @@ class SessionAdmin(admin.ModelAdmin):
             path("<path:object_id>/records/", wrap(self.records_view), name="agent_sessions_session_records"),
             path("<path:object_id>/compactions/", wrap(self.compactions_view),
                  name="agent_sessions_session_compactions"),
+            path("<path:object_id>/files/<str:file_id>/", wrap(self.file_view), name="agent_sessions_session_file"),
             *super().get_urls(),
         ]
 
@@ -102,6 +103,9 @@ class SessionAdmin(admin.ModelAdmin):
 
     def compactions_view(self, request: HttpRequest, object_id: str):
         return pages.compactions_view(self, request, object_id)
+
+    def file_view(self, request: HttpRequest, object_id: str, file_id: str):
+        return files.file_download_view(self, request, object_id, file_id)
 
     @admin.display(description="Console")
     def pages(self, obj: Session) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from context.records import content_text as records_content_text
 from context.usage import UsageFigures, usage_figures
+from sessions.admin.attachments import FileView, file_views, shortened
 from sessions.selectors import SentEntry
 
 # What a long text shows before its "Show all": enough to recognise it, small enough for
@@ -50,6 +51,7 @@ class MessageView:
     tool_calls: tuple[ToolCallView, ...] = ()
     tool_call_id: str = ""
     tool_name: str = ""
+    attachments: tuple[FileView, ...] = ()  # a question's files (RUN-13)
 
     @property
     def kind_differs(self) -> bool:
@@ -75,9 +77,9 @@ def text(value: str, *, label: str = "", mono: bool = False, head_chars: int = H
 
 
 def as_json(value: Any) -> str:
-    """Pretty JSON for people; never fails (odd values are shown with ``repr``)."""
+    """Pretty JSON for people, inline data shortened; never fails (odd values are shown with ``repr``)."""
     try:
-        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=repr)
+        return json.dumps(shortened(value), indent=2, ensure_ascii=False, sort_keys=False, default=repr)
     except (TypeError, ValueError):
         return repr(value)
 
@@ -122,7 +124,7 @@ def _tool_calls(calls: Any) -> tuple[ToolCallView, ...]:
 
 # Keys a known message shape explains itself; anything else is listed as "other fields".
 _CHAT_KEYS = {"role", "content", "tool_calls", "tool_call_id", "name", "status", "reasoning", "reasoning_content",
-              "partial", "supplement"}
+              "partial", "supplement", "attachments"}
 
 
 def _others(message: dict[str, Any], known: set[str]) -> tuple[Text, ...]:
@@ -193,6 +195,7 @@ def message_view(message: Any, *, kind: str = "") -> MessageView:
         texts=(*texts, *_others(message, _CHAT_KEYS)), tool_calls=calls,
         tool_call_id=str(message.get("tool_call_id") or "") if is_result else "",
         tool_name=str(message.get("name") or "") if is_result else "",
+        attachments=file_views(message.get("attachments")),
     )
 
 
