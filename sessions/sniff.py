@@ -82,8 +82,14 @@ def sniff(data: bytes, *, pdf_max_pages: int, pdf_max_seconds: float,
     image = _image(data)
     if image is not None:
         return image
-    if b"%PDF-" in data[:1024]:
+    header = data.find(b"%PDF-", 0, 1024)  # readers accept a header a little way in
+    if header == 0:
         return pdf_text(data, max_pages=pdf_max_pages, max_seconds=pdf_max_seconds, clock=clock)
+    if header > 0:
+        try:
+            return pdf_text(data, max_pages=pdf_max_pages, max_seconds=pdf_max_seconds, clock=clock)
+        except Unreadable:
+            pass  # text that merely mentions a PDF header
     return _text(data)
 
 
@@ -196,7 +202,6 @@ def pdf_text(data: bytes, *, max_pages: int, max_seconds: float,
     passed (checked between pages: a page being read is finished, no thread is killed).
     ``pages`` is the document's count, ``pages_read`` how many were read."""
     from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
 
     deadline = clock() + max_seconds
     try:
@@ -211,8 +216,7 @@ def pdf_text(data: bytes, *, max_pages: int, max_seconds: float,
             texts.append(reader.pages[index].extract_text() or "")
     except Unreadable:
         raise
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, struct.error,
-            RecursionError, NotImplementedError, OSError) as exc:
+    except Exception as exc:  # untrusted bytes: whatever the reader trips on, the PDF is unreadable
         raise Unreadable("This PDF could not be read; it may be damaged.") from exc
     return Sniffed(kind="pdf", content_type="application/pdf", text="\n\n".join(texts),
                    pages=total, pages_read=len(texts))

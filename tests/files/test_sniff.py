@@ -87,3 +87,21 @@ def test_a_pdf_stops_between_pages_once_its_time_is_up():
 def test_a_damaged_pdf_is_unreadable():
     with pytest.raises(Unreadable):
         sniff(b"%PDF-1.4\n1 0 obj garbage", **BOUNDS)
+
+
+def test_a_pdf_locked_by_a_password_is_unreadable_with_a_next_step():
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf(["secret"]))))
+    writer.encrypt(user_password="pw", owner_password="owner", algorithm="AES-128")
+    locked = io.BytesIO()
+    writer.write(locked)
+    with pytest.raises(Unreadable, match="password"):
+        sniff(locked.getvalue(), **BOUNDS)
+
+
+def test_text_that_mentions_a_pdf_header_is_text_and_a_pdf_a_little_way_in_is_a_pdf():
+    assert sniff(b"Each file starts with %PDF-1.4 and a version.\n", **BOUNDS).kind == "text"
+    assert sniff(b"junk\n" + make_pdf(["late header"]), **BOUNDS).kind == "pdf"
