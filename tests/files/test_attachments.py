@@ -208,3 +208,12 @@ def test_the_browser_session_uploads_with_its_csrf_header_under_the_file_bound(a
     refused = browser.post(url, {"file": SimpleUploadedFile("b.log", b"y" * 70_000)}, HTTP_X_CSRFTOKEN=token)
     assert assert_error_shape(refused, 413)["code"] == "file_too_large"
     assert SessionFile.objects.count() == 1
+
+
+def test_an_upload_without_a_file_or_with_an_empty_one_is_400_and_stores_nothing(alice, make_session):
+    session = make_session(alice)
+    client = client_of(alice)
+    missing = client.post(f"/api/v1/sessions/{session.pk}/files", {"other": "x"})
+    assert "file" in assert_error_shape(missing, 400)["fields"]
+    assert assert_error_shape(upload(client, session.pk, "empty.txt", b""), 400)["code"] == "empty_file"
+    assert not SessionFile.objects.exists()
