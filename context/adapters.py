@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from itertools import islice
 from typing import Any
 
+from context.attachments import image_note
 from context.records import EMPTY_RESULT_TEXT, is_image_part, is_text_part
 from context.validate import Problem, RequestValidator, check_dialect
 
@@ -39,7 +40,19 @@ class RequestValidationError(ValueError):
 
 
 def _images_to_notes(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": IMAGE_UNSUPPORTED_NOTE} if is_image_part(p) else p for p in content]
+    """Every image as a note; an attached file's image and its label (RUN-13) as one note
+    naming the file."""
+    out: list[dict[str, Any]] = []
+    for part in content:
+        if not is_image_part(part):
+            out.append(part)
+            continue
+        named = image_note(out[-1]["text"]) if out and is_text_part(out[-1]) else None
+        if named is not None:
+            out[-1] = {"type": "text", "text": named}
+        else:
+            out.append({"type": "text", "text": IMAGE_UNSUPPORTED_NOTE})
+    return out
 
 
 def _place_images(messages: list[dict[str, Any]], images_ok: bool) -> list[dict[str, Any]]:

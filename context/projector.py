@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from context import records as rec
+from context.attachments import question_content
 from context.media import DEFAULT_SCREEN_TOOLS
 from context.output_pass import ITEM_ASSISTANT, ITEM_MESSAGE, ITEM_RESULT, Settled, assemble, note
 from context.pairing import Call, Closures, Result, call_outcome, pair
@@ -91,7 +92,7 @@ class _Reader:
         elif kind == rec.TOOL_RESULT or kind == rec.DELEGATION_RESULT:
             self._read_result(message, ("records", record.get("instance")), run, seq, render_status=True)
         elif kind == rec.USER or kind == rec.SUPPLEMENT:
-            content = rec.normalize_content(message.get("content"))
+            content = question_content(message, self.limit)  # RUN-13: its files follow its text
             if content is None or rec.content_is_empty(content):
                 return
             if kind == rec.SUPPLEMENT:

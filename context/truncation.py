@@ -97,6 +97,16 @@ def truncate_text(text: str, limit: int = DEFAULT_TOOL_RESULT_LIMIT, seq: Any = 
     return "".join(_view_parts(text, limit, seq))
 
 
+def head_tail(text: str, budget: int) -> tuple[int, int]:
+    """Where CTX-7 cuts ``text`` to keep ``budget`` characters of it, half head and half
+    tail: ``(head_end, tail_start)``, on character boundaries (never splitting a character
+    from its combining marks or joiners). The whole text gives ``(len, len)``."""
+    if len(text) <= budget:
+        return len(text), len(text)
+    head_len = max(budget, 0) // 2
+    return _head_end(text, head_len), _tail_start(text, len(text) - (max(budget, 0) - head_len))
+
+
 def _view_parts(text: str, limit: int, seq: Any, *, joined: bool = False) -> _Parts:
     # One marker in the text is an earlier cut, re-cut around; several (a result whose
     # blocks were each cut, now cut as one text) are ordinary text of the new head or tail.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,25 @@ def _text_blank(content: Any) -> bool:
     return True
 
 
+_DATA_URL = re.compile(r"^data:image/[a-zA-Z0-9.+-]+;base64,[A-Za-z0-9+/]+={0,2}$")
+
+
+def image_part_problem(part: Mapping[str, Any]) -> str | None:
+    """What is wrong with an ``image_url`` part, or None: ``{"type": "image_url",
+    "image_url": {"url": <an http(s) link or a base64 data URL of an image>,
+    "detail"?: auto|low|high}}`` and nothing else (the shape the providers accept; which
+    image types a provider reads is its adapter's business)."""
+    image = part.get("image_url")
+    if not isinstance(image, Mapping) or set(part) - {"type", "image_url"}:
+        return "an image part is {\"type\": \"image_url\", \"image_url\": {\"url\": ...}}"
+    url = image.get("url")
+    if set(image) - {"url", "detail"} or image.get("detail", "auto") not in ("auto", "low", "high"):
+        return "image_url may hold a url and a detail (auto, low or high) only"
+    if not isinstance(url, str) or not (url.startswith(("https://", "http://")) or _DATA_URL.match(url)):
+        return "an image url is an http(s) link or a base64 data URL of an image"
+    return None
+
+
 def _check_content(i: int, message: Mapping[str, Any], mode: str, out: list[Problem]) -> None:
     role = message["role"]
     content = message.get("content")
@@ -81,6 +101,8 @@ def _check_content(i: int, message: Mapping[str, Any], mode: str, out: list[Prob
                 out.append(Problem(i, "content-part", f"{role} messages may carry text parts only"))
             elif mode == "deepseek":
                 out.append(Problem(i, "image-unsupported", "DeepSeek models read text only"))
+            elif (problem := image_part_problem(part)) is not None:
+                out.append(Problem(i, "image-part", problem))
         else:
             out.append(Problem(i, "content-part", f"unknown content part {part!r:.60}"))
 

@@ -23,7 +23,8 @@ from .view import continuation_summary, is_continuation_message, restates_anchor
 _SECTION_HELP = (
     "every explicit request, implied goal, constraint and preference",
     "languages, frameworks, libraries, tools and patterns involved",
-    "every file or resource read, created or changed, why, and the latest version of what was changed",
+    "every file or resource read, created or changed, why, and the latest version of what was changed; every "
+    "file the user attached, by its exact name and id (the agent reads one again with read_file by that id)",
     "errors, failed commands and tests, their causes and the exact fixes",
     "what is solved, what is being diagnosed, which hypotheses remain to check",
     "every real user message, in order, one per line (not tool results, not earlier summaries, not this "
@@ -171,7 +172,7 @@ CACHED_SUMMARY_HEADER = "[AgentLoom compaction: write a handoff summary now]"
 
 # Short: the cached form is sent when the view is near its trigger, so every token of the
 # instruction is taken from the room left under the hard limit.
-_CACHED_SECTION_HELP = ("", "", "the latest version of what changed", "", "",
+_CACHED_SECTION_HELP = ("", "", "the latest version of what changed; attached files by exact name and id", "", "",
                         "every real user message, in order, one per line, the earlier summary's list included",
                         "only what the user asked for that is not done", "what was being done right before this",
                         "the one next step, quoting the latest user words it follows from")

@@ -12,7 +12,7 @@ compaction could commit, and every later question of the session ended in
 What fits is rendered whole, the exact text of the unbounded block. Otherwise the same
 block with arguments, plan lines and texts clipped shorter (two tighter levels). When even
 the tighter one does not fit, at that level each list in turn -- pending calls, unknown
-calls, the plan, sub-instances, supplements -- is listed with its first entry while that
+calls, the plan, sub-instances, supplements, attached files -- is listed with its first entry while that
 fits, the others only counted in one last line; then the listed ones take further entries
 in turns, each stopping at its first entry that does not fit. Calls and sub-instances keep
 their newest; the plan keeps its steps in their order, the unfinished ones given room
@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from context.attachments import READ_FILE_MAX_CHARS, READ_FILE_TOOL, human_size
 
 from .types import CompactionRequest, RuntimeState
 
@@ -155,15 +157,25 @@ def _sections(state: RuntimeState) -> list[_Section]:
             list(range(len(texts))),
             "Queued supplements (sent by the user during this run; they will be added to the conversation):",
             lambda left, _total: f"- and {_plural(left, 'later supplement')} (no room to list them; they are queued)"))
+    if state.files:
+        files = state.files
+        sections.append(_Section(
+            "files", [tuple(f"- {_clip(str(f.get('name', '?')), level[3], brief=level[5])} (id {f.get('id', '?')}, "
+                            f"{f.get('kind', 'file')}, {human_size(f.get('size'))})" for level in _LEVELS)
+                      for f in files], list(range(len(files)))[::-1],
+            f"Files the user attached (their text may be summarized above; read one again with "
+            f"{READ_FILE_TOOL} {{\"file_id\": <its id>, \"offset\": 0, \"limit\": {READ_FILE_MAX_CHARS}}}):",
+            lambda left, _total: f"- and {_plural(left, 'earlier file')} (no room to list them)", note_first=True))
     return sections
 
 
-_ORDER = ("plan", "pending", "unknown", "subs", "supplements")  # the order of the block's text
+_ORDER = ("plan", "pending", "unknown", "subs", "supplements", "files")  # the order of the block's text
 
 
 _WORDS = {"plan": ("plan line", "plan lines"), "pending": ("pending tool call", "pending tool calls"),
           "unknown": ("tool call with an unknown outcome", "tool calls with an unknown outcome"),
-          "subs": ("sub-instance", "sub-instances"), "supplements": ("queued supplement", "queued supplements")}
+          "subs": ("sub-instance", "sub-instances"), "supplements": ("queued supplement", "queued supplements"),
+          "files": ("attached file", "attached files")}
 
 
 def _block(sections: Sequence[_Section], level: int, counted: Sequence[_Section] = ()) -> dict[str, Any]:

@@ -24,7 +24,7 @@ class RuntimeState:
     """CTX-36: facts that come from code, never from the summary.
 
     ``pending_calls`` and ``unknown_calls`` hold ``{"id", "name", "arguments"}`` dicts;
-    ``sub_instances`` hold ``{"id", "task", "status"}``.
+    ``sub_instances`` hold ``{"id", "task", "status"}``; ``files`` ``{"id", "name", "kind", "size"}``.
     """
 
     plan: str | None = None
@@ -32,11 +32,14 @@ class RuntimeState:
     unknown_calls: tuple[dict[str, Any], ...] = ()
     sub_instances: tuple[dict[str, Any], ...] = ()
     queued_supplements: tuple[str, ...] = ()
+    # RUN-13: the files attached to the session's questions, ``{"id", "name", "kind", "size"}``
+    # each (``context.attachments.session_files``), so the agent can read one again.
+    files: tuple[dict[str, Any], ...] = ()
 
     def is_empty(self) -> bool:
         """True when there is nothing to tell the model."""
         return not ((self.plan or "").strip() or self.pending_calls or self.unknown_calls
-                    or self.sub_instances or self.queued_supplements)
+                    or self.sub_instances or self.queued_supplements or self.files)
 
 
 @dataclass(frozen=True)

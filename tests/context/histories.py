@@ -21,7 +21,7 @@ METADATA = ("run_status", "model_change", "label", "extension_state", "context",
             "future_kind")
 ID_POOL = ("a", "b", "dup", "call.1", "ns:x", "with space", "x" * 80, "toolu_01A")
 TOOLS = ("browser_use", "browser_use", "run", "plot")
-IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBOR"}}
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}  # the PNG signature
 
 
 def histories(max_events: int = 40) -> st.SearchStrategy[list[tuple[str, int]]]:
@@ -60,8 +60,29 @@ class _Builder:
         words = self._marker(prefix)
         content = [{"type": "text", "text": words}, IMAGE] if rng.random() < 0.2 else words
         extra = {"display": False} if rng.random() < 0.1 else {}
-        seq = self._add(kind, {"role": "user", "content": content}, **extra)
+        message = {"role": "user", "content": content}
+        if kind == "user" and rng.random() < 0.25:
+            message["attachments"] = [self._attachment(rng) for _ in range(rng.randint(1, 3))]
+        seq = self._add(kind, message, **extra)
         self.history.user_texts.append((seq, words))
+
+    def _attachment(self, rng: random.Random) -> dict:
+        """A file of a question (RUN-13): short or long text, a PDF, an image, or a broken one."""
+        self.n += 1
+        shape = rng.random()
+        base = {"id": self.n, "name": rng.choice(["app.log", "notes.md", "", "a b·c.txt"]),
+                "size": rng.randint(0, 10**7)}
+        if shape < 0.3:
+            return {**base, "kind": "text", "content_type": "text/plain", "encoding": "utf-8",
+                    "text": rng.choice(["", "short text", "line\n" * rng.randint(1, 8_000), "e\u0301" * 13_000])}
+        if shape < 0.45:
+            return {**base, "kind": "pdf", "content_type": "application/pdf", "pages": 3, "pages_read": 2,
+                    "text": "page text " * rng.randint(1, 4_000)}
+        if shape < 0.85:
+            media, data = rng.choice([("image/png", "iVBORw0KGgo="), ("image/gif", "R0lGODlh")])  # as sniffed
+            return {**base, "kind": "image", "content_type": media, "width": 8, "height": 8, "data": data}
+        return {**base, "kind": "image", "content_type": rng.choice(["image/svg+xml", None]),
+                "data": rng.choice(["", None])}
 
     def question(self, rng: random.Random) -> None:
         self.runs.append(f"r{len(self.runs) + 1}")

@@ -27,6 +27,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tests.fakes.image_rules import decoded, sniffed
+
 _SECRET = b"anthropic-fake-signing-key"
 ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
@@ -90,6 +92,18 @@ def _image_refusal(where: str, block: Mapping[str, Any]) -> str | None:
                "'image/gif' or 'image/webp'"
     if source["type"] == "base64" and not isinstance(source.get("data"), str):
         return f"{where}.image.source.base64.data: Field required"
+    if source["type"] == "base64":
+        extra = sorted(set(source) - {"type", "media_type", "data"})
+        if extra:
+            return f"{where}.image.source.base64.{extra[0]}: Extra inputs are not permitted"
+        if source["data"] == "":
+            return f"{where}.image.source.base64: image cannot be empty"
+        raw = decoded(source["data"])
+        if raw is None or sniffed(raw) != source["media_type"]:
+            return f"{where}.image.source.base64.data: Image does not match the provided media type " \
+                   f"{source['media_type']}"
+    elif not isinstance(source.get("url"), str):
+        return f"{where}.image.source.url.url: Field required"
     return None
 
 

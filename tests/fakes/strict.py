@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tests.fakes.image_rules import decoded, sniffed
 from tests.fakes.responses import Handler, RecordedRequest, ResponseSpec, error
 
 FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -31,6 +32,57 @@ def tool_problems(tools: Any) -> list[str]:
     return problems
 
 
+_DATA_URL = re.compile(r"^data:(image/[a-zA-Z0-9.+-]+);base64,(.*)$", re.DOTALL)
+_UNSUPPORTED_IMAGE = ("You uploaded an unsupported image. Please make sure your image is below 20 MB in size and "
+                      "is of one the following formats: ['png', 'jpeg', 'gif', 'webp'].")
+
+
+def image_problems(index: int, role: Any, content: Any) -> list[str]:
+    """OpenAI's refusals of image parts, in its words: images only in user messages, an
+    ``image_url`` object with a ``url`` (an http(s) link or a base64 data URL of an image
+    type) and an optional ``detail``, and bytes it can read as an image."""
+    problems: list[str] = []
+    for k, part in enumerate(content if isinstance(content, list) else []):
+        if not isinstance(part, dict) or part.get("type") != "image_url":
+            continue
+        where = f"messages[{index}].content[{k}]"
+        if role != "user":
+            problems.append(f"Invalid 'messages[{index}]'. Image URLs are only allowed for messages with role "
+                            f"'user', but this message with role '{role}' contains an image URL.")
+            continue
+        image = part.get("image_url")
+        extra = sorted(set(part) - {"type", "image_url"}) + sorted(set(image) - {"url", "detail"} if isinstance(
+            image, dict) else ())
+        if not isinstance(image, dict):
+            problems.append(f"Invalid type for '{where}.image_url': expected an object, but got "
+                            f"{type(image).__name__} instead.")
+            continue
+        if extra:
+            problems.append(f"Unrecognized request argument supplied: {extra[0]}")
+            continue
+        url = image.get("url")
+        if not isinstance(url, str):
+            problems.append(f"Missing required parameter: '{where}.image_url.url'.")
+            continue
+        if image.get("detail", "auto") not in ("auto", "low", "high"):
+            problems.append(f"Invalid value: '{image.get('detail')}'. Supported values are: 'auto', 'low', and "
+                            "'high'.")
+        if url.startswith(("https://", "http://")):
+            continue
+        found = _DATA_URL.match(url)
+        if found is None:
+            problems.append(f"Invalid image URL: '{where}.image_url.url'. Expected a base64-encoded data URL with an "
+                            "image MIME type (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got a value "
+                            "without the 'data:' prefix." if not url.startswith("data:") else
+                            f"Invalid image URL: '{where}.image_url.url'. Expected a base64-encoded data URL with an "
+                            "image MIME type (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU=').")
+            continue
+        raw = decoded(found.group(2))
+        if raw is None or sniffed(raw) is None:
+            problems.append(_UNSUPPORTED_IMAGE)
+    return problems
+
+
 def protocol_problems(body: Any) -> list[str]:
     if not isinstance(body, dict):
         return ["body is not an object"]
@@ -44,6 +96,7 @@ def protocol_problems(body: Any) -> list[str]:
     seen_ids: set[str] = set()
     for index, message in enumerate(messages):
         role = message.get("role")
+        problems.extend(image_problems(index, role, message.get("content")))
         if role == "tool":
             call_id = message.get("tool_call_id")
             if call_id not in open_calls:
