@@ -73,6 +73,11 @@ class ModelConnectionAdminForm(forms.ModelForm):
             instance = self.instance
             if instance.pk is None or instance.safety_margin_tokens == default_safety_margin(instance.context_window):
                 self.initial["safety_margin_tokens"] = None
+        if "supports_images" in self.fields:  # RUN-13: what an attached image becomes
+            self.fields["supports_images"].label = "Reads images"
+            self.fields["supports_images"].help_text = (
+                "Tick when this model takes image input: images people attach are sent to it. Unticked, the model "
+                "gets a note naming each image instead. Discovery fills this in when the provider says.")
         if "base_url" in self.fields:
             self.fields["base_url"].label = "Base URL"
             self.fields["base_url"].help_text = _default_endpoint_help()

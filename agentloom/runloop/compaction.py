@@ -16,7 +16,9 @@ from agentloom.runloop.calls import collected_call
 from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import context_measured
 from agentloom.runloop.state import RunState, run_state_build, system_message
+from agentloom.tools.read_file import files_in_view
 from context import CompactFirst, ContextPipeline, ContextPolicy, ContextTooLong, Counters, Send, build_body, throttled
+from context.attachments import question_message
 from context.compaction import (
     CompactionRequest,
     CompactionResult,
@@ -152,8 +154,10 @@ def prepare_at_end(state: RunState) -> None:
 
 
 def _task_anchor(instance: Instance) -> dict[str, Any] | None:
+    """The last question as the view shows it: its files as blocks (RUN-13), never the
+    stored attachments themselves."""
     question = SessionMessage.objects.filter(instance=instance, kind="user").order_by("-seq").first()
-    return question.message if question else None
+    return question_message(question.message) if question else None
 
 
 def _runtime_state(run: Run, instance: Instance) -> RuntimeState:
@@ -161,8 +165,8 @@ def _runtime_state(run: Run, instance: Instance) -> RuntimeState:
     frame — never from the view being replaced, where an earlier compaction may already
     have summarized them: the agent's plan (verbatim; the session's, carried from question
     to question, LOOP-4), the calls in flight (normally settled first, CTX-30) and those
-    whose outcome is unknown (one call, one id, one state), sub-agents still running, and
-    queued supplements."""
+    whose outcome is unknown (one call, one id, one state), sub-agents still running,
+    queued supplements, and the files of the questions the run sees (RUN-13)."""
     frame = Instance.objects.get(pk=instance.pk).frame or {}
     calls = tool_calls_unsettled(run=run, instance=instance)
     return RuntimeState(
@@ -170,7 +174,8 @@ def _runtime_state(run: Run, instance: Instance) -> RuntimeState:
         pending_calls=calls.pending,
         unknown_calls=calls.unknown,
         sub_instances=tuple(sub_instances_running(instance=instance)),
-        queued_supplements=tuple(item["content"] for item in frame.get("supplements") or []))
+        queued_supplements=tuple(item["content"] for item in frame.get("supplements") or []),
+        files=files_in_view(run=run) if instance.parent_id is None else ())
 
 
 def compaction_request(state: RunState, instance: Instance, *, system: dict[str, Any], messages: list[dict[str, Any]],

@@ -18,6 +18,7 @@ from agentloom.runloop.errors import RunCancelled, RunLost, RunStopped
 from agentloom.runloop.redaction import Redactor
 from agentloom.runloop.watch import RunWatch
 from agentloom.tools.delegate import MAX_DEPTH
+from agentloom.tools.read_file import files_in_view
 from agentloom.tools.server_tools import run_tool_sessions, server_tools_build
 from agentloom.toolservers.sessions import RunToolSessions
 from context import (
@@ -32,6 +33,7 @@ from context import (
     get_estimator,
     prior_ratio,
 )
+from context.attachments import READ_FILE_TOOL
 from models_catalog.errors import ContextOverflowError
 from models_catalog.http import CHAT_LIMITS
 from models_catalog.learning import (
@@ -267,13 +269,24 @@ def run_state_build(run: Run) -> RunState:
         frozen_budget=Budget(context_window=window, max_output_tokens=frozen["max_output_tokens"],
                              safety_margin_tokens=frozen["safety_margin_tokens"]),
         policy=ContextPolicy.from_dict(frozen["context_policy"]) if frozen["context_policy"] else None,
-        tools=[*(registry[name] for name in version.tools if name in registry),
+        tools=[*(registry[name] for name in version.tools if name in registry), *_file_tools(run, version),
                *server_tools_build(version=version, sessions=sessions)],
         watch=RunWatch(run.pk, attempt=run.attempt),
         redactor=Redactor([api_key, *sessions.secrets()]),
         target=target,
         tool_sessions=sessions,
     )
+
+
+def _file_tools(run: Run, version: Any) -> list[Tool]:
+    """RUN-13: ``read_file`` for every agent whose run sees a question with files (the
+    view names it for the rest of a long file), unless the agent chose it already."""
+    if READ_FILE_TOOL in version.tools:
+        return []
+    try:
+        return [registry[READ_FILE_TOOL]] if files_in_view(run=run) else []
+    except Instance.DoesNotExist:  # no main line yet: no question, no files
+        return []
 
 
 def endpoint_check(*, version: Any) -> None:

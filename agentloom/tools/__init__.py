@@ -4,7 +4,7 @@ Importing this package registers the built-ins in the agents' tool registry
 (``agentloom.agents.tool_registry``); the run loop's app does so at start-up.
 """
 from agentloom.agents.tool_registry import Tool, ToolContext, ToolError, ToolOutcome, registry, tool_schemas
-from agentloom.tools import calculator, clock, delegate, http_fetch, plan, read_record  # noqa: F401  (register)
+from agentloom.tools import calculator, clock, delegate, http_fetch, plan, read_file, read_record  # noqa: F401  (register)
 from agentloom.tools.invoke import tool_invoke
 
 __all__ = ["Tool", "ToolContext", "ToolError", "ToolOutcome", "registry", "tool_invoke", "tool_schemas"]
