@@ -25,7 +25,9 @@ CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'self'",
     "script-src 'self'",
     "style-src 'self'",
-    "img-src 'self' data:",
+    # blob: only for images: the chat previews a file being attached from a local object
+    # URL of the person's own file (static/web/attach.js); scripts and frames never load one.
+    "img-src 'self' data: blob:",
     "connect-src 'self'",
     "object-src 'none'",
     "base-uri 'none'",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentloom.api.parsers import json_loads_bounded
+from agentloom.web.attachments import AttachmentView, attachment_views
 from agentloom.web.errors import error_explain
 from agentloom.web.markdown import RenderBudget
 from context.records import content_text, is_image_part
@@ -57,6 +58,7 @@ class Bubble:
     kind: str  # "user" | "supplement"
     text: str
     queued: bool = False
+    attachments: list[AttachmentView] = field(default_factory=list)  # a question's files (RUN-13)
 
 
 @dataclass
@@ -267,7 +269,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         message = record.message if isinstance(record.message, dict) else {}
         kind = record.kind
         if kind in ("user", "supplement"):
-            items.append(Bubble(kind=kind, text=shown[(index, "text")]))
+            items.append(Bubble(kind=kind, text=shown[(index, "text")], attachments=attachment_views(message)))
         elif kind == "assistant":
             if (index, "reasoning") in shown:
                 items.append(Thinking(shown[(index, "reasoning")]))
@@ -322,7 +324,8 @@ def plan_steps(steps: Iterable[dict[str, Any]]) -> list[PlanStep]:
 
 def items_written(records: Iterable[SessionMessage]) -> list[Bubble]:
     """The question of a run that is still working, shown above its live area."""
-    return [Bubble(kind=r.kind, text=content_text((r.message or {}).get("content")))
+    return [Bubble(kind=r.kind, text=content_text((r.message or {}).get("content")),
+                   attachments=attachment_views(r.message))
             for r in records if r.kind == "user"]
 
 

@@ -141,6 +141,9 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "fragment": _url_template("web:run-fragment"),
         "text": _url_template("web:run-text"),
     }
+    # Attaching a file (RUN-13): into the session; a new chat's first file starts it.
+    urls.update(files=_url_template("session-files"), sessions=reverse("sessions"),
+                sessionQuestions=_url_template("session-questions"), sessionPage=_url_template("web:session"))
     if session.pk is None:
         urls["start"] = reverse("web:session-start")
     else:

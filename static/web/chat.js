@@ -775,6 +775,49 @@
     });
   };
 
+  // ---------------------------------------------------------------- attachments (attach.js, RUN-13)
+  // Files upload into a session, so a new chat's first attached file starts its session
+  // (POST /api/v1/sessions): from then on the page is that session's (docs/web.md).
+  var attachInput = document.getElementById("attach-input");
+  var sessionStarting = null;
+
+  function sessionReady() {
+    if (config.sessionId) return Promise.resolve(config.sessionId);
+    if (!sessionStarting) {
+      sessionStarting = request("POST", config.urls.sessions, { agent: config.agentId }).then(function (result) {
+        if (!result.ok) {
+          sessionStarting = null;
+          return Promise.reject("the chat could not be started: " + requestError(result));
+        }
+        config.sessionId = result.data.id;
+        config.startedHere = true;
+        config.urls.questions = url("sessionQuestions", result.data.id);
+        history.replaceState(null, "", url("sessionPage", result.data.id));
+        return result.data.id;
+      });
+    }
+    return sessionStarting;
+  }
+
+  var attachments = attachInput && window.AgentLoomAttachments ? new window.AgentLoomAttachments({
+    input: attachInput,
+    list: document.getElementById("attachment-chips"),
+    dropTargets: [composer, transcript],
+    uploadUrl: function () { return sessionReady().then(function (id) { return url("files", id); }); },
+    csrfToken: function () { return cookie(config.csrfCookie); }
+  }) : null;
+
+  function attachmentsBlock() {
+    // Why the question cannot go yet, or "" when its files are ready.
+    if (!attachments) return "";
+    if (attachments.count("uploading")) return "Wait until the files have uploaded, then send.";
+    if (attachments.count("failed")) return "Remove the files that could not be attached (marked in red), then send.";
+    if (live && attachments.count()) {
+      return "Files go with a new question: wait for this answer to end (or Stop it), then send.";
+    }
+    return "";
+  }
+
   // ---------------------------------------------------------------- the composer
   function setMode(mode) {
     if (!composer) return;
@@ -805,10 +848,20 @@
 
   function ask(content) {
     if (!config.sessionId) return askFirst(content);
-    return request("POST", config.urls.questions, { content: content }).then(function (result) {
+    var body = { content: content };
+    var files = attachments ? attachments.ids() : [];
+    if (files.length) body.files = files;
+    return request("POST", config.urls.questions, body).then(function (result) {
       if (!result.ok) {
         showAlert(requestError(result));
         return;
+      }
+      if (attachments) attachments.clear();
+      if (config.startedHere) {
+        // A chat started by its first file: its own page (sidebar, Compact now) takes over.
+        setStatus("Starting the chat…", true);
+        window.location.replace(url("sessionPage", config.sessionId));
+        return new Promise(function () {});
       }
       box.value = "";
       nameSession(content);
@@ -876,6 +929,11 @@
       if (!content.trim()) {
         showAlert("Write something first.");
         box.focus();
+        return;
+      }
+      var blocked = attachmentsBlock();
+      if (blocked) {
+        showAlert(blocked);
         return;
       }
       sending = true;

@@ -114,6 +114,8 @@ def test_the_keyboard_alone_logs_in_sends_a_question_and_stops_the_answer(page, 
     expect(page.locator(f"{LAST_RUN} .notice-stopped")).to_have_text("You stopped this answer.")
     expect(page.get_by_label("Your question")).to_be_focused()  # ready for the next question
     page.keyboard.press("Tab")
+    expect(page.get_by_label("Attach")).to_be_focused()  # files for the question (RUN-13), then Send
+    page.keyboard.press("Tab")
     send = page.get_by_role("button", name="Send")
     expect(send).to_be_focused()
     assert send.evaluate("node => getComputedStyle(node).outlineStyle") != "none"

@@ -1,0 +1,215 @@
+/* AgentLoom chat — the files attached to a question (RUN-13). Plain JavaScript, no build step.
+ *
+ * Each chosen or dropped file uploads at once (POST /api/v1/sessions/{id}/files, field
+ * `file`), with a progress bar from XMLHttpRequest's upload progress, and becomes a chip
+ * with its name and size and a remove button; chat.js sends the ready ones' ids with the
+ * question. A refused file says why on its chip, in words. An image's preview is a local
+ * object URL of the person's own file, drawn only for raster types (never SVG or HTML).
+ */
+(function () {
+  "use strict";
+
+  var PREVIEW_TYPES = { "image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true };
+
+  function sizeLabel(size) {
+    // As the server words it (agentloom/web/attachments.py size_label).
+    if (size < 1024) return size + (size === 1 ? " byte" : " bytes");
+    if (size < 1024 * 1024) return Math.round(size / 1024) + " KB";
+    return (size / (1024 * 1024)).toFixed(1) + " MB";
+  }
+
+  function refusal(name, status, data) {
+    var error = (data && data.error) || {};
+    var code = error.code || "";
+    if (status === 415 || code === "unsupported_file_type") {
+      return name + ": this kind of file cannot be attached — text, PDF and images can.";
+    }
+    if (code === "session_files_full") {
+      return name + ": this chat has no room for more files. Remove some, or start a new chat for this one.";
+    }
+    if (status === 413 || code === "file_too_large") {
+      return name + ": this file is too large to attach." + (error.message ? " " + error.message : "");
+    }
+    if (status === 0) return name + ": the upload did not reach the server. Check your connection and attach it again.";
+    if (status === 401 || status === 403) return name + ": you are logged out. Log in again, then attach it again.";
+    if (status === 404) return name + ": this chat was not found. Reload the page, then attach it again.";
+    if (error.message) return name + ": " + error.message;
+    return name + ": the upload failed (HTTP " + status + "). Attach it again.";
+  }
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = text;
+    return node;
+  }
+
+  function hasFiles(event) {
+    var types = event.dataTransfer && event.dataTransfer.types;
+    return Boolean(types) && Array.prototype.indexOf.call(types, "Files") >= 0;
+  }
+
+  /* options: input (the <input type=file>), list (the chips' <ul>), dropTargets (elements),
+   * uploadUrl() → a Promise of the address to upload to (a new chat creates its session
+   * there), csrfToken() → the CSRF token, onChange() after any change. */
+  function Attachments(options) {
+    this.options = options;
+    this.entries = [];
+    var self = this;
+    options.input.addEventListener("change", function () {
+      self.add(options.input.files);
+      options.input.value = "";  // the same file can be chosen again after a remove
+    });
+    options.dropTargets.forEach(function (target) {
+      var depth = 0;
+      target.addEventListener("dragenter", function (event) {
+        if (!hasFiles(event)) return;
+        event.preventDefault();
+        depth += 1;
+        target.classList.add("dropping");
+      });
+      target.addEventListener("dragover", function (event) {
+        if (!hasFiles(event)) return;
+        event.preventDefault();
+        event.dataTransfer.dropEffect = "copy";
+      });
+      target.addEventListener("dragleave", function () {
+        depth = Math.max(0, depth - 1);
+        if (!depth) target.classList.remove("dropping");
+      });
+      target.addEventListener("drop", function (event) {
+        if (!hasFiles(event)) return;
+        event.preventDefault();
+        depth = 0;
+        target.classList.remove("dropping");
+        self.add(event.dataTransfer.files);
+      });
+    });
+    // A file dropped beside the targets is not opened in place of the chat.
+    window.addEventListener("dragover", function (event) { if (hasFiles(event)) event.preventDefault(); });
+    window.addEventListener("drop", function (event) { if (hasFiles(event)) event.preventDefault(); });
+  }
+
+  Attachments.prototype.add = function (files) {
+    for (var i = 0; i < (files ? files.length : 0); i++) this.upload(files[i]);
+  };
+
+  Attachments.prototype.changed = function () {
+    this.options.list.hidden = this.entries.length === 0;
+    if (this.options.onChange) this.options.onChange();
+  };
+
+  Attachments.prototype.chip = function (entry) {
+    var self = this;
+    var chip = el("li", "chip chip-uploading");
+    chip.setAttribute("data-state", "uploading");
+    if (PREVIEW_TYPES[entry.file.type]) {
+      entry.preview = URL.createObjectURL(entry.file);
+      var image = el("img", "chip-preview");
+      image.src = entry.preview;
+      image.alt = "";
+      chip.append(image);
+    }
+    var texts = el("span", "chip-text");
+    entry.nameNode = el("span", "chip-name", entry.file.name);
+    entry.sizeNode = el("span", "chip-size", sizeLabel(entry.file.size));
+    entry.progress = el("progress");
+    entry.progress.max = 100;
+    entry.progress.value = 0;
+    entry.progress.setAttribute("aria-label", "Uploading " + entry.file.name);
+    texts.append(entry.nameNode, entry.sizeNode, entry.progress);
+    var remove = el("button", "chip-remove", "×");
+    remove.type = "button";
+    remove.setAttribute("aria-label", "Remove " + entry.file.name);
+    remove.addEventListener("click", function () { self.remove(entry, true); });
+    chip.append(texts, remove);
+    entry.chip = chip;
+    return chip;
+  };
+
+  Attachments.prototype.upload = function (file) {
+    var self = this;
+    var entry = { file: file, state: "uploading", id: null, xhr: null, preview: null };
+    this.entries.push(entry);
+    this.options.list.append(this.chip(entry));
+    this.changed();
+    this.options.uploadUrl().then(function (address) {
+      if (entry.state !== "uploading") return;  // removed meanwhile
+      var xhr = new XMLHttpRequest();
+      entry.xhr = xhr;
+      xhr.open("POST", address);
+      xhr.setRequestHeader("X-CSRFToken", self.options.csrfToken());
+      xhr.setRequestHeader("Accept", "application/json");
+      xhr.responseType = "json";
+      xhr.upload.addEventListener("progress", function (event) {
+        if (event.lengthComputable) entry.progress.value = Math.round(100 * event.loaded / event.total);
+      });
+      xhr.addEventListener("load", function () {
+        var data = xhr.response;
+        if (xhr.status === 201 && data && typeof data.id === "number") self.ready(entry, data);
+        else self.failed(entry, refusal(file.name, xhr.status, data));
+      });
+      xhr.addEventListener("error", function () { self.failed(entry, refusal(file.name, 0, null)); });
+      var form = new FormData();
+      form.append("file", file, file.name);
+      xhr.send(form);
+    }, function (message) {
+      self.failed(entry, file.name + ": " + message);
+    });
+  };
+
+  Attachments.prototype.ready = function (entry, data) {
+    entry.state = "ready";
+    entry.id = data.id;
+    entry.progress.remove();
+    entry.sizeNode.textContent = sizeLabel(typeof data.size === "number" ? data.size : entry.file.size);
+    entry.chip.className = "chip chip-ready";
+    entry.chip.setAttribute("data-state", "ready");
+    entry.chip.setAttribute("data-file-id", String(data.id));
+    this.changed();
+  };
+
+  Attachments.prototype.failed = function (entry, message) {
+    if (entry.state !== "uploading") return;
+    entry.state = "failed";
+    entry.progress.remove();
+    entry.chip.className = "chip chip-error";
+    entry.chip.setAttribute("data-state", "failed");
+    var words = el("span", "chip-message", message);
+    words.setAttribute("role", "alert");
+    entry.sizeNode.replaceWith(words);
+    this.changed();
+  };
+
+  Attachments.prototype.remove = function (entry, focusNext) {
+    var index = this.entries.indexOf(entry);
+    if (index < 0) return;
+    var state = entry.state;
+    entry.state = "removed";
+    if (state === "uploading" && entry.xhr) entry.xhr.abort();
+    if (entry.preview) URL.revokeObjectURL(entry.preview);
+    entry.chip.remove();
+    this.entries.splice(index, 1);
+    this.changed();
+    if (focusNext) {
+      var next = this.entries[index] || this.entries[index - 1];
+      (next ? next.chip.querySelector(".chip-remove") : this.options.input).focus();
+    }
+  };
+
+  Attachments.prototype.clear = function () {
+    while (this.entries.length) this.remove(this.entries[0], false);
+  };
+
+  Attachments.prototype.count = function (state) {
+    return this.entries.filter(function (entry) { return !state || entry.state === state; }).length;
+  };
+
+  Attachments.prototype.ids = function () {
+    return this.entries.filter(function (entry) { return entry.state === "ready"; })
+      .map(function (entry) { return entry.id; });
+  };
+
+  Attachments.sizeLabel = sizeLabel;
+  window.AgentLoomAttachments = Attachments;
+})();
