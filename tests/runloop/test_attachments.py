@@ -121,16 +121,17 @@ def test_run13_after_a_compaction_the_runtime_state_lists_the_file_and_the_agent
             file_id = int(re.search(r"- app\.log \(id (\d+), text, 2\.0 MB\)", state).group(1))
             arguments = {"file_id": file_id, "offset": LOG_TEXT.index(MIDDLE), "limit": 100}
             return chat_stream(tool_calls=[{"id": "r1", "name": "read_file", "arguments": json.dumps(arguments)}])
-        return chat_stream(["The log has 60,000 lines. " * 20])
+        return chat_stream(["Logs show requests, one a line, each with its time. " * 200])
 
     strict.handler = handler
     session = fake_session(window=32_768, context_policy={"target_ratio": 0.05})
+    assert ask_with_files(session, "What do logs show?", []).status == Run.Status.COMPLETED
     assert ask_with_files(session, "How long is this log?", [log_file()]).status == Run.Status.COMPLETED
-    assert ask_with_files(session, "And its last line?", []).status == Run.Status.COMPLETED
     _status, run = compaction_request(session=session)
-    assert compaction_manual(run_id=run.pk) == "compacted"
+    assert compaction_manual(run_id=run.pk) == "compacted"  # the question with the file is the task anchor
     view = CompactionSnapshot.objects.get(instance__run=run).messages
     assert any("- app.log (id 12, text, 2.0 MB)" in (m.get("content") or "") for m in view if m["role"] == "user")
+    assert "attachments" not in json.dumps(view) and len(json.dumps(view)) < 100_000  # the question as shown
     run = ask_with_files(session, "What was line 31337 again?", [])
     assert run.status == Run.Status.COMPLETED, run.error
     result = [m for m in fake.requests[-1].json["messages"] if m["role"] == "tool"][-1]["content"]
