@@ -16,6 +16,7 @@ class DroppingProxy:
         self.pairs: set[tuple[socket.socket, socket.socket]] = set()
         self.lock = threading.Lock()
         self.closed = False
+        self.unplugged = False  # unplug(): the server is unreachable until plugged in again
 
     @property
     def url(self) -> str:
@@ -29,6 +30,14 @@ class DroppingProxy:
         self.closed = True
         self.listener.close()
         self.drop()
+
+    def unplug(self) -> None:
+        """Cut every connection, and close new ones as soon as they come, until ``plug()``."""
+        self.unplugged = True
+        self.drop()
+
+    def plug(self) -> None:
+        self.unplugged = False
 
     def drop(self) -> int:
         """Cut every open connection mid-flight; returns how many there were."""
@@ -54,6 +63,9 @@ class DroppingProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            if self.unplugged:
+                client.close()
+                continue
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port))
             except OSError:

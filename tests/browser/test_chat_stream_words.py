@@ -4,9 +4,6 @@ stream says it reconnects and then that it did, and an unreachable server says s
 few tries, for as long as it is, and that nothing is lost."""
 from __future__ import annotations
 
-import socket
-import threading
-
 import pytest
 
 from tests.browser.conftest import LAST_RUN, SETTLED, STREAMING, answer_text, ask, log_in, words
@@ -29,40 +26,6 @@ RECORD_STATUS = """() => {
   new MutationObserver(() => window.statusSeen.push(status.textContent))
     .observe(status, {childList: true, characterData: true, subtree: true});
 }"""
-
-
-class UnpluggableProxy(DroppingProxy):
-    """A forwarder that can be unplugged: every connection is cut, and new ones are closed
-    as soon as they come, until it is plugged in again — the server is unreachable."""
-
-    unplugged = False
-
-    def unplug(self) -> None:
-        self.unplugged = True
-        self.drop()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if self.unplugged:
-                client.close()
-                continue
-            self._forward(client)
-
-    def _forward(self, client: socket.socket) -> None:
-        try:
-            upstream = socket.create_connection(("127.0.0.1", self.target_port))
-        except OSError:
-            client.close()
-            return
-        pair = (client, upstream)
-        with self.lock:
-            self.pairs.add(pair)
-        threading.Thread(target=self._pump, args=(client, upstream, pair), daemon=True).start()
-        threading.Thread(target=self._pump, args=(upstream, client, pair), daemon=True).start()
 
 
 @pytest.mark.parametrize(("status", "title"), [(429, "Rate-limited by the model provider"),
@@ -105,7 +68,7 @@ def test_an_unreachable_server_says_the_connection_is_lost_until_it_comes_back(p
                                                                                fake_provider):
     session = fake_session()
     fake_provider.handler = sequence(chat_stream(words(60), delay=0.06))
-    with UnpluggableProxy(server.port) as proxy:
+    with DroppingProxy(server.port) as proxy:
         log_in(page, proxy, next_path=f"/sessions/{session.pk}/")
         ask(page, "Count slowly")
         expect(page.locator(STREAMING)).to_contain_text("word3 ")
@@ -117,7 +80,7 @@ def test_an_unreachable_server_says_the_connection_is_lost_until_it_comes_back(p
         expect(page.locator(STATUS)).to_have_text(
             "The server cannot be reached — still trying. Nothing is lost; check your connection.", timeout=15_000)
         assert page.locator(f"{LAST_RUN} .error-box").count() == 0
-        proxy.unplugged = False
+        proxy.plug()
         page.wait_for_selector(SETTLED, timeout=20_000)
     seen = page.evaluate("window.statusSeen")
     assert "Reconnected. Working…" in seen, seen
