@@ -171,3 +171,27 @@ def test_run13_the_console_form_offers_the_image_switch_in_plain_words():
 
     field = ModelConnectionAdminForm().fields["supports_images"]
     assert field.label == "Reads images" and "gets a note naming each image instead" in field.help_text
+
+
+def test_run13_files_stored_and_asked_with_the_question_service_reach_the_model_as_shown(fake_session, strict,
+                                                                                        fake, dialect, alice):
+    from sessions.services.files import file_store
+    from tests.files.makers import make_pdf, make_png
+
+    strict.handler = lambda request: chat_stream(["Read them."])
+    session = fake_session()
+    ModelConnection.objects.filter(pk=session.version.model_connection_id).update(supports_images=True)
+    log = file_store(session=session, user=alice, name="app.log", data=LOG_TEXT.encode())
+    pdf = file_store(session=session, user=alice, name="contract.pdf", data=make_pdf(["Clause one.", "Clause two."]))
+    png = file_store(session=session, user=alice, name="screen.png", data=make_png(4, 3))
+    run = question_ask(session=session, content="Compare these.", files=[log.pk, pdf.pk, png.pk])
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED, run.error
+    sent = json.dumps(fake.requests[-1].native or fake.requests[-1].json, ensure_ascii=False)
+    assert f"[File app.log · id {log.pk} · text/plain · 2.1 MB · utf-8]" in sent
+    assert f'read_file {{\\"file_id\\": {log.pk}, \\"offset\\": ' in sent and MIDDLE not in sent
+    assert f"[File contract.pdf · id {pdf.pk} · application/pdf" in sent and "Clause two." in sent
+    assert f"[Image screen.png · id {png.pk} · image/png" in sent and "4×3]" in sent
+    assert ('"type": "image", "source": {"type": "base64", "media_type": "image/png"' if dialect == "anthropic"
+            else '"image_url": {"url": "data:image/png;base64,') in sent
