@@ -185,7 +185,7 @@ def test_a_refused_file_says_why_on_its_chip_and_holds_the_question_until_remove
 def test_the_keyboard_alone_attaches_a_file_and_removes_it(page_factory, server, fake_session):
     session = fake_session()
     page = open_chat(page_factory, server, session, 1280)
-    page.get_by_label("Your question").focus()
+    expect(page.get_by_label("Your question")).to_be_focused()  # the chat is ready: it focuses the box on load
     page.keyboard.press("Tab")
     expect(page.get_by_label("Attach")).to_be_focused()
     outline = page.evaluate("getComputedStyle(document.querySelector('.attach-button')).outlineStyle")
