@@ -38,7 +38,7 @@ from sessions.serializers import (
 )
 from sessions.services.dispatch import compaction_dispatch_on_commit
 from sessions.services.events import event_emit
-from sessions.services.files import file_store, file_too_large
+from sessions.services.files import file_delete, file_name_of, file_store, file_too_large
 from sessions.services.history import compaction_request, question_ask, supplement_add
 from sessions.services.imports import session_import
 from sessions.services.runs import run_cancel, run_resume
@@ -223,22 +223,30 @@ def _download(file: SessionFile) -> HttpResponse:
     else:
         content_type = "application/octet-stream"
     response = HttpResponse(bytes(file.data), content_type=content_type)
-    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=file.name)
+    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=file_name_of(file))
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     response["Cache-Control"] = "private, no-store"
     return response
 
 
-@extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY,
-                          (200, "text/plain"): OpenApiTypes.BINARY, (200, "image/png"): OpenApiTypes.BINARY,
-                          (200, "image/jpeg"): OpenApiTypes.BINARY, (200, "image/webp"): OpenApiTypes.BINARY,
-                          (200, "image/gif"): OpenApiTypes.BINARY})
-@api_view(["GET"])
+@extend_schema(methods=["GET"], responses={
+    (200, "application/octet-stream"): OpenApiTypes.BINARY, (200, "text/plain"): OpenApiTypes.BINARY,
+    (200, "image/png"): OpenApiTypes.BINARY, (200, "image/jpeg"): OpenApiTypes.BINARY,
+    (200, "image/webp"): OpenApiTypes.BINARY, (200, "image/gif"): OpenApiTypes.BINARY})
+@extend_schema(methods=["DELETE"], request=None, responses={
+    204: OpenApiResponse(description="Removed; its room in the session is free again."),
+    404: OpenApiResponse(description="No such file for the caller (as for the download)."),
+    409: OpenApiResponse(description="`file_in_question`: a question has used it; it stays with that record.")})
+@api_view(["GET", "DELETE"])
 def file_download(request, file_id: int):
-    """An attached file's bytes (RUN-13), for whoever may read its session, or staff holding
-    the console's permissions for it — every such read written to the access audit first;
-    anyone else gets 404."""
+    """GET: an attached file's bytes (RUN-13), for whoever may read its session, or staff
+    holding the console's permissions for it — every such read written to the access audit
+    first; anyone else gets 404. DELETE: remove a file no question has used yet, for whoever
+    may read its session (staff who may only audit-read it get 404); 409 once one has."""
+    if request.method == "DELETE":
+        file_delete(file=file_get_for_user(file_id=file_id, user=request.user))
+        return Response(status=status.HTTP_204_NO_CONTENT)
     try:
         file = file_get_for_user(file_id=file_id, user=request.user)
     except NotFound:

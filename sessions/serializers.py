@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -29,9 +30,15 @@ class FileUploadIn(serializers.Serializer):
 
 
 class FileOut(serializers.ModelSerializer):
+    # The file's own address: GET downloads it, DELETE removes it while it is unsent.
+    url = serializers.SerializerMethodField()
+
     class Meta:
         model = SessionFile
-        fields = ["id", "name", "content_type", "size"]
+        fields = ["id", "name", "content_type", "size", "url"]
+
+    def get_url(self, file: SessionFile) -> str:
+        return reverse("file-download", args=[file.pk])
 
 
 class RecordsQueryIn(serializers.Serializer):

@@ -5,26 +5,48 @@ carried by the user record of the question that uses them.
 ``AGENTLOOM_IMAGE_MAX_BYTES``) TooLarge ``file_too_large``, past the session's
 ``AGENTLOOM_SESSION_FILES_MAX_BYTES`` TooLarge ``session_files_full`` (413), a kind it does
 not take UnsupportedType (415). ``attachments_take`` turns the ids a question names into
-the attachments its record carries (the contract of RUN-13) and marks the files used.
+the attachments its record carries (the contract of RUN-13) and marks the files used;
+``file_delete`` removes one no question has used yet, which frees its room.
+
+A stored name is safe to show and to save as (``file_name_clean``, docs/web.md): no
+control, format (bidi overrides, zero-width) or line/paragraph separator characters, and
+an extension that says what the bytes are — a text file keeps its own only when it is a
+plain-text one that opens in an editor, else ``.txt`` is appended; an image or a PDF ends
+with its type's extension. The model, the chat, the console and every download see this
+one name.
 """
 from __future__ import annotations
 
 import base64
 import hashlib
-import re
+import unicodedata
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
 
-from agentloom.errors import TooLarge, UnsupportedType, ValidationFailed
+from agentloom.errors import Conflict, NotFound, TooLarge, UnsupportedType, ValidationFailed
 from sessions.models import Session, SessionFile
 from sessions.services.manual_compaction import session_lock
 from sessions.sniff import Unreadable, Unsupported, sniff
 
 MAX_FILES_PER_QUESTION = 20
-_NAME_UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\]")
+NAME_MAX = 255  # the column's bound
+# Cc: C0 and C1 controls and DEL; Cf: format characters (U+202E right-to-left override,
+# the other bidi controls, zero-width ones, U+FEFF); Cs: lone surrogates; Zl, Zp: U+2028
+# and U+2029.
+_NAME_DROPPED = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+# Extensions a text file keeps: plain text a double-click opens in an editor or viewer.
+# Not kept (``.txt`` is appended): anything a desktop runs or renders when opened — js
+# (Windows Script Host), py, sh, bat, ps1, hta, … — and html, svg and xml, which a browser
+# renders from disk; the bytes are stored and served as text/plain, so ``.txt`` is true.
+TEXT_EXTENSIONS = frozenset({
+    "txt", "text", "md", "markdown", "rst", "log", "csv", "tsv", "json", "jsonl", "ndjson", "yaml", "yml",
+    "toml", "ini", "cfg", "conf", "sql", "diff", "patch", "c", "h", "cc", "cpp", "hpp", "cs", "go", "rs",
+    "java", "kt", "swift", "ts", "css"})
+_TYPE_EXTENSIONS = {"application/pdf": ("pdf",), "image/png": ("png",), "image/jpeg": ("jpg", "jpeg"),
+                    "image/webp": ("webp",), "image/gif": ("gif",)}
 
 
 def megabytes(size: int) -> str:
@@ -37,11 +59,37 @@ def file_too_large(limit: int) -> TooLarge:
                     "Attach a smaller file, or only the part that matters.", code="file_too_large")
 
 
-def file_name_clean(name: Any) -> str:
-    """The last part of the name the browser sent, without control characters or slashes."""
+def _extensions(*, kind: str, content_type: str) -> tuple[str, ...]:
+    """The extensions a name of this kind may end with, the one to append first."""
+    if kind == SessionFile.Kind.TEXT:
+        return ("txt", *sorted(TEXT_EXTENSIONS))
+    if content_type in _TYPE_EXTENSIONS:
+        return _TYPE_EXTENSIONS[content_type]
+    subtype = "".join(ch for ch in content_type.rpartition("/")[2].split("+")[0] if ch.isascii() and ch.isalnum())
+    return (subtype or "bin",)
+
+
+def file_name_clean(name: Any, *, kind: str, content_type: str) -> str:
+    """The last part of the name the browser sent, without slashes or the characters of
+    ``_NAME_DROPPED``, ending with an extension of what the bytes are (``kind`` and
+    ``content_type`` as sniffed), at most NAME_MAX characters. Idempotent, so a name
+    stored before these rules is cleaned the same way when it is downloaded."""
     text = str(name or "").replace("\\", "/").rsplit("/", 1)[-1]
-    text = _NAME_UNSAFE.sub("", text).strip()[:255]
-    return text or "file"
+    text = "".join(ch for ch in text if unicodedata.category(ch) not in _NAME_DROPPED)
+    text = text.strip().rstrip(". ")  # Windows drops trailing dots and spaces itself
+    stem, dot, extension = text.rpartition(".")
+    allowed = _extensions(kind=kind, content_type=content_type)
+    if dot and stem and extension.lower() in allowed:
+        base, suffix = stem, "." + extension
+    else:
+        base, suffix = text, "." + allowed[0]
+    base = base[:NAME_MAX - len(suffix)].rstrip(". ") or "file"
+    return base + suffix
+
+
+def file_name_of(file: SessionFile) -> str:
+    """The name ``file`` is downloaded as (its stored name, cleaned again for older rows)."""
+    return file_name_clean(file.name, kind=file.kind, content_type=file.content_type)
 
 
 def file_store(*, session: Session, user, name: Any, data: bytes) -> SessionFile:
@@ -71,13 +119,33 @@ def file_store(*, session: Session, user, name: Any, data: bytes) -> SessionFile
         room = settings.AGENTLOOM_SESSION_FILES_MAX_BYTES
         if used + len(data) > room:
             raise TooLarge(f"This conversation already holds {megabytes(used)} of files, and takes at most "
-                           f"{megabytes(room)}. Start a new conversation to attach more.",
+                           f"{megabytes(room)}. Remove a file you have not sent yet, or start a new "
+                           "conversation to attach more.",
                            code="session_files_full")
         return SessionFile.objects.create(
-            session=session, uploaded_by=user, name=file_name_clean(name), content_type=found.content_type,
+            session=session, uploaded_by=user, content_type=found.content_type,
+            name=file_name_clean(name, kind=found.kind, content_type=found.content_type),
             kind=found.kind, size=len(data), sha256=hashlib.sha256(data).hexdigest(), encoding=found.encoding,
             pages=found.pages, pages_read=found.pages_read, width=found.width, height=found.height,
             data=data, text=found.text)
+
+
+def file_delete(*, file: SessionFile) -> None:
+    """Delete ``file`` while no question has used it, which frees its room in the session.
+
+    Conflict (409 ``file_in_question``) once a question has used it: it is part of that
+    question's record then. Takes the session's row lock (its own transaction), the lock a
+    question takes its files under, so a file is either sent or deleted, never both. The
+    caller has checked that it may read the session.
+    """
+    with transaction.atomic():
+        session_lock(session_id=file.session_id)
+        if SessionFile.objects.filter(pk=file.pk, question_seq__isnull=True).delete()[0]:
+            return
+        if SessionFile.objects.filter(pk=file.pk).exists():
+            raise Conflict("This file was sent with a question, so it stays with that question's record and "
+                           "cannot be removed. Only files not sent yet can be.", code="file_in_question")
+    raise NotFound("File not found.")  # removed meanwhile, by another request
 
 
 def attachment_of(file: SessionFile) -> dict[str, Any]:

@@ -42,7 +42,8 @@ def test_each_kind_is_taken_and_the_question_record_carries_it(alice, make_sessi
                upload(client, session.pk, "screen.png", png)]
     assert [a.status_code for a in answers] == [201, 201, 201]
     ids = [a.json()["id"] for a in answers]
-    assert answers[0].json() == {"id": ids[0], "name": "app.log", "content_type": "text/plain", "size": len(log)}
+    assert answers[0].json() == {"id": ids[0], "name": "app.log", "content_type": "text/plain", "size": len(log),
+                                 "url": f"/api/v1/files/{ids[0]}"}
     assert [a.json()["content_type"] for a in answers[1:]] == ["application/pdf", "image/png"]
 
     response = ask(client, session.pk, "What went wrong?", ids)
@@ -72,8 +73,9 @@ def test_the_type_comes_from_the_content_not_the_name(alice, make_session):
     client = client_of(alice)
     png_as_txt = upload(client, session.pk, "notes.txt", make_png(2, 2)).json()
     text_as_png = upload(client, session.pk, "photo.png", b"just some words\n").json()
-    assert (png_as_txt["name"], png_as_txt["content_type"]) == ("notes.txt", "image/png")
-    assert (text_as_png["name"], text_as_png["content_type"]) == ("photo.png", "text/plain")
+    # The name ends with what the bytes are: never an extension that would open them as another kind.
+    assert (png_as_txt["name"], png_as_txt["content_type"]) == ("notes.txt.png", "image/png")
+    assert (text_as_png["name"], text_as_png["content_type"]) == ("photo.png.txt", "text/plain")
     download = client.get(f"/api/v1/files/{text_as_png['id']}")
     assert download["Content-Type"] == "text/plain; charset=utf-8"
 
@@ -140,7 +142,9 @@ def test_the_download_is_an_attachment_that_is_never_sniffed(alice, make_session
     assert download["Content-Disposition"] == 'attachment; filename="a.pdf"'
     assert download["X-Content-Type-Options"] == "nosniff"
     assert client.get(f"/api/v1/files/{ids['png']}")["Content-Type"] == "image/png"
-    assert client.get(f"/api/v1/files/{ids['html']}")["Content-Type"] == "text/plain; charset=utf-8"
+    html = client.get(f"/api/v1/files/{ids['html']}")
+    assert html["Content-Type"] == "text/plain; charset=utf-8"
+    assert html["Content-Disposition"] == 'attachment; filename="page.html.txt"'  # never opened as a page
 
 
 def test_another_user_and_a_removed_member_get_404_everywhere(alice, bob, mallory, space, make_session):
