@@ -1,27 +1,29 @@
-"""Files made in the test: a PDF with text objects and a PNG byte by byte, other images by Pillow."""
+"""Files made in the test, byte by byte: a PDF with text objects, a PNG, a JPEG header."""
 from __future__ import annotations
 
-import io
 import struct
 import zlib
-
-from PIL import Image
 
 
 def make_pdf(pages: list[str]) -> bytes:
     """A valid PDF with one text object per page (Helvetica), offsets and xref exact."""
-    count = len(pages)
+    return make_pdf_of_streams([f"BT /F1 12 Tf 20 50 Td ({text}) Tj ET".encode() for text in pages], packed=False)
+
+
+def make_pdf_of_streams(contents: list[bytes], *, packed: bool = True) -> bytes:
+    """A valid PDF with one page a content stream, Flate-compressed when ``packed``."""
+    count = len(contents)
     kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(count))
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         f"<< /Type /Pages /Kids [{kids}] /Count {count} >>".encode(),
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
-    for index, text in enumerate(pages):
-        content = f"BT /F1 12 Tf 20 50 Td ({text}) Tj ET".encode()
+    for index, content in enumerate(contents):
+        body, fields = (zlib.compress(content, 9), b" /Filter /FlateDecode") if packed else (content, b"")
         objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 100] /Resources << /Font << /F1 3 0 R >> >> "
                        f"/Contents {5 + 2 * index} 0 R >>".encode())
-        objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
+        objects.append(b"<< /Length %d%s >>\nstream\n" % (len(body), fields) + body + b"\nendstream")
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -35,6 +37,12 @@ def make_pdf(pages: list[str]) -> bytes:
     return bytes(out)
 
 
+def slow_page(operators: int = 400_000) -> bytes:
+    """A page's content stream of ``operators`` tiny text-show operators: a few KB packed,
+    seconds of pypdf's time (under its limit of tokens a stream)."""
+    return b"BT /F1 12 Tf 20 50 Td " + b"(a) Tj " * operators + b"ET"
+
+
 def _chunk(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
 
@@ -46,13 +54,8 @@ def make_png(width: int, height: int) -> bytes:
             + _chunk(b"IDAT", zlib.compress(rows)) + _chunk(b"IEND", b""))
 
 
-def make_image(fmt: str, width: int = 30, height: int = 20, *, mode: str = "RGB", frames: int = 1,
-               **options) -> bytes:
-    """A real image saved by Pillow in ``fmt`` (``"JPEG"``, ``"WEBP"``, ``"GIF"``, ``"MPO"``…);
-    ``frames`` > 1 saves that many frames of different colours (an animation, or an MPO's pictures)."""
-    pictures = [Image.new(mode, (width, height), (40 * i % 256, 120, 200, 128)[:len(mode)]) for i in range(frames)]
-    out = io.BytesIO()
-    if frames > 1:
-        options.update(save_all=True, append_images=pictures[1:], duration=100, loop=0)
-    pictures[0].save(out, fmt, **options)
-    return out.getvalue()
+def make_jpeg_header(width: int, height: int) -> bytes:
+    """The start of a baseline JPEG: SOI, an APP0 (JFIF) segment, then SOF0 with the size."""
+    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+    sof0 = b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\x01\x11\x00"
+    return b"\xff\xd8" + app0 + sof0 + b"\xff\xd9"
