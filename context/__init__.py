@@ -8,6 +8,7 @@ save what they return. See docs/context-engine.md.
 from __future__ import annotations
 
 from context.adapters import RequestBuilder, RequestValidationError, adapt_messages, build_request_body
+from context.attachments import DEFAULT_IMAGE_BUDGET, ImageBudget, apply_image_budget
 from context.calibration import (
     CalibratedEstimator,
     Calibration,
@@ -109,12 +110,14 @@ __all__ = [
     "prior_ratio",
     "ratio_sample",
     "usage_prompt_tokens",
+    "DEFAULT_IMAGE_BUDGET",
     "DEFAULT_LEGACY_CHAR_LIMIT",
     "DEFAULT_SCREEN_TOOLS",
     "DEFAULT_TOOL_RESULT_LIMIT",
     "DIALECTS",
     "POLICY_DEFAULTS",
     "Budget",
+    "ImageBudget",
     "BytesEstimator",
     "CommitDecision",
     "CompactionRequest",
@@ -134,6 +137,7 @@ __all__ = [
     "TiktokenEstimator",
     "TriggerResult",
     "adapt_messages",
+    "apply_image_budget",
     "anthropic_body_problems",
     "assemble_view",
     "build_anthropic_body",

@@ -16,16 +16,22 @@ exact ``read_file`` call that reads the middle. An image becomes an image part a
 label; for a model that does not take images the adapters turn the pair into one note
 naming the file (``image_note``). Nothing here touches a database: the record carries what
 the model sees.
+
+Every image of the history is sent again with every request, so a request keeps only what
+the providers take (``ImageBudget``, ``apply_image_budget``): the newest images up to a
+count and a total of base64 characters; an older one, and one that alone is past a
+provider's per-image limit, becomes a note naming the file.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableSequence, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from context.records import USER, normalize_content
+from context.records import USER, is_image_part, is_text_part, normalize_content
 from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, MIN_BLOCK_BUDGET, head_tail
 
 READ_FILE_TOOL = "read_file"
@@ -219,3 +225,133 @@ def file_text(records: Iterable[Mapping[str, Any]], file_id: Any) -> tuple[Mappi
                 text = attachment.get("text")
                 return attachment, text if isinstance(text, str) else ""
     return None
+
+
+# --- the image budget of one request ---------------------------------------------------
+
+MB = 1024 * 1024
+LEFT_OUT_SUFFIX = (" — left out of this request to keep it within the provider's limits on images; "
+                   "attach it again to show it]")
+TOO_LARGE_SUFFIX = (" — too large for the model's provider (at most {mb} MB once encoded and {side:,} px a side); "
+                    "attach a smaller copy]")
+IMAGE_LEFT_OUT_NOTE = "[an image left out of this request to keep it within the provider's limits on images]"
+_SIDES = re.compile(r"(?P<w>\d+)×(?P<h>\d+)$")
+
+
+@dataclass(frozen=True)
+class ImageBudget:
+    """What one request carries of images, safely under every provider's limits.
+
+    Anthropic refuses more than 100 images (and past 20, any over 2000 px a side), a
+    request over 32 MB, an image over 5 MB of base64 or 8000 px a side; OpenAI more than
+    500 images or 50 MB of images. ``max_images`` and ``max_bytes`` (base64 characters of
+    every image together) bound the request; ``max_image_bytes`` and ``max_side`` one
+    image, whatever room is left."""
+
+    max_images: int = 20
+    max_bytes: int = 20 * MB
+    max_image_bytes: int = 5 * MB
+    max_side: int = 8000
+
+    def __post_init__(self) -> None:
+        if min(self.max_images, self.max_bytes, self.max_image_bytes, self.max_side) < 0:
+            raise ValueError("an image budget is a number of images and of bytes, never negative")
+
+
+DEFAULT_IMAGE_BUDGET = ImageBudget()
+
+
+def image_bytes(part: Mapping[str, Any]) -> int:
+    """The base64 characters of an image part (what a provider measures); 0 for a link."""
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, Mapping) else image
+    if not isinstance(url, str) or not url.startswith("data:"):
+        return 0
+    comma = url.find(",")
+    return len(url) - comma - 1 if comma >= 0 else 0
+
+
+def _attachment_label(part: Any) -> str | None:
+    text = part.get("text") if is_text_part(part) else None
+    return text if isinstance(text, str) and _IMAGE_LABEL.match(text) else None
+
+
+def _side(label: str | None) -> int:
+    found = _SIDES.search(label[:-1]) if label else None
+    return max(int(found.group("w")), int(found.group("h"))) if found else 0
+
+
+def _budgeted(content: list[Any], budget: ImageBudget, room: list[int]) -> list[Any] | None:
+    """``content`` with the images past ``room`` ([images, bytes] left, spent in place)
+    as notes, newest last in the list and so read first; None when every image stays."""
+    out: list[Any] = []
+    changed = False
+    k = len(content) - 1
+    while k >= 0:
+        part = content[k]
+        if not is_image_part(part):
+            out.append(part)
+            k -= 1
+            continue
+        label = _attachment_label(content[k - 1]) if k > 0 else None
+        size = image_bytes(part)
+        if size > budget.max_image_bytes or _side(label) > budget.max_side:
+            suffix = TOO_LARGE_SUFFIX.format(mb=budget.max_image_bytes // MB, side=budget.max_side)
+        elif room[0] >= 1 and room[1] >= size:
+            room[0], room[1] = room[0] - 1, room[1] - size
+            out.append(part)
+            k -= 1
+            continue
+        else:
+            room[0] = room[1] = -1  # the newest first: every older image is left out too
+            suffix = LEFT_OUT_SUFFIX
+        changed = True
+        out.append({"type": "text", "text": f"{label[:-1]}{suffix}" if label else IMAGE_LEFT_OUT_NOTE})
+        k -= 2 if label else 1
+    return out[::-1] if changed else None
+
+
+def apply_image_budget(messages: MutableSequence[dict[str, Any]], budget: ImageBudget = DEFAULT_IMAGE_BUDGET,
+                       positions: Sequence[int] | None = None) -> list[int]:
+    """Keep the newest images of ``messages`` within ``budget``; every older one (and its
+    attachment label) becomes one note — ``[Image screen.png · id 13 · … — left out of this
+    request to keep it within the provider's limits on images; attach it again to show
+    it]`` — and one too large for any request says so. ``positions`` (ascending) are the
+    only messages that may hold images (default: all). A changed message is replaced by a
+    new dict, never changed in place. Returns the positions changed, ascending."""
+    room = [budget.max_images, budget.max_bytes]
+    changed: list[int] = []
+    for i in reversed(positions if positions is not None else range(len(messages))):
+        content = messages[i].get("content")
+        if not isinstance(content, list):
+            continue
+        new = _budgeted(content, budget, room)
+        if new is not None:
+            messages[i] = {**messages[i], "content": new}
+            changed.append(i)
+    return changed[::-1]
+
+
+class ImageBudgetPass:
+    """``apply_image_budget`` on each output of a projection kept between steps, reading
+    only what is new: the messages of the settled output that hold a part list (the only
+    ones that can hold images) are found once. The settled output itself keeps every image
+    (a later pass may leave out others instead: a newer screenshot strips an older one's
+    images), so only the list handed out changes."""
+
+    def __init__(self, budget: ImageBudget) -> None:
+        self.budget = budget
+        self._owner: object = None  # the settled output the positions are of
+        self._read = 0  # how far that output was read
+        self._listed: list[int] = []
+
+    def apply(self, out: list[dict[str, Any]], owner: object, settled: int) -> list[int]:
+        """Budget ``out``, whose first ``settled`` messages are ``owner``'s settled output
+        (a new owner starts afresh); the positions changed, ascending."""
+        if owner is not self._owner:
+            self._owner, self._read, self._listed = owner, 0, []
+        listed = [i for i in self._listed if i < settled]
+        found = [i for i in range(self._read, len(out)) if isinstance(out[i].get("content"), list)]
+        self._listed = listed + [i for i in found if i < settled]
+        self._read = max(self._read, settled)
+        return apply_image_budget(out, self.budget, listed + found)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from context import records as rec
-from context.attachments import question_content
+from context.attachments import DEFAULT_IMAGE_BUDGET, ImageBudget, ImageBudgetPass, question_content
 from context.media import DEFAULT_SCREEN_TOOLS
 from context.output_pass import ITEM_ASSISTANT, ITEM_MESSAGE, ITEM_RESULT, Settled, assemble, note
 from context.pairing import Call, Closures, Result, call_outcome, pair
@@ -259,6 +259,7 @@ def project_records(
     instance: str | None = None,
     sources_out: list[tuple[int, int] | None] | None = None,
     repairs_out: list[dict[str, Any]] | None = None,
+    image_budget: ImageBudget | None = DEFAULT_IMAGE_BUDGET,
 ) -> list[dict[str, Any]]:
     """Turn source records into the OpenAI-shaped messages the next request reads.
 
@@ -290,7 +291,12 @@ def project_records(
         changed to make the request valid — ``{"kind", "reason", "seq", "position",
         "call_id"?}`` each: truncated, unknown_outcome, late_result, id_rewritten,
         call_dropped, orphan_result_dropped, screenshot_trimmed, interrupted_text,
-        arguments_wrapped. The context inspector shows them; the output is the same.
+        arguments_wrapped, image_left_out. The context inspector shows them; the output is
+        the same.
+      image_budget: the images one request carries (RUN-13; ``ImageBudget``: by default
+        at most 20 images and 20 MB of base64, each at most 5 MB and 8000 px a side). The
+        newest are kept; an older image, and its attachment label, becomes a note naming
+        the file. None sends every image (for a caller that bounds them itself).
 
     Assistant messages may carry ``reasoning_content`` (a provider's reasoning text) or
     ``reasoning`` (opaque provider blocks); the provider adapters decide whether to send
@@ -298,7 +304,7 @@ def project_records(
     """
     projection = Projection(screen_tools=screen_tools, tool_result_limit=tool_result_limit, start_view=start_view,
                             start_watermark=start_watermark, instance=instance, repairs=repairs_out is not None,
-                            answer_limit=answer_limit)
+                            answer_limit=answer_limit, image_budget=image_budget)
     with _gc_paused():  # one pause for both passes: a collection in between walks every item read
         projection.extend(records)
         projected = projection._project(open_runs, once=True, track=sources_out is not None)
@@ -335,7 +341,8 @@ class Projection:
     def __init__(self, *, screen_tools: Collection[str] = DEFAULT_SCREEN_TOOLS,
                  tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT,
                  start_view: Sequence[Mapping[str, Any]] | None = None, start_watermark: int | None = None,
-                 instance: str | None = None, repairs: bool = False, answer_limit: int | None = None) -> None:
+                 instance: str | None = None, repairs: bool = False, answer_limit: int | None = None,
+                 image_budget: ImageBudget | None = DEFAULT_IMAGE_BUDGET) -> None:
         if tool_result_limit < 1:
             raise ValueError("tool_result_limit must be a positive number of characters")
         if start_view is not None or start_watermark is not None:
@@ -345,6 +352,7 @@ class Projection:
         self._screen_tools = frozenset(screen_tools)
         self._repairs = repairs
         self._settled = Settled()
+        self._images = ImageBudgetPass(image_budget) if image_budget is not None else None
         if start_watermark is not None:
             with _gc_paused():
                 self._reader.load_view(start_view or [], start_watermark)
@@ -379,6 +387,11 @@ class Projection:
         with _gc_paused():
             out, sources = assemble(reader.items, reader.closures, reader.notes or {}, open_runs,
                                     self._screen_tools, self._settled, repairs, once, track)
+            if self._images is not None:  # RUN-13: the newest images within the budget
+                changed = self._images.apply(out, self._settled, len(self._settled.out))
+                why = "past the images one request may carry (the newest are kept); each named in a note (RUN-13)"
+                repairs = None if repairs is None else repairs + [note("image_left_out", why, None, position=p)
+                                                                  for p in changed]
         return Projected(out, sources, repairs or [])
 
 

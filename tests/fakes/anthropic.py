@@ -27,7 +27,7 @@ from itertools import count
 from typing import Any
 from urllib.parse import unquote
 
-from tests.fakes.anthropic_rules import PromptCache, header_refusal, redacted_data, refusal, sign_thinking
+from tests.fakes.anthropic_rules import PromptCache, header_refusal, redacted_data, refusal, sign_thinking, size_refusal
 from tests.fakes.responses import JSONResponse, RecordedRequest, ResponseSpec, SSEResponse
 
 DEFAULT_MODELS = (
@@ -160,7 +160,7 @@ class AnthropicFake:
         if problem is None and request.method == "GET" and request.path == "/v1/models":
             return self._models(request)
         if problem is None and request.method == "POST" and request.path == "/v1/messages":
-            problem = refusal(request.json)
+            problem = size_refusal(request.body) or refusal(request.json)
             if problem is None:
                 return self._answer(request.json)
         if problem is None:

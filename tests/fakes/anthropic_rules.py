@@ -27,7 +27,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tests.fakes.image_rules import decoded, sniffed
+from tests.fakes.image_rules import (
+    ANTHROPIC_IMAGE_BASE64,
+    ANTHROPIC_IMAGES,
+    ANTHROPIC_MANY,
+    ANTHROPIC_MANY_SIDE,
+    ANTHROPIC_REQUEST_BYTES,
+    ANTHROPIC_SIDE,
+    decoded,
+    dimensions,
+    sniffed,
+)
 
 _SECRET = b"anthropic-fake-signing-key"
 ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -83,7 +93,7 @@ def _text_refusal(text: Any) -> str | None:
     return None
 
 
-def _image_refusal(where: str, block: Mapping[str, Any]) -> str | None:
+def _image_refusal(where: str, block: Mapping[str, Any], many: bool = False) -> str | None:
     source = block.get("source")
     if not isinstance(source, Mapping) or source.get("type") not in ("base64", "url"):
         return f"{where}.image.source: Input tag does not match any of the expected tags: 'base64', 'url'"
@@ -98,16 +108,25 @@ def _image_refusal(where: str, block: Mapping[str, Any]) -> str | None:
             return f"{where}.image.source.base64.{extra[0]}: Extra inputs are not permitted"
         if source["data"] == "":
             return f"{where}.image.source.base64: image cannot be empty"
+        if len(source["data"]) > ANTHROPIC_IMAGE_BASE64:
+            return f"{where}.image.source.base64: image exceeds 5 MB maximum: {len(source['data'])} bytes > " \
+                   f"{ANTHROPIC_IMAGE_BASE64} bytes"
         raw = decoded(source["data"])
         if raw is None or sniffed(raw) != source["media_type"]:
             return f"{where}.image.source.base64.data: Image does not match the provided media type " \
                    f"{source['media_type']}"
+        side = max(dimensions(raw) or (0, 0))
+        if side > (ANTHROPIC_MANY_SIDE if many else ANTHROPIC_SIDE):
+            kind = " for many-image requests" if many else ""
+            return f"{where}.image.source.base64.data: At least one of the image dimensions exceed max allowed " \
+                   f"size{kind}: {ANTHROPIC_MANY_SIDE if many else ANTHROPIC_SIDE} pixels"
     elif not isinstance(source.get("url"), str):
         return f"{where}.image.source.url.url: Field required"
     return None
 
 
-def _block_refusal(where: str, role: str, block: Any, model: str, seen_ids: set[str]) -> str | None:
+def _block_refusal(where: str, role: str, block: Any, model: str, seen_ids: set[str],
+                   many: bool = False) -> str | None:
     kind = block.get("type") if isinstance(block, Mapping) else None
     if kind not in BLOCK_FIELDS:
         return f"{where}.type: Input tag '{kind}' found using 'type' does not match any of the expected tags"
@@ -121,7 +140,7 @@ def _block_refusal(where: str, role: str, block: Any, model: str, seen_ids: set[
     if kind == "text":
         return _text_refusal(block.get("text"))
     if kind == "image":
-        return _image_refusal(where, block)
+        return _image_refusal(where, block, many)
     if kind == "tool_use":
         if role != "assistant":
             return f"{where}: `tool_use` blocks are only allowed in assistant messages"
@@ -140,7 +159,7 @@ def _block_refusal(where: str, role: str, block: Any, model: str, seen_ids: set[
     for k, part in enumerate(parts if isinstance(parts, list) else []):
         kind = part.get("type") if isinstance(part, Mapping) else None
         problem = _text_refusal(part.get("text")) if kind == "text" else (
-            _image_refusal(f"{where}.content.{k}", part) if kind == "image" else f"{where}.content.{k}.type: "
+            _image_refusal(f"{where}.content.{k}", part, many) if kind == "image" else f"{where}.content.{k}.type: "
             "Input tag found using 'type' does not match any of the expected tags: 'text', 'image'")
         if problem:
             return problem
@@ -197,6 +216,28 @@ def _count_breakpoints(body: Mapping[str, Any]) -> int:
     return sum(1 for b in blocks if isinstance(b, Mapping) and "cache_control" in b)
 
 
+def count_images(messages: Any) -> int:
+    """The image blocks of a request's messages, in tool results too."""
+    found = 0
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, Mapping):
+                continue
+            found += block.get("type") == "image"
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            found += sum(1 for p in inner if isinstance(p, Mapping) and p.get("type") == "image") if isinstance(
+                inner, list) else 0
+    return found
+
+
+def size_refusal(raw: bytes) -> Refusal | None:
+    """413 for a body past the standard endpoints' 32 MB, before anything is read."""
+    if len(raw) > ANTHROPIC_REQUEST_BYTES:
+        return 413, "request_too_large", "Request exceeds the maximum size"
+    return None
+
+
 def header_refusal(headers: Mapping[str, str], api_key: str | None) -> Refusal | None:
     """401 / 400 for the headers every request needs (``x-api-key``, ``anthropic-version``)."""
     if api_key is not None:
@@ -238,6 +279,10 @@ def refusal(body: Any) -> Refusal | None:
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         return bad("messages: at least one message is required")
+    images = count_images(messages)
+    if images > ANTHROPIC_IMAGES:
+        return bad(f"Too much media: 0 document pages + {images} images > {ANTHROPIC_IMAGES}")
+    many = images > ANTHROPIC_MANY
     seen_ids: set[str] = set()
     open_ids: list[str] = []
     previous = None
@@ -265,7 +310,7 @@ def refusal(body: Any) -> Refusal | None:
             return bad(f"messages.{i}: all messages must have non-empty content except for the optional final "
                        "assistant message")
         for j, block in enumerate(content):
-            problem = _block_refusal(f"messages.{i}.content.{j}", role, block, str(body["model"]), seen_ids)
+            problem = _block_refusal(f"messages.{i}.content.{j}", role, block, str(body["model"]), seen_ids, many)
             if problem:
                 return bad(problem)
         if role == "user":

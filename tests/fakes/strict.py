@@ -12,7 +12,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.fakes.image_rules import decoded, sniffed
+from tests.fakes.image_rules import (
+    OPENAI_IMAGE_BYTES,
+    OPENAI_IMAGES,
+    OPENAI_REQUEST_IMAGE_BYTES,
+    decoded,
+    sniffed,
+)
 from tests.fakes.responses import Handler, RecordedRequest, ResponseSpec, error
 
 FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -37,10 +43,11 @@ _UNSUPPORTED_IMAGE = ("You uploaded an unsupported image. Please make sure your 
                       "is of one the following formats: ['png', 'jpeg', 'gif', 'webp'].")
 
 
-def image_problems(index: int, role: Any, content: Any) -> list[str]:
+def image_problems(index: int, role: Any, content: Any, sizes: list[int] | None = None) -> list[str]:
     """OpenAI's refusals of image parts, in its words: images only in user messages, an
     ``image_url`` object with a ``url`` (an http(s) link or a base64 data URL of an image
-    type) and an optional ``detail``, and bytes it can read as an image."""
+    type) and an optional ``detail``, and bytes it can read as an image, at most 20 MB.
+    ``sizes`` (when a list) receives the bytes of each image (0 for a link)."""
     problems: list[str] = []
     for k, part in enumerate(content if isinstance(content, list) else []):
         if not isinstance(part, dict) or part.get("type") != "image_url":
@@ -61,6 +68,8 @@ def image_problems(index: int, role: Any, content: Any) -> list[str]:
             problems.append(f"Unrecognized request argument supplied: {extra[0]}")
             continue
         url = image.get("url")
+        if sizes is not None:
+            sizes.append(0)
         if not isinstance(url, str):
             problems.append(f"Missing required parameter: '{where}.image_url.url'.")
             continue
@@ -78,8 +87,22 @@ def image_problems(index: int, role: Any, content: Any) -> list[str]:
                             "image MIME type (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU=').")
             continue
         raw = decoded(found.group(2))
-        if raw is None or sniffed(raw) is None:
+        if raw is None or sniffed(raw) is None or len(raw) > OPENAI_IMAGE_BYTES:
             problems.append(_UNSUPPORTED_IMAGE)
+        elif sizes is not None:
+            sizes[-1] = len(raw)
+    return problems
+
+
+def request_image_problems(sizes: list[int]) -> list[str]:
+    """What one request may carry of images: 500, and 50 MB of image bytes (OpenAI's
+    documented limits; the wording is the one its API answers with)."""
+    problems = []
+    if len(sizes) > OPENAI_IMAGES:
+        problems.append(f"Too many images in request. Max is {OPENAI_IMAGES}.")
+    if sum(sizes) > OPENAI_REQUEST_IMAGE_BYTES:
+        problems.append(f"Total image size is {sum(sizes) / (1024 * 1024):.1f}MB, which exceeds the allowed limit "
+                        f"of {OPENAI_REQUEST_IMAGE_BYTES / (1024 * 1024):.1f}MB.")
     return problems
 
 
@@ -94,9 +117,10 @@ def protocol_problems(body: Any) -> list[str]:
         return problems + ["messages missing"]
     open_calls: list[str] = []
     seen_ids: set[str] = set()
+    sizes: list[int] = []
     for index, message in enumerate(messages):
         role = message.get("role")
-        problems.extend(image_problems(index, role, message.get("content")))
+        problems.extend(image_problems(index, role, message.get("content"), sizes))
         if role == "tool":
             call_id = message.get("tool_call_id")
             if call_id not in open_calls:
@@ -117,6 +141,7 @@ def protocol_problems(body: Any) -> list[str]:
                 problems.append(f"message {index}: empty assistant message")
         elif role in {"user", "system"} and not message.get("content"):
             problems.append(f"message {index}: empty {role} message")
+    problems.extend(request_image_problems(sizes))
     if open_calls:
         problems.append(f"calls {open_calls} have no result")
     if messages[-1].get("role") == "assistant":
