@@ -1,7 +1,10 @@
 """What an attached file is, from its bytes alone (RUN-13): never from its name or the
 type a browser claimed.
 
-Taken: PNG, JPEG, WebP and GIF images (width and height read from the header bytes),
+Taken: PNG, JPEG, WebP and GIF images that Pillow decodes whole as the type their first
+bytes claim, still (one frame), at most 8000 pixels on a side (size checked from the header
+before decoding), and for JPEG in a form models read (8-bit Huffman: baseline, extended or
+progressive),
 PDF (its text extracted by pypdf in a separate process, bounded in pages, time and memory:
 :mod:`sessions.pdf_text`) and text — UTF-8,
 UTF-16 with a byte-order mark, or else Windows-1252 (a single-byte encoding), each only
@@ -17,9 +20,12 @@ Plain Python, no Django: content in, :class:`Sniffed` or an exception out.
 """
 from __future__ import annotations
 
+import io
 import re
 import struct
 from dataclasses import dataclass
+
+from PIL import Image
 
 from sessions.pdf_text import pdf_read
 
@@ -29,7 +35,8 @@ class Unsupported(ValueError):
 
 
 class Unreadable(ValueError):
-    """A kind we take, but this one cannot be read (a truncated image, a locked PDF)."""
+    """A kind we take, but this one cannot be read or sent to a model (a truncated or
+    animated image, one too large, a locked PDF); the message says what to do instead."""
 
 
 @dataclass(frozen=True)
@@ -94,35 +101,78 @@ def sniff(data: bytes, *, pdf_max_pages: int, pdf_max_seconds: float) -> Sniffed
 
 # --- images -------------------------------------------------------------------------------------
 
+# Anthropic refuses an image wider or taller than this; OpenAI scales larger ones down.
+IMAGE_MAX_SIDE = 8000
+# Checked from the header before any decoding (no decompression bomb): a 4:3 photo at the
+# largest side, at most ~190 MB while decoded. Pillow's own guard is set to the same bound.
+IMAGE_MAX_PIXELS = 8000 * 6000
+Image.MAX_IMAGE_PIXELS = IMAGE_MAX_PIXELS
+
+_NAMES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WebP"}
+# What Pillow must find, per sniffed type; MPO is a JPEG with further pictures (phones' depth
+# maps, stereo cameras) that every reader shows as its first, ordinary JPEG picture.
+_FORMATS = {"image/png": ("PNG",), "image/jpeg": ("JPEG", "MPO"), "image/gif": ("GIF",), "image/webp": ("WEBP",)}
+
 
 def _image(data: bytes) -> Sniffed | None:
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
         if data[12:16] != b"IHDR" or len(data) < 24:
-            raise Unreadable("This PNG image is cut short or damaged.")
+            raise _damaged("image/png")
         width, height = struct.unpack(">II", data[16:24])
-        return _picture("image/png", width, height)
+        return _picture(data, "image/png", width, height)
     if data.startswith(b"\xff\xd8\xff"):
         width, height = _jpeg_size(data)
-        return _picture("image/jpeg", width, height)
+        return _picture(data, "image/jpeg", width, height)
     if data[:6] in (b"GIF87a", b"GIF89a"):
         if len(data) < 10:
-            raise Unreadable("This GIF image is cut short or damaged.")
+            raise _damaged("image/gif")
         width, height = struct.unpack("<HH", data[6:10])
-        return _picture("image/gif", width, height)
+        return _picture(data, "image/gif", width, height)
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         width, height = _webp_size(data)
-        return _picture("image/webp", width, height)
+        return _picture(data, "image/webp", width, height)
     return None
 
 
-def _picture(content_type: str, width: int, height: int) -> Sniffed:
+def _damaged(content_type: str) -> Unreadable:
+    return Unreadable(f"This {_NAMES[content_type]} image is cut short or damaged. "
+                      "Open it, save it again and attach the copy, or attach a screenshot of it.")
+
+
+def _picture(data: bytes, content_type: str, width: int, height: int) -> Sniffed:
+    """The image once its header's size is within bounds and Pillow has decoded all of it
+    as the type its first bytes claim, a single still picture: what both providers read."""
     if width <= 0 or height <= 0:
-        raise Unreadable("This image has no size in its header; it is damaged.")
+        raise Unreadable("This image has no size in its header; it is damaged. "
+                         "Save it again and attach the copy.")
+    if width > IMAGE_MAX_SIDE or height > IMAGE_MAX_SIDE:
+        raise Unreadable(f"This image is {width} × {height} pixels; models take at most {IMAGE_MAX_SIDE} "
+                         "pixels on a side. Attach a scaled-down copy.")
+    if width * height > IMAGE_MAX_PIXELS:
+        raise Unreadable(f"This image is {width} × {height} pixels, more than the "
+                         f"{IMAGE_MAX_PIXELS // 1_000_000} million this server reads. Attach a scaled-down copy.")
+    formats = _FORMATS[content_type]
+    try:
+        with Image.open(io.BytesIO(data), formats=formats[:1]) as image:
+            image.verify()  # checksums and structure, without decoding (PNG's chunk CRCs)
+        with Image.open(io.BytesIO(data), formats=formats[:1]) as image:
+            if image.format not in formats or image.size != (width, height):
+                raise _damaged(content_type)
+            if image.format != "MPO" and getattr(image, "n_frames", 1) > 1:
+                raise Unreadable("This image is animated; animated images cannot be sent to a model: "
+                                 "attach a still image.")
+            image.load()
+    except Unreadable:
+        raise
+    except Exception as exc:  # untrusted bytes: whatever the decoder trips on, the image is unreadable
+        raise _damaged(content_type) from exc
     return Sniffed(kind="image", content_type=content_type, width=width, height=height)
 
 
-# Start-of-frame markers carry the size; C4 (Huffman tables), C8 and CC do not.
+# Start-of-frame markers carry the size; C4 (Huffman tables), C8 and CC do not. Models read
+# 8-bit baseline, extended and progressive Huffman JPEGs (C0–C2) only.
 _JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_JPEG_READ = frozenset({0xC0, 0xC1, 0xC2})
 
 
 def _jpeg_size(data: bytes) -> tuple[int, int]:
@@ -141,12 +191,16 @@ def _jpeg_size(data: bytes) -> tuple[int, int]:
         if marker in _JPEG_SOF:
             if index + 9 > len(data):
                 break
-            height, width = struct.unpack(">HH", data[index + 5:index + 9])
+            precision, height, width = struct.unpack(">BHH", data[index + 4:index + 9])
+            if marker not in _JPEG_READ or precision != 8:
+                raise Unreadable("This JPEG is saved in a lossless, arithmetic-coded or 12-bit form that "
+                                 "models cannot read. Save it again as an ordinary JPEG or as PNG and attach "
+                                 "the copy.")
             return width, height
         if length < 2:
             break
         index += 2 + length
-    raise Unreadable("This JPEG image is cut short or damaged.")
+    raise _damaged("image/jpeg")
 
 
 def _webp_size(data: bytes) -> tuple[int, int]:
@@ -161,7 +215,7 @@ def _webp_size(data: bytes) -> tuple[int, int]:
     if chunk == b"VP8L" and len(data) >= 25 and data[20] == 0x2F:
         bits = int.from_bytes(data[21:25], "little")
         return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
-    raise Unreadable("This WebP image is cut short or damaged.")
+    raise _damaged("image/webp")
 
 
 # --- text ---------------------------------------------------------------------------------------

@@ -1,8 +1,11 @@
-"""Files made in the test, byte by byte: a PDF with text objects, a PNG, a JPEG header."""
+"""Files made in the test: a PDF with text objects and a PNG byte by byte, other images by Pillow."""
 from __future__ import annotations
 
+import io
 import struct
 import zlib
+
+from PIL import Image
 
 
 def make_pdf(pages: list[str]) -> bytes:
@@ -54,8 +57,13 @@ def make_png(width: int, height: int) -> bytes:
             + _chunk(b"IDAT", zlib.compress(rows)) + _chunk(b"IEND", b""))
 
 
-def make_jpeg_header(width: int, height: int) -> bytes:
-    """The start of a baseline JPEG: SOI, an APP0 (JFIF) segment, then SOF0 with the size."""
-    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
-    sof0 = b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\x01\x11\x00"
-    return b"\xff\xd8" + app0 + sof0 + b"\xff\xd9"
+def make_image(fmt: str, width: int = 30, height: int = 20, *, mode: str = "RGB", frames: int = 1,
+               **options) -> bytes:
+    """A real image saved by Pillow in ``fmt`` (``"JPEG"``, ``"WEBP"``, ``"GIF"``, ``"MPO"``…);
+    ``frames`` > 1 saves that many frames of different colours (an animation, or an MPO's pictures)."""
+    pictures = [Image.new(mode, (width, height), (40 * i % 256, 120, 200, 128)[:len(mode)]) for i in range(frames)]
+    out = io.BytesIO()
+    if frames > 1:
+        options.update(save_all=True, append_images=pictures[1:], duration=100, loop=0)
+    pictures[0].save(out, fmt, **options)
+    return out.getvalue()

@@ -1,12 +1,10 @@
 """Sniffing by content (RUN-13): literal bytes in, what they are out."""
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 from sessions.sniff import Unreadable, Unsupported, sniff
-from tests.files.makers import make_jpeg_header, make_pdf, make_png
+from tests.files.makers import make_image, make_pdf, make_png
 
 BOUNDS = {"pdf_max_pages": 200, "pdf_max_seconds": 20}
 
@@ -16,26 +14,19 @@ def test_it_reads_a_png_size_from_its_header():
     assert (found.kind, found.content_type, found.width, found.height) == ("image", "image/png", 800, 600)
 
 
-def test_it_reads_a_jpeg_size_from_its_start_of_frame():
-    found = sniff(make_jpeg_header(1024, 768), **BOUNDS)
-    assert (found.content_type, found.width, found.height) == ("image/jpeg", 1024, 768)
-
-
-def test_it_reads_a_gif_size():
-    found = sniff(b"GIF89a" + struct.pack("<HH", 31, 17) + b"\x00" * 20, **BOUNDS)
-    assert (found.content_type, found.width, found.height) == ("image/gif", 31, 17)
-
-
-@pytest.mark.parametrize("chunk, body, size", [
-    (b"VP8X", b"\x0a\x00\x00\x00" + b"\x00" * 4 + (639).to_bytes(3, "little") + (479).to_bytes(3, "little"),
-     (640, 480)),
-    (b"VP8 ", b"\x0a\x00\x00\x00" + b"\x00" * 3 + b"\x9d\x01\x2a" + struct.pack("<HH", 320, 200), (320, 200)),
-    (b"VP8L", b"\x00\x00\x00\x00\x2f" + ((99) | (49 << 14)).to_bytes(4, "little"), (100, 50)),
+@pytest.mark.parametrize("fmt, options, content_type", [
+    ("JPEG", {}, "image/jpeg"), ("JPEG", {"progressive": True}, "image/jpeg"), ("GIF", {}, "image/gif"),
+    ("WEBP", {}, "image/webp"), ("WEBP", {"lossless": True}, "image/webp"),
 ])
-def test_it_reads_each_webp_flavour_size(chunk, body, size):
-    data = b"RIFF" + struct.pack("<I", 100) + b"WEBP" + chunk + body + b"\x00" * 8
-    found = sniff(data, **BOUNDS)
-    assert (found.content_type, (found.width, found.height)) == ("image/webp", size)
+def test_it_reads_each_kind_made_by_pillow_with_its_size(fmt, options, content_type):
+    found = sniff(make_image(fmt, 31, 17, **options), **BOUNDS)
+    assert (found.kind, found.content_type, found.width, found.height) == ("image", content_type, 31, 17)
+
+
+def test_a_webp_with_an_extended_header_is_read_too():
+    data = make_image("WEBP", 640, 480, mode="RGBA")
+    assert data[12:16] == b"VP8X"
+    assert (sniff(data, **BOUNDS).width, sniff(data, **BOUNDS).height) == (640, 480)
 
 
 def test_a_truncated_png_is_unreadable_not_text():
