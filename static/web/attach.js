@@ -2,9 +2,11 @@
  *
  * Each chosen or dropped file uploads at once (POST /api/v1/sessions/{id}/files, field
  * `file`), with a progress bar from XMLHttpRequest's upload progress, and becomes a chip
- * with its name and size and a remove button; chat.js sends the ready ones' ids with the
- * question. A refused file says why on its chip, in words. An image's preview is a local
- * object URL of the person's own file, drawn only for raster types (never SVG or HTML).
+ * with its name (as the server stored it) and size and a remove button; chat.js sends the
+ * ready ones' ids with the question. Removing a ready chip deletes its upload (DELETE on
+ * the file's address), which frees its room in the chat; if that fails the chip says so
+ * and is not sent. A refused file says why on its chip, in words. An image's preview is a
+ * local object URL of the person's own file, drawn only for raster types (never SVG or HTML).
  */
 (function () {
   "use strict";
@@ -18,14 +20,17 @@
     return (size / (1024 * 1024)).toFixed(1) + " MB";
   }
 
-  function refusal(name, status, data) {
+  function refusal(name, status, data, othersHere) {
     var error = (data && data.error) || {};
     var code = error.code || "";
     if (status === 415 || code === "unsupported_file_type") {
       return name + ": this kind of file cannot be attached — text, PDF and images can.";
     }
     if (code === "session_files_full") {
-      return name + ": this chat has no room for more files. Remove some, or start a new chat for this one.";
+      // Only files not sent yet can be removed, and only those shown here can be by a click.
+      return name + ": this chat has no room for more files. " + (othersHere
+        ? "Remove a file attached here (its ×) to make room, or start a new chat for this one."
+        : "Start a new chat for this one.");
     }
     if (status === 413 || code === "file_too_large") {
       return name + ": this file is too large to attach." + (error.message ? " " + error.message : "");
@@ -147,7 +152,7 @@
       xhr.addEventListener("load", function () {
         var data = xhr.response;
         if (xhr.status === 201 && data && typeof data.id === "number") self.ready(entry, data);
-        else self.failed(entry, refusal(file.name, xhr.status, data));
+        else self.failed(entry, refusal(file.name, xhr.status, data, self.count("ready") > 0));
       });
       xhr.addEventListener("error", function () { self.failed(entry, refusal(file.name, 0, null)); });
       var form = new FormData();
@@ -161,6 +166,11 @@
   Attachments.prototype.ready = function (entry, data) {
     entry.state = "ready";
     entry.id = data.id;
+    entry.url = typeof data.url === "string" ? data.url : null;
+    if (typeof data.name === "string" && data.name) {  // what the model and the downloads will see
+      entry.nameNode.textContent = data.name;
+      entry.chip.querySelector(".chip-remove").setAttribute("aria-label", "Remove " + data.name);
+    }
     entry.progress.remove();
     entry.sizeNode.textContent = sizeLabel(typeof data.size === "number" ? data.size : entry.file.size);
     entry.chip.className = "chip chip-ready";
@@ -182,23 +192,75 @@
   };
 
   Attachments.prototype.remove = function (entry, focusNext) {
+    // A ready or not-removed upload is deleted on the server first; the rest only leave the page.
+    if ((entry.state === "ready" || entry.state === "unremoved") && entry.url) this.discard(entry, focusNext);
+    else if (entry.state !== "removing") this.drop(entry, focusNext);
+  };
+
+  Attachments.prototype.discard = function (entry, focusNext) {
+    var self = this;
+    var name = entry.nameNode.textContent;
+    entry.state = "removing";  // not sent from now on
+    entry.chip.setAttribute("data-state", "removing");
+    entry.chip.setAttribute("aria-busy", "true");
+    fetch(entry.url, {
+      method: "DELETE",
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": this.options.csrfToken(), "Accept": "application/json" }
+    }).then(function (response) {
+      if (response.status === 204 || response.status === 404) {  // 404: it is gone already
+        self.drop(entry, focusNext);
+        return;
+      }
+      return response.json().catch(function () { return null; }).then(function (data) {
+        var error = (data && data.error) || {};
+        var why = response.status === 401 || response.status === 403
+          ? "you are logged out. Log in again, then press × again."
+          : (error.message || "the server answered HTTP " + response.status + ". Press × to try again.");
+        self.unremoved(entry, name + ": could not be removed — " + why);
+      });
+    }, function () {
+      self.unremoved(entry, name + ": could not be removed — the server was not reached. " +
+        "Check your connection, then press × again.");
+    });
+  };
+
+  Attachments.prototype.unremoved = function (entry, message) {
+    // Still stored, but the person chose to remove it: red, said so, and never sent.
+    if (entry.state !== "removing") return;
+    entry.state = "unremoved";
+    entry.chip.removeAttribute("aria-busy");
+    entry.chip.className = "chip chip-error";
+    entry.chip.setAttribute("data-state", "unremoved");
+    var words = entry.chip.querySelector(".chip-message") || el("span", "chip-message");
+    words.textContent = message + " It will not be sent.";
+    words.setAttribute("role", "alert");
+    if (entry.sizeNode.parentNode) entry.sizeNode.replaceWith(words);
+    this.changed();
+  };
+
+  Attachments.prototype.drop = function (entry, focusNext) {
     var index = this.entries.indexOf(entry);
     if (index < 0) return;
     var state = entry.state;
     entry.state = "removed";
     if (state === "uploading" && entry.xhr) entry.xhr.abort();
     if (entry.preview) URL.revokeObjectURL(entry.preview);
+    // Focus moves on only from this chip (or from nowhere): not away from where the person went meanwhile.
+    var active = document.activeElement;
+    var hadFocus = !active || active === document.body || entry.chip.contains(active);
     entry.chip.remove();
     this.entries.splice(index, 1);
     this.changed();
-    if (focusNext) {
+    if (focusNext && hadFocus) {
       var next = this.entries[index] || this.entries[index - 1];
       (next ? next.chip.querySelector(".chip-remove") : this.options.input).focus();
     }
   };
 
   Attachments.prototype.clear = function () {
-    while (this.entries.length) this.remove(this.entries[0], false);
+    // After a question was accepted: its files are its record's now, so nothing is deleted.
+    while (this.entries.length) this.drop(this.entries[0], false);
   };
 
   Attachments.prototype.count = function (state) {

@@ -1,7 +1,8 @@
 """Attaching files to a question in a real browser (RUN-13), at a desk's width and a
 phone's: by the Attach button (mouse or keyboard) and by drag-and-drop, each file
 uploading at once with a progress bar and becoming a chip (name, size, a preview for an
-image, a remove ×); a refused file says why in words; the question goes with its files
+image, a remove × that deletes the unsent upload and frees its room, or says why it could
+not); a refused file says why in words; the question goes with its files
 and shows them — after a reload too — with thumbnails from the download address under the
 page's Content-Security-Policy (``img-src`` takes the previews' ``blob:`` URLs)."""
 from __future__ import annotations
@@ -103,8 +104,8 @@ def test_files_chosen_with_the_attach_button_upload_with_progress_and_go_with_th
 
     question = SessionMessage.objects.get(session=session, kind="user")
     assert {item["id"] for item in question.message["attachments"]} == sent
-    removed = [f for f in SessionFile.objects.filter(session=session) if f.name == "draft.txt"]
-    assert [f.question_seq for f in removed] == [None]  # uploaded, removed, never sent
+    stored = sorted(f.name for f in SessionFile.objects.filter(session=session))
+    assert stored == ["app.log", "screen.png"]  # draft.txt: uploaded, removed, deleted
 
     for attempt in ("sent", "reloaded"):
         files = page.locator(f"{LAST_RUN} .msg-user .attachment")
@@ -244,3 +245,50 @@ def test_a_thumbnail_is_drawn_only_for_a_raster_type_the_server_sniffed():
     assert [(v.id, v.thumbnail, v.kind_label, v.size_label) for v in views] == [
         (1, True, "image", "10 bytes"), (2, False, "image", "10 bytes"), (3, False, "text", "2 KB")]
     assert views[0].url == "/api/v1/files/1"
+
+
+def test_removing_a_chip_deletes_its_upload_and_frees_its_room(page_factory, server, fake_session, fake_provider,
+                                                                settings):
+    session = fake_session()
+    fake_provider.handler = sequence(chat_stream(["Noted."]))
+    settings.AGENTLOOM_SESSION_FILES_MAX_BYTES = 3_000
+    page = open_chat(page_factory, server, session, 1280)
+    page.get_by_label("Attach", exact=True).set_input_files([file("first.log", "text/plain", b"a" * 2_000)])
+    expect(chip(page, "first.log")).to_have_attribute("data-state", "ready")
+    page.get_by_label("Attach", exact=True).set_input_files([file("second.log", "text/plain", b"b" * 1_500)])
+    full = chip(page, "second.log")
+    expect(full.get_by_role("alert")).to_have_text("second.log: this chat has no room for more files. "
+                                                   "Remove a file attached here (its ×) to make room, "
+                                                   "or start a new chat for this one.")
+
+    page.get_by_role("button", name="Remove second.log").click()
+    page.get_by_role("button", name="Remove first.log").click()
+    expect(page.locator("#attachment-chips .chip")).to_have_count(0)  # each gone once the server said so
+    assert not SessionFile.objects.filter(session=session).exists()
+    page.get_by_label("Attach", exact=True).set_input_files([file("second.log", "text/plain", b"b" * 1_500),
+                                                file("third.log", "text/plain", b"c" * 1_000)])
+    expect(chip(page, "second.log")).to_have_attribute("data-state", "ready")  # the room first.log held
+    expect(chip(page, "third.log")).to_have_attribute("data-state", "ready")
+
+    # A remove that does not reach the server says so; the file stays stored but is not sent.
+    page.route("**/api/v1/files/*", lambda route: route.abort() if route.request.method == "DELETE"
+               else route.continue_())
+    page.get_by_role("button", name="Remove third.log").click()
+    unremoved = chip(page, "third.log")
+    expect(unremoved).to_have_attribute("data-state", "unremoved")
+    expect(unremoved.get_by_role("alert")).to_have_text(
+        "third.log: could not be removed — the server was not reached. Check your connection, then press × again. "
+        "It will not be sent.")
+    assert no_sideways_scroll(page)
+    screenshot(page, "attachments-unremoved-1280")
+    ask(page, "Keep the second one")
+    page.wait_for_selector(SETTLED, timeout=15_000)
+    question = SessionMessage.objects.get(session=session, kind="user")
+    assert [item["name"] for item in question.message["attachments"]] == ["second.log"]
+    assert SessionFile.objects.filter(session=session, question_seq__isnull=True).count() == 1  # third.log
+
+    # Files already sent stay: with no chip to remove, the full chat says to start a new one.
+    page.get_by_label("Attach", exact=True).set_input_files([file("fourth.log", "text/plain", b"d" * 1_600)])
+    expect(chip(page, "fourth.log").get_by_role("alert")).to_have_text(
+        "fourth.log: this chat has no room for more files. Start a new chat for this one.")
+    assert page.script_errors == []
