@@ -194,11 +194,6 @@ def question_content(message: Mapping[str, Any], limit: int = DEFAULT_ATTACHMENT
     return joined
 
 
-def question_message(message: Mapping[str, Any], limit: int = DEFAULT_ATTACHMENT_LIMIT) -> dict[str, Any]:
-    """A stored question (a user record's message) as the user message of the view."""
-    return {"role": "user", "content": question_content(message, limit)}
-
-
 def session_files(records: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
     """The files attached to the questions of ``records``, each once, in order:
     ``{"id", "name", "kind", "size"}`` (what the runtime-state block lists, CTX-36)."""
@@ -330,6 +325,17 @@ def apply_image_budget(messages: MutableSequence[dict[str, Any]], budget: ImageB
             messages[i] = {**messages[i], "content": new}
             changed.append(i)
     return changed[::-1]
+
+
+def question_message(message: Mapping[str, Any], limit: int = DEFAULT_ATTACHMENT_LIMIT,
+                     image_budget: ImageBudget | None = DEFAULT_IMAGE_BUDGET) -> dict[str, Any]:
+    """A stored question (a user record's message) as the user message of the view, its
+    images within ``image_budget`` as in a projection of the question alone (the task
+    anchor of a compacted view, CTX-31, is one)."""
+    out = [{"role": "user", "content": question_content(message, limit)}]
+    if image_budget is not None:
+        apply_image_budget(out, image_budget)
+    return out[0]
 
 
 class ImageBudgetPass:

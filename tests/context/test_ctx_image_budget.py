@@ -23,7 +23,7 @@ from context import (
     project_records,
 )
 from context.anthropic_validate import anthropic_body_problems
-from context.attachments import image_bytes, session_files
+from context.attachments import image_bytes, question_message, session_files
 from context.projector import Projection
 from context.records import is_image_part
 from tests.fakes.anthropic_rules import refusal, size_refusal
@@ -224,3 +224,11 @@ def test_any_projected_request_keeps_within_its_image_budget_and_both_wires_acce
     text = json.dumps(openai, ensure_ascii=False)
     for file in session_files(r for r in records if r["seq"] > history.last_checkpoint):
         assert f"id {file['id']} ·" in text  # every file is named, sent or left out
+
+
+def test_a_question_as_the_view_shows_it_carries_its_newest_images_within_the_budget() -> None:
+    record = question(1, *[picture(k, png()) for k in range(25)])
+    anchor = question_message(record["message"])  # the task anchor of a compacted view
+    assert len(images_of([anchor])) == 20 and left_out("shot4.png", 4) in json.dumps(anchor, ensure_ascii=False)
+    assert [anchor] == project_records([record])
+    assert len(images_of([question_message(record["message"], image_budget=None)])) == 25
