@@ -338,10 +338,14 @@ def question_message(message: Mapping[str, Any], limit: int = DEFAULT_ATTACHMENT
     return out[0]
 
 
+def _has_image(content: Any) -> bool:
+    return isinstance(content, list) and any(is_image_part(part) for part in content)
+
+
 class ImageBudgetPass:
     """``apply_image_budget`` on each output of a projection kept between steps, reading
-    only what is new: the messages of the settled output that hold a part list (the only
-    ones that can hold images) are found once. The settled output itself keeps every image
+    only what is new: the messages of the settled output that hold images are found once
+    (a settled message never gains one). The settled output itself keeps every image
     (a later pass may leave out others instead: a newer screenshot strips an older one's
     images), so only the list handed out changes."""
 
@@ -357,7 +361,7 @@ class ImageBudgetPass:
         if owner is not self._owner:
             self._owner, self._read, self._listed = owner, 0, []
         listed = [i for i in self._listed if i < settled]
-        found = [i for i in range(self._read, len(out)) if isinstance(out[i].get("content"), list)]
+        found = [i for i in range(self._read, len(out)) if _has_image(out[i].get("content"))]
         self._listed = listed + [i for i in found if i < settled]
         self._read = max(self._read, settled)
         return apply_image_budget(out, self.budget, listed + found)

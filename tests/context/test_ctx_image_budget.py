@@ -13,6 +13,7 @@ import pytest
 from histories import build, histories
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from recordkit import assistant, call, image, result, text
 
 from context import (
     DEFAULT_IMAGE_BUDGET,
@@ -232,3 +233,22 @@ def test_a_question_as_the_view_shows_it_carries_its_newest_images_within_the_bu
     assert len(images_of([anchor])) == 20 and left_out("shot4.png", 4) in json.dumps(anchor, ensure_ascii=False)
     assert [anchor] == project_records([record])
     assert len(images_of([question_message(record["message"], image_budget=None)])) == 25
+
+
+def test_a_kept_projection_sends_an_older_image_again_once_a_newer_screenshot_frees_its_room() -> None:
+    shot = image(f"data:image/png;base64,{png()}")
+    records = [question(1, picture(1, png())),
+               assistant(2, None, [call("s1", "browser_use")], run="r1"),
+               result(3, "s1", [text("page one"), shot, shot], run="r1", name="browser_use")]
+    budget = ImageBudget(max_images=2)
+    projection = Projection(image_budget=budget)
+    projection.extend(records)
+    first = projection.project({"r1"}).messages
+    assert left_out("shot1.png", 1) in json.dumps(first, ensure_ascii=False)  # the two screen images are newer
+    later = [assistant(4, None, [call("s2", "browser_use")], run="r1"),
+             result(5, "s2", [text("page two"), shot], run="r1", name="browser_use")]
+    projection.extend(later)
+    second = projection.project({"r1"}).messages  # CTX-8 strips the first screen: room for the file again
+    assert second == project_records(records + later, open_runs={"r1"}, image_budget=budget)
+    assert second[0]["content"][1]["text"] == "[Image shot1.png · id 1 · image/png · 64 bytes · 8×8]"
+    assert len(images_of(second)) == 2
