@@ -186,13 +186,21 @@
     return section;
   }
 
-  function loadRun(runId) {
+  function loadRun(runId, asked) {
+    // asked: the run was just started from this page (a question, Continue), so if it is
+    // already over, nothing else will show how it ended.
     return request("GET", url("fragment", runId)).then(function (result) {
       var section = result.ok ? fromHTML(result.data.html) : placeholderSection(runId);
       var existing = document.getElementById("run-" + runId);
       if (existing) existing.replaceWith(section); else transcript.append(section);
       var empty = document.getElementById("empty-note");
       if (empty) empty.remove();
+      if (asked && result.ok && !result.data.active) {
+        // Already over when its page came (a request refused at once, on a busy server):
+        // no stream will end it, so its end is shown here — the meter's figure and the words.
+        if (result.data.meter) meterSet(result.data.meter);
+        setStatus(endingWords(result.data), false);
+      }
       return section;
     });
   }
@@ -740,6 +748,13 @@
     context_window: "The model's server refused a request this long — see the message above for what to change."
   };
 
+  function endingWords(data) {
+    // A stopped run says so once, in the transcript ("You stopped this answer."); a cut or
+    // empty answer is never "complete" and says what to do next.
+    return ENDINGS[data.ending] || { completed: "Answer complete.", cancelled: "",
+      failed: "The run failed — see the message above.", interrupted: "Interrupted." }[data.status] || "";
+  }
+
   LiveRun.prototype.finish = function () {
     if (this.finishing || this.done) return;
     this.finishing = true;
@@ -763,13 +778,7 @@
       }
       setMode("ask");
       preparedRefresh();  // a summary may be prepared while the session is idle
-      var status = result.ok ? result.data.status : "";
-      var ending = result.ok ? result.data.ending : "";
-      // A stopped run says so once, in the transcript ("You stopped this answer."); a cut or
-      // empty answer is never "complete" and says what to do next.
-      setStatus(ENDINGS[ending] || { completed: "Answer complete.", cancelled: "",
-                  failed: "The run failed — see the message above.", interrupted: "Interrupted." }[status] || "",
-                false);
+      setStatus(result.ok ? endingWords(result.data) : "", false);
       if (hadFocus || document.activeElement === document.body) box.focus();
       if (nearBottom()) toBottom();
     });
@@ -866,7 +875,7 @@
       box.value = "";
       nameSession(content);
       meterGrow(content.length);  // the question is part of the next request
-      return loadRun(result.data.id).then(function (section) {
+      return loadRun(result.data.id, true).then(function (section) {
         toBottom();
         if (section.getAttribute("data-live") === "1") follow(section, 0);
       });
@@ -990,7 +999,7 @@
       }
       var actions = button.closest(".run-actions");
       if (actions) actions.remove();
-      return loadRun(result.data.id).then(function (section) {
+      return loadRun(result.data.id, true).then(function (section) {
         toBottom();
         if (section.getAttribute("data-live") === "1") follow(section, 0);
       });

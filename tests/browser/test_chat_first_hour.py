@@ -12,6 +12,7 @@ import pytest
 
 from tests.browser.conftest import LAST_RUN, SETTLED, STREAMING, ask, log_in, screenshot, words
 from tests.fakes.fake_provider import chat_stream, error, sequence
+from tests.faults.support import wait_for
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 expect = sync_api.expect
@@ -64,6 +65,31 @@ def test_after_a_failed_question_the_meter_shows_the_size_of_the_request_that_fa
     expect(page.locator(FIGURES)).to_contain_text("in the request that failed")
     assert _meter_value(page) == live  # the same figure, live and reloaded
     screenshot(page, "chat-meter-failed-request")
+
+
+def test_a_question_refused_before_its_page_came_shows_its_end_without_a_stream(page, server, fake_session,
+                                                                               fake_provider):
+    """On a busy server the run can fail before the browser fetches its part of the page;
+    no stream then ends it, and the meter kept the browser's rough count (seen in CI). The
+    fragment is held back here until the run is over, so the order is certain."""
+    from sessions.models import Run
+
+    session = fake_session()
+    fake_provider.handler = lambda request: error(401, "no", code="invalid_api_key")
+    log_in(page, server, next_path=f"/sessions/{session.pk}/")
+
+    def after_the_run_ended(route):
+        wait_for(lambda: Run.objects.filter(session=session, status=Run.Status.FAILED).exists())
+        route.continue_()
+
+    page.route("**/chat/runs/*/fragment", after_the_run_ended)
+    ask(page, "Please read this carefully. " * 500)
+    expect(page.locator(f"{LAST_RUN} .error-box")).to_be_visible(timeout=15_000)
+    failed = re.compile(r"^about [\d,]+ of [\d,]+ tokens in the request that failed")
+    expect(page.locator(FIGURES)).to_contain_text(failed)
+    expect(page.locator(FIGURES)).not_to_contain_text("rough count")
+    expect(page.locator("#chat-status")).to_have_text("The run failed — see the message above.")
+    assert page.script_errors == []
 
 
 def _kinds(page) -> list[str]:
