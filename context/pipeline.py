@@ -25,6 +25,7 @@ from typing import Any
 
 from context.adapters import RequestBuilder
 from context.anthropic import AnthropicBuilder
+from context.attachments import DEFAULT_IMAGE_BUDGET, apply_image_budget
 from context.calibration import CalibratedEstimator, Calibration, ratio_sample
 from context.compaction import newest_results_overflow
 from context.estimators import EstimateCache
@@ -320,7 +321,11 @@ class ContextPipeline:
         """The request of a compacted view (``messages``, without the system message); the
         next step loads from the new snapshot."""
         self.context.reload()
-        self._pending = _Pending(*self._request([system, *messages], tools), repairs=[])
+        # The compacted view keeps the last question (CTX-31) beside the newest messages: both
+        # may carry images, so the request is held to the image budget as a projection is.
+        kept = [dict(message) for message in messages]
+        apply_image_budget(kept, DEFAULT_IMAGE_BUDGET)
+        self._pending = _Pending(*self._request([system, *kept], tools), repairs=[])
         return self._checked(self._pending)
 
     def _request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], *,

@@ -184,3 +184,18 @@ def test_ctx25_the_body_asks_for_stream_usage_only_where_the_provider_reads_it()
     assert asked["stream_options"] == {"include_usage": True} and "stream_options" not in silent
     assert "stream_options" not in build_body(NATIVE, messages, max_output_tokens=64)
     assert json.loads(json.dumps(silent)) == {k: v for k, v in asked.items() if k != "stream_options"}
+
+
+def test_run13_a_compacted_views_request_holds_at_most_the_image_budgets_images() -> None:
+    """The anchor question and the kept newest messages may each carry images; together they
+    went out past the budget (the providers refuse more than 100 images, 32 MB)."""
+    from context import DEFAULT_IMAGE_BUDGET
+
+    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0KGgo" + "A" * 53}}
+    view = [{"role": "user", "content": [{"type": "text", "text": f"screen {n}"}, part]} for n in range(30)]
+    seeing = RequestShape(model="gpt-4o", dialect="openai", supports_images=True)
+    body = _pipeline(seeing).after_compaction(SYSTEM, TOOLS, view).body
+    images = [p for m in body["messages"] if isinstance(m["content"], list) for p in m["content"]
+              if p.get("type") == "image_url"]
+    assert len(images) == DEFAULT_IMAGE_BUDGET.max_images < 30
+    assert body["messages"][-1]["content"][-1] == part  # the newest kept
