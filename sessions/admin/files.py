@@ -16,6 +16,7 @@ from agentloom.api.fields import id_from_text
 from sessions.admin.audit import access_audit_write
 from sessions.admin.pages import object_or_404
 from sessions.models import Session, SessionFile
+from sessions.services.files import file_name_of
 
 
 def file_download_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str, file_id: str) -> HttpResponse:
@@ -26,10 +27,12 @@ def file_download_view(model_admin: ModelAdmin, request: HttpRequest, object_id:
         raise Http404(f"No file {file_id!r} in this session.")
     with transaction.atomic():
         access_audit_write(user=request.user, what="file", session=session, detail={"file": pk})
-        stored = SessionFile.objects.only("name", "data").get(pk=pk)  # decrypted after the audit row
+        stored = SessionFile.objects.only("name", "data", "kind", "content_type").get(pk=pk)  # after the audit row
     response = HttpResponse(bytes(stored.data), content_type="application/octet-stream")
-    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=stored.name or
-                                                                 f"file-{pk}")
+    # Cleaned again as the API's download is: a row stored before names were cleaned keeps
+    # no direction override and gets an extension that matches what the bytes are.
+    response["Content-Disposition"] = content_disposition_header(as_attachment=True,
+                                                                 filename=file_name_of(stored) or f"file-{pk}")
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "private, no-store"
     return response

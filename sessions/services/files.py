@@ -50,7 +50,12 @@ _TYPE_EXTENSIONS = {"application/pdf": ("pdf",), "image/png": ("png",), "image/j
 
 
 def megabytes(size: int) -> str:
-    return f"{size / (1024 * 1024):.0f} MB" if size >= 1024 * 1024 else f"{size // 1024} KB"
+    """A bound in words, rounded down (3,750,000 bytes is "3.5 MB", never "4 MB": a person
+    told a figure above the bound would attach a file it then refuses)."""
+    if size < 1024 * 1024:
+        return f"{size // 1024} KB"
+    tenths = size * 10 // (1024 * 1024)
+    return f"{tenths // 10} MB" if tenths % 10 == 0 else f"{tenths // 10}.{tenths % 10} MB"
 
 
 def file_too_large(limit: int) -> TooLarge:

@@ -140,3 +140,12 @@ def test_a_record_without_attachments_lists_none(console, story):
     html = console.get(records(story.session.pk)).content.decode()
     assert "record-files" not in html
     assert Run.objects.filter(session=story.session).exists()
+
+
+def test_a_row_stored_before_names_were_cleaned_downloads_under_its_cleaned_name(console, with_files, alice):
+    """`invoice<U+202E>txt.hta` on a text file was served to staff as `.hta` (it runs on Windows)."""
+    hostile = stored_file(with_files.session, alice, name="invoice\u202etxt.hta", content_type="text/plain",
+                          kind="text", data=b"<script>alert(1)</script>", text="<script>alert(1)</script>")
+    response = console.get(download(with_files.session.pk, hostile.pk))
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="invoicetxt.hta.txt"'

@@ -150,3 +150,12 @@ def test_a_latin_1_name_declared_in_the_header_is_read_and_cleaned(alice, make_s
                                      content_type=f"multipart/form-data; boundary={boundary}")
     assert response.status_code == 201, response.content
     assert response.json()["name"] == "café.hta.txt"  # U+0085 (a C1 control) dropped
+
+
+def test_a_bound_in_words_never_says_more_than_the_bound():
+    """3,750,000 bytes read "4 MB": a person with a 3.8 MB image was told it fits."""
+    from sessions.services.files import megabytes
+
+    assert megabytes(3_750_000) == "3.5 MB"
+    assert megabytes(10 * 1024 * 1024) == "10 MB" and megabytes(50 * 1024 * 1024) == "50 MB"
+    assert megabytes(512 * 1024) == "512 KB"
