@@ -28,6 +28,7 @@ REPAIR_LABELS = {
     "screenshot_trimmed": "Old screenshot replaced by a note",
     "interrupted_text": "Interrupted answer kept, marked",
     "arguments_wrapped": "Malformed arguments wrapped",
+    "image_left_out": "Older image left out (provider's image limits)",
 }
 
 STATUS_LABELS = {KEPT: "kept", REWRITTEN: "rewritten", ADDED: "new", REMOVED: "removed"}

@@ -110,3 +110,17 @@ def test_old_and_pruned_call_logs_say_what_is_missing():
                           "fields": {"model": "m", "max_tokens": 64, "stream": True}})
     assert [(f.name, f.value.head if f.value else f.listed) for f in fields] == [
         ("model", '"m"'), ("messages", "the messages, listed below"), ("max_tokens", "64"), ("stream", "true")]
+
+
+def test_every_repair_kind_the_projector_reports_has_a_label_for_people():
+    """The inspector showed a new kind by its slug ("image left out"); the projector's
+    docstring is where every kind it reports is listed."""
+    import re
+
+    from context.projector import project_records
+    from sessions.admin.inspector import REPAIR_LABELS
+
+    listed = re.search(r"\"call_id\"\?}`` each: (.*?)\. The context inspector", project_records.__doc__ or "", re.S)
+    assert listed, "the projector's docstring lists the repair kinds"
+    kinds = {kind.strip() for kind in listed.group(1).split(",")}
+    assert len(kinds) >= 10 and kinds <= set(REPAIR_LABELS), kinds - set(REPAIR_LABELS)
