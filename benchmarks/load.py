@@ -1,31 +1,66 @@
 """Load run: concurrent chat users against the fake provider, web + two worker processes.
 
-    .venv/bin/python benchmarks/load.py [--users 50] [--seconds 120] [--workers 2]
+    .venv/bin/python benchmarks/load.py [--users 50] [--seconds 120] [--workers 2] [--drain 20]
+                                        [--fault 500] [--fault hang]
 
-Loopback only, bounded in time, stops by itself. Each simulated user has a session and,
-until the time is up, asks a question over the HTTP API, follows the run's events over
-SSE to the end, and asks again. The fake provider streams each answer in 20 chunks
-(10 ms apart) and sometimes calls the calculator first; it refuses any invalid request.
+Loopback only (127.0.0.1), bounded in count and time, stops by itself whatever the product
+does. Each simulated user has a session and, until ``--seconds`` are up, asks a question
+over the HTTP API, follows the run's events over SSE to the end, and asks again. After
+that, users get ``--drain`` seconds to finish the run they are following; any user still
+busy then is cancelled. Every HTTP call and every SSE read has a time-out. The web and
+worker processes it starts are stopped (their whole process groups, killed when they do
+not stop within 5 s), also on Ctrl-C and when the benchmark itself fails.
 
-Reported: questions per second, time to first token and whole-run time (p50/p95/p99),
-errors, invalid provider requests, lost records. Exits non-zero when any error, invalid
-request or lost record is seen (the short form of this run is a CI test).
+The fake provider streams each answer in 20 chunks (10 ms apart) and sometimes calls the
+calculator first; it refuses any invalid request. ``--fault`` makes the product fail on
+purpose (to check this report): ``500`` points half of the users' questions at a loopback
+path that answers 500; ``hang`` makes the fake provider never answer, so runs never end.
+
+The table is always printed (see docs/performance.md, *Load*): runs completed, questions
+per second, time to first token and whole-run time (p50/p95/p99), errors by kind (HTTP
+status or exception class), users cancelled, runs left queued/running, invalid provider
+requests, lost records. Exits 1 when any of those is non-zero or no run completed, 130
+when interrupted (the short form of this run is a CI test).
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
+from collections import Counter
 
 from _django import REPO, setup, table
 
 sys.path.insert(0, str(REPO))
+
+START_SECONDS = 30.0  # the web process must answer /healthz within this
+STOP_SECONDS = 5.0  # each process group gets this long after SIGTERM, then SIGKILL
+CALL_TIMEOUT = 10.0  # connect / write / read of every plain HTTP call
+SSE_READ_TIMEOUT = 30.0  # longest silence accepted on an event stream
+CANCEL_SECONDS = 5.0  # cancelled users get this long to close their connections
+
+
+class Tally:
+    """What the users saw, kept outside the event loop so an interrupted run still reports."""
+
+    def __init__(self) -> None:
+        self.results: list[dict] = []
+        self.kinds: Counter[str] = Counter()
+        self.samples: dict[str, str] = {}  # the first detail seen of each kind
+        self.cancelled = 0
+        self.elapsed = 0.0
+        self.interrupted = False
+
+    def error(self, kind: str, detail: str = "") -> None:
+        self.kinds[kind] += 1
+        self.samples.setdefault(kind, detail[:300])
 
 
 def _free_port() -> int:
@@ -51,6 +86,18 @@ def _provider(request):
                        usage={"prompt_tokens": 20, "completion_tokens": 20})
 
 
+def _hanging_provider(request):
+    from tests.fakes.fake_provider import Hang
+
+    return Hang(seconds=3600)
+
+
+def _failing_path(request):
+    from tests.fakes.fake_provider import error
+
+    return error(500, "fault injected by the load run")
+
+
 def _world(users: int, base_url: str):
     from django.contrib.auth import get_user_model
 
@@ -61,7 +108,7 @@ def _world(users: int, base_url: str):
     from models_catalog.models import ModelConnection
 
     User = get_user_model()
-    stamp = int(time.time())
+    stamp = time.time_ns()
     owner = User.objects.create_user(username=f"load-owner-{stamp}")
     space = space_bootstrap_for_user(user=owner)
     connection = ModelConnection.objects.create(space=space, name="fake", provider="openai_compatible",
@@ -76,51 +123,213 @@ def _world(users: int, base_url: str):
     return agent, tokens
 
 
-def _user(url: str, token: str, agent_id: int, deadline: float, results: list, errors: list) -> None:
+def _failed(tally: Tally, what: str, response) -> None:
+    tally.error(str(response.status_code), f"{what}: {response.text[:200]}")
+
+
+async def _follow(client, run_id: int, started: float) -> tuple[str | None, float | None]:
+    """The run's end status and time to first token, read from its event stream."""
+    import httpx
+
+    first_token = None
+    timeout = httpx.Timeout(CALL_TIMEOUT, read=SSE_READ_TIMEOUT)
+    async with client.stream("GET", f"/api/v1/runs/{run_id}/events", timeout=timeout) as stream:
+        if stream.status_code != 200:
+            await stream.aread()
+            return f"events {stream.status_code}", None
+        event = None
+        async for line in stream.aiter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                if event == "message_delta" and first_token is None:
+                    first_token = time.monotonic() - started
+                if event == "run_finished":
+                    return json.loads(line[6:])["status"], first_token
+    return None, first_token
+
+
+async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: float, tally: Tally) -> None:
     import httpx
 
     headers = {"Authorization": f"Token {token}"}
-    with httpx.Client(base_url=url, headers=headers, timeout=60, trust_env=False) as client:
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=CALL_TIMEOUT, trust_env=False) as client:
         try:
-            session = client.post("/api/v1/sessions", json={"agent": agent_id}).json()["id"]
+            response = await client.post("/api/v1/sessions", json={"agent": agent_id})
+            if not response.is_success:
+                return _failed(tally, "session", response)
+            session = response.json()["id"]
         except Exception as exc:  # noqa: BLE001 - counted and reported
-            errors.append(f"session: {exc!r}")
-            return
+            return tally.error(type(exc).__name__, f"session: {exc!r}")
         number = 0
-        while time.monotonic() < deadline:
+        while time.monotonic() < stop_asking:
             number += 1
             content = f"Question {number}: please add two and two" if random.random() < 0.3 else f"Question {number}"
             started = time.monotonic()
-            response = client.post(f"/api/v1/sessions/{session}/questions", json={"content": content})
-            if response.status_code == 429:
-                time.sleep(float(response.headers.get("Retry-After", "1")))
-                continue
-            if response.status_code != 202:
-                errors.append(f"ask: {response.status_code} {response.text[:200]}")
-                time.sleep(0.5)
-                continue
-            run_id = response.json()["id"]
-            first_token = None
-            status = None
             try:
-                with client.stream("GET", f"/api/v1/runs/{run_id}/events", timeout=120) as stream:
-                    event = None
-                    for line in stream.iter_lines():
-                        if line.startswith("event: "):
-                            event = line[7:]
-                        elif line.startswith("data: "):
-                            if event == "message_delta" and first_token is None:
-                                first_token = time.monotonic() - started
-                            if event == "run_finished":
-                                status = json.loads(line[6:])["status"]
-                                break
+                response = await client.post(f"{ask_url}/api/v1/sessions/{session}/questions",
+                                             json={"content": content})
+                if response.status_code == 429:
+                    wait = float(response.headers.get("Retry-After", "1"))
+                    await asyncio.sleep(max(0.0, min(wait, stop_asking - time.monotonic())))
+                    continue
+                if response.status_code != 202:
+                    _failed(tally, "ask", response)
+                    await asyncio.sleep(0.5)  # back off, as a person would
+                    continue
+                run_id = response.json()["id"]
+                status, first_token = await _follow(client, run_id, started)
             except Exception as exc:  # noqa: BLE001 - counted and reported
-                errors.append(f"stream: {exc!r}")
+                tally.error(type(exc).__name__, repr(exc))
+                await asyncio.sleep(0.5)
                 continue
             if status != "completed":
-                errors.append(f"run {run_id} ended {status}")
+                tally.error(f"run {status or 'stream ended early'}", f"run {run_id}")
                 continue
-            results.append({"run": run_id, "first_token": first_token, "total": time.monotonic() - started})
+            tally.results.append({"run": run_id, "first_token": first_token, "total": time.monotonic() - started})
+
+
+async def _drive(users: list[tuple[str, str]], url: str, agent_id: int, seconds: float, drain: float,
+                 tally: Tally) -> None:
+    started = time.monotonic()
+    tasks = [asyncio.create_task(_user(url, ask_url, token, agent_id, started + seconds, tally))
+             for ask_url, token in users]
+    try:
+        done, pending = await asyncio.wait(tasks, timeout=seconds + drain)
+        for task in pending:
+            task.cancel()
+        tally.cancelled = len(pending)
+        if pending:
+            await asyncio.wait(pending, timeout=CANCEL_SECONDS)
+        for task in done:
+            if task.exception() is not None:
+                tally.error(type(task.exception()).__name__, repr(task.exception()))
+    finally:
+        tally.elapsed = time.monotonic() - started
+
+
+def _start(argv: list[str], env: dict) -> subprocess.Popen:
+    return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    """SIGTERM to each process group, SIGKILL to all of them STOP_SECONDS later; reap all."""
+    for process in processes:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    give_up = time.monotonic() + STOP_SECONDS
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.0, give_up - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # also reaps children left in the group
+        except ProcessLookupError:
+            pass
+        process.wait()
+
+
+def _wait_for_web(url: str, processes: list[subprocess.Popen]) -> bool:
+    import httpx
+
+    give_up = time.monotonic() + START_SECONDS
+    while time.monotonic() < give_up and all(p.poll() is None for p in processes):
+        try:
+            if httpx.get(url + "/healthz", timeout=1, trust_env=False).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)  # polling interval
+    return False
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _run(args, tally: Tally, state: dict) -> None:
+    from tests.fakes.fake_provider import FakeProvider
+    from tests.fakes.strict import StrictProvider
+
+    handler = _hanging_provider if "hang" in args.fault else _provider
+    strict = StrictProvider(handler, api_key="sk-load-test-key-000")
+    state["rejections"] = strict.rejections
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings", "LOG_LEVEL": "WARNING"}
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    processes: list[subprocess.Popen] = []
+    with FakeProvider(strict) as fake, FakeProvider(_failing_path) as failing:
+        agent, tokens = _world(args.users, fake.base_url)
+        state["agent"] = agent
+        ask_urls = [failing.url if "500" in args.fault and index % 2 == 0 else "" for index in range(len(tokens))]
+        try:
+            processes.append(_start(
+                [sys.executable, "-m", "uvicorn", "agentloom.asgi:application", "--host", "127.0.0.1",
+                 "--port", str(port), "--log-level", "warning", "--no-access-log"], env))
+            for index in range(args.workers):
+                processes.append(_start(
+                    [sys.executable, "-m", "celery", "-A", "agentloom", "worker", "--pool=threads", "--concurrency=16",
+                     "--without-mingle", "--without-gossip", "--loglevel=ERROR", "-n", f"load{index}@%h"], env))
+            if not _wait_for_web(url, processes):
+                tally.error("web did not start", f"no answer from {url}/healthz within {START_SECONDS:.0f} s")
+                return
+            time.sleep(2)  # let the workers connect
+            asyncio.run(_drive(list(zip(ask_urls, tokens)), url, agent.pk, args.seconds, args.drain, tally))
+            state["stuck"] = _left_behind(agent)  # before stopping: a stopping worker may end its runs
+        finally:
+            _stop(processes)
+
+
+def _left_behind(agent) -> int:
+    from sessions.models import Run
+
+    return Run.objects.filter(session__agent=agent, status__in=["queued", "running"]).count()
+
+
+def _check(state: dict, tally: Tally) -> tuple[str, str]:
+    """Lost records among the completed runs, and runs left queued/running when the users stopped."""
+    from sessions.models import SessionMessage
+
+    if "agent" not in state:
+        return "not checked", "not checked"
+    lost = 0
+    for result in tally.results:  # every completed run has its question, an answer and its end, in order
+        kinds = list(SessionMessage.objects.filter(run_id=result["run"]).order_by("seq")
+                     .values_list("kind", flat=True))
+        if not kinds or kinds[0] != "user" or "assistant" not in kinds or kinds[-1] != "run_status":
+            lost += 1
+    stuck = state.get("stuck")
+    return str(lost), "not checked" if stuck is None else str(stuck)
+
+
+def _report(args, tally: Tally, state: dict, lost: str, stuck: str) -> None:
+    from django.conf import settings
+
+    first = [r["first_token"] for r in tally.results if r["first_token"] is not None]
+    total = [r["total"] for r in tally.results]
+    kinds = ", ".join(f"{kind} ×{count}" for kind, count in tally.kinds.most_common()) or "none"
+    rejections = state.get("rejections", [])
+    faults = f", fault: {' + '.join(args.fault)}" if args.fault else ""
+    table(f"Load: {args.users} users for {args.seconds:.0f} s (+{args.drain:.0f} s drain), {args.workers} worker "
+          f"processes ({'Redis' if settings.REDIS_URL else 'filesystem'} broker), fake provider on loopback{faults}", [
+        ("runs completed", f"{len(tally.results)}"),
+        ("questions per second", f"{len(tally.results) / tally.elapsed:,.1f}" if tally.elapsed else "0.0"),
+        ("time to first token p50 / p95 / p99 (s)",
+         f"{_percentile(first, .5):.2f} / {_percentile(first, .95):.2f} / {_percentile(first, .99):.2f}"),
+        ("whole run p50 / p95 / p99 (s)",
+         f"{_percentile(total, .5):.2f} / {_percentile(total, .95):.2f} / {_percentile(total, .99):.2f}"),
+        ("errors", f"{sum(tally.kinds.values())}"), ("errors by kind", kinds),
+        ("users cancelled at the deadline", f"{tally.cancelled}"),
+        ("runs left queued/running", stuck),
+        ("invalid provider requests", f"{len(rejections)}"), ("lost records", lost),
+    ], ("figure", "value"))
+    for kind, detail in list(tally.samples.items())[:10]:
+        print(f"  error {kind}: {detail}" if detail else f"  error {kind}")
+    if tally.interrupted:
+        print("  interrupted: the figures cover the run until then")
 
 
 def main() -> int:
@@ -128,85 +337,35 @@ def main() -> int:
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=120)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--drain", type=float, default=20, help="seconds to finish the followed runs (default 20)")
+    parser.add_argument("--fault", action="append", choices=["500", "hang"], default=[],
+                        help="make the product fail on purpose (repeatable)")
     args = parser.parse_args()
+    if not 1 <= args.users <= 1000 or not 0 < args.seconds <= 3600 or not 0 <= args.drain <= 600:
+        parser.error("--users must be 1–1000, --seconds 0–3600, --drain 0–600")
     os.environ.setdefault("AGENTLOOM_ASK_RATE", "1000/min")
+    signal.signal(signal.SIGTERM, _interrupt)
     vendor = setup()
     if vendor != "postgresql":
         print("the load run needs PostgreSQL (web and workers are separate processes): set DATABASE_URL=postgres://…")
         return 2
-    from django.conf import settings
-
-    from sessions.models import Run, SessionMessage
-    from tests.fakes.fake_provider import FakeProvider
-    from tests.fakes.strict import StrictProvider
-
-    strict = StrictProvider(_provider, api_key="sk-load-test-key-000")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings", "LOG_LEVEL": "WARNING"}
-    port = _free_port()
-    processes = []
-    with FakeProvider(strict) as fake:
-        agent, tokens = _world(args.users, fake.base_url)
-        try:
-            processes.append(subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "agentloom.asgi:application", "--host", "127.0.0.1",
-                 "--port", str(port), "--log-level", "warning"], cwd=REPO, env=env))
-            for index in range(args.workers):
-                processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "celery", "-A", "agentloom", "worker", "--pool=threads", "--concurrency=16",
-                     "--without-mingle", "--without-gossip", "--loglevel=ERROR", "-n", f"load{index}@%h"],
-                    cwd=REPO, env=env, stdout=subprocess.DEVNULL))
-            url = f"http://127.0.0.1:{port}"
-            import httpx
-
-            for _ in range(100):
-                try:
-                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
-            time.sleep(2)  # let the workers connect
-            results: list[dict] = []
-            errors: list[str] = []
-            started = time.monotonic()
-            deadline = started + args.seconds
-            threads = [threading.Thread(target=_user, args=(url, token, agent.pk, deadline, results, errors),
-                                        daemon=True)
-                       for token in tokens]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(timeout=args.seconds + 180)
-            elapsed = time.monotonic() - started
-        finally:
-            for process in processes:
-                process.terminate()
-            for process in processes:
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-    completed_ids = [r["run"] for r in results]
-    lost = 0
-    for run_id in completed_ids:  # every completed run has its question, an answer and its end, in order
-        kinds = list(SessionMessage.objects.filter(run_id=run_id).order_by("seq").values_list("kind", flat=True))
-        if not kinds or kinds[0] != "user" or "assistant" not in kinds or kinds[-1] != "run_status":
-            lost += 1
-    stuck = Run.objects.filter(session__agent=agent, status__in=["queued", "running"]).count()
-    first = [r["first_token"] for r in results if r["first_token"] is not None]
-    total = [r["total"] for r in results]
-    table(f"Load: {args.users} users for {args.seconds:.0f} s, {args.workers} worker processes "
-          f"({'Redis' if settings.REDIS_URL else 'filesystem'} broker), fake provider on loopback", [
-        ("runs completed", f"{len(results)}"), ("questions per second", f"{len(results) / elapsed:,.1f}"),
-        ("time to first token p50 / p95 / p99 (s)",
-         f"{_percentile(first, .5):.2f} / {_percentile(first, .95):.2f} / {_percentile(first, .99):.2f}"),
-        ("whole run p50 / p95 / p99 (s)",
-         f"{_percentile(total, .5):.2f} / {_percentile(total, .95):.2f} / {_percentile(total, .99):.2f}"),
-        ("errors", f"{len(errors)}"), ("invalid provider requests", f"{len(strict.rejections)}"),
-        ("lost records", f"{lost}"), ("runs left queued/running", f"{stuck}"),
-    ], ("figure", "value"))
-    for error in errors[:10]:
-        print("  error:", error)
-    return 1 if errors or strict.rejections or lost or stuck or not results else 0
+    tally, state = Tally(), {}
+    try:
+        _run(args, tally, state)
+    except KeyboardInterrupt:
+        tally.interrupted = True
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        tally.error(type(exc).__name__, f"load run: {exc!r}")
+    try:
+        lost, stuck = _check(state, tally)
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        tally.error(type(exc).__name__, f"checking the records: {exc!r}")
+        lost = stuck = "not checked"
+    _report(args, tally, state, lost, stuck)
+    if tally.interrupted:
+        return 130
+    clean = lost == "0" and stuck == "0" and not tally.kinds and not tally.cancelled and not state.get("rejections")
+    return 0 if clean and tally.results else 1
 
 
 if __name__ == "__main__":
