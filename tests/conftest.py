@@ -129,6 +129,23 @@ def mallory(django_user_model):
 
 
 @pytest.fixture
+def olivia(django_user_model):
+    """The operator: a staff superuser who reads other people's sessions in the console."""
+    return django_user_model.objects.create_superuser(username="olivia", password="olivia-password-1",
+                                                      email="olivia@example.com")
+
+
+@pytest.fixture
+def console(olivia):
+    """The admin console, logged in as olivia."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(olivia)
+    return client
+
+
+@pytest.fixture
 def space(alice, bob):
     from agentloom.spaces.models import Membership
     from agentloom.spaces.services import membership_add, space_bootstrap_for_user

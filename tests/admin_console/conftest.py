@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from django.test import Client
 
 from sessions.models import Instance, ModelCall, Run, RunEvent, Session  # noqa: F401
 from sessions.selectors import main_instance
@@ -22,19 +21,6 @@ from tests.runloop.conftest import fake, fake_agent_factory, fake_session, stric
 from tests.sessions.helpers import answer, call_tool, claim, tool_result
 
 SECRET = "The vault code is 7-4-1-9"  # only ever readable decrypted
-
-
-@pytest.fixture
-def olivia(django_user_model):
-    return django_user_model.objects.create_superuser(username="olivia", password="olivia-password-1",
-                                                      email="olivia@example.com")
-
-
-@pytest.fixture
-def console(olivia) -> Client:
-    client = Client()
-    client.force_login(olivia)
-    return client
 
 
 @dataclass

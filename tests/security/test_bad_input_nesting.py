@@ -135,15 +135,6 @@ def test_nesting_in_any_parser_content_type_is_never_a_5xx(client, agent, unit, 
 # --- the console -----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def console(django_user_model) -> Client:
-    olivia = django_user_model.objects.create_superuser(username="olivia", password="olivia-password-1",
-                                                        email="olivia@example.com")
-    browser = Client()
-    browser.force_login(olivia)
-    return browser
-
-
 @pytest.mark.parametrize("value", ["²", "9" * 25, "١٢"])
 def test_an_instance_that_is_no_id_gets_the_records_page_with_a_message(console, alice, make_session, value, caplog):
     caplog.set_level(logging.DEBUG)

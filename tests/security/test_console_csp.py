@@ -21,15 +21,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def operator(django_user_model) -> Client:
-    olivia = django_user_model.objects.create_superuser(username="olivia", password="olivia-password-1",
-                                                        email="olivia@example.com")
-    client = Client()
-    client.force_login(olivia)
-    return client
-
-
-@pytest.fixture
 def story(alice, make_session, version):
     session = make_session(alice)
     run = question_ask(session=session, content="Hello")
@@ -58,12 +49,12 @@ def console_paths(story) -> list[str]:
     return paths
 
 
-def test_every_console_page_carries_the_content_security_policy(operator, story):
+def test_every_console_page_carries_the_content_security_policy(console, story):
     paths = console_paths(story)
     assert len(paths) > 30 and any(path.endswith("/records/") for path in paths)
     assert Run.objects.exists()
     for path in paths:
-        response = operator.get(path)
+        response = console.get(path)
         assert response.status_code in (200, 302, 403, 404), (path, response.status_code)
         assert response.get("Content-Security-Policy") == CONTENT_SECURITY_POLICY, path
         assert "script-src 'self'" in response["Content-Security-Policy"] and "unsafe-inline" not in \

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 from django.contrib.admin import helpers
-from django.test import Client
 
 from agentloom.toolservers.config import servers_parse
 from agentloom.toolservers.models import ToolServer
@@ -19,15 +18,6 @@ from tests.fakes.mcp_servers import TOKEN
 # Only the test's thread writes: the SDK runs on the bridge's loop, which never touches the database.
 pytestmark = pytest.mark.django_db
 ADD = "/admin/toolservers/toolserver/add/"
-
-
-@pytest.fixture
-def console(django_user_model) -> Client:
-    olivia = django_user_model.objects.create_superuser(username="olivia", password="olivia-password-1",
-                                                        email="olivia@example.com")
-    client = Client()
-    client.force_login(olivia)
-    return client
 
 
 def add(console, space, server, headers: str):
