@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from agentloom.db_pool import pool_options
 from agentloom.env import (
     ConfigError,
     database_from_url,
@@ -72,6 +73,25 @@ DATABASES = {
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Bounded connections on PostgreSQL (agentloom/db_pool.py, docs/operations.md): each web
+# process borrows from a pool of at most AGENTLOOM_DB_POOL_MAX, each worker from one of
+# two per thread (or AGENTLOOM_WORKER_DB_POOL_MAX). A request that waits longer than
+# AGENTLOOM_DB_POOL_TIMEOUT for one is answered 503 with Retry-After; a worker waits longer.
+AGENTLOOM_DB_POOL = env_bool("AGENTLOOM_DB_POOL", True)
+AGENTLOOM_DB_POOL_MAX = env_int("AGENTLOOM_DB_POOL_MAX", 20, minimum=1, maximum=1000)
+AGENTLOOM_DB_POOL_TIMEOUT = env_float("AGENTLOOM_DB_POOL_TIMEOUT", 5.0, minimum=0.05)
+AGENTLOOM_WORKER_DB_POOL_MAX = env_int("AGENTLOOM_WORKER_DB_POOL_MAX", 0, minimum=0, maximum=1000)  # 0: by threads
+AGENTLOOM_WORKER_DB_POOL_TIMEOUT = env_float("AGENTLOOM_WORKER_DB_POOL_TIMEOUT", 60.0, minimum=0.05)
+# PgBouncer in transaction mode hands each transaction any server connection: a named
+# (server-side) cursor would not survive its transaction there (docs/operations.md).
+AGENTLOOM_DB_TRANSACTION_POOLER = env_bool("AGENTLOOM_DB_TRANSACTION_POOLER", False)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Named, so pg_stat_activity tells web from worker connections (a worker renames its own).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("application_name", "agentloom-web")
+    if AGENTLOOM_DB_POOL:
+        DATABASES["default"]["OPTIONS"]["pool"] = pool_options(
+            max_size=AGENTLOOM_DB_POOL_MAX, timeout=AGENTLOOM_DB_POOL_TIMEOUT, name="web")
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = AGENTLOOM_DB_TRANSACTION_POOLER
 
 REDIS_URL = redis_url_checked("REDIS_URL")
 

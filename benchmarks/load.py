@@ -53,10 +53,17 @@ class Tally:
     def __init__(self) -> None:
         self.results: list[dict] = []
         self.kinds: Counter[str] = Counter()
+        self.shed: Counter[str] = Counter()  # 429/503 with Retry-After, waited out and retried
         self.samples: dict[str, str] = {}  # the first detail seen of each kind
         self.cancelled = 0
         self.elapsed = 0.0
         self.interrupted = False
+
+    def refused(self, response) -> float:
+        """A 429 or 503 the product answered with Retry-After: shed load, waited out and
+        retried, as a person's browser does; counted apart from the errors."""
+        self.shed[str(response.status_code)] += 1
+        return float(response.headers.get("Retry-After", "1"))
 
     def error(self, kind: str, detail: str = "") -> None:
         self.kinds[kind] += 1
@@ -127,26 +134,35 @@ def _failed(tally: Tally, what: str, response) -> None:
     tally.error(str(response.status_code), f"{what}: {response.text[:200]}")
 
 
-async def _follow(client, run_id: int, started: float) -> tuple[str | None, float | None]:
+async def _follow(client, run_id: int, started: float, tally: Tally) -> tuple[str | None, float | None]:
     """The run's end status and time to first token, read from its event stream."""
     import httpx
 
     first_token = None
     timeout = httpx.Timeout(CALL_TIMEOUT, read=SSE_READ_TIMEOUT)
-    async with client.stream("GET", f"/api/v1/runs/{run_id}/events", timeout=timeout) as stream:
-        if stream.status_code != 200:
-            await stream.aread()
-            return f"events {stream.status_code}", None
-        event = None
-        async for line in stream.aiter_lines():
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: "):
-                if event == "message_delta" and first_token is None:
-                    first_token = time.monotonic() - started
-                if event == "run_finished":
-                    return json.loads(line[6:])["status"], first_token
-    return None, first_token
+    last_id = None
+    while True:
+        headers = {"Last-Event-ID": last_id} if last_id is not None else {}
+        async with client.stream("GET", f"/api/v1/runs/{run_id}/events", timeout=timeout, headers=headers) as stream:
+            if stream.status_code in (429, 503) and "Retry-After" in stream.headers:
+                await stream.aread()
+                await asyncio.sleep(tally.refused(stream))
+                continue  # the browser's EventSource reconnects from the last event it saw
+            if stream.status_code != 200:
+                await stream.aread()
+                return f"events {stream.status_code}", None
+            event = None
+            async for line in stream.aiter_lines():
+                if line.startswith("id: "):
+                    last_id = line[4:]
+                elif line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: "):
+                    if event == "message_delta" and first_token is None:
+                        first_token = time.monotonic() - started
+                    if event == "run_finished":
+                        return json.loads(line[6:])["status"], first_token
+        return None, first_token
 
 
 async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: float, tally: Tally) -> None:
@@ -156,6 +172,10 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=CALL_TIMEOUT, trust_env=False) as client:
         try:
             response = await client.post("/api/v1/sessions", json={"agent": agent_id})
+            while response.status_code in (429, 503) and "Retry-After" in response.headers \
+                    and time.monotonic() < stop_asking:
+                await asyncio.sleep(tally.refused(response))
+                response = await client.post("/api/v1/sessions", json={"agent": agent_id})
             if not response.is_success:
                 return _failed(tally, "session", response)
             session = response.json()["id"]
@@ -169,8 +189,8 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
             try:
                 response = await client.post(f"{ask_url}/api/v1/sessions/{session}/questions",
                                              json={"content": content})
-                if response.status_code == 429:
-                    wait = float(response.headers.get("Retry-After", "1"))
+                if response.status_code in (429, 503) and "Retry-After" in response.headers:
+                    wait = tally.refused(response)
                     await asyncio.sleep(max(0.0, min(wait, stop_asking - time.monotonic())))
                     continue
                 if response.status_code != 202:
@@ -178,7 +198,7 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
                     await asyncio.sleep(0.5)  # back off, as a person would
                     continue
                 run_id = response.json()["id"]
-                status, first_token = await _follow(client, run_id, started)
+                status, first_token = await _follow(client, run_id, started, tally)
             except Exception as exc:  # noqa: BLE001 - counted and reported
                 tally.error(type(exc).__name__, repr(exc))
                 await asyncio.sleep(0.5)
@@ -322,6 +342,8 @@ def _report(args, tally: Tally, state: dict, lost: str, stuck: str) -> None:
         ("whole run p50 / p95 / p99 (s)",
          f"{_percentile(total, .5):.2f} / {_percentile(total, .95):.2f} / {_percentile(total, .99):.2f}"),
         ("errors", f"{sum(tally.kinds.values())}"), ("errors by kind", kinds),
+        ("shed with Retry-After (waited, retried)",
+         ", ".join(f"{status} ×{count}" for status, count in sorted(tally.shed.items())) or "none"),
         ("users cancelled at the deadline", f"{tally.cancelled}"),
         ("runs left queued/running", stuck),
         ("invalid provider requests", f"{len(rejections)}"), ("lost records", lost),

@@ -13,6 +13,7 @@ from django.http import Http404
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
+from agentloom.db_pool import BUSY_MESSAGE, RETRY_AFTER_SECONDS, database_busy
 from agentloom.errors import DomainError
 
 logger = logging.getLogger("agentloom.api")
@@ -88,5 +89,14 @@ def exception_handler(exc, context) -> Response:
         if isinstance(exc, drf.Throttled) and exc.wait is not None:
             headers["Retry-After"] = str(int(exc.wait) + 1)
         return Response(error_body(_DRF_CODES.get(status, "error"), str(message)), status=status, headers=headers)
+    if database_busy(exc):
+        return busy_response()
     logger.error("unhandled API error in %s", context.get("view").__class__.__name__ if context else "?", exc_info=exc)
     return Response(error_body("server_error", "Something went wrong on our side."), status=500)
+
+
+def busy_response() -> Response:
+    """No database connection in time (SPEC §11): refused before anything was done."""
+    logger.warning("database busy: request refused with 503")
+    return Response(error_body("busy", BUSY_MESSAGE), status=503,
+                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)})

@@ -1,9 +1,15 @@
 """Error pages outside DRF views: JSON under /api/, plain text elsewhere; never a trace."""
 from __future__ import annotations
 
+import logging
+import sys
+
 from django.http import HttpResponse, JsonResponse
 
 from agentloom.api.errors import error_body
+from agentloom.db_pool import BUSY_MESSAGE, RETRY_AFTER_SECONDS, database_busy
+
+logger = logging.getLogger("agentloom.api")
 
 
 def _answer(request, status: int, code: str, message: str):
@@ -25,4 +31,11 @@ def not_found(request, exception=None):
 
 
 def server_error(request):
+    # Django calls this inside its handler of the exception: a database that had no
+    # connection for the request (pool timed out, server full) is a 503 to retry, not a 500.
+    if database_busy(sys.exc_info()[1]):
+        logger.warning("database busy: %s refused with 503", request.path)
+        response = _answer(request, 503, "busy", BUSY_MESSAGE)
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
     return _answer(request, 500, "server_error", "Something went wrong on our side.")

@@ -14,6 +14,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from agentloom.api.fields import MAX_ID, id_from_text
+from agentloom.db_pool import connection_give_back
 from agentloom.errors import NotFound, ValidationFailed
 from agentloom.runloop.stream import EventStream, StreamSlot, event_as_dict, events_after
 from context.usage import usage_figures
@@ -89,6 +90,7 @@ def run_events(request, run_id: int):
                                        "open at once; close one (another tab?) and try again.")
     stream = EventStream(run_id=run.pk, user_id=request.user.pk,
                          after=resume_from if resume_from is not None else after, slot=slot)
+    connection_give_back()  # the stream borrows one per poll; it keeps none while it is open
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
+from agentloom.db_pool import worker_pool_apply
 from agentloom.runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
 from agentloom.runloop.workers import executing, lease_take, worker_beat, worker_forget, worker_name, workers_prune
 from agentloom.toolservers.selectors import operator_servers
@@ -150,8 +151,15 @@ def _shut_down(**kwargs) -> None:
     thread.join(timeout=SHUTDOWN_WRITE_SECONDS)
 
 
+def _pool_fits_threads(sender=None, **kwargs) -> None:
+    """The worker's connection pool holds two per thread (agentloom/db_pool.py)."""
+    threads = sender.concurrency if sender is not None and isinstance(sender.concurrency, int) else 8
+    worker_pool_apply(threads)
+
+
 def worker_hooks_connect() -> None:
     """Connect the worker lifecycle hooks (idempotent; they fire in worker processes only)."""
+    signals.worker_init.connect(_pool_fits_threads, dispatch_uid="agentloom-db-pool", weak=False)
     signals.worker_init.connect(_exit_at_start_when_told, dispatch_uid="agentloom-exit-at-start", weak=False)
     signals.worker_ready.connect(_start, dispatch_uid="agentloom-housekeeping", weak=False)
     signals.worker_shutting_down.connect(_shut_down, dispatch_uid="agentloom-shutdown", weak=False)

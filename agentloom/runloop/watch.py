@@ -1,15 +1,18 @@
 """Cheap, throttled checks the loop makes while it works: Stop requests and heartbeats."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from agentloom.runloop.workers import executing_add, executing_remove
 from sessions.models import Run
 from sessions.services.runs import heartbeat_period
+
+logger = logging.getLogger("agentloom.runloop")
 
 
 class RunWatch:
@@ -68,7 +71,12 @@ class RunWatch:
         def run() -> None:
             try:
                 while not self._stop.wait(self.heartbeat_every):
-                    self.beat(force=True)
+                    try:
+                        self.beat(force=True)
+                    except DatabaseError:  # no connection in time, a restart: the next beat tries again
+                        logger.warning("run %s: heartbeat not written", self.run_id, exc_info=True)
+                    finally:
+                        connections.close_all()  # back to the pool between beats, not held for the run
             finally:
                 connections.close_all()
 

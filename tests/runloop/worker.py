@@ -23,16 +23,17 @@ def test_database_url() -> str:
 class Worker:
     """``with Worker() as worker:`` starts a worker; ``worker.kill()`` is SIGKILL."""
 
-    def __init__(self) -> None:
-        env = dict(os.environ)
-        env.update({"DJANGO_SETTINGS_MODULE": "agentloom.settings_test", "DATABASE_URL": test_database_url(),
-                    "AGENTLOOM_RETRY_BASE_DELAY": "0.01"})
+    def __init__(self, *, concurrency: int = 2, env: dict[str, str] | None = None) -> None:
+        environment = dict(os.environ)
+        environment.update({"DJANGO_SETTINGS_MODULE": "agentloom.settings_test", "DATABASE_URL": test_database_url(),
+                            "AGENTLOOM_RETRY_BASE_DELAY": "0.01", **(env or {})})
         if settings.REDIS_URL:
-            env["REDIS_URL"] = settings.REDIS_URL
+            environment["REDIS_URL"] = settings.REDIS_URL
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "agentloom", "worker", "--pool=threads", "--concurrency=2",
-             "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel=WARNING"],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [sys.executable, "-m", "celery", "-A", "agentloom", "worker", "--pool=threads",
+             f"--concurrency={concurrency}", "--without-heartbeat", "--without-mingle", "--without-gossip",
+             "--loglevel=WARNING"],
+            cwd=REPO, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def __enter__(self) -> Worker:
         return self

@@ -1,0 +1,95 @@
+"""Bounded database connections (SPEC §11): psycopg's pool through Django, and a busy
+database answered with 503 + Retry-After instead of a 500.
+
+Every process that talks to PostgreSQL borrows from its own pool of at most
+``AGENTLOOM_DB_POOL_MAX`` connections (a worker: two per thread it runs, see
+``worker_pool_size``), so the sum over the processes of a deployment is known in advance
+and stays under the server's ``max_connections`` (docs/operations.md, *Database
+connections*). A request that cannot borrow one within ``AGENTLOOM_DB_POOL_TIMEOUT``
+seconds has done nothing yet — the first query is where it waits — so it is refused whole
+with 503 and the seconds to wait; so is one the server itself turns away (too many
+clients) or cannot be reached for.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+RETRY_AFTER_SECONDS = 2
+BUSY_MESSAGE = ("The server is busy right now and did not handle this request; nothing was changed. "
+                "Try again in a few seconds.")
+# PostgreSQL's class 53 (insufficient resources): 53300 too_many_connections, 53000, 53100
+# disk full, 53200 out of memory, 53400 configuration limit exceeded.
+_BUSY_SQLSTATE_CLASS = "53"
+_BUSY_WORDS = ("too many clients", "too many connections", "remaining connection slots")
+
+
+def pool_options(*, max_size: int, timeout: float, name: str) -> dict[str, Any]:
+    """The ``OPTIONS["pool"]`` Django passes to ``psycopg_pool.ConnectionPool``.
+
+    ``min_size`` 1: an idle process keeps one connection, a busy one grows to ``max_size``
+    and gives back what stayed unused for ``max_idle`` seconds.
+    """
+    return {"min_size": 1, "max_size": max_size, "timeout": timeout, "max_idle": 60.0, "name": name}
+
+
+def worker_pool_size(threads: int) -> int:
+    """A worker thread runs one run, whose heartbeat beats from a second thread (and a
+    tool's thread reads Stop), so two per thread plus the worker's own housekeeping: no
+    run ever waits for a connection its own process holds."""
+    return 2 * threads + 2
+
+
+def worker_pool_apply(threads: int) -> None:
+    """Called as a worker starts, before its first query: its pool fits its threads,
+    unless the operator sized it (``AGENTLOOM_WORKER_DB_POOL_MAX``)."""
+    from django.conf import settings
+    from django.db import connections
+
+    if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        return
+    options = settings.DATABASES["default"].setdefault("OPTIONS", {})
+    connections.close_all()
+    connection = connections["default"]
+    connection.close_pool()  # a pool opened before this (an early import) is rebuilt at the new size
+    if options.get("application_name") == "agentloom-web":
+        options["application_name"] = "agentloom-worker"
+    if options.get("pool"):
+        size = settings.AGENTLOOM_WORKER_DB_POOL_MAX or worker_pool_size(threads)
+        options["pool"] = {**options["pool"], "max_size": size, "name": "worker",
+                           "timeout": settings.AGENTLOOM_WORKER_DB_POOL_TIMEOUT}
+    connection.settings_dict["OPTIONS"] = options
+
+
+def database_busy(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it wraps) says the database had no connection for us: the
+    pool's time-out, the server refusing more clients, or the server unreachable."""
+    seen = 0
+    while exc is not None and seen < 10:
+        seen += 1
+        name = type(exc).__name__
+        if name in {"PoolTimeout", "TooManyRequests"} and type(exc).__module__.startswith("psycopg_pool"):
+            return True
+        sqlstate = getattr(exc, "sqlstate", None)
+        if isinstance(sqlstate, str) and sqlstate.startswith(_BUSY_SQLSTATE_CLASS):
+            return True
+        if type(exc).__module__.startswith(("psycopg", "django.db")) and name == "OperationalError":
+            text = str(exc).lower()
+            if any(words in text for words in _BUSY_WORDS) or text.startswith("connection failed"):
+                return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def connection_give_back() -> None:
+    """Give this thread's connection back now (to the pool, or closed without one).
+
+    For a response that outlives its view — an event stream open for minutes — whose
+    request would otherwise keep the connection it authenticated with until the stream
+    ends: one held per open stream is what ran the server out of connections. A test's
+    own transaction is left alone.
+    """
+    from django.db import connections
+
+    connection = connections["default"]
+    if not connection.in_atomic_block:
+        connection.close()
