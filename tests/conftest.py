@@ -87,8 +87,11 @@ def _close_stray_connections(django_db_setup, django_db_blocker):
     yield
     from django.db import connection
 
+    # Only when a test database was set up: a run of tests that need none never made one,
+    # and the database the settings name is not the suite's to clean.
+    made = connection.settings_dict["NAME"] == connection.creation._get_test_db_name()
     with django_db_blocker.unblock():
-        if connection.vendor == "postgresql":
+        if connection.vendor == "postgresql" and made:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                "WHERE datname = current_database() AND pid <> pg_backend_pid()")
