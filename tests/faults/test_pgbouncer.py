@@ -68,6 +68,9 @@ def pgbouncer():
         f"auth_type = trust\nauth_file = {folder / 'users.txt'}\n"
         "pool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = 10\n"
         "server_idle_timeout = 5\n"
+        # Each transaction on the next idle server in turn, never the one the last used:
+        # whatever a connection kept between transactions is then gone, every time.
+        "server_round_robin = 1\nmin_pool_size = 4\n"
         f"logfile = {folder / 'pgbouncer.log'}\npidfile = {folder / 'pgbouncer.pid'}\n")
     for path in folder.iterdir():
         path.chmod(0o666)
