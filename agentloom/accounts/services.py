@@ -39,8 +39,9 @@ def token_check(*, key: str) -> ApiToken | None:
     when it is seen — and with a stale password stamp, so is every other token of that
     person issued before the change.
     """
-    token = ApiToken.objects.select_related("user").filter(key_hash=key_digest(key)).first()
-    if token is None:
+    try:  # key_hash is unique: a plain get, not first()'s ordered query (every API request comes here)
+        token = ApiToken.objects.select_related("user").get(key_hash=key_digest(key))
+    except ApiToken.DoesNotExist:
         return None
     if token.password_stamp != password_stamp(token.user):
         ApiToken.objects.filter(user_id=token.user_id).exclude(password_stamp=password_stamp(token.user)).delete()

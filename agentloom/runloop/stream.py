@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -54,22 +55,35 @@ def sse_frame(event: RunEvent) -> bytes:
     return f"id: {event.seq}\nevent: {event_type_current(event.type)}\ndata: {data}\n\n".encode()
 
 
+_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _redis_for_this_loop():
+    """One Redis client per event loop, shared by its streams: its pool hands each stream's
+    subscription a connection made once (a client per stream cost a new connection object,
+    with its set-up, for every stream opened)."""
+    import redis.asyncio as aioredis
+
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        client = aioredis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=5)
+        _clients[loop] = client
+    return client
+
+
 class _Waker:
     """Waits for a pub/sub nudge, or just sleeps when there is no Redis (or it broke)."""
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
         self.pubsub = None
-        self.client = None
 
     async def open(self) -> None:
         if not settings.REDIS_URL:
             return
         try:
-            import redis.asyncio as aioredis
-
-            self.client = aioredis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=5)
-            self.pubsub = self.client.pubsub()
+            self.pubsub = _redis_for_this_loop().pubsub()
             await self.pubsub.subscribe(channel_for(self.run_id))
         except Exception:
             logger.warning("run %s: Redis unavailable, streaming by polling", self.run_id, exc_info=True)
@@ -86,12 +100,10 @@ class _Waker:
             await self.close()
 
     async def close(self) -> None:
-        pubsub, client, self.pubsub, self.client = self.pubsub, self.client, None, None
+        pubsub, self.pubsub = self.pubsub, None
         try:
             if pubsub is not None:
-                await pubsub.aclose()
-            if client is not None:
-                await client.aclose()
+                await pubsub.aclose()  # its connection goes back to the loop's client
         except Exception:
             pass
 
