@@ -1,7 +1,10 @@
 """Server-Sent Events for a run (LOOP-5): the persisted log, resumable with Last-Event-ID.
 
-The database is the source of truth; Redis pub/sub (when configured) only wakes the
-stream early. Without Redis, or when it fails, the stream polls the database.
+The database is the source of truth; Redis pub/sub (when configured) says when to read
+it: a stream on Redis reads after each nudge and otherwise only every ``CHECK_SECONDS``
+(issue #29: 200 idle streams were 200 reads a second). Without Redis, or when it fails,
+the stream polls the database. A poll that finds no connection free leaves the stream
+open and reads again shortly.
 
 Bounded (SPEC §11): a stream ends once its run is finished and every event was sent (a
 browser reconnecting after the last event gets an empty stream at once, not a 30-minute
@@ -24,8 +27,9 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connections
+from django.db import DatabaseError, connections
 
+from agentloom.db_pool import RETRY_AFTER_SECONDS, database_busy
 from sessions.models import Run, RunEvent
 from sessions.selectors import run_visible_to
 from sessions.services.events import channel_for, event_type_current
@@ -34,7 +38,12 @@ logger = logging.getLogger("agentloom.stream")
 
 POLL_SECONDS = 0.25
 HEARTBEAT_SECONDS = 15.0
-CHECK_SECONDS = 1.0  # how often an idle stream re-reads its run's status and its reader's access
+# How often an idle stream re-reads its run's status and its reader's access. Events are
+# read through the reader's access whenever they are read, so this only bounds how long a
+# stream of a reader who left stays open (well within one heartbeat), and how soon a run
+# that ended without its finished event is noticed; on Redis it is also the only read of
+# an idle stream: between nudges a stream reads nothing.
+CHECK_SECONDS = 5.0
 MAX_STREAM_SECONDS = 30 * 60
 PAGE = 500
 _ACTIVE = frozenset(Run.ACTIVE_STATUSES)
@@ -89,15 +98,18 @@ class _Waker:
             logger.warning("run %s: Redis unavailable, streaming by polling", self.run_id, exc_info=True)
             await self.close()
 
-    async def wait(self, seconds: float) -> None:
+    async def wait(self, seconds: float) -> bool:
+        """Whether there may be something new to read: a nudge came, or (polling) always."""
         if self.pubsub is None:
             await asyncio.sleep(min(seconds, POLL_SECONDS))
-            return
+            return True
         try:
-            await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=min(seconds, 1.0))
+            message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=min(seconds, 1.0))
         except Exception:
             logger.warning("run %s: Redis failed mid-stream, falling back to polling", self.run_id, exc_info=True)
             await self.close()
+            return True
+        return message is not None
 
     async def close(self) -> None:
         pubsub, self.pubsub = self.pubsub, None
@@ -189,12 +201,23 @@ async def run_event_stream(*, run_id: int, user_id: int, after: int,
     await waker.open()
     started = last_sent = time.monotonic()
     checked = float("-inf")
+    woke = True
     try:
         yield b"retry: 2000\n\n"
         while time.monotonic() - started < MAX_STREAM_SECONDS:
             now = time.monotonic()
             check = now - checked >= min(CHECK_SECONDS, HEARTBEAT_SECONDS)
-            events, status = await poll(run_id=run_id, user_id=user_id, after=after, check=check)
+            if not (woke or check):  # on Redis, nothing was published: nothing to read yet
+                events, status = [], ""
+            else:
+                try:
+                    events, status = await poll(run_id=run_id, user_id=user_id, after=after, check=check)
+                except DatabaseError as exc:
+                    if not database_busy(exc):
+                        raise
+                    # No connection in time: the stream stays open and reads again shortly.
+                    await asyncio.sleep(RETRY_AFTER_SECONDS)
+                    continue
             if check:
                 checked = now
                 if status is None:
@@ -214,7 +237,7 @@ async def run_event_stream(*, run_id: int, user_id: int, after: int,
             if time.monotonic() - last_sent >= HEARTBEAT_SECONDS:
                 last_sent = time.monotonic()
                 yield b": heartbeat\n\n"
-            await waker.wait(min(HEARTBEAT_SECONDS, CHECK_SECONDS))
+            woke = await waker.wait(min(HEARTBEAT_SECONDS, CHECK_SECONDS))
     finally:
         if slot is not None:
             slot.release()
