@@ -93,3 +93,19 @@ def connection_give_back() -> None:
     connection = connections["default"]
     if not connection.in_atomic_block:
         connection.close()
+
+
+class GiveBackMiddleware:
+    """Outermost: the request's connection goes back to the pool as soon as the response
+    is made, not after it was sent (under load the event loop can take a while to send,
+    and a connection held meanwhile is one a waiting request could have had). A streaming
+    response keeps it: its body may still read (the event stream gives its own back)."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if not response.streaming:
+            connection_give_back()
+        return response

@@ -186,6 +186,7 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
             number += 1
             content = f"Question {number}: please add two and two" if random.random() < 0.3 else f"Question {number}"
             started = time.monotonic()
+            stage = "ask"
             try:
                 response = await client.post(f"{ask_url}/api/v1/sessions/{session}/questions",
                                              json={"content": content})
@@ -198,9 +199,10 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
                     await asyncio.sleep(0.5)  # back off, as a person would
                     continue
                 run_id = response.json()["id"]
+                stage = f"events of run {run_id}"
                 status, first_token = await _follow(client, run_id, started, tally)
             except Exception as exc:  # noqa: BLE001 - counted and reported
-                tally.error(type(exc).__name__, repr(exc))
+                tally.error(type(exc).__name__, f"{stage}: {exc!r}")
                 await asyncio.sleep(0.5)
                 continue
             if status != "completed":

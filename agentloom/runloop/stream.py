@@ -208,7 +208,7 @@ async def run_event_stream(*, run_id: int, user_id: int, after: int,
             now = time.monotonic()
             check = now - checked >= min(CHECK_SECONDS, HEARTBEAT_SECONDS)
             if not (woke or check):  # on Redis, nothing was published: nothing to read yet
-                events, status = [], ""
+                events, status = [], ""  # type: list[RunEvent], str | None
             else:
                 try:
                     events, status = await poll(run_id=run_id, user_id=user_id, after=after, check=check)
