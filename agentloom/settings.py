@@ -82,6 +82,9 @@ AGENTLOOM_DB_POOL_MAX = env_int("AGENTLOOM_DB_POOL_MAX", 20, minimum=1, maximum=
 AGENTLOOM_DB_POOL_TIMEOUT = env_float("AGENTLOOM_DB_POOL_TIMEOUT", 5.0, minimum=0.05)
 AGENTLOOM_WORKER_DB_POOL_MAX = env_int("AGENTLOOM_WORKER_DB_POOL_MAX", 0, minimum=0, maximum=1000)  # 0: by threads
 AGENTLOOM_WORKER_DB_POOL_TIMEOUT = env_float("AGENTLOOM_WORKER_DB_POOL_TIMEOUT", 60.0, minimum=0.05)
+# Requests one web process lets wait for their answer at once; the next is refused at
+# once with 503 and Retry-After (agentloom/admission.py). 0: no bound.
+AGENTLOOM_WEB_MAX_PENDING = env_int("AGENTLOOM_WEB_MAX_PENDING", 64, minimum=0, maximum=100_000)
 # PgBouncer in transaction mode hands each transaction any server connection: a named
 # (server-side) cursor would not survive its transaction there (docs/operations.md).
 AGENTLOOM_DB_TRANSACTION_POOLER = env_bool("AGENTLOOM_DB_TRANSACTION_POOLER", False)
