@@ -32,6 +32,7 @@ class AdmissionLimit:
             await self.app(scope, receive, send)
             return
         if self.pending >= self.limit:
+            await _drain(receive)
             await _refuse(scope, send)
             return
         self.pending += 1
@@ -49,6 +50,23 @@ class AdmissionLimit:
         finally:
             if counted:
                 self.pending -= 1
+
+
+DRAIN_BYTES = 64 * 1024
+
+
+async def _drain(receive: Any) -> None:
+    """Read the (small) body before answering: a socket closed with unread bytes is reset,
+    and the reset can destroy the refusal before the client reads it. A large body is left;
+    the connection then closes after the answer."""
+    read = 0
+    while read <= DRAIN_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        read += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 async def _refuse(scope: dict, send: Any) -> None:

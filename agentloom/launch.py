@@ -26,6 +26,10 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 FAST_CRASH_SECONDS = 60.0  # a worker dying sooner than this after its start counts as a fast crash
 MAX_FAST_CRASHES = 5
 MAX_RESTART_DELAY = 30.0
+# uvicorn closes an idle keep-alive connection after this (its default is 5 s). Under heavy
+# load its event loop runs late, and a 5 s close races the client's next request on that
+# connection (which then ends with no answer at all); 30 s keeps it clear of a Retry-After.
+KEEP_ALIVE_SECONDS = "30"
 STOP_GRACE_SECONDS = 5.0  # the worker has already ended its runs; this only lets it close cleanly
 POLL_SECONDS = 0.1
 
@@ -130,7 +134,7 @@ def web_command(*, python: str, host: str, port: int, trusted_proxies: list[str]
     probes it and logs a warning at every start.
     """
     command = [python, "-m", "uvicorn", "agentloom.asgi:application", "--host", host, "--port", str(port),
-               "--timeout-graceful-shutdown", "3", "--lifespan", "off"]
+               "--timeout-graceful-shutdown", "3", "--lifespan", "off", "--timeout-keep-alive", KEEP_ALIVE_SECONDS]
     if trusted_proxies:
         return [*command, "--proxy-headers", "--forwarded-allow-ips", ",".join(trusted_proxies)]
     return [*command, "--no-proxy-headers"]

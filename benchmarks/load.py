@@ -54,6 +54,7 @@ class Tally:
         self.results: list[dict] = []
         self.kinds: Counter[str] = Counter()
         self.shed: Counter[str] = Counter()  # 429/503 with Retry-After, waited out and retried
+        self.never_served = 0  # users refused with Retry-After until asking time ran out
         self.samples: dict[str, str] = {}  # the first detail seen of each kind
         self.cancelled = 0
         self.elapsed = 0.0
@@ -176,6 +177,9 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
                     and time.monotonic() < stop_asking:
                 await asyncio.sleep(tally.refused(response))
                 response = await client.post("/api/v1/sessions", json={"agent": agent_id})
+            if response.status_code in (429, 503) and "Retry-After" in response.headers:
+                tally.never_served += 1  # shed, and still being shed when asking time ran out
+                return None
             if not response.is_success:
                 return _failed(tally, "session", response)
             session = response.json()["id"]
@@ -290,7 +294,7 @@ def _run(args, tally: Tally, state: dict) -> None:
         try:
             processes.append(_start(
                 [sys.executable, "-m", "uvicorn", "agentloom.asgi:application", "--host", "127.0.0.1",
-                 "--port", str(port), "--log-level", "warning", "--no-access-log"], env))
+                 "--port", str(port), "--log-level", "warning", "--no-access-log", "--timeout-keep-alive", "30"], env))
             for index in range(args.workers):
                 processes.append(_start(
                     [sys.executable, "-m", "celery", "-A", "agentloom", "worker", "--pool=threads", "--concurrency=16",
@@ -346,6 +350,7 @@ def _report(args, tally: Tally, state: dict, lost: str, stuck: str) -> None:
         ("errors", f"{sum(tally.kinds.values())}"), ("errors by kind", kinds),
         ("shed with Retry-After (waited, retried)",
          ", ".join(f"{status} ×{count}" for status, count in sorted(tally.shed.items())) or "none"),
+        ("users shed until the deadline (never started)", f"{tally.never_served}"),
         ("users cancelled at the deadline", f"{tally.cancelled}"),
         ("runs left queued/running", stuck),
         ("invalid provider requests", f"{len(rejections)}"), ("lost records", lost),
