@@ -18,9 +18,11 @@ path that answers 500; ``hang`` makes the fake provider never answer, so runs ne
 
 The table is always printed (see docs/performance.md, *Load*): runs completed, questions
 per second, time to first token and whole-run time (p50/p95/p99), errors by kind (HTTP
-status or exception class), users cancelled, runs left queued/running, invalid provider
-requests, lost records. Exits 1 when any of those is non-zero or no run completed, 130
-when interrupted (the short form of this run is a CI test).
+status or exception class, with the call), answers shed with Retry-After (429/503: waited
+out and retried, as the chat does; not errors), users shed until the deadline, users
+cancelled, runs left queued/running, invalid provider requests, lost records. Exits 1 when
+any count but the shed ones is non-zero or no run completed, 130 when interrupted (the
+short form of this run is a CI test).
 """
 from __future__ import annotations
 
