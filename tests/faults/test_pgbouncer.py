@@ -103,9 +103,23 @@ def pgbouncer():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_the_database_heavy_cases_pass_through_pgbouncer_in_transaction_mode(pgbouncer):
+@pytest.fixture
+def database_name():
+    """The inner run's database name; its test database is dropped afterwards on the server
+    itself (PgBouncer keeps server connections to it open, so the inner run cannot)."""
+    from urllib.parse import urlsplit
+
     name = f"agentloom_pgbouncer_{os.getpid()}"
-    env = {**os.environ, "DATABASE_URL": f"{pgbouncer}/{name}", "AGENTLOOM_DB_TRANSACTION_POOLER": "true"}
+    yield name
+    server = urlsplit(os.environ["DATABASE_URL"])
+    with psycopg.connect(host=server.hostname or "127.0.0.1", port=server.port or 5432,
+                         user=server.username or "postgres", password=server.password or None,
+                         dbname="postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "test_{name}" WITH (FORCE)')
+
+
+def test_the_database_heavy_cases_pass_through_pgbouncer_in_transaction_mode(database_name, pgbouncer):
+    env = {**os.environ, "DATABASE_URL": f"{pgbouncer}/{database_name}", "AGENTLOOM_DB_TRANSACTION_POOLER": "true"}
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore", *CASES],
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     tail = result.stdout[-4000:] + result.stderr[-2000:]
