@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentloom.api.errors import error_body
 from agentloom.db_pool import BUSY_MESSAGE, RETRY_AFTER_SECONDS
 
 EXEMPT_PREFIXES = ("/healthz", "/static/")
@@ -71,7 +72,7 @@ async def _drain(receive: Any) -> None:
 
 async def _refuse(scope: dict, send: Any) -> None:
     if scope.get("path", "").startswith("/api/"):
-        body = json.dumps({"error": {"code": "busy", "message": BUSY_MESSAGE}}).encode()
+        body = json.dumps(error_body("busy", BUSY_MESSAGE)).encode()
         content_type = b"application/json"
     else:
         body = f"503 {BUSY_MESSAGE}\n".encode()

@@ -27,9 +27,9 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
-from django.db import DatabaseError, connections
+from django.db import DatabaseError
 
-from agentloom.db_pool import RETRY_AFTER_SECONDS, database_busy
+from agentloom.db_pool import RETRY_AFTER_SECONDS, connection_give_back, database_busy
 from sessions.models import Run, RunEvent
 from sessions.selectors import run_visible_to
 from sessions.services.events import channel_for, event_type_current
@@ -137,9 +137,7 @@ def stream_poll(*, run_id: int, user_id: int, after: int, check: bool) -> tuple[
             run__session__space__memberships__user_id=user_id).order_by("seq")[:PAGE])
         return events, status
     finally:
-        connection = connections["default"]
-        if not connection.in_atomic_block:  # a test's own transaction is not ours to close
-            connection.close()
+        connection_give_back()
 
 
 class StreamSlot:
@@ -207,9 +205,9 @@ async def run_event_stream(*, run_id: int, user_id: int, after: int,
         while time.monotonic() - started < MAX_STREAM_SECONDS:
             now = time.monotonic()
             check = now - checked >= min(CHECK_SECONDS, HEARTBEAT_SECONDS)
-            if not (woke or check):  # on Redis, nothing was published: nothing to read yet
-                events, status = [], ""  # type: list[RunEvent], str | None
-            else:
+            events: list[RunEvent] = []
+            status: str | None = ""
+            if woke or check:  # on Redis, nothing published and no check due: nothing to read
                 try:
                     events, status = await poll(run_id=run_id, user_id=user_id, after=after, check=check)
                 except DatabaseError as exc:
