@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, Q, QuerySet, Value
 from django.utils import timezone
 
 from agentloom.errors import NotFound
@@ -79,6 +79,33 @@ def session_creator_is_member(*, session: Session) -> bool:
     """Whether the session's creator still belongs to its space: nobody asks, resumes or
     spends the space's key in a session of a space they have left."""
     return Membership.objects.filter(space_id=session.space_id, user_id=session.user_id).exists()
+
+
+@dataclass(frozen=True)
+class SessionTraits:
+    """What a run asks of its session once, as it starts (one query for all three)."""
+
+    other_models: bool  # an earlier action call went to another provider or model
+    imported: bool  # a view short of the original text: the session was imported (RUN-12)
+    files_sent: bool  # a question of it sent a file (the question service marks the file, RUN-13)
+
+    @property
+    def may_carry_files(self) -> bool:
+        """Whether a question record may carry attachments (an imported one carries what
+        it carried): else no question need be read to know there are none."""
+        return self.files_sent or self.imported
+
+
+def session_traits(*, session_id: int, provider: str = "", model: str = "") -> SessionTraits:
+    """``other_models`` is against ``provider``/``model`` (False when not given)."""
+    calls = (ModelCall.objects.filter(run__session_id=session_id, purpose=ModelCall.Purpose.ACTION)
+             .exclude(provider=provider, model=model))
+    row = Session.objects.filter(pk=session_id).annotate(
+        other_models=Exists(calls) if provider or model else Value(False),
+        imported=Exists(SessionView.objects.filter(session_id=session_id, raw_complete=False)),
+        files_sent=Exists(SessionFile.objects.filter(session_id=session_id, question_seq__isnull=False)),
+    ).values_list("other_models", "imported", "files_sent").first()
+    return SessionTraits(*(bool(flag) for flag in row)) if row else SessionTraits(False, False, False)
 
 
 def instance_label(record: SessionMessage) -> str:

@@ -24,7 +24,6 @@ from agentloom.runloop.calls import action_call, answer_is_empty
 from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped
 from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import step_measured
-from agentloom.runloop.reaper import runs_reap_interrupted
 from agentloom.runloop.state import RunState, run_state_build, system_message
 from agentloom.runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_events
 from agentloom.runloop.verification import run_verify
@@ -45,8 +44,12 @@ logger = logging.getLogger("agentloom.runloop")
 
 
 def run_execute(*, run_id: int) -> None:
-    """Claim a queued run and drive it to a terminal state. A second delivery does nothing."""
-    runs_reap_interrupted()
+    """Claim a queued run and drive it to a terminal state. A second delivery does nothing.
+
+    Runs a vanished worker left running are ended by the workers' housekeeping thread (at
+    start and on a schedule, ``agentloom.runloop.housekeeping``), not here: a scan of the
+    running runs with every run was one query per question for nothing.
+    """
     run = run_claim(run_id=run_id)
     if run is None:
         return
@@ -77,8 +80,10 @@ def _drive(state: RunState) -> None:
         main = state.main = main_instance(run=run)
         if run.attempt:
             instance_steps_recount(run=run, instance=main)
-        run_reopen_record(run=run)
-        resolve_pending_calls(state, main)
+            run_reopen_record(run=run)
+            resolve_pending_calls(state, main)
+        else:  # a first attempt: its main line (made with the run) has no step yet, nothing pending
+            state.steps[main.pk] = 0
         while True:
             answer = instance_loop(state, main, 0)
             if run.version.verify_before_complete:

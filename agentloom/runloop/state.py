@@ -46,8 +46,8 @@ from models_catalog.learning import (
 from models_catalog.selectors import effective_base_url
 from models_catalog.target import ModelTarget, model_target
 from sessions.frames import run_budget
-from sessions.models import Instance, ModelCall, Run, SessionMessage, SessionView
-from sessions.selectors import record_as_engine_dict
+from sessions.models import Instance, Run, SessionMessage
+from sessions.selectors import SessionTraits, record_as_engine_dict, session_traits
 from sessions.services.history import context_load
 from sessions.services.model_calls import CallChain
 from sessions.services.steps import RunNotOwned, RunSignals, run_touch, step_announce, step_commit
@@ -258,18 +258,16 @@ def run_state_build(run: Run) -> RunState:
         connection_id=connection.pk if connection is not None else None,
     )
     sessions = run_tool_sessions(version=version)
-    others = (ModelCall.objects.filter(run__session_id=run.session_id, purpose=ModelCall.Purpose.ACTION)
-              .exclude(provider=target.provider, model=target.model).exists())
-    imported = SessionView.objects.filter(session_id=run.session_id, raw_complete=False).exists()
+    traits = session_traits(session_id=run.session_id, provider=target.provider, model=target.model)
     return RunState(
-        thinking_continues=not others and not imported,
+        thinking_continues=not traits.other_models and not traits.imported,
         signals=RunSignals(cancel_requested=run.cancel_requested, attention=run.attention),
         run=run,
         limits=limits,
         frozen_budget=Budget(context_window=window, max_output_tokens=frozen["max_output_tokens"],
                              safety_margin_tokens=frozen["safety_margin_tokens"]),
         policy=ContextPolicy.from_dict(frozen["context_policy"]) if frozen["context_policy"] else None,
-        tools=[*(registry[name] for name in version.tools if name in registry), *_file_tools(run, version),
+        tools=[*(registry[name] for name in version.tools if name in registry), *_file_tools(run, version, traits),
                *server_tools_build(version=version, sessions=sessions)],
         watch=RunWatch(run.pk, attempt=run.attempt),
         redactor=Redactor([api_key, *sessions.secrets()]),
@@ -278,13 +276,13 @@ def run_state_build(run: Run) -> RunState:
     )
 
 
-def _file_tools(run: Run, version: Any) -> list[Tool]:
+def _file_tools(run: Run, version: Any, traits: SessionTraits) -> list[Tool]:
     """RUN-13: ``read_file`` for every agent whose run sees a question with files (the
     view names it for the rest of a long file), unless the agent chose it already."""
     if READ_FILE_TOOL in version.tools:
         return []
     try:
-        return [registry[READ_FILE_TOOL]] if files_in_view(run=run) else []
+        return [registry[READ_FILE_TOOL]] if files_in_view(run=run, traits=traits) else []
     except Instance.DoesNotExist:  # no main line yet: no question, no files
         return []
 

@@ -6,11 +6,11 @@ import threading
 import time
 
 from django.db import DatabaseError, connections
-from django.utils import timezone
 
 from agentloom.runloop.workers import executing_add, executing_remove
 from sessions.models import Run
 from sessions.services.runs import heartbeat_period
+from sessions.services.steps import RunNotOwned, run_touch
 
 logger = logging.getLogger("agentloom.runloop")
 
@@ -55,10 +55,13 @@ class RunWatch:
         now = time.monotonic()
         if force or now - self._beat_at >= self.heartbeat_every:
             self._beat_at = now
-            owned = Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING, attempt=self.attempt).update(
-                heartbeat_at=timezone.now())
-            if not owned:
+            try:
+                signals, _ = run_touch(run=Run(pk=self.run_id, attempt=self.attempt))
+            except RunNotOwned:
                 self.lost = True
+                return
+            # The beat's UPDATE read the Stop flag back: no second query for it now.
+            self.noted(cancelled=signals.cancel_requested)
 
     def start_background(self) -> None:
         """Beat from a thread too, so long waits (a slow first token, summary and

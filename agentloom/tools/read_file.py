@@ -25,8 +25,16 @@ def _question_records(run: Any) -> Any:
     return (record_as_engine_dict(row) for row in rows.iterator(chunk_size=50))
 
 
-def files_in_view(*, run: Any) -> tuple[dict[str, Any], ...]:
-    """The files of the questions ``run`` sees: ``{"id", "name", "kind", "size"}`` each."""
+def files_in_view(*, run: Any, traits: Any = None) -> tuple[dict[str, Any], ...]:
+    """The files of the questions ``run`` sees: ``{"id", "name", "kind", "size"}`` each.
+
+    Asked at every run: the session's traits (``traits``, or read here in one indexed
+    query) tell whether any question may carry a file, before every question it ever had
+    is read and decrypted to find out."""
+    from sessions.selectors import session_traits
+
+    if not (traits or session_traits(session_id=run.session_id)).may_carry_files:
+        return ()
     return session_files(_question_records(run))
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from agentloom.errors import Conflict, NotFound, ValidationFailed
@@ -32,8 +32,8 @@ from sessions.services.frames import frame_locked
 from sessions.services.manual_compaction import compaction_hold_check, session_lock
 from sessions.services.manual_compaction import compaction_request as compaction_request  # its old home
 from sessions.services.prepared import preparations_discard
-from sessions.services.records import NewRecord, record_append, records_append
-from sessions.services.runs import run_create, run_dispatch_on_commit
+from sessions.services.records import NewRecord, record_append, records_append, records_append_new
+from sessions.services.runs import run_create_with_main, run_dispatch_on_commit
 
 MAX_QUESTION_CHARS = 100_000
 
@@ -52,9 +52,11 @@ def _creator_still_member(session: Session) -> None:
 
 def main_counts(*, session_id: int, up_to_seq: int) -> tuple[int, int]:
     """(user_turns, model_steps) from the session's main-instance records up to a seq (CTX-23)."""
-    base = SessionMessage.objects.filter(session_id=session_id, in_main=True, seq__lte=up_to_seq)
-    steps = base.filter(kind="assistant").exclude(entry_key__startswith=PARTIAL_PREFIX)  # cut answers are no steps
-    return base.filter(kind="user").count(), steps.count()
+    counts = SessionMessage.objects.filter(session_id=session_id, in_main=True, seq__lte=up_to_seq).aggregate(
+        turns=Count("pk", filter=Q(kind="user")),
+        # cut answers are no steps
+        steps=Count("pk", filter=Q(kind="assistant") & ~Q(entry_key__startswith=PARTIAL_PREFIX)))
+    return counts["turns"], counts["steps"]
 
 
 def question_ask(*, session: Session, content: Any, files: Any = None) -> Run:
@@ -79,13 +81,14 @@ def question_ask(*, session: Session, content: Any, files: Any = None) -> Run:
         message: dict[str, Any] = {"role": "user", "content": content}
         if attached:
             message["attachments"] = [attachment_of(file) for file in attached]
-        record = record_append(session=session, run=run, instance=instance, kind="user",
-                               message=message, entry_key="question")
-        if attached and record is not None:  # a new run's first record is always new
+        # A new run's first record is always new: no de-duplicating read (two round trips).
+        record = records_append_new(session=session, run=run, instance=instance,
+                                    records=[NewRecord("user", message, "question")])[0]
+        if attached:
             attachments_mark(files=attached, question_seq=record.seq)
-        if not session.title:
-            Session.objects.filter(pk=session.pk).update(title=content.strip()[:80])
-        Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+        named = {} if session.title else {"title": content.strip()[:80]}
+        Session.objects.filter(pk=session.pk).update(updated_at=timezone.now(), **named)
+        session.title = session.title or named["title"]
         run_dispatch_on_commit(run.pk)
     return run
 
@@ -93,21 +96,20 @@ def question_ask(*, session: Session, content: Any, files: Any = None) -> Run:
 def _run_open(*, session: Session, new_turn: bool) -> tuple[Run, Instance]:
     """A queued run of ``session`` and its main instance, counters and frame carried on
     from the session's main line. Inside the caller's transaction, session row locked."""
-    run = run_create(session=session)
-    instance = main_instance(run=run)
-    user_turns, model_steps = main_counts(session_id=session.pk, up_to_seq=run.inherited_watermark)
-    view = view_best_for_run(run=run)
-    instance.user_turns = user_turns + (1 if new_turn else 0)
-    instance.model_steps = model_steps
-    instance.baseline_user_turns = view.baseline_user_turns if view else 0
-    instance.baseline_model_steps = view.baseline_model_steps if view else 0
-    # The session's main line goes on: its plan (LOOP-4) and, when its summaries keep
-    # failing, its back-off (CTX-44) come with it into the new question.
-    previous = _previous_main_frame(session=session, before_run=run)
-    instance.frame = frame_initial(compaction_failure=previous.get("compaction_failure"),
-                                   plan=previous.get("plan"))
-    instance.save()
-    return run, instance
+
+    def main(run: Run) -> dict[str, Any]:
+        user_turns, model_steps = main_counts(session_id=session.pk, up_to_seq=run.inherited_watermark)
+        view = view_best_for_run(run=run)
+        # The session's main line goes on: its plan (LOOP-4) and, when its summaries keep
+        # failing, its back-off (CTX-44) come with it into the new question.
+        previous = _previous_main_frame(session=session, before_run=run)
+        return {"user_turns": user_turns + (1 if new_turn else 0), "model_steps": model_steps,
+                "baseline_user_turns": view.baseline_user_turns if view else 0,
+                "baseline_model_steps": view.baseline_model_steps if view else 0,
+                "frame": frame_initial(compaction_failure=previous.get("compaction_failure"),
+                                       plan=previous.get("plan"))}
+
+    return run_create_with_main(session=session, main=main)
 
 
 def answer_was_cut(*, run: Run) -> bool:

@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from agentloom.agents.models import AgentVersion
 from agentloom.errors import ActiveRunConflict, Conflict, NotFound
+from agentloom.spaces.models import Membership
 from sessions.frames import RunBudget
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
 from sessions.run_errors import NOT_A_MEMBER, QUEUE_UNAVAILABLE, RunError
@@ -40,6 +43,16 @@ def run_create(*, session: Session) -> Run:
     can never both succeed. Must not be called inside an outer transaction that would
     swallow the IntegrityError; it opens its own.
     """
+    return run_create_with_main(session=session)[0]
+
+
+MainFields = Callable[[Run], dict[str, Any]]
+
+
+def run_create_with_main(*, session: Session, main: MainFields | None = None) -> tuple[Run, Instance]:
+    """``run_create``, returning the main instance too. ``main(run)`` gives the instance's
+    fields (counters, frame), read once the run row exists: the instance is inserted
+    whole, not inserted, read back and updated."""
     version = session.version
     try:
         with transaction.atomic():
@@ -50,14 +63,14 @@ def run_create(*, session: Session) -> Run:
                 budget=budget_freeze(version=version),
                 inherited_watermark=Session.objects.values_list("last_seq", flat=True).get(pk=session.pk),
             )
-            Instance.objects.create(run=run, key=Instance.MAIN)
+            instance = Instance.objects.create(run=run, key=Instance.MAIN, **(main(run) if main else {}))
     except IntegrityError:
         if Run.objects.filter(session=session, status__in=Run.ACTIVE_STATUSES).exists():
             raise ActiveRunConflict(
                 "This session already has a run in progress; wait for it, stop it, or add a supplement."
             ) from None
         raise
-    return run
+    return run, instance
 
 
 def run_transition(*, run: Run, to: str, expected_from: tuple[str, ...] | None = None,
@@ -89,17 +102,20 @@ def run_claim(*, run_id: int) -> Run | None:
     A run whose session's creator has left the space since it was queued is not claimed
     but ends failed, for good: nobody spends a space's key after leaving it (RUN-11).
     """
+    now = timezone.now()
+    # The membership is checked in the claiming UPDATE itself: one statement, not a read,
+    # a check and the UPDATE (this runs for every question).
+    creator_member = Membership.objects.filter(space_id=OuterRef("session__space_id"),
+                                               user_id=OuterRef("session__user_id"))
+    claimed = Run.objects.filter(Exists(creator_member), pk=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING, started_at=now, heartbeat_at=now
+    )
+    if claimed == 1:
+        return Run.objects.select_related("session", "version").get(pk=run_id)
     queued = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).select_related("session").first()
     if queued is not None and not session_creator_is_member(session=queued.session):
         run_finish(run=queued, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error=NOT_A_MEMBER)
-        return None
-    now = timezone.now()
-    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-        status=Run.Status.RUNNING, started_at=now, heartbeat_at=now
-    )
-    if claimed != 1:
-        return None
-    return Run.objects.select_related("session", "version").get(pk=run_id)
+    return None
 
 
 def run_dispatch_on_commit(run_id: int) -> None:
@@ -141,18 +157,18 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
                                finished_at=timezone.now())
         if not moved:
             return False
+        main = Instance.objects.get(run=run, key=Instance.MAIN)
         if status == Run.Status.COMPLETED:
             # supplement_add locks the run row before queueing, and the UPDATE above holds
             # that lock now: a supplement is either seen here or refused with 409 (RUN-5).
-            frame = Instance.objects.filter(run=run, key=Instance.MAIN).values_list("frame", flat=True).first() or {}
-            if frame.get("supplements"):
+            if (main.frame or {}).get("supplements"):
                 raise SupplementsPending()
         message: dict = {"status": status}
         if reason:
             message["reason"] = reason
         if error is not None:
             message["error"] = {"code": error.code, "message": error.message}
-        record_append(session=run.session, run=run, instance=Instance.objects.get(run=run, key=Instance.MAIN),
+        record_append(session=run.session, run=run, instance=main,
                       kind="run_status", message=message, entry_key=f"status-{run.attempt}")
         event_emit(run_id=run.pk, type="run_finished", data={"status": status, "error": stored, **(event_data or {})})
     return True

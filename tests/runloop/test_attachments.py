@@ -3,7 +3,8 @@ reach the model as the view shows them, ``read_file`` reads the rest, a compacti
 their names and ids, and images arrive in each API's own shape (or as a note).
 
 The question records are written the way the question service writes them (its user
-record carries ``attachments``), without the upload endpoints.
+record carries ``attachments``, its files are marked with the question), without the
+upload endpoints.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from agentloom.runloop.compaction import compaction_manual
 from agentloom.runloop.loop import run_execute
 from context.attachments import READ_FILE_MAX_CHARS
 from models_catalog.models import ModelConnection
-from sessions.models import CompactionSnapshot, Run, SessionMessage
+from sessions.models import CompactionSnapshot, Run, SessionFile, SessionMessage
 from sessions.services.history import compaction_request, question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
@@ -41,11 +42,16 @@ def screen(file_id=13):
 
 
 def ask_with_files(session, content, files, *, execute=True):
-    """A question whose record carries ``files`` as the question service stores them."""
+    """A question whose record carries ``files`` as the question service stores them, and
+    the files, marked with their question as that service marks them."""
     run = question_ask(session=session, content=content)
     record = SessionMessage.objects.get(run=run, kind="user")
     record.message = {**record.message, "attachments": files}
     record.save(update_fields=["message"])
+    for file in files:
+        SessionFile.objects.create(pk=file["id"], session=session, name=file["name"], kind=file["kind"],
+                                   content_type=file["content_type"], size=file["size"], sha256="0" * 64,
+                                   data=b"", text=file.get("text", ""), question_seq=record.seq)
     if execute:
         run_execute(run_id=run.pk)
         run.refresh_from_db()

@@ -1,0 +1,62 @@
+"""A question costs a fixed, small number of statements, however long the session (issue #29).
+
+Under load every statement is CPU twice over (Django composing it, PostgreSQL planning
+it), so the path every question takes is counted: asking it (the question service) and
+answering it (the worker's whole run, claim to ``run_finished``), on whichever database
+the suite runs on. Statements are SQL that reads or writes rows; SAVEPOINT/RELEASE and
+each transaction's BEGIN and COMMIT are not counted (see ``test_step_cost``).
+
+The 12th question of a session costs what the 2nd did: nothing per question reads the
+session's history beyond what the model is sent.
+"""
+from __future__ import annotations
+
+import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
+
+from agentloom.runloop.loop import run_execute
+from sessions.models import Run
+from sessions.services.history import question_ask
+from tests.fakes.fake_provider import chat_stream
+from tests.runloop.test_step_cost import SAVEPOINTS, TRANSACTIONS, _starts
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Was 18: two COUNTs, an instance inserted then read back and updated, a de-duplicating
+# read of a run's first record, two UPDATEs of the session.
+ASK_STATEMENTS = 12
+# Was 38: a scan for runs to reap, the claim read twice and checked apart, three EXISTS
+# about the session apart (and every question read for files), a Stop check beside the
+# beat, a first attempt's main line searched for steps and calls, the main instance read
+# twice at the end.
+RUN_STATEMENTS = 28
+
+
+def _statements(queries: list[dict]) -> list[str]:
+    return [q["sql"] for q in queries if not _starts(q, SAVEPOINTS) and not _starts(q, TRANSACTIONS)]
+
+
+def _question(session, number: int) -> tuple[list[str], list[str]]:
+    database = connections["default"]
+    with CaptureQueriesContext(database) as asked:
+        run = question_ask(session=session, content=f"Question {number}")
+    with CaptureQueriesContext(database) as answered:
+        run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED, run.error
+    return _statements(asked.captured_queries), _statements(answered.captured_queries)
+
+
+def test_a_question_and_its_answer_cost_a_few_statements_the_same_late_in_a_session(fake_session, strict):
+    strict.handler = lambda request: chat_stream(["An ", "answer."], usage={"prompt_tokens": 20,
+                                                                             "completion_tokens": 2})
+    session = fake_session()
+    _question(session, 1)  # the first question makes the session's first view
+    ask, run = _question(session, 2)
+    assert len(ask) <= ASK_STATEMENTS, "\n".join(s[:100] for s in ask)
+    assert len(run) <= RUN_STATEMENTS, "\n".join(s[:100] for s in run)
+    for number in range(3, 12):
+        _question(session, number)
+    late_ask, late_run = _question(session, 12)
+    assert (len(late_ask), len(late_run)) == (len(ask), len(run))
