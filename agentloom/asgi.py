@@ -1,11 +1,27 @@
+import logging
 import os
 
 from django.core.asgi import get_asgi_application
 
+# uvicorn sets up its logging before it loads this module; Django's LOGGING (applied by the
+# line below) then gives its loggers the secrets filter, and would also undo what uvicorn
+# was told: ``--no-access-log`` (no handler, no propagation) and ``--log-level``. Those
+# two are put back once Django is set up.
+_ACCESS = logging.getLogger("uvicorn.access")
+_ACCESS_OFF = not _ACCESS.handlers and not _ACCESS.propagate
+_LEVELS = {name: logging.getLogger(name).level for name in ("uvicorn.error", "uvicorn.access", "uvicorn.asgi")}
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentloom.settings")
 django_application = get_asgi_application()
 
-from django.conf import settings  # noqa: E402  (configured by the line above)
+for _name, _level in _LEVELS.items():
+    if _level != logging.NOTSET:  # set by uvicorn's --log-level
+        logging.getLogger(_name).setLevel(_level)
+if _ACCESS_OFF:
+    _ACCESS.handlers = []
+    _ACCESS.propagate = False
+
+from django.conf import settings  # noqa: E402  (configured by get_asgi_application)
 
 from agentloom.admission import AdmissionLimit  # noqa: E402
 

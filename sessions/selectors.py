@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, Q, QuerySet, Value
+from django.db import connection
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from agentloom.errors import NotFound
@@ -97,15 +98,22 @@ class SessionTraits:
 
 
 def session_traits(*, session_id: int, provider: str = "", model: str = "") -> SessionTraits:
-    """``other_models`` is against ``provider``/``model`` (False when not given)."""
-    calls = (ModelCall.objects.filter(run__session_id=session_id, purpose=ModelCall.Purpose.ACTION)
-             .exclude(provider=provider, model=model))
-    row = Session.objects.filter(pk=session_id).annotate(
-        other_models=Exists(calls) if provider or model else Value(False),
-        imported=Exists(SessionView.objects.filter(session_id=session_id, raw_complete=False)),
-        files_sent=Exists(SessionFile.objects.filter(session_id=session_id, question_seq__isnull=False)),
-    ).values_list("other_models", "imported", "files_sent").first()
-    return SessionTraits(*(bool(flag) for flag in row)) if row else SessionTraits(False, False, False)
+    """``other_models`` is against ``provider``/``model`` (False when not given).
+
+    One SELECT of three EXISTS, written out: asked at every run, and the ORM's form (three
+    subquery annotations) cost more to compose than to run."""
+    calls, runs = ModelCall._meta.db_table, Run._meta.db_table
+    views, files = SessionView._meta.db_table, SessionFile._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT EXISTS (SELECT 1 FROM "{calls}" c JOIN "{runs}" r ON r."id" = c."run_id" '
+            f'WHERE r."session_id" = %s AND c."purpose" = %s AND NOT (c."provider" = %s AND c."model" = %s)), '
+            f'EXISTS (SELECT 1 FROM "{views}" WHERE "session_id" = %s AND NOT "raw_complete"), '
+            f'EXISTS (SELECT 1 FROM "{files}" WHERE "session_id" = %s AND "question_seq" IS NOT NULL)',
+            [session_id, ModelCall.Purpose.ACTION, provider, model, session_id, session_id])
+        other_models, imported, files_sent = cursor.fetchone()
+    return SessionTraits(other_models=bool(other_models) and bool(provider or model), imported=bool(imported),
+                         files_sent=bool(files_sent))
 
 
 def instance_label(record: SessionMessage) -> str:

@@ -64,60 +64,142 @@ def sse_frame(event: RunEvent) -> bytes:
     return f"id: {event.seq}\nevent: {event_type_current(event.type)}\ndata: {data}\n\n".encode()
 
 
-_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+class _Nudges:
+    """One pub/sub connection per event loop, shared by all of its streams: each stream
+    waits on an ``asyncio.Event`` its run's channel sets. A subscription per stream was a
+    new Redis connection, with its handshake, for every stream opened (issue #29: a fifth
+    of the web process's event loop at 50 users).
 
+    When Redis fails under it, every stream waiting is woken and polls the database from
+    then on; the next stream opened makes a new connection."""
 
-def _redis_for_this_loop():
-    """One Redis client per event loop, shared by its streams: its pool hands each stream's
-    subscription a connection made once (a client per stream cost a new connection object,
-    with its set-up, for every stream opened)."""
-    import redis.asyncio as aioredis
+    def __init__(self) -> None:
+        import redis.asyncio as aioredis
 
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None:
         client = aioredis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=5)
-        _clients[loop] = client
-    return client
+        self.pubsub = client.pubsub()
+        self.waiting: dict[str, set[asyncio.Event]] = {}
+        self.subscribed: dict[str, asyncio.Future] = {}
+        self.reader: asyncio.Task | None = None
+        self.broken = False
+        # One command at a time: two first subscribes at once would each connect, and one
+        # connection's subscriptions would never be read.
+        self.commands = asyncio.Lock()
+
+    async def _command(self, send: Any, channel: str) -> None:
+        async with self.commands:
+            await send(channel)
+
+    async def join(self, channel: str, woken: asyncio.Event) -> None:
+        """Wake ``woken`` at each nudge on ``channel``, from when this returns."""
+        self.waiting.setdefault(channel, set()).add(woken)
+        if channel not in self.subscribed:  # the first stream of the run subscribes; the others wait for it
+            self.subscribed[channel] = asyncio.ensure_future(self._command(self.pubsub.subscribe, channel))
+        try:
+            await asyncio.shield(self.subscribed[channel])
+        except Exception:
+            self.fail()
+            raise
+        if self.reader is None:
+            self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def leave(self, channel: str, woken: asyncio.Event) -> None:
+        members = self.waiting.get(channel)
+        if members is None:
+            return
+        members.discard(woken)
+        if not members and not self.broken:
+            del self.waiting[channel]
+            self.subscribed.pop(channel, None)
+            try:
+                await self._command(self.pubsub.unsubscribe, channel)
+            except Exception:
+                self.fail()
+
+    async def _read(self) -> None:
+        try:
+            while not self.broken:
+                message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if message is None or message.get("type") != "message":
+                    continue
+                channel = message["channel"]
+                for woken in tuple(self.waiting.get(channel.decode() if isinstance(channel, bytes) else channel, ())):
+                    woken.set()
+        except Exception:
+            logger.warning("Redis failed under the event streams; they poll the database now", exc_info=True)
+            self.fail()
+
+    def fail(self) -> None:
+        """Every stream waiting polls from now on; the loop's next stream starts afresh."""
+        if self.broken:
+            return
+        self.broken = True
+        for members in self.waiting.values():
+            for woken in members:
+                woken.set()
+        loop = asyncio.get_running_loop()
+        if _nudges.get(loop) is self:
+            del _nudges[loop]
+        loop.create_task(self._close())
+
+    async def _close(self) -> None:
+        try:
+            await self.pubsub.aclose()
+        except Exception:
+            pass
+
+
+_nudges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _nudges_for_this_loop() -> _Nudges:
+    loop = asyncio.get_running_loop()
+    nudges = _nudges.get(loop)
+    if nudges is None:
+        nudges = _nudges[loop] = _Nudges()
+    return nudges
 
 
 class _Waker:
-    """Waits for a pub/sub nudge, or just sleeps when there is no Redis (or it broke)."""
+    """Waits for a nudge on the run's channel, or just sleeps when there is no Redis (or it broke)."""
 
     def __init__(self, run_id: int) -> None:
+        self.channel = channel_for(run_id)
         self.run_id = run_id
-        self.pubsub = None
+        self.nudges: _Nudges | None = None
+        self.woken = asyncio.Event()
 
     async def open(self) -> None:
         if not settings.REDIS_URL:
             return
+        nudges = _nudges_for_this_loop()
         try:
-            self.pubsub = _redis_for_this_loop().pubsub()
-            await self.pubsub.subscribe(channel_for(self.run_id))
+            await nudges.join(self.channel, self.woken)
         except Exception:
             logger.warning("run %s: Redis unavailable, streaming by polling", self.run_id, exc_info=True)
-            await self.close()
+            await nudges.leave(self.channel, self.woken)
+            return
+        self.nudges = nudges
 
     async def wait(self, seconds: float) -> bool:
         """Whether there may be something new to read: a nudge came, or (polling) always."""
-        if self.pubsub is None:
+        if self.nudges is None:
             await asyncio.sleep(min(seconds, POLL_SECONDS))
             return True
         try:
-            message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=min(seconds, 1.0))
-        except Exception:
-            logger.warning("run %s: Redis failed mid-stream, falling back to polling", self.run_id, exc_info=True)
+            await asyncio.wait_for(self.woken.wait(), timeout=seconds)
+        except TimeoutError:
+            return False
+        self.woken.clear()
+        if self.nudges.broken:
+            logger.warning("run %s: Redis failed mid-stream, falling back to polling", self.run_id)
             await self.close()
-            return True
-        return message is not None
+        return True
 
     async def close(self) -> None:
-        pubsub, self.pubsub = self.pubsub, None
-        try:
-            if pubsub is not None:
-                await pubsub.aclose()  # its connection goes back to the loop's client
-        except Exception:
-            pass
+        nudges, self.nudges = self.nudges, None
+        if nudges is not None:
+            await nudges.leave(self.channel, self.woken)
 
 
 def stream_poll(*, run_id: int, user_id: int, after: int, check: bool) -> tuple[list[RunEvent], str | None]:

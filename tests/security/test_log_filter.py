@@ -192,6 +192,29 @@ def test_loop8_every_handler_of_a_web_or_worker_process_has_the_filter(process, 
         assert leaks({"web log": done.stdout + done.stderr}, KEY) == {}
 
 
+QUIET_WEB = """
+import logging, sys
+import uvicorn
+uvicorn.Config("agentloom.asgi:application", access_log=sys.argv[1] == "on", log_level=sys.argv[2]).load()
+logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:50000", "GET", "/healthz", "1.1", 200)
+logging.getLogger("uvicorn.error").info("an info line of the server")
+logging.getLogger("uvicorn.error").warning("a warning of the server")
+"""
+
+
+@pytest.mark.parametrize(("access", "level"), [("on", "info"), ("off", "info"), ("on", "warning")])
+def test_uvicorns_access_log_and_log_level_switches_survive_djangos_logging_set_up(access, level):
+    # `--no-access-log` and `--log-level warning` were undone when Django set up its
+    # logging: a load run wrote two access lines per question it was told not to write.
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings_test"}
+    done = subprocess.run([sys.executable, "-c", QUIET_WEB, access, level], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ('"GET /healthz HTTP/1.1" 200' in done.stderr) is (access == "on" and level == "info"), done.stderr
+    assert ("an info line of the server" in done.stderr) is (level == "info"), done.stderr
+    assert "a warning of the server" in done.stderr
+
+
 @override_settings(ADMINS=[("Ops", "ops@example.org")])
 def test_loop8_djangos_error_mail_to_the_admins_carries_no_form_of_the_key():
     # mail_admins sits on the "django" logger, so it runs before the root's console: it
