@@ -22,7 +22,7 @@ from sessions.admin.audit import access_audit_write
 from sessions.api import AskThrottle
 from sessions.inspector_selectors import CallPairing, model_call_pairings
 from sessions.models import ModelCall, Run
-from sessions.selectors import model_call_repairs, run_get_for_user
+from sessions.selectors import model_call_repairs, run_get_for_user, run_visible_to
 from sessions.serializers import RunOut
 from sessions.services.history import answer_continue
 from sessions.staff import staff_may_read
@@ -75,12 +75,16 @@ def _last_event_id(request) -> int | None:
 @renderer_classes([JSONRenderer, EventStreamRenderer])
 def run_events(request, run_id: int):
     """The run's events: Server-Sent Events (`id:` = seq, Last-Event-ID resumes) or `?format=json&after=N`."""
-    run = run_get_for_user(run_id=run_id, user=request.user)
     query = EventsQueryIn(data=request.query_params)
     query.is_valid(raise_exception=True)
     after = query.validated_data["after"]
+    # The status through the reader's access (one indexed query; 404 for anyone else): the
+    # stream's first check, read before any event.
+    status = run_visible_to(run_id=run_id, user_id=request.user.pk)
+    if status is None:
+        raise NotFound("Run not found.")
     if request.query_params.get("format") == "json":
-        items = events_after(run_id=run.pk, after=after, limit=query.validated_data["limit"])
+        items = events_after(run_id=run_id, after=after, limit=query.validated_data["limit"])
         return Response({"items": [event_as_dict(e) for e in items],
                          "next_after": items[-1].seq if items else after})
     resume_from = _last_event_id(request)
@@ -88,8 +92,8 @@ def run_events(request, run_id: int):
     if not slot.take():
         raise Throttled(wait=5, detail=f"At most {settings.AGENTLOOM_MAX_STREAMS_PER_USER} event streams may be "
                                        "open at once; close one (another tab?) and try again.")
-    stream = EventStream(run_id=run.pk, user_id=request.user.pk,
-                         after=resume_from if resume_from is not None else after, slot=slot)
+    stream = EventStream(run_id=run_id, user_id=request.user.pk,
+                         after=resume_from if resume_from is not None else after, slot=slot, status=status)
     connection_give_back()  # the stream borrows one per poll; it keeps none while it is open
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"

@@ -259,9 +259,9 @@ class EventStream:
     """What the view hands Django: the frames, and a ``close`` Django calls when the
     response is done (finished, failed or disconnected), which frees the slot."""
 
-    def __init__(self, *, run_id: int, user_id: int, after: int, slot: StreamSlot) -> None:
+    def __init__(self, *, run_id: int, user_id: int, after: int, slot: StreamSlot, status: str | None = None) -> None:
         self.slot = slot
-        self.frames = run_event_stream(run_id=run_id, user_id=user_id, after=after, slot=slot)
+        self.frames = run_event_stream(run_id=run_id, user_id=user_id, after=after, slot=slot, status=status)
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self.frames
@@ -270,10 +270,12 @@ class EventStream:
         self.slot.release()
 
 
-async def run_event_stream(*, run_id: int, user_id: int, after: int,
-                           slot: StreamSlot | None = None) -> AsyncIterator[bytes]:
+async def run_event_stream(*, run_id: int, user_id: int, after: int, slot: StreamSlot | None = None,
+                           status: str | None = None) -> AsyncIterator[bytes]:
     """Every event after ``after``, then live ones, until the run is finished and all was
-    sent, or ``user_id`` may no longer see the run."""
+    sent, or ``user_id`` may no longer see the run. ``status``: the run's status as the
+    view just read it through the reader's access, standing for the first poll's own read
+    (it was read before any event, as a check reads it)."""
     # Not thread-sensitive: a poll borrows a thread of the shared executor, not one kept
     # for this request for as long as the stream stays open.
     poll = sync_to_async(stream_poll, thread_sensitive=False)
@@ -288,10 +290,14 @@ async def run_event_stream(*, run_id: int, user_id: int, after: int,
             now = time.monotonic()
             check = now - checked >= min(CHECK_SECONDS, HEARTBEAT_SECONDS)
             events: list[RunEvent] = []
-            status: str | None = ""
+            seen: str | None = ""
             if woke or check:  # on Redis, nothing published and no check due: nothing to read
                 try:
-                    events, status = await poll(run_id=run_id, user_id=user_id, after=after, check=check)
+                    if check and status is not None:  # the view's read is this first check's
+                        events, _ = await poll(run_id=run_id, user_id=user_id, after=after, check=False)
+                        seen, status = status, None
+                    else:
+                        events, seen = await poll(run_id=run_id, user_id=user_id, after=after, check=check)
                 except DatabaseError as exc:
                     if not database_busy(exc):
                         raise
@@ -300,9 +306,9 @@ async def run_event_stream(*, run_id: int, user_id: int, after: int,
                     continue
             if check:
                 checked = now
-                if status is None:
+                if seen is None:
                     return  # the reader left the run's space (or it is gone): nothing more for them
-                if status not in _ACTIVE and len(events) < PAGE:
+                if seen not in _ACTIVE and len(events) < PAGE:
                     for event in events:
                         yield sse_frame(event)
                     return  # finished, and every event was sent
