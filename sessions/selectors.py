@@ -104,16 +104,18 @@ def session_traits(*, session_id: int, provider: str = "", model: str = "") -> S
     subquery annotations) cost more to compose than to run."""
     calls, runs = ModelCall._meta.db_table, Run._meta.db_table
     views, files = SessionView._meta.db_table, SessionFile._meta.db_table
+    other, params = "0", []  # no model named: nothing to compare with, nothing to ask
+    if provider or model:
+        other = (f'EXISTS (SELECT 1 FROM "{calls}" c JOIN "{runs}" r ON r."id" = c."run_id" WHERE r."session_id" = %s '
+                 f'AND c."purpose" = %s AND NOT (c."provider" = %s AND c."model" = %s))')
+        params = [session_id, ModelCall.Purpose.ACTION, provider, model]
     with connection.cursor() as cursor:
         cursor.execute(
-            f'SELECT EXISTS (SELECT 1 FROM "{calls}" c JOIN "{runs}" r ON r."id" = c."run_id" '
-            f'WHERE r."session_id" = %s AND c."purpose" = %s AND NOT (c."provider" = %s AND c."model" = %s)), '
-            f'EXISTS (SELECT 1 FROM "{views}" WHERE "session_id" = %s AND NOT "raw_complete"), '
+            f'SELECT {other}, EXISTS (SELECT 1 FROM "{views}" WHERE "session_id" = %s AND NOT "raw_complete"), '
             f'EXISTS (SELECT 1 FROM "{files}" WHERE "session_id" = %s AND "question_seq" IS NOT NULL)',
-            [session_id, ModelCall.Purpose.ACTION, provider, model, session_id, session_id])
+            [*params, session_id, session_id])
         other_models, imported, files_sent = cursor.fetchone()
-    return SessionTraits(other_models=bool(other_models) and bool(provider or model), imported=bool(imported),
-                         files_sent=bool(files_sent))
+    return SessionTraits(other_models=bool(other_models), imported=bool(imported), files_sent=bool(files_sent))
 
 
 def instance_label(record: SessionMessage) -> str:

@@ -11,10 +11,13 @@ when a question it sees carries one (``files_in_view``), so agents need not choo
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloom.agents.tool_registry import Tool, ToolContext, ToolError, register
 from context.attachments import READ_FILE_MAX_CHARS, READ_FILE_TOOL, file_text, session_files
+
+if TYPE_CHECKING:
+    from sessions.selectors import SessionTraits
 
 
 def _question_records(run: Any) -> Any:
@@ -25,7 +28,7 @@ def _question_records(run: Any) -> Any:
     return (record_as_engine_dict(row) for row in rows.iterator(chunk_size=50))
 
 
-def files_in_view(*, run: Any, traits: Any = None) -> tuple[dict[str, Any], ...]:
+def files_in_view(*, run: Any, traits: SessionTraits | None = None) -> tuple[dict[str, Any], ...]:
     """The files of the questions ``run`` sees: ``{"id", "name", "kind", "size"}`` each.
 
     Asked at every run: the session's traits (``traits``, or read here in one indexed
