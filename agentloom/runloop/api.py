@@ -78,8 +78,7 @@ def run_events(request, run_id: int):
     query = EventsQueryIn(data=request.query_params)
     query.is_valid(raise_exception=True)
     after = query.validated_data["after"]
-    # The status through the reader's access (one indexed query; 404 for anyone else): the
-    # stream's first check, read before any event.
+    # The status through the reader's access (one indexed query; 404 for anyone else).
     status = run_visible_to(run_id=run_id, user_id=request.user.pk)
     if status is None:
         raise NotFound("Run not found.")
@@ -93,7 +92,7 @@ def run_events(request, run_id: int):
         raise Throttled(wait=5, detail=f"At most {settings.AGENTLOOM_MAX_STREAMS_PER_USER} event streams may be "
                                        "open at once; close one (another tab?) and try again.")
     stream = EventStream(run_id=run_id, user_id=request.user.pk,
-                         after=resume_from if resume_from is not None else after, slot=slot, status=status)
+                         after=resume_from if resume_from is not None else after, slot=slot)
     connection_give_back()  # the stream borrows one per poll; it keeps none while it is open
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"

@@ -29,8 +29,8 @@ from sessions.selectors import (
 )
 from sessions.services.files import attachment_of, attachments_mark, attachments_take, file_ids_clean
 from sessions.services.frames import frame_locked
-from sessions.services.manual_compaction import compaction_hold_check, session_lock
 from sessions.services.manual_compaction import compaction_request as compaction_request  # its old home
+from sessions.services.manual_compaction import session_lock_to_ask
 from sessions.services.prepared import preparations_discard
 from sessions.services.records import NewRecord, record_append, records_append, records_append_new
 from sessions.services.runs import run_create_with_main, run_dispatch_on_commit
@@ -71,11 +71,9 @@ def question_ask(*, session: Session, content: Any, files: Any = None) -> Run:
     """
     content = _clean_content(content)
     file_ids = file_ids_clean(files)
-    _creator_still_member(session)
     with transaction.atomic():
         # One thing at a time per session: not while a manual compaction holds it.
-        session_lock(session_id=session.pk)
-        compaction_hold_check(session_id=session.pk)
+        session_lock_to_ask(session_id=session.pk)
         attached = attachments_take(session=session, ids=file_ids)
         run, instance = _run_open(session=session, new_turn=True)
         message: dict[str, Any] = {"role": "user", "content": content}
@@ -132,10 +130,8 @@ def answer_continue(*, run: Run) -> Run:
     ``not_continuable`` (409); ActiveRunConflict and CompactionRunning as ``question_ask``.
     """
     session = run.session
-    _creator_still_member(session)
     with transaction.atomic():
-        session_lock(session_id=session.pk)
-        compaction_hold_check(session_id=session.pk)
+        session_lock_to_ask(session_id=session.pk)
         latest = Run.objects.filter(session=session).order_by("-pk").values_list("pk", flat=True).first()
         if latest != run.pk or not answer_was_cut(run=run):
             raise Conflict("Only the latest answer of a session, cut at its output limit, can be continued.",

@@ -13,11 +13,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Literal
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agentloom.errors import Conflict
+from agentloom.errors import Conflict, NotFound
+from agentloom.spaces.models import Membership
 from sessions.models import Run, RunAttention, Session, SessionMessage, SessionView
 from sessions.selectors import main_instance
 from sessions.services.frames import frame_update
@@ -45,6 +46,33 @@ class NothingToCompact(Conflict):
 def session_lock(*, session_id: int) -> None:
     """Lock the session row until the caller's transaction ends (call inside ``atomic``)."""
     Session.objects.select_for_update().filter(pk=session_id).values_list("pk", flat=True).first()
+
+
+def session_lock_to_ask(*, session_id: int) -> None:
+    """Lock the session row for a new run of it, then look: NotFound (404) once its creator
+    has left its space (RUN-11), CompactionRunning (409) while a manual compaction holds it.
+
+    The lock is a statement of its own: PostgreSQL reads a statement's subqueries as they
+    were when it began, so a look made in the locking statement would miss a hold
+    committed while it waited for the lock. The look is then one statement (issue #29: the
+    membership and the hold were two), and only a session some compaction marked reads the
+    hold itself (``compaction_hold_check``). Call inside ``atomic``.
+    """
+    session_lock(session_id=session_id)
+    session, membership, run = Session._meta.db_table, Membership._meta.db_table, Run._meta.db_table
+    active = ", ".join(["%s"] * len(Run.ACTIVE_STATUSES))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT EXISTS (SELECT 1 FROM "{membership}" m WHERE m."space_id" = s."space_id" '
+            f'AND m."user_id" = s."user_id"), EXISTS (SELECT 1 FROM "{run}" r WHERE r."session_id" = s."id" '
+            f'AND r."status" NOT IN ({active}) AND (r."attention" & %s) <> 0) '
+            f'FROM "{session}" s WHERE s."id" = %s',
+            [*map(str, Run.ACTIVE_STATUSES), RunAttention.COMPACT, session_id])
+        row = cursor.fetchone()
+    if row is None or not row[0]:
+        raise NotFound("Session not found.")
+    if row[1]:
+        compaction_hold_check(session_id=session_id)
 
 
 def _holding_run(*, session_id: int) -> Run | None:

@@ -22,7 +22,7 @@ from sessions.services import dispatch
 from sessions.services.events import event_emit
 from sessions.services.manual_compaction import compaction_hold_check, session_lock
 from sessions.services.prepared import preparations_discard
-from sessions.services.records import record_append
+from sessions.services.records import NewRecord, record_append, records_append_new
 
 logger = logging.getLogger("agentloom.dispatch")
 
@@ -177,8 +177,10 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
             message["reason"] = reason
         if error is not None:
             message["error"] = {"code": error.code, "message": error.message}
-        record_append(session=run.session, run=run, instance=main,
-                      kind="run_status", message=message, entry_key=f"status-{run.attempt}")
+        # The transition above moved this attempt out of its working state, once: its status
+        # record is new, and goes in without a de-duplicating read (issue #29).
+        records_append_new(session=run.session, run=run, instance=main,
+                           records=[NewRecord("run_status", message, f"status-{run.attempt}")])
         event_emit(run_id=run.pk, type="run_finished", data={"status": status, "error": stored, **(event_data or {})})
     return True
 

@@ -1,0 +1,70 @@
+"""An event stream reads its run in one statement, and ends on the read that brings the end
+(issue #29).
+
+Each read of a stream gives the run's status, as the reader may see it, and the events
+after the last one sent, from one snapshot: a finished status read with the events means
+they are all there will be, so the stream ends then, without reading again to check.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
+
+from agentloom.runloop import stream
+from agentloom.spaces.models import Membership
+from sessions.models import Run
+from sessions.services.events import event_emit
+from sessions.services.history import question_ask
+from sessions.services.runs import run_finish
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_read_is_one_statement_with_the_status_and_the_events_through_the_readers_access(alice, bob,
+                                                                                            make_session):
+    run = question_ask(session=make_session(alice), content="Hello")
+    for number in range(3):
+        event_emit(run_id=run.pk, type="message_delta", data={"text": f"part {number}"})
+    with CaptureQueriesContext(connections["default"]) as reads:
+        events, status = stream.stream_poll(run_id=run.pk, user_id=alice.pk, after=1)
+    assert len(reads.captured_queries) == 1
+    assert status == "queued"
+    assert [(e.seq, e.type, e.payload) for e in events] == [(2, "message_delta", {"text": "part 1"}),
+                                                            (3, "message_delta", {"text": "part 2"})]
+    assert stream.stream_poll(run_id=run.pk, user_id=alice.pk, after=3) == ([], "queued")  # nothing new, still there
+    assert stream.stream_poll(run_id=run.pk, user_id=bob.pk, after=0) == ([], None)  # not Bob's run
+    Membership.objects.filter(user=alice).delete()
+    assert stream.stream_poll(run_id=run.pk, user_id=alice.pk, after=0) == ([], None)  # Alice left the space
+
+
+def test_a_stream_ends_on_the_read_that_brings_run_finished(alice, make_session, monkeypatch, settings):
+    settings.REDIS_URL = ""  # polling: the reads do not wait on a nudge
+    run = question_ask(session=make_session(alice), content="Hello")
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    run.refresh_from_db()
+    event_emit(run_id=run.pk, type="run_started", data={"attempt": 0})
+    reads: list[tuple[list, str | None]] = []
+    real_poll = stream.stream_poll
+
+    def counted(**kwargs):
+        result = real_poll(**kwargs)
+        reads.append(result)
+        return result
+
+    monkeypatch.setattr(stream, "stream_poll", counted)
+
+    async def scenario() -> list[bytes]:
+        frames = stream.run_event_stream(run_id=run.pk, user_id=alice.pk, after=0)
+        seen = [await frames.__anext__(), await frames.__anext__()]  # retry:, then run_started
+        await sync_to_async(run_finish, thread_sensitive=False)(run=run, status=Run.Status.COMPLETED)
+        seen += [frame async for frame in frames]
+        return seen
+
+    frames = asyncio.run(asyncio.wait_for(scenario(), timeout=60))
+    assert b"event: run_started" in frames[1] and b"event: run_finished" in frames[-1]
+    last_events, last_status = reads[-1]
+    assert [event.type for event in last_events] == ["run_finished"] and last_status == "completed"
