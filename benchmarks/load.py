@@ -274,6 +274,19 @@ def _wait_for_web(url: str, processes: list[subprocess.Popen]) -> bool:
     return False
 
 
+def _wait_for_workers(workers: list[subprocess.Popen]) -> bool:
+    """Until every worker takes tasks: its first heartbeat row is written once it is ready."""
+    from agentloom.runloop.models import WorkerHeartbeat
+
+    pids = {worker.pid for worker in workers}
+    give_up = time.monotonic() + START_SECONDS
+    while time.monotonic() < give_up and all(w.poll() is None for w in workers):
+        if set(WorkerHeartbeat.objects.filter(pid__in=pids).values_list("pid", flat=True)) == pids:
+            return True
+        time.sleep(0.1)  # polling interval
+    return False
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -304,7 +317,9 @@ def _run(args, tally: Tally, state: dict) -> None:
             if not _wait_for_web(url, processes):
                 tally.error("web did not start", f"no answer from {url}/healthz within {START_SECONDS:.0f} s")
                 return
-            time.sleep(2)  # let the workers connect
+            if not _wait_for_workers(processes[1:]):
+                tally.error("workers did not start", f"not all {args.workers} took tasks within {START_SECONDS:.0f} s")
+                return
             asyncio.run(_drive(list(zip(ask_urls, tokens)), url, agent.pk, args.seconds, args.drain, tally))
             state["stuck"] = _left_behind(agent)  # before stopping: a stopping worker may end its runs
         finally:
