@@ -8,15 +8,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from agentloom.errors import Conflict, NotFound, ValidationFailed
 from context import DEFAULT_TOOL_RESULT_LIMIT, InstanceContext, Start
-from sessions.frames import Frame, QueuedSupplement, frame_initial
+from sessions.frames import QueuedSupplement, frame_initial
 from sessions.models import CompactionSnapshot, Instance, Run, RunAttention, Session, SessionMessage, SessionView
 from sessions.selectors import (
     calls_pending,
@@ -94,20 +94,42 @@ def question_ask(*, session: Session, content: Any, files: Any = None) -> Run:
 def _run_open(*, session: Session, new_turn: bool) -> tuple[Run, Instance]:
     """A queued run of ``session`` and its main instance, counters and frame carried on
     from the session's main line. Inside the caller's transaction, session row locked."""
+    watermark, carried = main_line_carried(session_id=session.pk)
+    fields = {**carried, "user_turns": carried["user_turns"] + (1 if new_turn else 0)}
+    return run_create_with_main(session=session, main=lambda run: fields, inherited_watermark=watermark)
 
-    def main(run: Run) -> dict[str, Any]:
-        user_turns, model_steps = main_counts(session_id=session.pk, up_to_seq=run.inherited_watermark)
-        view = view_best_for_run(run=run)
-        # The session's main line goes on: its plan (LOOP-4) and, when its summaries keep
-        # failing, its back-off (CTX-44) come with it into the new question.
-        previous = _previous_main_frame(session=session, before_run=run)
-        return {"user_turns": user_turns + (1 if new_turn else 0), "model_steps": model_steps,
-                "baseline_user_turns": view.baseline_user_turns if view else 0,
-                "baseline_model_steps": view.baseline_model_steps if view else 0,
-                "frame": frame_initial(compaction_failure=previous.get("compaction_failure"),
-                                       plan=previous.get("plan"))}
 
-    return run_create_with_main(session=session, main=main)
+def main_line_carried(*, session_id: int) -> tuple[int, dict[str, Any]]:
+    """What a new run of the session starts from, read in one statement (issue #29: it was
+    four, on every question): the watermark it inherits (the session's last seq), and its
+    main instance's fields — the counts up to that watermark (``main_counts``), the
+    baselines of the best view under it (``view_best_for_run``), and the plan (LOOP-4) and
+    summary back-off (CTX-44) of the session's latest main frame, which the new question
+    carries on. ``tests/sessions/test_main_line_carried.py`` holds it to those readers.
+
+    Read with the session row locked: nothing moves the watermark meanwhile.
+    """
+    message, view, instance = SessionMessage._meta.db_table, SessionView._meta.db_table, Instance._meta.db_table
+    run, session = Run._meta.db_table, Session._meta.db_table
+    main_up_to = f'FROM "{message}" m WHERE m."session_id" = s."id" AND m."in_main" AND m."seq" <= s."last_seq"'
+    best_view = (f'FROM "{view}" v WHERE v."session_id" = s."id" AND v."watermark" <= s."last_seq" '
+                 'ORDER BY v."watermark" DESC, v."id" DESC LIMIT 1')
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT s."last_seq", (SELECT COUNT(*) {main_up_to} AND m."kind" = %s), '
+            f'(SELECT COUNT(*) {main_up_to} AND m."kind" = %s AND substr(m."entry_key", 1, %s) <> %s), '
+            f'(SELECT v."baseline_user_turns" {best_view}), (SELECT v."baseline_model_steps" {best_view}), '
+            f'(SELECT i."frame" FROM "{instance}" i JOIN "{run}" r ON r."id" = i."run_id" '
+            f'WHERE r."session_id" = s."id" AND i."parent_id" IS NULL ORDER BY i."run_id" DESC LIMIT 1) '
+            f'FROM "{session}" s WHERE s."id" = %s',
+            ["user", "assistant", len(PARTIAL_PREFIX), PARTIAL_PREFIX, session_id])
+        watermark, turns, steps, baseline_turns, baseline_steps, frame = cursor.fetchone()
+    previous = (Instance._meta.get_field("frame").from_db_value(frame, None, connection) if frame is not None
+                else None) or {}
+    return watermark, {
+        "user_turns": turns, "model_steps": steps,
+        "baseline_user_turns": baseline_turns or 0, "baseline_model_steps": baseline_steps or 0,
+        "frame": frame_initial(compaction_failure=previous.get("compaction_failure"), plan=previous.get("plan"))}
 
 
 def answer_was_cut(*, run: Run) -> bool:
@@ -140,13 +162,6 @@ def answer_continue(*, run: Run) -> Run:
         Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
         run_dispatch_on_commit(continued.pk)
     return continued
-
-
-def _previous_main_frame(*, session: Session, before_run: Run) -> Frame:
-    """The frame of the session's main instance as its latest earlier run left it."""
-    previous = (Instance.objects.filter(run__session=session, parent__isnull=True, run_id__lt=before_run.pk)
-                .only("frame").order_by("-run_id").first())
-    return cast(Frame, (previous.frame or {}) if previous else {})
 
 
 def supplement_add(*, run: Run, content: Any) -> dict[str, Any]:

@@ -49,10 +49,12 @@ def run_create(*, session: Session) -> Run:
 MainFields = Callable[[Run], dict[str, Any]]
 
 
-def run_create_with_main(*, session: Session, main: MainFields | None = None) -> tuple[Run, Instance]:
+def run_create_with_main(*, session: Session, main: MainFields | None = None,
+                         inherited_watermark: int | None = None) -> tuple[Run, Instance]:
     """``run_create``, returning the main instance too. ``main(run)`` gives the instance's
     fields (counters, frame), read once the run row exists: the instance is inserted
-    whole, not inserted, read back and updated."""
+    whole, not inserted, read back and updated. ``inherited_watermark``: the session's
+    last seq as the caller just read it, with the session row locked (else read here)."""
     version = session.version
     try:
         with transaction.atomic():
@@ -61,7 +63,8 @@ def run_create_with_main(*, session: Session, main: MainFields | None = None) ->
                 version=version,
                 status=Run.Status.QUEUED,
                 budget=budget_freeze(version=version),
-                inherited_watermark=Session.objects.values_list("last_seq", flat=True).get(pk=session.pk),
+                inherited_watermark=inherited_watermark if inherited_watermark is not None
+                else Session.objects.values_list("last_seq", flat=True).get(pk=session.pk),
             )
             instance = Instance.objects.create(run=run, key=Instance.MAIN, **(main(run) if main else {}))
     except IntegrityError:

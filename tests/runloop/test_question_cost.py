@@ -25,8 +25,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Was 18: two COUNTs, an instance inserted then read back and updated, a de-duplicating
 # read of a run's first record, two UPDATEs of the session; then 12: its creator's
-# membership and a manual compaction's hold read apart.
-ASK_STATEMENTS = 11
+# membership and a manual compaction's hold read apart; then 11: what the run carries over
+# from the session's main line (last seq, counts, best view, last frame) read apart.
+ASK_STATEMENTS = 8
 # Was 38: a scan for runs to reap, the claim read twice and checked apart, three EXISTS
 # about the session apart (and every question read for files), a Stop check beside the
 # beat, a first attempt's main line searched for steps and calls, the main instance read
