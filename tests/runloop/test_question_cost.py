@@ -32,8 +32,9 @@ ASK_STATEMENTS = 8
 # about the session apart (and every question read for files), a Stop check beside the
 # beat, a first attempt's main line searched for steps and calls, the main instance read
 # twice at the end; then 28: the run's status record appended through a locking,
-# de-duplicating read of what its transition already makes new.
-RUN_STATEMENTS = 26
+# de-duplicating read of what its transition already makes new; then 26: the claimed run's
+# model connection read apart.
+RUN_STATEMENTS = 25
 
 
 def _statements(queries: list[dict]) -> list[str]:
