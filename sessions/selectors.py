@@ -76,6 +76,13 @@ def run_visible_to(*, run_id: int, user_id: int) -> str | None:
             .values_list("status", flat=True).first())
 
 
+def creator_is_member_sql(session_alias: str) -> str:
+    """``session_creator_is_member`` as an SQL condition on the session row aliased
+    ``session_alias``, for the statements that check it inside their own read or write."""
+    return (f'EXISTS (SELECT 1 FROM "{Membership._meta.db_table}" m WHERE m."space_id" = {session_alias}."space_id" '
+            f'AND m."user_id" = {session_alias}."user_id")')
+
+
 def session_creator_is_member(*, session: Session) -> bool:
     """Whether the session's creator still belongs to its space: nobody asks, resumes or
     spends the space's key in a session of a space they have left."""

@@ -30,8 +30,8 @@ from django.core.cache import cache
 from django.db import DatabaseError, connection
 
 from agentloom.db_pool import RETRY_AFTER_SECONDS, connection_give_back, database_busy
-from agentloom.spaces.models import Membership
 from sessions.models import Run, RunEvent, Session
+from sessions.selectors import creator_is_member_sql
 from sessions.services.events import channel_for, event_type_current
 
 logger = logging.getLogger("agentloom.stream")
@@ -203,13 +203,11 @@ class _Waker:
 
 
 def _poll_sql() -> str:
-    run, session = Run._meta.db_table, Session._meta.db_table
-    event, membership = RunEvent._meta.db_table, Membership._meta.db_table
+    run, session, event = Run._meta.db_table, Session._meta.db_table, RunEvent._meta.db_table
     return (f'SELECT r."status", e."seq", e."type", e."payload" FROM "{run}" r '
             f'JOIN "{session}" s ON s."id" = r."session_id" '
             f'LEFT JOIN "{event}" e ON e."run_id" = r."id" AND e."seq" > %s '
-            f'WHERE r."id" = %s AND s."user_id" = %s AND EXISTS (SELECT 1 FROM "{membership}" m '
-            f'WHERE m."space_id" = s."space_id" AND m."user_id" = s."user_id") '
+            f'WHERE r."id" = %s AND s."user_id" = %s AND {creator_is_member_sql("s")} '
             f'ORDER BY e."seq" LIMIT %s')
 
 

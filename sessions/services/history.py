@@ -96,7 +96,7 @@ def _run_open(*, session: Session, new_turn: bool) -> tuple[Run, Instance]:
     from the session's main line. Inside the caller's transaction, session row locked."""
     watermark, carried = main_line_carried(session_id=session.pk)
     fields = {**carried, "user_turns": carried["user_turns"] + (1 if new_turn else 0)}
-    return run_create_with_main(session=session, main=lambda run: fields, inherited_watermark=watermark)
+    return run_create_with_main(session=session, main=fields, inherited_watermark=watermark)
 
 
 def main_line_carried(*, session_id: int) -> tuple[int, dict[str, Any]]:
@@ -124,8 +124,7 @@ def main_line_carried(*, session_id: int) -> tuple[int, dict[str, Any]]:
             f'FROM "{session}" s WHERE s."id" = %s',
             ["user", "assistant", len(PARTIAL_PREFIX), PARTIAL_PREFIX, session_id])
         watermark, turns, steps, baseline_turns, baseline_steps, frame = cursor.fetchone()
-    previous = (Instance._meta.get_field("frame").from_db_value(frame, None, connection) if frame is not None
-                else None) or {}
+    previous = Instance._meta.get_field("frame").from_db_value(frame, None, connection) or {} if frame else {}
     return watermark, {
         "user_turns": turns, "model_steps": steps,
         "baseline_user_turns": baseline_turns or 0, "baseline_model_steps": baseline_steps or 0,

@@ -18,9 +18,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from agentloom.errors import Conflict, NotFound
-from agentloom.spaces.models import Membership
 from sessions.models import Run, RunAttention, Session, SessionMessage, SessionView
-from sessions.selectors import main_instance
+from sessions.selectors import creator_is_member_sql, main_instance
 from sessions.services.frames import frame_update
 
 # A worker that died mid-summary releases the session after this long (the chat stops
@@ -59,12 +58,11 @@ def session_lock_to_ask(*, session_id: int) -> None:
     hold itself (``compaction_hold_check``). Call inside ``atomic``.
     """
     session_lock(session_id=session_id)
-    session, membership, run = Session._meta.db_table, Membership._meta.db_table, Run._meta.db_table
+    session, run = Session._meta.db_table, Run._meta.db_table
     active = ", ".join(["%s"] * len(Run.ACTIVE_STATUSES))
     with connection.cursor() as cursor:
         cursor.execute(
-            f'SELECT EXISTS (SELECT 1 FROM "{membership}" m WHERE m."space_id" = s."space_id" '
-            f'AND m."user_id" = s."user_id"), EXISTS (SELECT 1 FROM "{run}" r WHERE r."session_id" = s."id" '
+            f'SELECT {creator_is_member_sql("s")}, EXISTS (SELECT 1 FROM "{run}" r WHERE r."session_id" = s."id" '
             f'AND r."status" NOT IN ({active}) AND (r."attention" & %s) <> 0) '
             f'FROM "{session}" s WHERE s."id" = %s',
             [*map(str, Run.ACTIVE_STATUSES), RunAttention.COMPACT, session_id])

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,11 +12,10 @@ from django.utils import timezone
 
 from agentloom.agents.models import AgentVersion
 from agentloom.errors import ActiveRunConflict, Conflict, NotFound
-from agentloom.spaces.models import Membership
 from sessions.frames import RunBudget
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
 from sessions.run_errors import NOT_A_MEMBER, QUEUE_UNAVAILABLE, RunError
-from sessions.selectors import session_creator_is_member
+from sessions.selectors import creator_is_member_sql, session_creator_is_member
 from sessions.services import dispatch
 from sessions.services.events import event_emit
 from sessions.services.manual_compaction import compaction_hold_check, session_lock
@@ -46,15 +44,11 @@ def run_create(*, session: Session) -> Run:
     return run_create_with_main(session=session)[0]
 
 
-MainFields = Callable[[Run], dict[str, Any]]
-
-
-def run_create_with_main(*, session: Session, main: MainFields | None = None,
+def run_create_with_main(*, session: Session, main: dict[str, Any] | None = None,
                          inherited_watermark: int | None = None) -> tuple[Run, Instance]:
-    """``run_create``, returning the main instance too. ``main(run)`` gives the instance's
-    fields (counters, frame), read once the run row exists: the instance is inserted
-    whole, not inserted, read back and updated. ``inherited_watermark``: the session's
-    last seq as the caller just read it, with the session row locked (else read here)."""
+    """``run_create``, returning the main instance too, inserted whole with the fields
+    ``main`` gives (counters, frame). ``inherited_watermark``: the session's last seq as
+    the caller just read it, with the session row locked (else read here)."""
     version = session.version
     try:
         with transaction.atomic():
@@ -66,7 +60,7 @@ def run_create_with_main(*, session: Session, main: MainFields | None = None,
                 inherited_watermark=inherited_watermark if inherited_watermark is not None
                 else Session.objects.values_list("last_seq", flat=True).get(pk=session.pk),
             )
-            instance = Instance.objects.create(run=run, key=Instance.MAIN, **(main(run) if main else {}))
+            instance = Instance.objects.create(run=run, key=Instance.MAIN, **(main or {}))
     except IntegrityError:
         if Run.objects.filter(session=session, status__in=Run.ACTIVE_STATUSES).exists():
             raise ActiveRunConflict(
@@ -120,13 +114,12 @@ def _claim_if_creator_is_member(*, run_id: int) -> bool:
     (an EXISTS over two joins, rewritten as a subquery) cost more CPU to compose than the
     rest of the claim."""
     now = timezone.now()
-    runs, sessions, members = Run._meta.db_table, Session._meta.db_table, Membership._meta.db_table
+    runs, sessions = Run._meta.db_table, Session._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f'UPDATE "{runs}" SET "status" = %s, "started_at" = %s, "heartbeat_at" = %s '
             f'WHERE "id" = %s AND "status" = %s AND EXISTS (SELECT 1 FROM "{sessions}" s '
-            f'JOIN "{members}" m ON m."space_id" = s."space_id" AND m."user_id" = s."user_id" '
-            f'WHERE s."id" = "{runs}"."session_id")',
+            f'WHERE s."id" = "{runs}"."session_id" AND {creator_is_member_sql("s")})',
             [Run.Status.RUNNING, now, now, run_id, Run.Status.QUEUED])
         return cursor.rowcount == 1
 
@@ -161,8 +154,9 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
     ``run_finished`` event every stream waits for (whoever ends the run: the loop, a Stop
     of a queued run, the reaper).
 
-    Idempotent (RUN-10): the record's entry key names the attempt, so finishing the same
-    attempt twice writes one record and one event; a run already finished is left as it is.
+    Idempotent (RUN-10): only the guarded transition out of the attempt's working state
+    writes the record (its entry key names the attempt) and the event, so finishing the
+    same attempt twice writes them once; a run already finished is left as it is.
     """
     stored = error.to_dict() if error is not None else None
     with transaction.atomic():
