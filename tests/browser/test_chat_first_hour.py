@@ -102,12 +102,14 @@ def test_a_supplement_sits_after_the_answer_it_interrupted_live_and_after_a_relo
                                                                                   fake_provider):
     session = fake_session()
     second_started = threading.Event()
+    # Each answer stops after a few words until the test has read what it reads meanwhile.
+    first_held, second_held = threading.Event(), threading.Event()
 
     def handler(request):
         if any("metric units" in str(m.get("content")) for m in request.json["messages"]):
             second_started.set()
-            return chat_stream(words(200), delay=0.05)  # slow: the live order is read while it streams
-        return chat_stream(words(25), delay=0.05)
+            return chat_stream(words(20), delay=0.05, hold=second_held, hold_after=8)
+        return chat_stream(words(25), delay=0.05, hold=first_held, hold_after=8)
 
     fake_provider.handler = handler
     log_in(page, server, next_path=f"/sessions/{session.pk}/")
@@ -116,11 +118,13 @@ def test_a_supplement_sits_after_the_answer_it_interrupted_live_and_after_a_relo
     page.get_by_label("Add to the running answer (supplement)").fill("Please use metric units.")
     page.get_by_role("button", name="Send supplement").click()
     expect(page.locator(f"{LAST_RUN} .msg-supplement .who")).to_have_text("You · supplement (received)")
+    first_held.set()
     assert second_started.wait(15)
     expect(page.locator(f"{LAST_RUN}[data-live] .msg")).to_have_count(4)  # read while it streams
     live = _kinds(page)
     expect(page.locator(f"{LAST_RUN}[data-live]")).to_have_count(1)
     assert live == ["q", "a", "s", "a"], live  # the first answer, the supplement, the answer after it
+    second_held.set()
     page.wait_for_selector(SETTLED, timeout=15_000)
     assert _kinds(page) == live
     page.reload()
@@ -153,11 +157,14 @@ def test_compact_now_and_a_question_take_turns_and_say_why_in_words(page, server
     page.get_by_role("button", name="Compact now").click()
     expect(page.locator("#chat-alert")).to_have_text("There is nothing to summarize yet: ask a question first.")
 
-    fake_provider.handler = sequence(chat_stream(words(40), delay=0.05), chat_stream(["Second answer."]))
+    held = threading.Event()  # the first answer stops mid-way until Compact now was refused
+    fake_provider.handler = sequence(chat_stream(words(12), delay=0.05, hold=held, hold_after=8),
+                                     chat_stream(["Second answer."]))
     ask(page, "First question")
     expect(page.locator(STREAMING)).to_contain_text("word1 ")
     page.get_by_role("button", name="Compact now").click()
     expect(page.locator("#chat-alert")).to_contain_text("An answer is running in this session. Wait for it to finish")
+    held.set()
     page.wait_for_selector(SETTLED, timeout=15_000)
 
     # The compaction's worker is busy for a while: the session waits for it.
@@ -200,9 +207,10 @@ def test_compact_now_and_a_question_take_turns_and_say_why_in_words(page, server
 def test_tool_arguments_read_as_indented_json_and_never_as_markup(page, server, fake_session, fake_provider):
     session = fake_session()
     arguments = {"expression": "6*7", "note": "<img src=x onerror=window.__owned=1>"}
+    held = threading.Event()  # the answer after the step stops until the step was read live
     fake_provider.handler = sequence(
         chat_stream(tool_calls=[{"id": "c1", "name": "calculator", "arguments": json.dumps(arguments)}]),
-        chat_stream(words(200), delay=0.05))
+        chat_stream(words(20), delay=0.05, hold=held, hold_after=8))
     log_in(page, server, next_path=f"/sessions/{session.pk}/")
     ask(page, "What is 6*7?")
     expected = json.dumps(arguments, indent=2)
@@ -210,6 +218,7 @@ def test_tool_arguments_read_as_indented_json_and_never_as_markup(page, server, 
     step.locator("summary").click()
     expect(step.locator(".step-pre").first).to_have_text(expected)
     expect(page.locator(STREAMING)).to_be_visible()  # read live, while the answer after it streams
+    held.set()
     page.wait_for_selector(SETTLED, timeout=20_000)
     for _ in range(2):
         step = page.locator(f"{LAST_RUN} details.step").first

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -142,6 +143,21 @@ def test_loop3_a_connection_reset_mid_stream_ends_cut_with_a_transient_error(fak
     assert end.assistant_message()["partial"] is True
     with pytest.raises(ProviderUnavailableError):
         end.raise_if_cut()
+
+
+def test_a_held_stream_sends_nothing_past_its_hold_until_released(fake):
+    """The fake's ``hold``, which tests use to read a page while an answer is certainly
+    still streaming: never released, the client reads the words before it and then times
+    out; released, the rest follows."""
+    held = threading.Event()
+    fake.handler = lambda r: chat_stream(["one ", "two ", "three ", "four"], hold=held, hold_after=3)
+    with client_for(fake, limits=HANGING) as client:
+        cut = list(client.stream_chat(BODY))
+    assert [e.text for e in cut if isinstance(e, TextDelta)] == ["one ", "two "]
+    assert cut[-1].cut and isinstance(cut[-1].error, ProviderUnavailableError)
+    held.set()
+    events = run(fake)
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["one ", "two ", "three ", "four"]
 
 
 def test_loop3_a_stream_closed_before_finish_is_cut_and_its_tool_call_incomplete(fake):

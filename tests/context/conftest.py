@@ -14,9 +14,11 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 CORPUS_DIR = SHARED / "corpus"
 
-# "ci" runs the main property 2,000 times; "dev" (the default) keeps the loop fast.
+# "ci" runs the main property 500 times; "dev" (the default) keeps the loop fast. CI ran
+# 2,000 (and 1,000 for the compaction properties) until the suite passed 15 minutes: the
+# examples past the first few hundred found nothing new and cost about 100 s a run.
 settings.register_profile(
-    "ci", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "ci", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile(
     "dev", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -1,7 +1,7 @@
 """A Hypothesis strategy for messy session histories, and what each one must keep.
 
 An event is a kind plus a seed; the builder turns the seed into that event's details. This
-keeps generation cheap (the main property runs 2,000 times in CI) while shrinking still
+keeps generation cheap (the main property runs 500 times in CI) while shrinking still
 removes and simplifies events one at a time.
 
 Markers make the properties checkable by search: ``Q<n>``/``SUP<n>`` are real user texts,

@@ -292,7 +292,7 @@ def test_ctx36_after_an_interruption_a_call_is_one_call_in_one_state() -> None:
 # -- properties ------------------------------------------------------------------------------------
 
 
-@settings(max_examples=1_000 if CI else 100, deadline=None)
+@settings(max_examples=400 if CI else 100, deadline=None)
 @given(scenario=scenarios())
 def test_ctx31_for_any_view_the_newest_group_stays_verbatim_when_a_view_can_hold_it(scenario) -> None:
     req, style = scenario
@@ -328,7 +328,7 @@ def test_ctx31_for_any_view_the_newest_group_stays_verbatim_when_a_view_can_hold
         assert kept or summarized
 
 
-@settings(max_examples=1_000 if CI else 100, deadline=None)
+@settings(max_examples=400 if CI else 100, deadline=None)
 @given(scenario=scenarios())
 def test_ctx34_for_any_view_the_summary_holds_only_what_the_summarizer_wrote(scenario) -> None:
     req, style = scenario
@@ -356,7 +356,7 @@ sentence = st.text(alphabet="abcdefgh xyz", min_size=1, max_size=40).map(str.str
 summaries = st.lists(st.tuples(st.booleans(), st.lists(sentence, min_size=1, max_size=6)), min_size=1, max_size=12)
 
 
-@settings(max_examples=1_000 if CI else 200, deadline=None)
+@settings(max_examples=400 if CI else 200, deadline=None)
 @given(parts=summaries, max_units=st.integers(1, 600))
 def test_ctx34_for_any_text_fitting_keeps_whole_words_in_order_within_the_bound(parts, max_units) -> None:
     lines = [(f"{n}. Title {n}: " if numbered else "") + ". ".join(found) + "."
@@ -369,7 +369,7 @@ def test_ctx34_for_any_text_fitting_keeps_whole_words_in_order_within_the_bound(
         assert fitted == text
 
 
-@settings(max_examples=1_000 if CI else 200, deadline=None)
+@settings(max_examples=400 if CI else 200, deadline=None)
 @given(events=histories())
 def test_ctx36_for_any_history_the_unsettled_calls_are_the_ones_the_view_marks(events) -> None:
     # The view marks a call unknown with the placeholder (CTX-3) or its result's status (RUN-6).
@@ -393,7 +393,7 @@ def test_ctx36_for_any_history_the_unsettled_calls_are_the_ones_the_view_marks(e
     assert tool_call_states([*records, checkpoint]) == states
 
 
-@settings(max_examples=1_000 if CI else 100, deadline=None)
+@settings(max_examples=400 if CI else 100, deadline=None)
 @given(sizes=st.lists(st.integers(0, 30), min_size=9, max_size=9), users=st.integers(0, 40),
        cut=st.floats(0.05, 1.0))
 def test_ctx34_for_any_nine_section_summary_fitting_keeps_the_newest_users_and_the_next_step(sizes, users, cut) -> None:

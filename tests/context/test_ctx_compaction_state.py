@@ -132,7 +132,7 @@ def runtime_states(draw):
 ESTIMATORS = {"bytes": EST, "o200k": tiktoken_estimator("o200k_base")}
 
 
-@settings(max_examples=1_000 if CI else 100, deadline=None)
+@settings(max_examples=400 if CI else 100, deadline=None)
 @given(state=runtime_states(), max_units=st.integers(0, 8_000), name=st.sampled_from(sorted(ESTIMATORS)))
 def test_ctx36_for_any_runtime_state_the_block_costs_at_most_its_room(state, max_units, name) -> None:
     estimator = ESTIMATORS[name]

@@ -1,6 +1,6 @@
 """Properties over generated histories (Hypothesis): CTX-1, 2, 5, 9, 10, 11 at once.
 
-The main property runs max_examples of the active profile: 200 by default, 2,000 under
+The main property runs max_examples of the active profile: 200 by default, 500 under
 HYPOTHESIS_PROFILE=ci.
 """
 

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from tests.fakes.anthropic_rules import PromptCache, header_refusal, redacted_data, refusal, sign_thinking, size_refusal
-from tests.fakes.responses import JSONResponse, RecordedRequest, ResponseSpec, SSEResponse
+from tests.fakes.responses import STREAM_OPTIONS, JSONResponse, RecordedRequest, ResponseSpec, SSEResponse
 
 DEFAULT_MODELS = (
     {"id": "claude-opus-5", "max_input_tokens": 1_000_000, "max_tokens": 128_000},
@@ -121,7 +121,7 @@ def message_events(blocks: Sequence[Mapping[str, Any]], *, model: str = "claude-
 
 def message_stream(blocks: Sequence[Mapping[str, Any]], **kwargs: Any) -> SSEResponse:
     """:func:`message_events` as a response; ``reset_after`` / ``close_after`` cut it."""
-    options = {k: kwargs.pop(k) for k in ("reset_after", "close_after", "delay", "headers") if k in kwargs}
+    options = {k: kwargs.pop(k) for k in STREAM_OPTIONS if k in kwargs}
     return SSEResponse(events=message_events(blocks, **kwargs), done=False, **options)
 
 

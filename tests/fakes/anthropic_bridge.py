@@ -152,6 +152,8 @@ class AnthropicBridge:
                 options["reset_after"] = events_before_text + max(spec.reset_after - 1, 0)
             if spec.close_after is not None:
                 options["close_after"] = events_before_text + max(spec.close_after - 1, 0)
+            if spec.hold is not None:
+                options.update(hold=spec.hold, hold_after=events_before_text + max(spec.hold_after - 1, 0))
             if _finish_reason(spec.events) == "length":  # the output limit: Anthropic's stop reason
                 options["stop_reason"] = "max_tokens"
             return message_stream(blocks, model=model, usage=self._usage(usage, cached), split=max(pieces, 1),

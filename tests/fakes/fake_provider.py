@@ -29,8 +29,9 @@ Response specs (all plain dataclasses):
 * :class:`JSONResponse` / :class:`RawResponse` — a body with a status and headers;
 * :class:`SSEResponse` — chat-completion chunks streamed as Server-Sent Events, with
   ``reset_after`` (abort the TCP connection after N events: a dropped stream),
-  ``close_after`` (clean close mid-body), ``delay`` between events, ``done`` for the
-  ``[DONE]`` line; raw ``bytes`` events are written verbatim (malformed chunks);
+  ``close_after`` (clean close mid-body), ``delay`` between events, ``hold`` (an
+  event the stream waits for after ``hold_after`` events), ``done`` for the ``[DONE]``
+  line; raw ``bytes`` events are written verbatim (malformed chunks);
 * :class:`Hang` — never answers (until the client's read time-out, or server stop);
 * :class:`Reset` — drops the connection without any response.
 
@@ -51,6 +52,7 @@ import json
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -60,6 +62,7 @@ import httpx
 import pytest
 
 from tests.fakes.responses import (  # noqa: F401  (re-exported: tests import helpers from here)
+    HOLD_SECONDS,
     Handler,
     Hang,
     JSONResponse,
@@ -239,6 +242,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
                     self.wfile.flush()
                     return  # clean FIN without the terminating chunk: an incomplete body
                 self._chunk(encode_event(event))
+                if spec.hold is not None and number + 1 == spec.hold_after:
+                    deadline = time.monotonic() + HOLD_SECONDS
+                    while not spec.hold.is_set() and time.monotonic() < deadline:
+                        if self.owner._stopping.wait(0.05):
+                            return  # the server is stopping: a held answer ends with it
                 if spec.delay and self.owner._stopping.wait(spec.delay):
                     return  # the server is stopping: a long pause ends with it
             self.wfile.write(b"0\r\n\r\n")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,11 @@ class RawResponse:
     content_length: bool = True  # False: no Content-Length, body ends at close
 
 
+HOLD_SECONDS = 60.0
+# What a helper building an ``SSEResponse`` passes on to it rather than to its events.
+STREAM_OPTIONS = ("reset_after", "close_after", "delay", "headers", "hold", "hold_after")
+
+
 @dataclass
 class SSEResponse:
     events: Sequence[Any]  # dict → "data: <json>", str → "data: <str>", bytes → written verbatim
@@ -42,6 +48,11 @@ class SSEResponse:
     delay: float = 0.0
     reset_after: int | None = None
     close_after: int | None = None
+    # The answer stops after ``hold_after`` events until ``hold`` is set (at most
+    # HOLD_SECONDS), then goes on: a test reads the page while the answer is certainly
+    # still streaming, and releases it, instead of streaming slowly and hoping.
+    hold: threading.Event | None = None
+    hold_after: int = 1
 
 
 @dataclass
@@ -136,7 +147,7 @@ def chat_chunks(
 
 def chat_stream(text: Sequence[str] = (), **kwargs: Any) -> SSEResponse:
     """A streamed answer (see :func:`chat_chunks`), ending with ``[DONE]``."""
-    sse_options = {k: kwargs.pop(k) for k in ("reset_after", "close_after", "delay", "done", "headers") if k in kwargs}
+    sse_options = {k: kwargs.pop(k) for k in (*STREAM_OPTIONS, "done") if k in kwargs}
     return SSEResponse(events=chat_chunks(text, **kwargs), **sse_options)
 
 

@@ -1,8 +1,8 @@
 """CTX-45 (summaries prepared in the background) and CTX-46 (summaries that ride the cache),
 end to end: the run loop, a worker thread preparing, the strict fake on a real socket.
 
-Summaries here are slow (``SUMMARY_SECONDS`` per summary answer, a realistic figure for a
-long history); questions are answered at once. A person who asks the next question after
+Summaries here are slow (``SUMMARY_SECONDS`` per summary answer, as a long history's
+are); questions are answered at once. A person who asks the next question after
 reading an answer should never wait for a summary.
 """
 from __future__ import annotations
@@ -27,7 +27,9 @@ from tests.runloop.worker import wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")
 
-SUMMARY_SECONDS = 3.0
+# Long enough to tell an inline summary's stall from a prepared one's few writes, on a busy
+# machine too (was 3 s: a fifth of the suite's CTX-45 time was this sleep).
+SUMMARY_SECONDS = 1.5
 LONG = "Please keep this detail in mind: " + "the quarterly figures show steady growth across regions. " * 7
 SMALL = {"tools": (), "window": 4_000, "provider": "openai", "model": "gpt-4o-mini"}
 ASKED = "Question"

@@ -127,7 +127,7 @@ EXC_INFO = {"none": lambda: None, "true": lambda: True, "empty": lambda: (None, 
             "instance": lambda: _exception()[1], "garbage": lambda: ("a", "b")}
 
 
-@settings(max_examples=1_000 if CI else 200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400 if CI else 200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(template=templates, args=st.lists(values, max_size=3), exc_info=exc_infos,
        stack=st.sampled_from([None, f"Stack (most recent call last):\n  {KEY}"]))
 def test_loop8_every_record_is_written_once_never_raises_and_carries_no_form_of_the_key(template, args, exc_info,
