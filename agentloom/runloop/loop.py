@@ -35,7 +35,6 @@ from sessions.services.events import event_emit
 from sessions.services.history import (
     assistant_record,
     instance_steps_recount,
-    instance_steps_save,
     supplements_take,
 )
 from sessions.services.runs import SupplementsPending, run_claim, run_finish, run_reopen_record
@@ -62,6 +61,10 @@ def run_execute(*, run_id: int) -> None:
         logger.exception("run %s could not start", run.pk)
         run_finish(run=run, status=Run.Status.FAILED, error=COULD_NOT_START)
         return
+    # The claim has just written the heartbeat, and the run read after it carries the Stop
+    # flag: the first beat and Stop check are due one interval from now, not at the first
+    # token (an UPDATE per question for nothing, issue #29).
+    state.watch.noted(cancelled=run.cancel_requested)
     with secrets_kept_from_logs(state.redactor.secrets):  # LOOP-8: out of every thread's log lines too
         state.watch.start_background()
         try:
@@ -116,14 +119,13 @@ def _drop_dead_connection() -> None:
 
 def _finish(state: RunState, status: str, *, error: RunError | None = None, reason: str = "") -> None:
     """Record the end, only from ``running`` and only while this worker's attempt owns it."""
-    if state.main is not None:
-        instance_steps_save(instance=state.main)
     state.calibration_save()
     if error is not None:
         event_emit(run_id=state.run.pk, type="run_error", data=error.event())
     extra = {"verification": state.counters["verification"]} if "verification" in state.counters else None
     run_finish(run=state.run, status=status, error=error, reason=reason, event_data=extra,
-               expected_from=(Run.Status.RUNNING,), where=Q(attempt=state.run.attempt))
+               expected_from=(Run.Status.RUNNING,), where=Q(attempt=state.run.attempt),
+               main_steps=state.main.model_steps if state.main is not None else None)
 
 
 def _learn_window(state: RunState, refusal: ContextRefused) -> None:

@@ -149,7 +149,7 @@ class SupplementsPending(Exception):
 
 def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: str = "",
                event_data: dict | None = None, expected_from: tuple[str, ...] | None = None,
-               where: Q | None = None) -> bool:
+               where: Q | None = None, main_steps: int | None = None) -> bool:
     """Record a run's terminal state once: the status row, a ``run_status`` record, and the
     ``run_finished`` event every stream waits for (whoever ends the run: the loop, a Stop
     of a queued run, the reaper).
@@ -157,6 +157,9 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
     Idempotent (RUN-10): only the guarded transition out of the attempt's working state
     writes the record (its entry key names the attempt) and the event, so finishing the
     same attempt twice writes them once; a run already finished is left as it is.
+
+    ``main_steps``: the model steps the loop counted for the main instance, saved in the
+    same transaction (not a commit of its own before it).
     """
     stored = error.to_dict() if error is not None else None
     with transaction.atomic():
@@ -165,6 +168,8 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
         if not moved:
             return False
         main = Instance.objects.get(run=run, key=Instance.MAIN)
+        if main_steps is not None and main_steps != main.model_steps:
+            Instance.objects.filter(pk=main.pk).update(model_steps=main_steps)
         if status == Run.Status.COMPLETED:
             # supplement_add locks the run row before queueing, and the UPDATE above holds
             # that lock now: a supplement is either seen here or refused with 409 (RUN-5).

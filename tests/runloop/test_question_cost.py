@@ -33,8 +33,9 @@ ASK_STATEMENTS = 8
 # beat, a first attempt's main line searched for steps and calls, the main instance read
 # twice at the end; then 28: the run's status record appended through a locking,
 # de-duplicating read of what its transition already makes new; then 26: the claimed run's
-# model connection read apart.
-RUN_STATEMENTS = 25
+# model connection read apart; then 25: a heartbeat at the first token, right after the
+# claim had written one.
+RUN_STATEMENTS = 24
 
 
 def _statements(queries: list[dict]) -> list[str]:

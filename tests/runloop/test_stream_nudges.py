@@ -3,7 +3,8 @@
 Against the suite's Redis (CI has one; skipped without): however many streams are open,
 the web process holds one subscriber connection; a nudge wakes the streams of its run and
 no other; when Redis drops that connection, every stream waiting is woken and polls the
-database from then on, and the next stream opened subscribes afresh.
+database from then on, and the next stream opened subscribes afresh. A batch of events
+committed together (a step's) is one nudge.
 """
 from __future__ import annotations
 
@@ -77,3 +78,31 @@ def test_redis_dropping_the_shared_connection_wakes_every_stream_into_polling(se
         await later.close()
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=60))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_of_events_wakes_its_streams_once_with_its_last_seq(settings, fake_session):
+    """A step's events are committed together; the streams read them in one poll, so one
+    nudge says so (was one publish, and one more poll, per event)."""
+    from django.db import transaction
+
+    from sessions.services.events import events_write
+    from sessions.services.history import question_ask
+
+    settings.REDIS_URL = os.environ["REDIS_URL"]
+    run = question_ask(session=fake_session(), content="Hello")
+    listener = redis.Redis.from_url(settings.REDIS_URL).pubsub()
+    listener.subscribe(channel_for(run.pk))
+    assert listener.get_message(timeout=10)["type"] == "subscribe"
+    with transaction.atomic():
+        rows = events_write(run_id=run.pk, events=[("run_started", {"attempt": 0}), ("message_delta", {"text": "a"}),
+                                                   ("context_measured", {"tokens": 3})])
+    # Published after the commit returned: whatever the batch published arrived before this.
+    redis.Redis.from_url(settings.REDIS_URL).publish(channel_for(run.pk), "end")
+    heard = []
+    while not heard or heard[-1] != b"end":
+        message = listener.get_message(timeout=10)
+        assert message is not None, heard
+        heard.append(message["data"])
+    listener.close()
+    assert heard == [str(rows[-1].seq).encode(), b"end"]
