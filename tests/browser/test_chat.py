@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 
 import pytest
 
@@ -63,10 +64,11 @@ def test_a_newcomer_logs_in_with_the_printed_credentials_and_the_demo_agent_comp
 def test_the_answer_streams_in_as_text_and_a_reload_mid_answer_loses_nothing(page, server, fake_session,
                                                                             fake_provider):
     session = fake_session()
+    held = threading.Event()  # the answer stops after a few words until the reload was read
     fake_provider.handler = sequence(
         chat_stream(["Let me **check** ", "first."], reasoning=["Thinking it over."],
                     tool_calls=[{"id": "c1", "name": "calculator", "arguments": '{"expression": "6*7"}'}]),
-        chat_stream(words(40), delay=0.06))
+        chat_stream(words(12), delay=0.06, hold=held, hold_after=8))
     log_in(page, server, next_path=f"/sessions/{session.pk}/")
     ask(page, "Count slowly")
 
@@ -84,8 +86,9 @@ def test_the_answer_streams_in_as_text_and_a_reload_mid_answer_loses_nothing(pag
     expect(page.locator(f"{LAST_RUN} .bubble-assistant").first.locator("strong")).to_have_text("check")
     expect(page.locator(f"{LAST_RUN} details.step .step-status")).to_have_text("done")
 
+    held.set()
     page.wait_for_selector(SETTLED, timeout=15_000)
-    assert answer_text(page) == "Let me check first. " + "".join(words(40)).strip()  # every word exactly once
+    assert answer_text(page) == "Let me check first. " + "".join(words(12)).strip()  # every word exactly once
     expect(page.locator(f"{LAST_RUN} .bubble-assistant").last).to_have_class(re.compile(r"\bmarkdown\b"))
     expect(page.locator(f"{LAST_RUN} details.step .step-duration")).to_have_text(re.compile(r"\d+ ms"))
     assert page.script_errors == []
@@ -94,7 +97,8 @@ def test_the_answer_streams_in_as_text_and_a_reload_mid_answer_loses_nothing(pag
 def test_a_dropped_connection_reconnects_with_last_event_id_and_misses_nothing(page, server, fake_session,
                                                                                 fake_provider):
     session = fake_session()
-    fake_provider.handler = sequence(chat_stream(words(40), delay=0.06))
+    held = threading.Event()  # the rest of the answer comes once the stream was cut
+    fake_provider.handler = sequence(chat_stream(words(12), delay=0.06, hold=held, hold_after=8))
     with DroppingProxy(server.port) as proxy:
         log_in(page, proxy, next_path=f"/sessions/{session.pk}/")
         streams = []
@@ -104,9 +108,10 @@ def test_a_dropped_connection_reconnects_with_last_event_id_and_misses_nothing(p
 
         assert proxy.drop() >= 1  # the stream (and any idle connection) is cut
         expect(page.locator("#chat-status")).to_contain_text("reconnecting", timeout=5_000)
+        held.set()
 
         page.wait_for_selector(SETTLED, timeout=15_000)
-    assert answer_text(page) == "".join(words(40)).strip()  # nothing lost, nothing twice
+    assert answer_text(page) == "".join(words(12)).strip()  # nothing lost, nothing twice
     resumed_from = [request.all_headers().get("last-event-id") for request in streams]
     assert resumed_from[0] is None and resumed_from[1].isdigit(), resumed_from  # the browser sent Last-Event-ID
 
@@ -140,7 +145,9 @@ def test_stop_keeps_the_partial_answer_and_resume_finishes_it(page, server, fake
 
 def test_a_supplement_sent_while_the_answer_runs_reaches_the_agent(page, server, fake_session, fake_provider):
     session = fake_session()
-    fake_provider.handler = sequence(chat_stream(words(30), delay=0.06), chat_stream(["Noted: use metric units."]))
+    held = threading.Event()  # the answer stops after a few words until the supplement was received
+    fake_provider.handler = sequence(chat_stream(words(12), delay=0.06, hold=held, hold_after=8),
+                                     chat_stream(["Noted: use metric units."]))
     log_in(page, server, next_path=f"/sessions/{session.pk}/")
     ask(page, "Plan a trip")
     expect(page.locator(STREAMING)).to_contain_text("word1 ")
@@ -150,6 +157,7 @@ def test_a_supplement_sent_while_the_answer_runs_reaches_the_agent(page, server,
     page.get_by_role("button", name="Send supplement").click()
     expect(page.locator(f"{LAST_RUN} .msg-supplement .who")).to_have_text(re.compile(r"supplement \((sent|received)\)"))
     expect(page.locator(f"{LAST_RUN} .msg-supplement .who")).to_have_text("You · supplement (received)")
+    held.set()
 
     page.wait_for_selector(SETTLED, timeout=15_000)
     expect(page.locator(f"{LAST_RUN} .msg-supplement .bubble")).to_have_text("Please use metric units.")

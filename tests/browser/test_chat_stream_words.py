@@ -4,6 +4,8 @@ stream says it reconnects and then that it did, and an unreachable server says s
 few tries, for as long as it is, and that nothing is lost."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tests.browser.conftest import LAST_RUN, SETTLED, STREAMING, answer_text, ask, log_in, words
@@ -49,25 +51,29 @@ def test_a_provider_retry_says_retrying_in_n_seconds_and_never_connection_lost(p
 
 def test_a_dropped_stream_says_it_reconnects_then_that_it_did(page, server, fake_session, fake_provider):
     session = fake_session()
-    fake_provider.handler = sequence(chat_stream(words(40), delay=0.06))
+    held = threading.Event()  # the rest of the answer comes once the stream was cut
+    fake_provider.handler = sequence(chat_stream(words(12), delay=0.06, hold=held, hold_after=8))
     with DroppingProxy(server.port) as proxy:
         log_in(page, proxy, next_path=f"/sessions/{session.pk}/")
         page.evaluate(RECORD_STATUS)
         ask(page, "Count slowly")
         expect(page.locator(STREAMING)).to_contain_text("word3 ")
         assert proxy.drop() >= 1
+        page.wait_for_function("window.statusSeen.includes('Connection lost — reconnecting…')")
+        held.set()
         page.wait_for_selector(SETTLED, timeout=15_000)
     seen = page.evaluate("window.statusSeen")
     assert "Connection lost — reconnecting…" in seen, seen
     assert "Reconnected. Working…" in seen[seen.index("Connection lost — reconnecting…"):], seen
     expect(page.locator(STATUS)).to_have_text("Answer complete.")
-    assert answer_text(page) == "".join(words(40)).strip()
+    assert answer_text(page) == "".join(words(12)).strip()
 
 
 def test_an_unreachable_server_says_the_connection_is_lost_until_it_comes_back(page, server, fake_session,
                                                                                fake_provider):
     session = fake_session()
-    fake_provider.handler = sequence(chat_stream(words(60), delay=0.06))
+    held = threading.Event()  # the rest of the answer comes once the server is reachable again
+    fake_provider.handler = sequence(chat_stream(words(12), delay=0.06, hold=held, hold_after=8))
     with DroppingProxy(server.port) as proxy:
         log_in(page, proxy, next_path=f"/sessions/{session.pk}/")
         ask(page, "Count slowly")
@@ -81,8 +87,9 @@ def test_an_unreachable_server_says_the_connection_is_lost_until_it_comes_back(p
             "The server cannot be reached — still trying. Nothing is lost; check your connection.", timeout=15_000)
         assert page.locator(f"{LAST_RUN} .error-box").count() == 0
         proxy.plug()
+        held.set()
         page.wait_for_selector(SETTLED, timeout=20_000)
     seen = page.evaluate("window.statusSeen")
     assert "Reconnected. Working…" in seen, seen
     expect(page.locator(STATUS)).to_have_text("Answer complete.")
-    assert answer_text(page) == "".join(words(60)).strip()
+    assert answer_text(page) == "".join(words(12)).strip()
