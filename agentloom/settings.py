@@ -95,6 +95,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         DATABASES["default"]["OPTIONS"]["pool"] = pool_options(
             max_size=AGENTLOOM_DB_POOL_MAX, timeout=AGENTLOOM_DB_POOL_TIMEOUT, name="web")
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = AGENTLOOM_DB_TRANSACTION_POOLER
+    # Parameters travel apart from the SQL (the extended protocol) instead of being quoted
+    # into it in Python: an encrypted record or event is bytes, and hex-quoting it cost the
+    # worker a tenth of its CPU, and PostgreSQL the parsing of it (issue #29). A statement
+    # run a few times on one connection is then prepared, planned once, but not through a
+    # transaction pooler, which would hand the next transaction a server without it.
+    DATABASES["default"]["OPTIONS"].setdefault("server_side_binding", True)
+    DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", None if AGENTLOOM_DB_TRANSACTION_POOLER else 5)
 
 REDIS_URL = redis_url_checked("REDIS_URL")
 
