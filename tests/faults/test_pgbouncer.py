@@ -4,7 +4,7 @@
 In that mode each transaction may land on a different server connection, so the platform
 must keep no state on a connection between transactions: no server-side cursors
 (``AGENTLOOM_DB_TRANSACTION_POOLER=true`` turns Django's off), no prepared statements
-(Django's psycopg backend prepares none), no session-level locks or ``SET``. The race and
+(the same setting turns psycopg's preparing off), no session-level locks or ``SET``. The race and
 row-lock cases and a real worker process run here through a PgBouncer on loopback: a
 named cursor that outlived its transaction, or a lock taken for a session, fails them.
 

@@ -232,3 +232,36 @@ def test_a_worker_running_sixteen_runs_at_once_never_holds_more_than_its_pool(fa
     assert {status for status, _ in ended} == {"completed"}, ended
     assert counts and 1 <= max(counts) <= 6, max(counts)
     assert strict.rejections == []
+
+
+def test_parameters_travel_apart_from_the_sql_and_a_repeated_statement_is_prepared():
+    """Issue #29: bytes (every encrypted record and event) are not hex-quoted into the SQL
+    in Python, and what a connection runs often is planned once by PostgreSQL."""
+    connection = connections["default"]
+    with connection.cursor() as cursor:
+        for _ in range(6):
+            cursor.execute("SELECT length(%s::bytea)", [b"\x00\x01\x02"])
+            assert cursor.fetchone() == (3,)
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%length($1::bytea)%"])
+        assert cursor.fetchone() == (1,)
+
+
+def test_through_a_transaction_pooler_nothing_is_prepared():
+    """A prepared statement lives on one server connection; PgBouncer in transaction mode
+    may hand the next transaction another (tests/faults/test_pgbouncer.py runs the cases)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    read = ("import django, json; django.setup(); from django.conf import settings; "
+            "db = settings.DATABASES['default']; "
+            "print(json.dumps([db['OPTIONS'].get('server_side_binding'), db['OPTIONS'].get('prepare_threshold'), "
+            "db['DISABLE_SERVER_SIDE_CURSORS']]))")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings_test"}
+    for pooler, expected in (("true", [True, None, True]), ("false", [True, 5, False])):
+        done = subprocess.run([sys.executable, "-c", read], cwd=REPO, capture_output=True, text=True, check=True,
+                              env={**env, "AGENTLOOM_DB_TRANSACTION_POOLER": pooler}, timeout=120)
+        assert json.loads(done.stdout.strip().splitlines()[-1]) == expected, done.stderr[-2000:]
