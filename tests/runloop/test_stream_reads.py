@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from agentloom.runloop import stream
 from agentloom.spaces.models import Membership
 from sessions.models import Run
-from sessions.services.events import event_emit
+from sessions.services.events import event_emit, events_write
 from sessions.services.history import question_ask
 from sessions.services.runs import run_finish
 
@@ -68,3 +68,25 @@ def test_a_stream_ends_on_the_read_that_brings_run_finished(alice, make_session,
     assert b"event: run_started" in frames[1] and b"event: run_finished" in frames[-1]
     last_events, last_status = reads[-1]
     assert [event.type for event in last_events] == ["run_finished"] and last_status == "completed"
+
+
+def test_what_one_read_brings_is_sent_in_one_write_in_order(alice, make_session, settings):
+    """Each write of a stream is a chunk through the server's HTTP machinery (issue #29):
+    the events of one read go out together, each still its own SSE event with its id."""
+    settings.REDIS_URL = ""
+    run = question_ask(session=make_session(alice), content="Hello")
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    run.refresh_from_db()
+    events_write(run_id=run.pk, events=[("run_started", {"attempt": 0}), ("message_delta", {"text": "Hi"}),
+                                        ("message_delta", {"text": " there"})])
+    run_finish(run=run, status=Run.Status.COMPLETED)
+
+    async def scenario() -> list[bytes]:
+        return [frame async for frame in stream.run_event_stream(run_id=run.pk, user_id=alice.pk, after=0)]
+
+    frames = asyncio.run(asyncio.wait_for(scenario(), timeout=60))
+    assert frames[0].startswith(b"retry:") and len(frames) == 2, frames
+    sent = [block for block in frames[1].decode().split("\n\n") if block]
+    assert [line for block in sent for line in block.splitlines() if line.startswith(("id:", "event:"))] == [
+        "id: 1", "event: run_started", "id: 2", "event: message_delta", "id: 3", "event: message_delta",
+        "id: 4", "event: run_finished"]
