@@ -102,6 +102,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # transaction pooler, which would hand the next transaction a server without it.
     DATABASES["default"]["OPTIONS"].setdefault("server_side_binding", True)
     DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", None if AGENTLOOM_DB_TRANSACTION_POOLER else 5)
+    # Django's backend with its batches kept under server-side binding's 65,535 parameters.
+    DATABASES["default"]["ENGINE"] = "agentloom.db.postgresql"
 
 REDIS_URL = redis_url_checked("REDIS_URL")
 

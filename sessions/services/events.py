@@ -47,6 +47,12 @@ class Sink(Protocol):
     def __call__(self, event: RunEvent) -> None: ...
 
 
+class BatchSink(Protocol):
+    """A sink handed each committed batch of a run's events at once (in seq order)."""
+
+    def __call__(self, events: Sequence[RunEvent]) -> None: ...
+
+
 def channel_for(run_id: int) -> str:
     return f"agentloom:run:{run_id}:events"
 
@@ -59,11 +65,11 @@ def log_sink(event: RunEvent) -> None:
 _redis_client = None
 
 
-def redis_sink(event: RunEvent) -> None:
+def redis_sink(events: Sequence[RunEvent]) -> None:
     """Wake streams waiting on this run; they read the events themselves from the database,
-    everything after what they sent. So it is called once per committed batch, with the
-    batch's last event (``ONCE_PER_BATCH``): a step's events wake a stream once, and it
-    reads them in one poll, instead of one publish (and one more poll) per event."""
+    everything after what they sent. One publish per committed batch, with its last seq: a
+    step's events wake a stream once, and it reads them in one poll, instead of one publish
+    (and one more poll) per event."""
     if not settings.REDIS_URL:
         return
     global _redis_client
@@ -71,22 +77,28 @@ def redis_sink(event: RunEvent) -> None:
         import redis
 
         _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
-    _redis_client.publish(channel_for(event.run_id), str(event.seq))
+    _redis_client.publish(channel_for(events[-1].run_id), str(events[-1].seq))
 
 
-sinks: list[Sink] = [log_sink, redis_sink]
-# Sinks that are wake-ups, not records: handed only the last event of each committed batch.
-ONCE_PER_BATCH: frozenset[Sink] = frozenset({redis_sink})
+# LOOP-6: every event goes to every sink, one at a time or, for ``batch_sinks``, in the
+# batch it was committed with.
+sinks: list[Sink] = [log_sink]
+batch_sinks: list[BatchSink] = [redis_sink]
 
 
 def _broadcast(events: Sequence[RunEvent]) -> None:
     for sink in list(sinks):
-        for event in events[-1:] if sink in ONCE_PER_BATCH else events:
-            try:
-                sink(event)
-            except Exception:  # LOOP-6: one broken sink never stops the others or the run
-                logger.warning("event sink %s failed for run %s", getattr(sink, "__name__", sink), event.run_id,
-                               exc_info=True)
+        for event in events:
+            _deliver(sink, event, event.run_id)
+    for batch_sink in list(batch_sinks):
+        _deliver(batch_sink, events, events[0].run_id)
+
+
+def _deliver(sink: Callable[[Any], None], what: Any, run_id: int) -> None:
+    try:
+        sink(what)
+    except Exception:  # LOOP-6: one broken sink never stops the others or the run
+        logger.warning("event sink %s failed for run %s", getattr(sink, "__name__", sink), run_id, exc_info=True)
 
 
 def event_seqs_take(*, run_id: int, count: int) -> int:

@@ -68,11 +68,21 @@ class CallChain:
         self.named = prepared.named
 
 
+# Rows or ids one statement carries at most: on PostgreSQL a statement's parameters are
+# bounded (65,535: agentloom/db/postgresql), and a request may hold more pieces than that.
+ROWS_PER_STATEMENT = 10_000
+
+
+def in_chunks(items: Sequence[Any], size: int = ROWS_PER_STATEMENT) -> list[Sequence[Any]]:
+    return [items[start:start + size] for start in range(0, len(items), size)]
+
+
 def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
     """The blob id of each piece, storing the pieces the session does not have yet.
 
     One statement in the usual case: an INSERT that skips pieces already stored and
     returns the ids of the ones it stored; only pieces seen before are then read back.
+    (A request of more than ``ROWS_PER_STATEMENT`` distinct pieces takes one per chunk.)
     """
     digests = [blob_digest(piece) for piece in pieces]
     unique: dict[str, Any] = {}
@@ -82,19 +92,18 @@ def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
         return []
     content = SentBlob._meta.get_field("content")
     created = SentBlob._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
-    values = []
-    params: list[Any] = []
-    for digest, piece in unique.items():
-        values.append("(%s, %s, %s, %s)")
-        params += [session_id, digest, content.get_db_prep_value(piece, connection), created]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f'INSERT INTO "{SentBlob._meta.db_table}" ("session_id", "digest", "content", "created_at") '
-            f'VALUES {", ".join(values)} ON CONFLICT ("session_id", "digest") DO NOTHING RETURNING "digest", "id"',
-            params)
-        known = dict(cursor.fetchall())
-    seen = [digest for digest in unique if digest not in known]
-    if seen:
+    known: dict[str, int] = {}
+    for chunk in in_chunks(list(unique.items())):
+        params: list[Any] = []
+        for digest, piece in chunk:
+            params += [session_id, digest, content.get_db_prep_value(piece, connection), created]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f'INSERT INTO "{SentBlob._meta.db_table}" ("session_id", "digest", "content", "created_at") '
+                f'VALUES {", ".join(["(%s, %s, %s, %s)"] * len(chunk))} '
+                f'ON CONFLICT ("session_id", "digest") DO NOTHING RETURNING "digest", "id"', params)
+            known.update(cursor.fetchall())
+    for seen in in_chunks([digest for digest in unique if digest not in known]):
         known.update(SentBlob.objects.filter(session_id=session_id, digest__in=seen).values_list("digest", "id"))
     return [known[digest] for digest in digests]
 

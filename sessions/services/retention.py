@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from agentloom.agents.models import Agent
 from sessions.models import ModelCall, SentBlob
+from sessions.services.model_calls import in_chunks
 
 PRUNED = {"v": 2, "pruned": True}
 
@@ -52,5 +53,8 @@ def call_logs_prune(*, now: datetime | None = None) -> dict[str, int]:
                     pruned_calls += 1
                 for session_id in session_ids:
                     keep = _referenced(session_id)
-                    pruned_blobs += SentBlob.objects.filter(session_id=session_id).exclude(pk__in=keep).delete()[0]
+                    unused = [pk for pk in SentBlob.objects.filter(session_id=session_id).values_list("pk", flat=True)
+                              if pk not in keep]  # not an exclude(pk__in=keep): keep may be past a statement's bound
+                    for chunk in in_chunks(unused):
+                        pruned_blobs += SentBlob.objects.filter(pk__in=chunk).delete()[0]
     return {"calls": pruned_calls, "blobs": pruned_blobs}

@@ -1,4 +1,4 @@
-"""PostgreSQL for the test suite: Django's backend, with a flush that deletes rows.
+"""PostgreSQL for the test suite: the platform's backend, with a flush that deletes rows.
 
 A transactional test (``django_db(transaction=True)``: the run loop, live servers, worker
 processes) ends with a flush. Django flushes PostgreSQL with one ``TRUNCATE`` of every
@@ -6,14 +6,14 @@ table, which costs about half a second whatever the tables hold (each table gets
 files); the tests' tables hold a few rows, and ``DELETE`` empties them in milliseconds.
 Foreign keys are created ``DEFERRABLE INITIALLY DEFERRED``, so the order does not matter
 inside the flush's transaction. Sequences are left alone either way (Django's default).
-Nothing else differs from production's backend.
+Nothing else differs from production's backend (``agentloom.db.postgresql``).
 """
 from __future__ import annotations
 
-from django.db.backends.postgresql import base, operations
+from agentloom.db.postgresql import base
 
 
-class DatabaseOperations(operations.DatabaseOperations):
+class DatabaseOperations(base.DatabaseOperations):
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
         if not tables or reset_sequences or allow_cascade:
             return super().sql_flush(style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)

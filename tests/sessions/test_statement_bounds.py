@@ -1,0 +1,32 @@
+"""Long lists stay under a statement's bound on parameters (PostgreSQL with server-side
+binding carries at most 65,535 in one statement: agentloom/db/postgresql).
+
+A request of more distinct pieces than one statement may carry is still logged, and its
+pieces found again; Django's own batches (a cascade deleting a space's runs, a bulk
+update) are cut to fit.
+"""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from sessions.models import SentBlob
+from sessions.services.model_calls import blobs_store
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("require_postgres")]
+
+PIECES = 20_000  # four parameters each: 80,000 in one INSERT would be refused
+
+
+def test_a_request_of_more_pieces_than_one_statement_carries_is_stored_and_found_again(alice, make_session):
+    session = make_session(alice)
+    pieces = [{"role": "user", "content": f"piece {number}"} for number in range(PIECES)]
+    ids = blobs_store(session_id=session.pk, pieces=pieces)
+    assert len(set(ids)) == PIECES and SentBlob.objects.filter(session=session).count() == PIECES
+    assert blobs_store(session_id=session.pk, pieces=pieces) == ids  # every piece seen before, read back
+
+
+def test_djangos_batches_fit_a_statement():
+    assert connection.ops.bulk_batch_size(["id"], [None] * 100_000) == 65_535
+    assert connection.ops.bulk_batch_size(["pk", "pk", "status"], [None] * 100_000) == 21_845
+    assert connection.ops.bulk_batch_size(["id"], [None] * 10) == 10
