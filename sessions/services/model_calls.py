@@ -68,12 +68,11 @@ class CallChain:
         self.named = prepared.named
 
 
-# Rows or ids one statement carries at most: on PostgreSQL a statement's parameters are
-# bounded (65,535: agentloom/db/postgresql), and a request may hold more pieces than that.
-ROWS_PER_STATEMENT = 10_000
-
-
-def in_chunks(items: Sequence[Any], size: int = ROWS_PER_STATEMENT) -> list[Sequence[Any]]:
+def in_chunks(items: Sequence[Any], fields: Sequence[str]) -> list[Sequence[Any]]:
+    """``items`` cut to what one statement may carry with ``fields`` parameters each: the
+    database's bound on a statement's parameters, as Django's own batches keep it
+    (65,535 on PostgreSQL with server-side binding, agentloom/db/postgresql; 999 on SQLite)."""
+    size = max(1, connection.ops.bulk_batch_size(list(fields), items))
     return [items[start:start + size] for start in range(0, len(items), size)]
 
 
@@ -82,7 +81,7 @@ def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
 
     One statement in the usual case: an INSERT that skips pieces already stored and
     returns the ids of the ones it stored; only pieces seen before are then read back.
-    (A request of more than ``ROWS_PER_STATEMENT`` distinct pieces takes one per chunk.)
+    (A request of more distinct pieces than one statement may carry takes one per chunk.)
     """
     digests = [blob_digest(piece) for piece in pieces]
     unique: dict[str, Any] = {}
@@ -93,7 +92,7 @@ def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
     content = SentBlob._meta.get_field("content")
     created = SentBlob._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
     known: dict[str, int] = {}
-    for chunk in in_chunks(list(unique.items())):
+    for chunk in in_chunks(list(unique.items()), ["session_id", "digest", "content", "created_at"]):
         params: list[Any] = []
         for digest, piece in chunk:
             params += [session_id, digest, content.get_db_prep_value(piece, connection), created]
@@ -103,7 +102,7 @@ def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
                 f'VALUES {", ".join(["(%s, %s, %s, %s)"] * len(chunk))} '
                 f'ON CONFLICT ("session_id", "digest") DO NOTHING RETURNING "digest", "id"', params)
             known.update(cursor.fetchall())
-    for seen in in_chunks([digest for digest in unique if digest not in known]):
+    for seen in in_chunks([digest for digest in unique if digest not in known], ["session_id", "digest"]):
         known.update(SentBlob.objects.filter(session_id=session_id, digest__in=seen).values_list("digest", "id"))
     return [known[digest] for digest in digests]
 

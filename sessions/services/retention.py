@@ -55,6 +55,6 @@ def call_logs_prune(*, now: datetime | None = None) -> dict[str, int]:
                     keep = _referenced(session_id)
                     unused = [pk for pk in SentBlob.objects.filter(session_id=session_id).values_list("pk", flat=True)
                               if pk not in keep]  # not an exclude(pk__in=keep): keep may be past a statement's bound
-                    for chunk in in_chunks(unused):
+                    for chunk in in_chunks(unused, ["id"]):
                         pruned_blobs += SentBlob.objects.filter(pk__in=chunk).delete()[0]
     return {"calls": pruned_calls, "blobs": pruned_blobs}

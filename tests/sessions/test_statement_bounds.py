@@ -1,5 +1,5 @@
 """Long lists stay under a statement's bound on parameters (PostgreSQL with server-side
-binding carries at most 65,535 in one statement: agentloom/db/postgresql).
+binding carries at most 65,535 in one statement: agentloom/db/postgresql; SQLite fewer).
 
 A request of more distinct pieces than one statement may carry is still logged, and its
 pieces found again; Django's own batches (a cascade deleting a space's runs, a bulk
@@ -13,9 +13,9 @@ from django.db import connection
 from sessions.models import SentBlob
 from sessions.services.model_calls import blobs_store
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("require_postgres")]
+pytestmark = pytest.mark.django_db
 
-PIECES = 20_000  # four parameters each: 80,000 in one INSERT would be refused
+PIECES = 20_000  # four parameters each: 80,000 in one INSERT would be refused, on either database
 
 
 def test_a_request_of_more_pieces_than_one_statement_carries_is_stored_and_found_again(alice, make_session):
@@ -26,6 +26,7 @@ def test_a_request_of_more_pieces_than_one_statement_carries_is_stored_and_found
     assert blobs_store(session_id=session.pk, pieces=pieces) == ids  # every piece seen before, read back
 
 
+@pytest.mark.usefixtures("require_postgres")
 def test_djangos_batches_fit_a_statement():
     assert connection.ops.bulk_batch_size(["id"], [None] * 100_000) == 65_535
     assert connection.ops.bulk_batch_size(["pk", "pk", "status"], [None] * 100_000) == 21_845

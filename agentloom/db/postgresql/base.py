@@ -7,8 +7,8 @@ in 16 bits — where quoting them into the SQL had no such bound. Django batches
 writes and deletes by ``bulk_batch_size`` (a cascade deleting a space's runs, a bulk
 update), which on PostgreSQL is everything at once; here it is capped, so a space with a
 hundred thousand runs is still deleted. The platform's own statements with long lists
-chunk them themselves (``sessions.services.model_calls.blobs_store``, the call-log
-retention).
+are cut by the same figure (``sessions.services.model_calls.in_chunks``: the call log's
+pieces, the call-log retention).
 """
 from __future__ import annotations
 
