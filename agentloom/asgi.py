@@ -24,5 +24,6 @@ if _ACCESS_OFF:
 from django.conf import settings  # noqa: E402  (configured by get_asgi_application)
 
 from agentloom.admission import AdmissionLimit  # noqa: E402
+from agentloom.collector import SettleAtStartup  # noqa: E402
 
-application = AdmissionLimit(django_application, limit=settings.AGENTLOOM_WEB_MAX_PENDING)
+application = SettleAtStartup(AdmissionLimit(django_application, limit=settings.AGENTLOOM_WEB_MAX_PENDING))

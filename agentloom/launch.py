@@ -130,11 +130,11 @@ def web_command(*, python: str, host: str, port: int, trusted_proxies: list[str]
     uvicorn's own default trusts ``X-Forwarded-For`` from 127.0.0.1 and hands Django the
     header's address as the peer, so anyone on the machine (or a local proxy passing the
     header through) could pick a fresh address per request and escape every rate limit.
-    Django's ASGI handler has no lifespan protocol; without ``--lifespan off`` uvicorn
-    probes it and logs a warning at every start.
+    The lifespan protocol is answered by ``agentloom.collector.SettleAtStartup`` (Django's
+    handler has none): its start-up settles the garbage collector for serving.
     """
     command = [python, "-m", "uvicorn", "agentloom.asgi:application", "--host", host, "--port", str(port),
-               "--timeout-graceful-shutdown", "3", "--lifespan", "off", "--timeout-keep-alive", KEEP_ALIVE_SECONDS]
+               "--timeout-graceful-shutdown", "3", "--lifespan", "on", "--timeout-keep-alive", KEEP_ALIVE_SECONDS]
     if trusted_proxies:
         return [*command, "--proxy-headers", "--forwarded-allow-ips", ",".join(trusted_proxies)]
     return [*command, "--no-proxy-headers"]

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
+from agentloom.collector import collector_settle
 from agentloom.db_pool import worker_pool_apply
 from agentloom.runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
 from agentloom.runloop.workers import executing, lease_take, worker_beat, worker_forget, worker_name, workers_prune
@@ -157,9 +158,17 @@ def _pool_fits_threads(sender=None, **kwargs) -> None:
     worker_pool_apply(threads)
 
 
+def _collector_settle(**kwargs) -> None:
+    collector_settle()
+
+
 def worker_hooks_connect() -> None:
     """Connect the worker lifecycle hooks (idempotent; they fire in worker processes only)."""
     signals.worker_init.connect(_pool_fits_threads, dispatch_uid="agentloom-db-pool", weak=False)
     signals.worker_init.connect(_exit_at_start_when_told, dispatch_uid="agentloom-exit-at-start", weak=False)
     signals.worker_ready.connect(_start, dispatch_uid="agentloom-housekeeping", weak=False)
     signals.worker_shutting_down.connect(_shut_down, dispatch_uid="agentloom-shutdown", weak=False)
+    # After the housekeeping thread has started: what is alive then stays (agentloom/collector.py).
+    # A prefork child settles its own collector; the threads pool runs tasks in this process.
+    signals.worker_ready.connect(_collector_settle, dispatch_uid="agentloom-collector", weak=False)
+    signals.worker_process_init.connect(_collector_settle, dispatch_uid="agentloom-collector-child", weak=False)

@@ -262,5 +262,6 @@ def test_over_a_real_socket_the_launchers_server_ignores_forwarded_headers_from_
     assert statuses[:10] == [401] * 10 and statuses[10] == 429, statuses
     assert pages[:10] == [200] * 10 and pages[10] == 429, pages
     # A person starting `make run` sees no warning: Django's ASGI handler has no lifespan
-    # protocol, and uvicorn probing it printed "ASGI 'lifespan' protocol appears unsupported".
+    # protocol, and uvicorn probing it printed "ASGI 'lifespan' protocol appears unsupported";
+    # the platform's wrapper answers it (agentloom/collector.py).
     assert "lifespan" not in (tmp_path / "web.log").read_text()

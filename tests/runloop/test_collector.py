@@ -1,0 +1,79 @@
+"""The serving processes settle Python's garbage collector once start-up is over
+(agentloom/collector.py, issue #29): start-up's objects frozen, young collections rarer.
+
+Each case runs in a process of its own: freezing is for the life of a process, and the
+suite's own process keeps the interpreter's defaults.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from agentloom.collector import YOUNG_THRESHOLD
+from tests.conftest import REPO
+
+WEB = """
+    import asyncio, gc, json
+    from agentloom.asgi import application
+
+    async def main():
+        before = {"young": gc.get_threshold()[0], "frozen": gc.get_freeze_count()}
+        messages = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+        sent = []
+
+        async def receive():
+            return messages.pop(0)
+
+        async def send(message):
+            sent.append(message["type"])
+
+        await application({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
+        after = {"young": gc.get_threshold()[0], "frozen": gc.get_freeze_count()}
+        print(json.dumps({"before": before, "after": after, "sent": sent}))
+
+    asyncio.run(main())
+"""
+
+WORKER = """
+    import gc, json
+    import django
+    django.setup()
+    from celery import signals
+    import agentloom.celery  # noqa: F401
+    from agentloom.runloop.housekeeping import worker_hooks_connect
+
+    worker_hooks_connect()
+    # Everything the worker does when ready, but the housekeeping thread (it needs the database).
+    signals.worker_ready.disconnect(dispatch_uid="agentloom-housekeeping")
+    before = {"young": gc.get_threshold()[0], "frozen": gc.get_freeze_count()}
+    signals.worker_ready.send(sender=None)
+    after = {"young": gc.get_threshold()[0], "frozen": gc.get_freeze_count()}
+    print(json.dumps({"before": before, "after": after}))
+"""
+
+
+def _run(code: str) -> dict:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings_test"}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_web_process_settles_its_collector_when_the_server_starts_not_when_imported():
+    seen = _run(WEB)
+    assert seen["sent"] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    # Importing the application (as the suite's in-process server does) changes nothing.
+    assert seen["before"] == {"young": 700, "frozen": 0}
+    assert seen["after"]["young"] == YOUNG_THRESHOLD
+    assert seen["after"]["frozen"] > 10_000  # Django and the apps, loaded before start-up ends
+
+
+def test_a_worker_settles_its_collector_when_it_is_ready():
+    seen = _run(WORKER)
+    assert seen["before"] == {"young": 700, "frozen": 0}
+    assert seen["after"]["young"] == YOUNG_THRESHOLD
+    assert seen["after"]["frozen"] > 10_000
