@@ -26,4 +26,5 @@ from django.conf import settings  # noqa: E402  (configured by get_asgi_applicat
 from agentloom.admission import AdmissionLimit  # noqa: E402
 from agentloom.collector import SettleAtStartup  # noqa: E402
 
-application = SettleAtStartup(AdmissionLimit(django_application, limit=settings.AGENTLOOM_WEB_MAX_PENDING))
+door = AdmissionLimit(django_application, limit=settings.AGENTLOOM_WEB_MAX_PENDING)
+application = SettleAtStartup(door)

@@ -21,7 +21,10 @@ suite's own process keeps the defaults) and the worker when it is ready
 from __future__ import annotations
 
 import gc
+import logging
 from typing import Any
+
+logger = logging.getLogger("agentloom.collector")
 
 YOUNG_THRESHOLD = 20_000  # allocations between collections of the youngest generation (default 700)
 
@@ -48,7 +51,10 @@ class SettleAtStartup:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                collector_settle()
+                try:
+                    collector_settle()
+                except Exception:  # noqa: BLE001 - a slower process still serves; never refuse to start over it
+                    logger.warning("the garbage collector keeps its defaults", exc_info=True)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})

@@ -6,13 +6,17 @@ suite's own process keeps the interpreter's defaults.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from agentloom.collector import YOUNG_THRESHOLD
+from agentloom.launch import web_command
 from tests.conftest import REPO
 
 WEB = """
@@ -49,7 +53,7 @@ WORKER = """
     # Everything the worker does when ready, but the housekeeping thread (it needs the database).
     signals.worker_ready.disconnect(dispatch_uid="agentloom-housekeeping")
     before = {"young": gc.get_threshold()[0], "frozen": gc.get_freeze_count()}
-    signals.worker_ready.send(sender=None)
+    signals.%s.send(sender=None)
     after = {"young": gc.get_threshold()[0], "frozen": gc.get_freeze_count()}
     print(json.dumps({"before": before, "after": after}))
 """
@@ -63,17 +67,31 @@ def _run(code: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+DEFAULTS = {"young": gc.get_threshold()[0], "frozen": 0}  # the interpreter's, kept by this process
+
+
 def test_the_web_process_settles_its_collector_when_the_server_starts_not_when_imported():
     seen = _run(WEB)
     assert seen["sent"] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     # Importing the application (as the suite's in-process server does) changes nothing.
-    assert seen["before"] == {"young": 700, "frozen": 0}
+    assert seen["before"] == DEFAULTS != {"young": YOUNG_THRESHOLD, "frozen": 0}
     assert seen["after"]["young"] == YOUNG_THRESHOLD
     assert seen["after"]["frozen"] > 10_000  # Django and the apps, loaded before start-up ends
 
 
-def test_a_worker_settles_its_collector_when_it_is_ready():
-    seen = _run(WORKER)
-    assert seen["before"] == {"young": 700, "frozen": 0}
+def test_the_shipped_web_commands_start_the_lifespan_that_settles_it():
+    command = web_command(python="python", host="127.0.0.1", port=8000, trusted_proxies=[])
+    assert command[command.index("--lifespan") + 1] == "on"
+    for shipped in ("Dockerfile", "docker-compose.yml"):
+        text = (REPO / shipped).read_text()
+        assert '"--lifespan", "on"' in text and '"--lifespan", "off"' not in text, shipped
+
+
+@pytest.mark.parametrize("signal", ["worker_ready", "worker_process_init"])
+def test_a_worker_settles_its_collector_when_it_is_ready(signal):
+    """``worker_ready`` in the process that runs the threads pool's tasks; ``worker_process_init``
+    in each child of a prefork pool."""
+    seen = _run(WORKER % signal)
+    assert seen["before"] == DEFAULTS
     assert seen["after"]["young"] == YOUNG_THRESHOLD
     assert seen["after"]["frozen"] > 10_000

@@ -178,12 +178,12 @@ async def _follow_all(url: str, token: str, paths: list[str], opened: asyncio.Ev
 
 def test_two_hundred_event_streams_open_at_once_hold_no_more_connections_than_the_pool(alice, make_session,
                                                                                         settings, monkeypatch):
-    from agentloom.asgi import application
+    from agentloom.asgi import door
 
     settings.AGENTLOOM_MAX_STREAMS_PER_USER = 1000
     # All 200 arrive at once; the door's bound on waiting requests (64) would shed some
     # with 503 — this case is about what the streams hold once open, so the door lets all in.
-    monkeypatch.setattr(application, "limit", 1000)
+    monkeypatch.setattr(door, "limit", 1000)
     runs = [question_ask(session=make_session(alice), content=f"Question {n}") for n in range(20)]
     for run in runs:
         event_emit(run_id=run.pk, type="run_started", data={"attempt": 0})
