@@ -111,6 +111,7 @@ class RunState:
     def pipeline(self, instance: Instance, depth: int) -> ContextPipeline:
         """The context pipeline of an instance, made at its first step and kept (LOOP-1)."""
         pipeline = self.pipelines.get(instance.pk)
+        first_load = pipeline is None
         if pipeline is None:
             context = InstanceContext(open_runs={self.run.pk}, screen_tools=self.screen_tools(depth),
                                       answer_limit=answer_limit(self.figures.budget))
@@ -118,7 +119,10 @@ class RunState:
                 shape=self.target.shape, figures=self.figures, policy=self.policy, context=context,
                 track=("request", instance.pk), keep_thinking=self.thinking_continues)
         if not pipeline.context.loaded:  # the first step, or the first after a compaction
-            pipeline.context.load(*context_load(run=self.run, instance=instance))
+            # A first attempt's main instance was made with the run, and only a compaction
+            # of this execution can give it a snapshot: none to look for before (issue #29).
+            made_with_run = first_load and self.run.attempt == 0 and instance.parent_id is None
+            pipeline.context.load(*context_load(run=self.run, instance=instance, snapshots=not made_with_run))
         return pipeline
 
     def screen_tools(self, depth: int) -> list[str]:

@@ -254,14 +254,15 @@ def step_save_assistant(*, run: Run, instance: Instance, message: dict[str, Any]
     return row
 
 
-def context_start(*, run: Run, instance: Instance) -> Start:
+def context_start(*, run: Run, instance: Instance, snapshots: bool = True) -> Start:
     """Where an instance's context starts: its latest snapshot, else — for a main
     instance — the best reusable view of the session (RUN-8), else the records.
+    ``snapshots=False``: the caller knows the instance has none (not looked for).
 
     A view made with another estimator is used for its messages only: token figures are
     always computed afresh by the caller's estimator, never read from the view (CTX-24).
     """
-    snapshot = snapshot_latest(instance=instance)
+    snapshot = snapshot_latest(instance=instance) if snapshots else None
     if snapshot is not None:
         return Start("snapshot", ("snapshot", snapshot.pk), snapshot.covered_seq, snapshot.messages,
                      snapshot.estimator_id)
@@ -272,11 +273,11 @@ def context_start(*, run: Run, instance: Instance) -> Start:
     return Start()
 
 
-def context_load(*, run: Run, instance: Instance) -> tuple[Start, list[dict[str, Any]]]:
+def context_load(*, run: Run, instance: Instance, snapshots: bool = True) -> tuple[Start, list[dict[str, Any]]]:
     """An instance's starting point and every visible record after it, as the engine
     reads them: what a run's ``InstanceContext`` loads once (then the loop feeds it what
-    it writes)."""
-    start = context_start(run=run, instance=instance)
+    it writes). ``snapshots`` as for ``context_start``."""
+    start = context_start(run=run, instance=instance, snapshots=snapshots)
     rows = visible_records_query(run=run, instance=instance, after_seq=start.watermark)
     return start, [record_as_engine_dict(row) for row in rows]
 

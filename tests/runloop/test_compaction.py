@@ -272,3 +272,38 @@ def test_ctx40_a_version_without_a_policy_runs_on_the_legacy_character_threshold
     assert "Question 1." not in json.dumps(sent)  # the oldest groups gave way, whole
     assert not CompactionSnapshot.objects.exists()  # no summaries: the legacy policy only selects
     assert strict.rejections == []
+
+
+def test_run10_a_resumed_attempt_starts_from_the_snapshot_its_interrupted_attempt_saved(fake_session, fake, strict):
+    """The checkpoint an interrupted attempt committed is where the next attempt starts
+    (RUN-10), not the records it summarized: here the snapshot covers the run's own
+    question, so no session view can stand in for it (RUN-7)."""
+    from sessions.selectors import view_best_for_run
+    from sessions.services.history import checkpoint_commit
+    from sessions.services.runs import run_resume
+
+    strict.handler = lambda request: chat_stream(["First answer."])
+    session = fake_session(tools=())
+    first = ask(session, "First question: the quarterly figures.")
+    assert first.status == Run.Status.COMPLETED, first.error
+    run = question_ask(session=session, content="Second question: the regional figures.")
+    main = Instance.objects.get(run=run, key=Instance.MAIN)
+    question = SessionMessage.objects.get(run=run, kind="user")
+    assert question.seq > run.inherited_watermark  # the snapshot will cover more than any view may
+    summary = "<summary>\n1. Earlier: SNAPSHOT-MARK, both questions were about figures.\n</summary>"
+    checkpoint_commit(run=run, instance=main, messages=[{"role": "user", "content": summary}],
+                      covered_seq=question.seq, estimator_id="chars/4")
+    best = view_best_for_run(run=run)  # a view this run may start from ends before its question (RUN-4)
+    assert best is None or best.watermark < question.seq
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.INTERRUPTED)  # as the reaper leaves a dead worker's run
+    run.refresh_from_db()
+    run_resume(run=run)
+    strict.handler = lambda request: chat_stream(["Second answer."])
+    sent_before = len(fake.requests)
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED and run.attempt == 1, run.error
+    sent = json.dumps(fake.requests[sent_before].json["messages"])
+    assert "SNAPSHOT-MARK" in sent
+    assert "First question" not in sent and "Second question" not in sent  # covered by the snapshot
+    assert strict.rejections == []

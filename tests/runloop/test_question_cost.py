@@ -34,8 +34,9 @@ ASK_STATEMENTS = 8
 # twice at the end; then 28: the run's status record appended through a locking,
 # de-duplicating read of what its transition already makes new; then 26: the claimed run's
 # model connection read apart; then 25: a heartbeat at the first token, right after the
-# claim had written one.
-RUN_STATEMENTS = 24
+# claim had written one; then 24: a first attempt's new main instance searched for a
+# compaction snapshot before this execution could have made one.
+RUN_STATEMENTS = 23
 
 
 def _statements(queries: list[dict]) -> list[str]:
