@@ -167,9 +167,7 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
                                finished_at=timezone.now())
         if not moved:
             return False
-        main = Instance.objects.get(run=run, key=Instance.MAIN)
-        if main_steps is not None and main_steps != main.model_steps:
-            Instance.objects.filter(pk=main.pk).update(model_steps=main_steps)
+        main = _main_instance_for_finish(run=run, main_steps=main_steps)
         if status == Run.Status.COMPLETED:
             # supplement_add locks the run row before queueing, and the UPDATE above holds
             # that lock now: a supplement is either seen here or refused with 409 (RUN-5).
@@ -186,6 +184,17 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
                            records=[NewRecord("run_status", message, f"status-{run.attempt}")])
         event_emit(run_id=run.pk, type="run_finished", data={"status": status, "error": stored, **(event_data or {})})
     return True
+
+
+def _main_instance_for_finish(*, run: Run, main_steps: int | None) -> Instance:
+    """The run's main instance as it is now (its frame may hold a supplement the API just
+    added), with the loop's step count saved: one UPDATE that returns the row, instead of
+    a read and an UPDATE on every question (issue #29)."""
+    if main_steps is None:
+        return Instance.objects.get(run=run, key=Instance.MAIN)
+    table = Instance._meta.db_table
+    return Instance.objects.raw(f'UPDATE "{table}" SET "model_steps" = %s WHERE "run_id" = %s AND "key" = %s '
+                                f'RETURNING *', [main_steps, run.pk, Instance.MAIN])[0]
 
 
 def run_reopen_record(*, run: Run) -> None:

@@ -35,8 +35,9 @@ ASK_STATEMENTS = 8
 # de-duplicating read of what its transition already makes new; then 26: the claimed run's
 # model connection read apart; then 25: a heartbeat at the first token, right after the
 # claim had written one; then 24: a first attempt's new main instance searched for a
-# compaction snapshot before this execution could have made one.
-RUN_STATEMENTS = 23
+# compaction snapshot before this execution could have made one; then 23: the main
+# instance read at the end, then its step count saved apart.
+RUN_STATEMENTS = 22
 
 
 def _statements(queries: list[dict]) -> list[str]:
