@@ -151,8 +151,10 @@ def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], 
     attempt.tail.clear()
     attempt.over_bound = False
     redaction = {"redact": state.redactor.text, "hold": state.redactor.hold}
-    text = DeltaBuffer(state.run.pk, "message_delta", extra=source, **redaction)
-    thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source, **redaction)
+    # Each flush of streamed text reads the Stop flag with its seqs: no poll of its own while text flows.
+    stop_flag = state.watch.stop_flag_read
+    text = DeltaBuffer(state.run.pk, "message_delta", extra=source, stop_flag=stop_flag, **redaction)
+    thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source, stop_flag=stop_flag, **redaction)
     pieces: list[str] = []
     reasoning: list[str] = []
     room = bound  # characters the answer may still stream

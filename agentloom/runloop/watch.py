@@ -45,10 +45,14 @@ class RunWatch:
             self._cancelled = Run.objects.filter(pk=self.run_id, cancel_requested=True).exists()
         return self._cancelled
 
-    def noted(self, *, cancelled: bool) -> None:
-        """A write just read the Stop flag back from the run row: the next read can wait."""
+    def stop_flag_read(self, cancelled: bool) -> None:
+        """A write just read the Stop flag from the run row: the next read can wait."""
         self._cancelled = self._cancelled or cancelled
         self._checked_at = time.monotonic()
+
+    def noted(self, *, cancelled: bool) -> None:
+        """A write just read the Stop flag back and wrote the heartbeat: both can wait."""
+        self.stop_flag_read(cancelled)
         self._beat_at = self._checked_at
 
     def beat(self, *, force: bool = False) -> None:

@@ -101,25 +101,31 @@ def _deliver(sink: Callable[[Any], None], what: Any, run_id: int) -> None:
         logger.warning("event sink %s failed for run %s", getattr(sink, "__name__", sink), run_id, exc_info=True)
 
 
-def event_seqs_take(*, run_id: int, count: int) -> int:
-    """Allocate ``count`` event seqs of a run; returns the last one. One UPDATE, which also
-    holds the run row until the caller's transaction ends, so producers of one run (the
-    loop, the API's supplement_received, the reaper) take turns, never the same seq."""
+def event_seqs_take(*, run_id: int, count: int) -> tuple[int, bool]:
+    """Allocate ``count`` event seqs of a run; returns the last one and the run's Stop flag
+    as the same UPDATE read it. One UPDATE, which also holds the run row until the caller's
+    transaction ends, so producers of one run (the loop, the API's supplement_received,
+    the reaper) take turns, never the same seq."""
     table = Run._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(f'UPDATE "{table}" SET "event_seq" = "event_seq" + %s WHERE "id" = %s RETURNING "event_seq"',
-                       [count, run_id])
+        cursor.execute(f'UPDATE "{table}" SET "event_seq" = "event_seq" + %s WHERE "id" = %s '
+                       'RETURNING "event_seq", "cancel_requested"', [count, run_id])
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
-    return row[0]
+    return row[0], bool(row[1])
+
+
+StopFlag = Callable[[bool], None]  # told the run's Stop flag as a write just read it
 
 
 def events_write(*, run_id: int, events: Sequence[tuple[str, dict[str, Any] | None]],
-                 last_seq: int | None = None) -> list[RunEvent]:
+                 last_seq: int | None = None, stop_flag: StopFlag | None = None) -> list[RunEvent]:
     """Persist events with the run's next seqs (one INSERT), then hand them to the sinks
     after commit. ``last_seq``: seqs the caller already allocated in its own UPDATE of the
-    run (a step's commit does), the last of them; else they are allocated here."""
+    run (a step's commit does), the last of them; else they are allocated here, and
+    ``stop_flag`` is told the Stop flag that allocation read (the loop streaming an answer
+    then needs no query of its own for it, LOOP-7)."""
     for type, _ in events:
         if type not in EVENT_TYPES:
             raise ValueError(f"unknown event type {type!r}")
@@ -128,17 +134,22 @@ def events_write(*, run_id: int, events: Sequence[tuple[str, dict[str, Any] | No
     # No savepoint: inside a step's transaction a failed INSERT fails the whole step anyway,
     # and a savepoint is two more round trips (SAVEPOINT, RELEASE) for every step.
     with transaction.atomic(savepoint=False):
-        last = last_seq if last_seq is not None else event_seqs_take(run_id=run_id, count=len(events))
-        first = last - len(events) + 1
+        cancelled = None
+        if last_seq is None:
+            last_seq, cancelled = event_seqs_take(run_id=run_id, count=len(events))
+        first = last_seq - len(events) + 1
         rows = RunEvent.objects.bulk_create([RunEvent(run_id=run_id, seq=first + offset, type=type, payload=data or {})
                                              for offset, (type, data) in enumerate(events)])
     transaction.on_commit(lambda: _broadcast(rows))
+    if stop_flag is not None and cancelled is not None:
+        stop_flag(cancelled)
     return rows
 
 
-def event_emit(*, run_id: int, type: str, data: dict[str, Any] | None = None) -> RunEvent:
+def event_emit(*, run_id: int, type: str, data: dict[str, Any] | None = None,
+               stop_flag: StopFlag | None = None) -> RunEvent:
     """Persist one event with the next per-run seq, then hand it to the sinks after commit."""
-    return events_write(run_id=run_id, events=[(type, data)])[0]
+    return events_write(run_id=run_id, events=[(type, data)], stop_flag=stop_flag)[0]
 
 
 class DeltaBuffer:
@@ -153,7 +164,8 @@ class DeltaBuffer:
 
     def __init__(self, run_id: int, type: str, *, flush_chars: int = 4_000, flush_seconds: float = 0.15,
                  clock: Callable[[], float] | None = None, extra: dict[str, Any] | None = None,
-                 redact: Callable[[str], str] | None = None, hold: Callable[[str], int] | None = None) -> None:
+                 redact: Callable[[str], str] | None = None, hold: Callable[[str], int] | None = None,
+                 stop_flag: StopFlag | None = None) -> None:
         import time
 
         self.run_id, self.type, self.extra = run_id, type, extra or {}
@@ -161,6 +173,7 @@ class DeltaBuffer:
         self.clock = clock or time.monotonic
         self.redact = redact or (lambda text: text)
         self.hold = hold or (lambda text: 0)
+        self.stop_flag = stop_flag
         self.text = ""
         self.since = self.clock()
 
@@ -186,5 +199,6 @@ class DeltaBuffer:
         cut = self._cut(final)
         ready, self.text = self.text[:cut], self.text[cut:]
         if ready:
-            event_emit(run_id=self.run_id, type=self.type, data={**self.extra, "text": self.redact(ready)})
+            event_emit(run_id=self.run_id, type=self.type, data={**self.extra, "text": self.redact(ready)},
+                       stop_flag=self.stop_flag)
         self.since = self.clock()

@@ -117,3 +117,24 @@ def test_loop7_a_tool_that_ignores_stop_is_left_without_an_invented_result(fake_
     assert not SessionMessage.objects.filter(session=session, kind="tool_result").exists()
     sent = _next_question_is_valid(session, strict, fake)
     assert any(m["role"] == "tool" and "[unknown outcome]" in m["content"] for m in sent)  # CTX-3
+
+
+def test_loop7_an_answer_streaming_for_seconds_reads_stop_with_its_text_not_with_polls_of_its_own(fake_session,
+                                                                                                    strict):
+    """Each flush of streamed text allocates its event seqs in an UPDATE of the run that
+    reads the Stop flag too (issue #29): while text flows, the throttled Stop check (every
+    0.3 s) has nothing left to ask. The mid-stream Stop above is seen that way."""
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    strict.handler = lambda request: chat_stream([f"word{i} " for i in range(24)], delay=0.05)
+    run = question_ask(session=fake_session(), content="Tell me a long story")
+    with CaptureQueriesContext(connections["default"]) as queries:
+        run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED, run.error
+    flushes = [q["sql"] for q in queries.captured_queries if 'RETURNING "event_seq", "cancel_requested"' in q["sql"]]
+    polls = [q["sql"] for q in queries.captured_queries  # a read of the runs whose Stop flag is set
+             if q["sql"].lstrip().startswith("SELECT") and '"cancel_requested"' in q["sql"].partition("WHERE")[2]]
+    assert len(flushes) >= 4  # 1.2 s of text, flushed every 0.15 s
+    assert polls == []

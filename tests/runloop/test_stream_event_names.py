@@ -55,7 +55,7 @@ def test_a_retried_provider_fault_goes_out_as_run_error_on_the_stream_and_the_js
 
 def test_an_error_stored_under_its_old_name_is_framed_and_listed_as_run_error(fake_session, strict):
     run = question_ask(session=fake_session(), content="Hi")
-    seq = event_seqs_take(run_id=run.pk, count=1)
+    seq, _ = event_seqs_take(run_id=run.pk, count=1)
     old = RunEvent.objects.create(run=run, seq=seq, type="error",
                                   payload={"code": "provider_unavailable", "retrying_in": 2.0, "reset": True})
     assert sse_frame(old).decode().splitlines()[:2] == [f"id: {seq}", "event: run_error"]
