@@ -119,9 +119,12 @@ class RunState:
                 shape=self.target.shape, figures=self.figures, policy=self.policy, context=context,
                 track=("request", instance.pk), keep_thinking=self.thinking_continues)
         if not pipeline.context.loaded:  # the first step, or the first after a compaction
-            # A first attempt's main instance was made with the run, and only a compaction
-            # of this execution can give it a snapshot: none to look for before (issue #29).
-            made_with_run = first_load and self.run.attempt == 0 and instance.parent_id is None
+            # The loop's first attempt at a run: its main instance was made with the run, and
+            # only a compaction of this execution can give it a snapshot, none to look for
+            # before (issue #29). Not a manual compaction of a finished run (no ``main`` set
+            # by the loop): that run may have compacted, and so may an earlier manual one.
+            made_with_run = (first_load and self.run.attempt == 0 and self.main is not None
+                             and instance.pk == self.main.pk)
             pipeline.context.load(*context_load(run=self.run, instance=instance, snapshots=not made_with_run))
         return pipeline
 

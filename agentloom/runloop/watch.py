@@ -47,7 +47,8 @@ class RunWatch:
 
     def stop_flag_read(self, cancelled: bool) -> None:
         """A write just read the Stop flag from the run row: the next read can wait."""
-        self._cancelled = self._cancelled or cancelled
+        if cancelled:  # only ever set: a False read meanwhile must not undo another thread's True
+            self._cancelled = True
         self._checked_at = time.monotonic()
 
     def noted(self, *, cancelled: bool) -> None:

@@ -307,3 +307,35 @@ def test_run10_a_resumed_attempt_starts_from_the_snapshot_its_interrupted_attemp
     assert "SNAPSHOT-MARK" in sent
     assert "First question" not in sent and "Second question" not in sent  # covered by the snapshot
     assert strict.rejections == []
+
+
+def test_ctx43_a_manual_compaction_of_a_run_that_compacted_starts_from_its_snapshot(fake_session, strict, alice):
+    """A finished run's main instance keeps the snapshot its execution saved; a manual
+    compaction of that run measures and summarizes from it, not from the records it
+    already replaced (RUN-10). Here the snapshot covers the run's own question, so no
+    session view can stand in for it."""
+    from rest_framework.test import APIClient
+
+    from agentloom.runloop.compaction import compaction_manual
+    from sessions.services.history import checkpoint_commit
+
+    strict.handler = Provider()
+    session = fake_session(**SMALL, context_policy={"target_ratio": 0.2})
+    for n in range(1, 3):
+        run = ask(session, f"Question {n}. {VERY_LONG}")
+        assert run.status == Run.Status.COMPLETED
+    question = SessionMessage.objects.get(run=run, kind="user")
+    summary = "<summary>\n1. Earlier: two long questions about the figures, answered.\n</summary>"
+    checkpoint_commit(run=run, instance=Instance.objects.get(run=run, key=Instance.MAIN),
+                      messages=[{"role": "user", "content": summary}], covered_seq=question.seq, estimator_id="chars/4")
+    client = APIClient()
+    client.force_authenticate(alice)
+    response = client.post(f"/api/v1/sessions/{session.pk}/compact")
+    assert response.status_code == 202 and response.json()["run"] == run.pk, response.json()
+    before = RunEvent.objects.filter(run=run).order_by("-seq").first().seq
+    compaction_manual(run_id=run.pk)
+    started = RunEvent.objects.get(run=run, type="compaction_started", seq__gt=before).payload
+    # From the snapshot: its summary and the answer after it, far under one long question
+    # (from the records, both long questions were measured again: 679 tokens).
+    assert started["tokens"] < len(VERY_LONG) // 8, started
+    assert strict.rejections == []
