@@ -193,8 +193,11 @@ def _main_instance_for_finish(*, run: Run, main_steps: int | None) -> Instance:
     if main_steps is None:
         return Instance.objects.get(run=run, key=Instance.MAIN)
     table = Instance._meta.db_table
-    return Instance.objects.raw(f'UPDATE "{table}" SET "model_steps" = %s WHERE "run_id" = %s AND "key" = %s '
-                                f'RETURNING *', [main_steps, run.pk, Instance.MAIN])[0]
+    rows = list(Instance.objects.raw(f'UPDATE "{table}" SET "model_steps" = %s WHERE "run_id" = %s AND "key" = %s '
+                                     f'RETURNING *', [main_steps, run.pk, Instance.MAIN]))
+    if not rows:  # as the read it replaces would say
+        raise Instance.DoesNotExist(f"run {run.pk} has no main instance")
+    return rows[0]
 
 
 def run_reopen_record(*, run: Run) -> None:
