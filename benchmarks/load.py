@@ -188,10 +188,13 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
         except Exception as exc:  # noqa: BLE001 - counted and reported
             return tally.error(type(exc).__name__, f"session: {exc!r}")
         number = 0
+        started = None  # when the question was first sent: a shed one's wait counts in its times
         while time.monotonic() < stop_asking:
-            number += 1
-            content = f"Question {number}: please add two and two" if random.random() < 0.3 else f"Question {number}"
-            started = time.monotonic()
+            if started is None:
+                number += 1
+                content = f"Question {number}: please add two and two" if random.random() < 0.3 \
+                    else f"Question {number}"
+                started = time.monotonic()
             stage = "ask"
             try:
                 response = await client.post(f"{ask_url}/api/v1/sessions/{session}/questions",
@@ -199,22 +202,24 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
                 if response.status_code in (429, 503) and "Retry-After" in response.headers:
                     wait = tally.refused(response)
                     await asyncio.sleep(max(0.0, min(wait, stop_asking - time.monotonic())))
-                    continue
+                    continue  # the same question again, its clock still running
+                asked, started = started, None
                 if response.status_code != 202:
                     _failed(tally, "ask", response)
                     await asyncio.sleep(0.5)  # back off, as a person would
                     continue
                 run_id = response.json()["id"]
                 stage = f"events of run {run_id}"
-                status, first_token = await _follow(client, run_id, started, tally)
+                status, first_token = await _follow(client, run_id, asked, tally)
             except Exception as exc:  # noqa: BLE001 - counted and reported
                 tally.error(type(exc).__name__, f"{stage}: {exc!r}")
+                started = None  # an error, not a refusal: the next question is a new one
                 await asyncio.sleep(0.5)
                 continue
             if status != "completed":
                 tally.error(f"run {status or 'stream ended early'}", f"run {run_id}")
                 continue
-            tally.results.append({"run": run_id, "first_token": first_token, "total": time.monotonic() - started})
+            tally.results.append({"run": run_id, "first_token": first_token, "total": time.monotonic() - asked})
 
 
 async def _drive(users: list[tuple[str, str]], url: str, agent_id: int, seconds: float, drain: float,
