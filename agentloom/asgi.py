@@ -1,7 +1,7 @@
 import logging
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 # uvicorn sets up its logging before it loads this module; Django's LOGGING (applied by the
 # line below) then gives its loggers the secrets filter, and would also undo what uvicorn
@@ -12,7 +12,11 @@ _ACCESS_OFF = not _ACCESS.handlers and not _ACCESS.propagate
 _LEVELS = {name: logging.getLogger(name).level for name in ("uvicorn.error", "uvicorn.access", "uvicorn.asgi")}
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentloom.settings")
-django_application = get_asgi_application()
+django.setup(set_prefix=False)  # what get_asgi_application() does before making Django's handler
+
+from agentloom.handler import OneHopHandler  # noqa: E402  (needs Django set up)
+
+django_application = OneHopHandler()
 
 for _name, _level in _LEVELS.items():
     if _level != logging.NOTSET:  # set by uvicorn's --log-level
@@ -21,7 +25,7 @@ if _ACCESS_OFF:
     _ACCESS.handlers = []
     _ACCESS.propagate = False
 
-from django.conf import settings  # noqa: E402  (configured by get_asgi_application)
+from django.conf import settings  # noqa: E402  (configured by django.setup above)
 
 from agentloom.admission import AdmissionLimit  # noqa: E402
 from agentloom.collector import SettleAtStartup  # noqa: E402
