@@ -263,6 +263,15 @@ BROKER_DIR = VAR_DIR / "broker"
 AGENTLOOM_HEARTBEAT_STALE_SECONDS = env_int("AGENTLOOM_HEARTBEAT_STALE_SECONDS", 120, minimum=2)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    # kombu's Redis transport keeping one client per channel (agentloom/broker.py, issue #29).
+    CELERY_BROKER_TRANSPORT = "agentloom.broker:Transport"
+    if REDIS_URL.startswith("rediss://"):
+        # Named by the URL's scheme, kombu would turn TLS on itself, without checking the
+        # server's certificate; named by class, it is told: checked, as every other Redis
+        # client of the platform (redis-py's default for rediss://) checks it.
+        import ssl
+
+        CELERY_BROKER_USE_SSL = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
     # With acks_late, a task whose worker died before acknowledging it is delivered again
     # once it has been unacknowledged this long; the sweep that does it runs every beat.
     # A second delivery only claims a run that is still queued, so delivering a working or
