@@ -5,7 +5,8 @@
 
 Loopback only (127.0.0.1), bounded in count and time, stops by itself whatever the product
 does. Each simulated user has a session and, until ``--seconds`` are up, asks a question
-over the HTTP API, follows the run's events over SSE to the end, and asks again. After
+over the HTTP API and reads its run's events to the end in the response (as the chat does;
+``GET …/events`` from the last event read if that response ends first), and asks again. After
 that, users get ``--drain`` seconds to finish the run they are following; any user still
 busy then is cancelled. Every HTTP call and every SSE read has a time-out. The web and
 worker processes it starts are stopped (their whole process groups, killed when they do
@@ -47,6 +48,7 @@ STOP_SECONDS = 5.0  # each process group gets this long after SIGTERM, then SIGK
 CALL_TIMEOUT = 10.0  # connect / write / read of every plain HTTP call
 SSE_READ_TIMEOUT = 30.0  # longest silence accepted on an event stream
 CANCEL_SECONDS = 5.0  # cancelled users get this long to close their connections
+ASK_HEADERS = {"Accept": "text/event-stream"}  # the question's response carries its answer's events
 
 
 class Tally:
@@ -137,15 +139,39 @@ def _failed(tally: Tally, what: str, response) -> None:
     tally.error(str(response.status_code), f"{what}: {response.text[:200]}")
 
 
-async def _follow(client, run_id: int, started: float, tally: Tally) -> tuple[str | None, float | None]:
-    """The run's end status and time to first token, read from its event stream."""
+class Following:
+    """Where a user is in a run's events: the last event id read, the first token's time."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.last_id: str | None = None
+        self.first_token: float | None = None
+
+
+async def _read(stream, following: Following) -> str | None:
+    """SSE frames until ``run_finished`` (its status) or the stream's end (None)."""
+    event = None
+    async for line in stream.aiter_lines():
+        if line.startswith("id: "):
+            following.last_id = line[4:]
+        elif line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            if event == "message_delta" and following.first_token is None:
+                following.first_token = time.monotonic() - following.started
+            if event == "run_finished":
+                return json.loads(line[6:])["status"]
+    return None
+
+
+async def _follow(client, run_id: int, following: Following, tally: Tally) -> str | None:
+    """The run's end status, read from its event stream from the last event seen (as the
+    chat does when the response that asked ends before the run)."""
     import httpx
 
-    first_token = None
     timeout = httpx.Timeout(CALL_TIMEOUT, read=SSE_READ_TIMEOUT)
-    last_id = None
     while True:
-        headers = {"Last-Event-ID": last_id} if last_id is not None else {}
+        headers = {"Last-Event-ID": following.last_id} if following.last_id is not None else {}
         async with client.stream("GET", f"/api/v1/runs/{run_id}/events", timeout=timeout, headers=headers) as stream:
             if stream.status_code in (429, 503) and "Retry-After" in stream.headers:
                 await stream.aread()
@@ -153,25 +179,15 @@ async def _follow(client, run_id: int, started: float, tally: Tally) -> tuple[st
                 continue  # the browser's EventSource reconnects from the last event it saw
             if stream.status_code != 200:
                 await stream.aread()
-                return f"events {stream.status_code}", None
-            event = None
-            async for line in stream.aiter_lines():
-                if line.startswith("id: "):
-                    last_id = line[4:]
-                elif line.startswith("event: "):
-                    event = line[7:]
-                elif line.startswith("data: "):
-                    if event == "message_delta" and first_token is None:
-                        first_token = time.monotonic() - started
-                    if event == "run_finished":
-                        return json.loads(line[6:])["status"], first_token
-        return None, first_token
+                return f"events {stream.status_code}"
+            return await _read(stream, following)
 
 
 async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: float, tally: Tally) -> None:
     import httpx
 
     headers = {"Authorization": f"Token {token}"}
+    timeout = httpx.Timeout(CALL_TIMEOUT, read=SSE_READ_TIMEOUT)
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=CALL_TIMEOUT, trust_env=False) as client:
         try:
             response = await client.post("/api/v1/sessions", json={"agent": agent_id})
@@ -195,22 +211,32 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
                 content = f"Question {number}: please add two and two" if random.random() < 0.3 \
                     else f"Question {number}"
                 started = time.monotonic()
-            stage = "ask"
+            stage, wait, refused, status = "ask", None, None, None
             try:
-                response = await client.post(f"{ask_url}/api/v1/sessions/{session}/questions",
-                                             json={"content": content})
-                if response.status_code in (429, 503) and "Retry-After" in response.headers:
-                    wait = tally.refused(response)
+                # As the chat asks: the question's response carries its run's events.
+                async with client.stream("POST", f"{ask_url}/api/v1/sessions/{session}/questions",
+                                         json={"content": content}, headers=ASK_HEADERS, timeout=timeout) as response:
+                    if response.status_code in (429, 503) and "Retry-After" in response.headers:
+                        await response.aread()
+                        wait = tally.refused(response)
+                    elif response.status_code != 202:
+                        await response.aread()
+                        refused = response
+                    else:
+                        run_id = int(response.headers["location"].rsplit("/", 1)[1])
+                        stage = f"events of run {run_id}"
+                        following = Following(started)
+                        status = await _read(response, following)
+                if wait is not None:
                     await asyncio.sleep(max(0.0, min(wait, stop_asking - time.monotonic())))
                     continue  # the same question again, its clock still running
                 asked, started = started, None
-                if response.status_code != 202:
-                    _failed(tally, "ask", response)
+                if refused is not None:
+                    _failed(tally, "ask", refused)
                     await asyncio.sleep(0.5)  # back off, as a person would
                     continue
-                run_id = response.json()["id"]
-                stage = f"events of run {run_id}"
-                status, first_token = await _follow(client, run_id, asked, tally)
+                if status is None:  # the response ended before the run did: follow it from there
+                    status = await _follow(client, run_id, following, tally)
             except Exception as exc:  # noqa: BLE001 - counted and reported
                 tally.error(type(exc).__name__, f"{stage}: {exc!r}")
                 started = None  # an error, not a refusal: the next question is a new one
@@ -219,7 +245,8 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
             if status != "completed":
                 tally.error(f"run {status or 'stream ended early'}", f"run {run_id}")
                 continue
-            tally.results.append({"run": run_id, "first_token": first_token, "total": time.monotonic() - asked})
+            tally.results.append({"run": run_id, "first_token": following.first_token,
+                                  "total": time.monotonic() - asked})
 
 
 async def _drive(users: list[tuple[str, str]], url: str, agent_id: int, seconds: float, drain: float,

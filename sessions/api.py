@@ -28,7 +28,6 @@ from sessions.serializers import (
     ContentIn,
     FileOut,
     FileUploadIn,
-    QuestionIn,
     RecordOut,
     RecordsQueryIn,
     RunOut,
@@ -39,7 +38,7 @@ from sessions.serializers import (
 from sessions.services.dispatch import compaction_dispatch_on_commit
 from sessions.services.events import event_emit
 from sessions.services.files import file_delete, file_name_of, file_store, file_too_large
-from sessions.services.history import compaction_request, question_ask, supplement_add
+from sessions.services.history import compaction_request, supplement_add
 from sessions.services.imports import session_import
 from sessions.services.runs import run_cancel, run_resume
 from sessions.services.sessions import session_create
@@ -79,20 +78,6 @@ def sessions_collection(request):
 def session_detail(request, session_id: int):
     session = session_get_for_user(session_id=session_id, user=request.user)
     return Response(SessionDetailOut(session).data)
-
-
-@extend_schema(request=QuestionIn, responses={202: RunOut})
-@api_view(["POST"])
-@throttle_classes([AskThrottle])
-def session_questions(request, session_id: int):
-    """Ask a question: 202 with the queued run; 409 while another run is active (RUN-1).
-    ``files``: ids of this session's uploads not yet sent with a question (RUN-13)."""
-    session = session_get_for_user(session_id=session_id, user=request.user)
-    data = QuestionIn(data=request.data)
-    data.is_valid(raise_exception=True)
-    run = question_ask(session=session, content=data.validated_data["content"],
-                       files=data.validated_data.get("files"))
-    return Response(RunOut(run).data, status=status.HTTP_202_ACCEPTED)
 
 
 @extend_schema(

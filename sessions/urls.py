@@ -8,7 +8,6 @@ urlpatterns = [
     path("sessions", api.sessions_collection, name="sessions"),
     path("sessions/import", api.sessions_import, name="sessions-import"),
     path("sessions/<int:session_id>", api.session_detail, name="session-detail"),
-    path("sessions/<int:session_id>/questions", api.session_questions, name="session-questions"),
     path("sessions/<int:session_id>/messages", api.session_messages, name="session-messages"),
     path("sessions/<int:session_id>/compact", api.session_compact, name="session-compact"),
     path("sessions/<int:session_id>/files", api.session_files_upload, name="session-files"),

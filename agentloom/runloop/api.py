@@ -1,10 +1,12 @@
-"""Run endpoints of the loop: events (SSE or a JSON page), the context inspector, and
+"""Run endpoints of the loop: asking (its answer streamed in the response when the client
+reads Server-Sent Events), events (SSE or a JSON page), the context inspector, and
 continuing an answer its output limit cut."""
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
 from django.http import StreamingHttpResponse
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework import status as http_status
@@ -22,14 +24,15 @@ from sessions.admin.audit import access_audit_write
 from sessions.api import AskThrottle
 from sessions.inspector_selectors import CallPairing, model_call_pairings
 from sessions.models import ModelCall, Run
-from sessions.selectors import model_call_repairs, run_get_for_user, run_visible_to
-from sessions.serializers import RunOut
-from sessions.services.history import answer_continue
+from sessions.selectors import model_call_repairs, run_get_for_user, run_visible_to, session_get_for_user
+from sessions.serializers import QuestionIn, RunOut
+from sessions.services.history import answer_continue, question_ask
 from sessions.staff import staff_may_read
 
 
 class EventStreamRenderer(BaseRenderer):
-    """Lets content negotiation accept ``Accept: text/event-stream`` (EventSource).
+    """Lets content negotiation accept ``Accept: text/event-stream`` (EventSource, or a
+    question whose answer the client reads in the response).
 
     The stream itself is a StreamingHttpResponse and never passes through here; what does
     is an error (401, 404, 429…), which leaves as JSON in the one error shape.
@@ -60,6 +63,57 @@ def _last_event_id(request) -> int | None:
     return seq
 
 
+def _stream_slot(request) -> StreamSlot:
+    """One of the person's places for an open stream, or 429 (before anything is done)."""
+    slot = StreamSlot(request.user.pk)
+    if not slot.take():
+        raise Throttled(wait=5, detail=f"At most {settings.AGENTLOOM_MAX_STREAMS_PER_USER} event streams may be "
+                                       "open at once; close one (another tab?) and try again.")
+    return slot
+
+
+def _event_stream(*, run_id: int, user_id: int, after: int, slot: StreamSlot,
+                  status: int = http_status.HTTP_200_OK) -> StreamingHttpResponse:
+    stream = EventStream(run_id=run_id, user_id=user_id, after=after, slot=slot)
+    connection_give_back()  # the stream borrows one per poll; it keeps none while it is open
+    response = StreamingHttpResponse(stream, content_type="text/event-stream", status=status)
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+@extend_schema(request=QuestionIn, responses={202: RunOut})
+@api_view(["POST"])
+@renderer_classes([JSONRenderer, EventStreamRenderer])
+@throttle_classes([AskThrottle])
+def session_questions(request, session_id: int):
+    """Ask a question: 202 with the queued run; 409 while another run is active (RUN-1).
+    ``files``: ids of this session's uploads not yet sent with a question (RUN-13).
+
+    With `Accept: text/event-stream` the 202 is the run's events instead, as
+    `GET /runs/{id}/events` sends them from the start (`Location` names the run): the
+    question and its answer in one request. A person already at their limit of open
+    streams gets 429 and nothing is asked; a stream that drops is resumed with
+    `GET /runs/{id}/events` and `Last-Event-ID`."""
+    session = session_get_for_user(session_id=session_id, user=request.user)
+    data = QuestionIn(data=request.data)
+    data.is_valid(raise_exception=True)
+    slot = _stream_slot(request) if request.accepted_renderer.format == EventStreamRenderer.format else None
+    try:
+        run = question_ask(session=session, content=data.validated_data["content"],
+                           files=data.validated_data.get("files"))
+    except BaseException:
+        if slot is not None:
+            slot.release()
+        raise
+    if slot is None:
+        return Response(RunOut(run).data, status=http_status.HTTP_202_ACCEPTED)
+    response = _event_stream(run_id=run.pk, user_id=request.user.pk, after=0, slot=slot,
+                             status=http_status.HTTP_202_ACCEPTED)
+    response["Location"] = reverse("run-detail", args=[run.pk])
+    return response
+
+
 @extend_schema(
     parameters=[OpenApiParameter("format", str, enum=["json"], description="`json` for a plain page; omit for SSE."),
                 OpenApiParameter("after", int), OpenApiParameter("limit", int)],
@@ -87,17 +141,8 @@ def run_events(request, run_id: int):
         return Response({"items": [event_as_dict(e) for e in items],
                          "next_after": items[-1].seq if items else after})
     resume_from = _last_event_id(request)
-    slot = StreamSlot(request.user.pk)
-    if not slot.take():
-        raise Throttled(wait=5, detail=f"At most {settings.AGENTLOOM_MAX_STREAMS_PER_USER} event streams may be "
-                                       "open at once; close one (another tab?) and try again.")
-    stream = EventStream(run_id=run_id, user_id=request.user.pk,
-                         after=resume_from if resume_from is not None else after, slot=slot)
-    connection_give_back()  # the stream borrows one per poll; it keeps none while it is open
-    response = StreamingHttpResponse(stream, content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
+    return _event_stream(run_id=run_id, user_id=request.user.pk, slot=_stream_slot(request),
+                         after=resume_from if resume_from is not None else after)
 
 
 @extend_schema(responses=inline_serializer("RunContext", {"calls": serializers.JSONField()}))

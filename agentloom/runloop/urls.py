@@ -6,6 +6,7 @@ from django.urls import path
 from agentloom.runloop import api
 
 urlpatterns = [
+    path("sessions/<int:session_id>/questions", api.session_questions, name="session-questions"),
     path("runs/<int:run_id>/events", api.run_events, name="run-events"),
     path("runs/<int:run_id>/context", api.run_context, name="run-context"),
     path("runs/<int:run_id>/continue", api.run_continue, name="run-continue"),

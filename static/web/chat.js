@@ -1,7 +1,9 @@
 /* AgentLoom chat — plain JavaScript, no build step, no dependencies.
  *
  * A finished run is server-rendered HTML (its records, Markdown sanitised on the server).
- * A working run is built here from its events (GET /api/v1/runs/{id}/events, SSE):
+ * A working run is built here from its Server-Sent Events: the response of a question
+ * asked on this page carries them; otherwise (a reload, a response cut off, Continue)
+ * they come from GET /api/v1/runs/{id}/events:
  * streamed text is inserted as text only, never as markup; when a step is over its text is
  * swapped for the server's rendering, and when the run ends the whole run is.
  * Nothing is lost on a dropped connection or a reload: the browser resumes the stream
@@ -115,6 +117,28 @@
     }).then(function (response) {
       return response.json().catch(function () { return null; }).then(function (data) {
         return { ok: response.ok, status: response.status, data: data };
+      });
+    }, function () {
+      return { ok: false, status: 0, data: null };
+    });
+  }
+
+  function askStreaming(path, body) {
+    // POST a question asking for its run's events in the response (text/event-stream):
+    // the question and its answer in one request. Resolves as request() does, with the
+    // run's id from Location and `events`, the body's reader, once the question is taken.
+    return fetch(path, {
+      method: "POST", credentials: "same-origin", cache: "no-store", body: JSON.stringify(body),
+      headers: { Accept: "text/event-stream", "Content-Type": "application/json",
+                 "X-CSRFToken": cookie(config.csrfCookie) }
+    }).then(function (response) {
+      var type = response.headers.get("Content-Type") || "";
+      var runId = Number((response.headers.get("Location") || "").split("/").pop());
+      if (response.ok && type.indexOf("text/event-stream") === 0 && response.body && runId > 0) {
+        return { ok: true, status: response.status, data: { id: runId }, events: response.body.getReader() };
+      }
+      return response.json().catch(function () { return null; }).then(function (data) {
+        return { ok: false, status: response.status, data: data };
       });
     }, function () {
       return { ok: false, status: 0, data: null };
@@ -378,6 +402,7 @@
     this.steps = {};
     this.received = {};     // supplement ids the run has announced
     this.source = null;
+    this.reader = null;     // the asking response's events, while they are read (askStreaming)
     this.done = false;
     this.finishing = false;
     this.retryMs = 1000;
@@ -385,13 +410,61 @@
     this.watchdog = null;
   }
 
-  LiveRun.prototype.start = function () {
+  LiveRun.prototype.start = function (events) {
     this.section.setAttribute("data-live", "1");
     var queued = this.section.getAttribute("data-status") === "queued";
     setStatus(queued ? "Waiting for a worker…" : "Working…", true);
-    this.connect();
+    if (events) this.read(events); else this.connect();
     var self = this;
     this.watchdog = setInterval(function () { self.check(); }, WATCHDOG_MS);
+  };
+
+  LiveRun.prototype.read = function (reader) {
+    // The events of the response that asked the question (askStreaming). If it ends or
+    // breaks before the run is over, the run is followed as always: an EventSource from
+    // the last event shown, which then reconnects by itself.
+    var self = this;
+    var decoder = new TextDecoder();
+    var pending = "";
+    this.reader = reader;
+    var frame = function (text) {
+      var id = null, type = "", data = [];
+      text.split("\n").forEach(function (line) {
+        if (line.indexOf("id: ") === 0) id = line.slice(4);
+        else if (line.indexOf("event: ") === 0) type = line.slice(7);
+        else if (line.indexOf("data: ") === 0) data.push(line.slice(6));
+      });
+      if (id !== null && EVENT_TYPES.indexOf(type) >= 0) self.receive(type, { lastEventId: id, data: data.join("\n") });
+    };
+    var fallBack = function () {
+      if (self.reader !== reader) return;
+      self.reader = null;
+      if (self.done || self.finishing) return;
+      self.disconnected = true;  // said as the EventSource says it, and "Reconnected" once it opens
+      setStatus("Connection lost — reconnecting…", true);
+      self.connect();
+    };
+    var pump = function () {
+      return reader.read().then(function (chunk) {
+        if (self.reader !== reader) return;
+        if (chunk.done) return fallBack();
+        pending += decoder.decode(chunk.value, { stream: true }).replace(/\r\n?/g, "\n");
+        var end;
+        while ((end = pending.indexOf("\n\n")) >= 0) {
+          frame(pending.slice(0, end));
+          pending = pending.slice(end + 2);
+          if (self.reader !== reader) return;
+        }
+        return pump();
+      });
+    };
+    pump().catch(fallBack);
+  };
+
+  LiveRun.prototype.stopReading = function () {
+    var reader = this.reader;
+    this.reader = null;
+    if (reader) reader.cancel().catch(function () { /* already ended */ });
   };
 
   LiveRun.prototype.connect = function () {
@@ -431,6 +504,7 @@
 
   LiveRun.prototype.close = function () {
     this.done = true;
+    this.stopReading();
     if (this.source) this.source.close();
     clearInterval(this.watchdog);
   };
@@ -758,6 +832,7 @@
   LiveRun.prototype.finish = function () {
     if (this.finishing || this.done) return;
     this.finishing = true;
+    this.stopReading();
     if (this.source) this.source.close();
     var self = this;
     request("GET", url("fragment", this.id)).then(function (result) {
@@ -847,12 +922,12 @@
     }
   }
 
-  function follow(section, after, written) {
+  function follow(section, after, written, events) {
     clearTimeout(preparedTimer);
     if (live) live.close();
     live = new LiveRun(section, after, written);
     setMode("supplement");
-    live.start();
+    live.start(events);
   }
 
   function ask(content) {
@@ -860,7 +935,7 @@
     var body = { content: content };
     var files = attachments ? attachments.ids() : [];
     if (files.length) body.files = files;
-    return request("POST", config.urls.questions, body).then(function (result) {
+    return askStreaming(config.urls.questions, body).then(function (result) {
       if (!result.ok) {
         showAlert(requestError(result));
         return;
@@ -868,6 +943,7 @@
       if (attachments) attachments.clear();
       if (config.startedHere) {
         // A chat started by its first file: its own page (sidebar, Compact now) takes over.
+        result.events.cancel().catch(function () { /* already ended */ });
         setStatus("Starting the chat…", true);
         window.location.replace(url("sessionPage", config.sessionId));
         return new Promise(function () {});
@@ -877,7 +953,8 @@
       meterGrow(content.length);  // the question is part of the next request
       return loadRun(result.data.id, true).then(function (section) {
         toBottom();
-        if (section.getAttribute("data-live") === "1") follow(section, 0);
+        if (section.getAttribute("data-live") === "1") follow(section, 0, undefined, result.events);
+        else result.events.cancel().catch(function () { /* already ended */ });
       });
     });
   }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 import threading
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -94,6 +95,23 @@ def test_the_answer_streams_in_as_text_and_a_reload_mid_answer_loses_nothing(pag
     assert page.script_errors == []
 
 
+def test_a_question_and_its_streamed_answer_take_one_request(page, server, fake_session, fake_provider):
+    """Issue #29: the question's response carries its answer's events; the chat opens no
+    event stream of its own while that response lasts."""
+    session = fake_session()
+    fake_provider.handler = sequence(chat_stream(words(12), delay=0.03))
+    log_in(page, server, next_path=f"/sessions/{session.pk}/")
+    asked, streams = [], []
+    page.on("request", lambda request: asked.append(request) if request.url.endswith("/questions") else None)
+    page.on("request", lambda request: streams.append(request.url) if "/events" in request.url else None)
+    ask(page, "Count")
+    page.wait_for_selector(SETTLED, timeout=15_000)
+    assert answer_text(page) == "".join(words(12)).strip()
+    assert len(asked) == 1 and asked[0].all_headers()["accept"] == "text/event-stream"
+    assert streams == []
+    assert page.script_errors == []
+
+
 def test_a_dropped_connection_reconnects_with_last_event_id_and_misses_nothing(page, server, fake_session,
                                                                                 fake_provider):
     session = fake_session()
@@ -106,10 +124,35 @@ def test_a_dropped_connection_reconnects_with_last_event_id_and_misses_nothing(p
         ask(page, "Count slowly")
         expect(page.locator(STREAMING)).to_contain_text("word3 ")
 
-        assert proxy.drop() >= 1  # the stream (and any idle connection) is cut
+        # The question's own response, which carried the events, is cut: the chat follows
+        # the run from the last event it showed.
+        assert proxy.drop() >= 1
         expect(page.locator("#chat-status")).to_contain_text("reconnecting", timeout=5_000)
+        expect(page.locator("#chat-status")).to_contain_text("Reconnected", timeout=10_000)
         held.set()
 
+        page.wait_for_selector(SETTLED, timeout=15_000)
+    assert answer_text(page) == "".join(words(12)).strip()  # nothing lost, nothing twice
+    assert int(parse_qs(urlsplit(streams[0].url).query)["after"][0]) > 1, streams[0].url  # past the words shown
+
+
+def test_a_followed_stream_cut_off_is_resumed_by_the_browser_with_last_event_id(page, server, fake_session,
+                                                                                fake_provider):
+    session = fake_session()
+    held = threading.Event()
+    fake_provider.handler = sequence(chat_stream(words(12), delay=0.06, hold=held, hold_after=8))
+    with DroppingProxy(server.port) as proxy:
+        log_in(page, proxy, next_path=f"/sessions/{session.pk}/")
+        ask(page, "Count slowly")
+        expect(page.locator(STREAMING)).to_contain_text("word1 ")
+        streams = []
+        page.on("request", lambda request: streams.append(request) if "/events" in request.url else None)
+        page.reload()  # a working run found on a page is followed with an EventSource, from its first event
+        expect(page.locator(STREAMING)).to_contain_text("word3 ")
+
+        assert proxy.drop() >= 1
+        expect(page.locator("#chat-status")).to_contain_text("reconnecting", timeout=5_000)
+        held.set()
         page.wait_for_selector(SETTLED, timeout=15_000)
     assert answer_text(page) == "".join(words(12)).strip()  # nothing lost, nothing twice
     resumed_from = [request.all_headers().get("last-event-id") for request in streams]
