@@ -24,10 +24,10 @@ STREAM = {"Accept": "text/event-stream"}
 @pytest.fixture
 def worker():
     """Each run dispatched is answered by a thread of its own, as a worker would."""
+    from django.db import connections
+
     from agentloom.runloop.tasks import dispatch_run
     from sessions.services.dispatch import dispatcher_set
-
-    from django.db import connections
 
     threads: list[threading.Thread] = []
 
