@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils import timezone
 
 from sessions.models import Run, RunEvent
 
@@ -138,12 +139,38 @@ def events_write(*, run_id: int, events: Sequence[tuple[str, dict[str, Any] | No
         if last_seq is None:
             last_seq, cancelled = event_seqs_take(run_id=run_id, count=len(events))
         first = last_seq - len(events) + 1
-        rows = RunEvent.objects.bulk_create([RunEvent(run_id=run_id, seq=first + offset, type=type, payload=data or {})
-                                             for offset, (type, data) in enumerate(events)])
+        rows = [RunEvent(run_id=run_id, seq=first + offset, type=type, payload=data or {})
+                for offset, (type, data) in enumerate(events)]
+        _events_insert(rows)
     transaction.on_commit(lambda: _broadcast(rows))
     if stop_flag is not None and cancelled is not None:
         stop_flag(cancelled)
     return rows
+
+
+_EVENT_COLUMNS = ("run_id", "seq", "type", "payload", "created_at")
+
+
+def _events_insert(rows: Sequence[RunEvent]) -> None:
+    """The rows in one INSERT (a batch past the database's bound on parameters in a few),
+    written out: every question writes several batches of events, and ``bulk_create``
+    composed each INSERT field by field and read back ids nobody uses (issue #29). The
+    rows get their ``created_at``; their ids stay unset."""
+    fields = [RunEvent._meta.get_field(name) for name in _EVENT_COLUMNS]
+    payload, created = fields[3:]
+    now = timezone.now()
+    columns = ", ".join(f'"{field.column}"' for field in fields)
+    size = max(1, connection.ops.bulk_batch_size(fields, rows))
+    for start in range(0, len(rows), size):
+        batch = rows[start:start + size]
+        values: list[Any] = []
+        for row in batch:
+            row.created_at = now
+            values += [row.run_id, row.seq, row.type, payload.get_db_prep_save(row.payload, connection),
+                       created.get_db_prep_save(now, connection)]
+        placeholders = ", ".join(["(%s, %s, %s, %s, %s)"] * len(batch))
+        with connection.cursor() as cursor:
+            cursor.execute(f'INSERT INTO "{RunEvent._meta.db_table}" ({columns}) VALUES {placeholders}', values)
 
 
 def event_emit(*, run_id: int, type: str, data: dict[str, Any] | None = None,

@@ -16,6 +16,7 @@ from sessions.services.model_calls import blobs_store
 pytestmark = pytest.mark.django_db
 
 PIECES = 20_000  # four parameters each: 80,000 in one INSERT would be refused, on either database
+EVENTS = 14_000  # five parameters each: 70,000
 
 
 def test_a_request_of_more_pieces_than_one_statement_carries_is_stored_and_found_again(alice, make_session):
@@ -24,6 +25,19 @@ def test_a_request_of_more_pieces_than_one_statement_carries_is_stored_and_found
     ids = blobs_store(session_id=session.pk, pieces=pieces)
     assert len(set(ids)) == PIECES and SentBlob.objects.filter(session=session).count() == PIECES
     assert blobs_store(session_id=session.pk, pieces=pieces) == ids  # every piece seen before, read back
+
+
+def test_a_batch_of_more_events_than_one_statement_carries_is_stored_whole(alice, make_session):
+    from sessions.models import RunEvent
+    from sessions.services.events import events_write
+    from sessions.services.history import question_ask
+
+    run = question_ask(session=make_session(alice), content="Many steps")
+    events = [("tool_progress", {"step": number}) for number in range(EVENTS)]
+    written = events_write(run_id=run.pk, events=events)
+    assert [event.seq for event in written] == list(range(1, EVENTS + 1))
+    stored = RunEvent.objects.filter(run=run).order_by("seq")
+    assert stored.count() == EVENTS and stored.last().payload == {"step": EVENTS - 1}
 
 
 @pytest.mark.usefixtures("require_postgres")
