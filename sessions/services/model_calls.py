@@ -76,12 +76,18 @@ def in_chunks(items: Sequence[Any], fields: Sequence[str]) -> list[Sequence[Any]
     return [items[start:start + size] for start in range(0, len(items), size)]
 
 
-def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
+def blobs_store(*, session_id: int, pieces: Sequence[Any], seen_before: bool = False) -> list[int]:
     """The blob id of each piece, storing the pieces the session does not have yet.
 
     One statement in the usual case: an INSERT that skips pieces already stored and
     returns the ids of the ones it stored; only pieces seen before are then read back.
     (A request of more distinct pieces than one statement may carry takes one per chunk.)
+
+    ``seen_before``: most pieces are likely stored already — a run's first call sends the
+    session's history, which earlier runs logged. They are then looked up first and only
+    the others encrypted and inserted: encrypting every piece of a long session for an
+    INSERT that skipped nearly all of them grew each question's cost with the session
+    (issue #29). Two statements still, the lookup and the INSERT of what is new.
     """
     digests = [blob_digest(piece) for piece in pieces]
     unique: dict[str, Any] = {}
@@ -89,10 +95,11 @@ def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
         unique.setdefault(digest, piece)
     if not unique:
         return []
+    known: dict[str, int] = _blobs_known(session_id, list(unique)) if seen_before else {}
     content = SentBlob._meta.get_field("content")
     created = SentBlob._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
-    known: dict[str, int] = {}
-    for chunk in in_chunks(list(unique.items()), ["session_id", "digest", "content", "created_at"]):
+    for chunk in in_chunks([(d, p) for d, p in unique.items() if d not in known],
+                           ["session_id", "digest", "content", "created_at"]):
         params: list[Any] = []
         for digest, piece in chunk:
             params += [session_id, digest, content.get_db_prep_value(piece, connection), created]
@@ -102,9 +109,20 @@ def blobs_store(*, session_id: int, pieces: Sequence[Any]) -> list[int]:
                 f'VALUES {", ".join(["(%s, %s, %s, %s)"] * len(chunk))} '
                 f'ON CONFLICT ("session_id", "digest") DO NOTHING RETURNING "digest", "id"', params)
             known.update(cursor.fetchall())
-    for seen in in_chunks([digest for digest in unique if digest not in known], ["session_id", "digest"]):
-        known.update(SentBlob.objects.filter(session_id=session_id, digest__in=seen).values_list("digest", "id"))
+    # Stored before (or, after a lookup, by another call of the session meanwhile): read back.
+    known.update(_blobs_known(session_id, [digest for digest in unique if digest not in known]))
     return [known[digest] for digest in digests]
+
+
+def _blobs_known(session_id: int, digests: list[str]) -> dict[str, int]:
+    """The ids of the session's blobs among ``digests``, written out (one statement a chunk)."""
+    known: dict[str, int] = {}
+    for chunk in in_chunks(digests, ["session_id", "digest"]):
+        with connection.cursor() as cursor:
+            cursor.execute(f'SELECT "digest", "id" FROM "{SentBlob._meta.db_table}" WHERE "session_id" = %s '
+                           f'AND "digest" IN ({", ".join(["%s"] * len(chunk))})', [session_id, *chunk])
+            known.update(cursor.fetchall())
+    return known
 
 
 def _refs(session_id: int, chain: CallChain, messages: Sequence[Any],
@@ -127,7 +145,8 @@ def _refs(session_id: int, chain: CallChain, messages: Sequence[Any],
     kept = {name: chain.named[name] for name, value in named.items()
             if name in chain.named and chain.named[name][0] == value}
     new_names = [name for name in named if name not in kept]
-    stored = iter(blobs_store(session_id=session_id, pieces=[*fresh, *(named[n] for n in new_names)]))
+    stored = iter(blobs_store(session_id=session_id, pieces=[*fresh, *(named[n] for n in new_names)],
+                              seen_before=known == 0))  # a first call: the session's history, logged before
     refs = [ref if ref is not None else next(stored) for ref in refs]
     for name in new_names:
         kept[name] = (named[name], next(stored))

@@ -67,3 +67,22 @@ def test_a_question_and_its_answer_cost_a_few_statements_the_same_late_in_a_sess
         _question(session, number)
     late_ask, late_run = _question(session, 12)
     assert (len(late_ask), len(late_run)) == (len(ask), len(run))
+
+
+def test_a_runs_first_call_stores_only_what_the_session_had_not_logged(fake_session, strict):
+    """The first call of a run sends the session's history, which earlier runs logged: its
+    log inserts only the new pieces (the question), however long the session (issue #29:
+    it encrypted every piece for an INSERT that skipped all but one)."""
+    strict.handler = lambda request: chat_stream(["An ", "answer."], usage={"prompt_tokens": 20,
+                                                                             "completion_tokens": 2})
+    session = fake_session()
+    for number in range(1, 12):
+        _question(session, number)
+    run = question_ask(session=session, content="Question 12")
+    with CaptureQueriesContext(connections["default"]) as answered:
+        run_execute(run_id=run.pk)
+    blobs = 'INSERT INTO "agent_sessions_sentblob"'
+    inserts = [q["sql"] for q in answered.captured_queries if q["sql"].startswith(blobs)]
+    assert len(inserts) == 1
+    rows = inserts[0].split(" VALUES ", 1)[1].split(" ON CONFLICT", 1)[0].count("), (") + 1
+    assert rows == 1, inserts[0][:300]
