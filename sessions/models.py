@@ -98,7 +98,12 @@ class Run(models.Model):
                 name="run_one_active_per_session",
             )
         ]
-        indexes = [models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat")]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+            # A session's latest run, found in the index whatever the table holds (issue #29):
+            # with the session's index alone, PostgreSQL may walk every run back from the newest.
+            models.Index(fields=["session", "id"], name="run_session_latest"),
+        ]
 
     def __str__(self) -> str:
         return f"Run {self.pk} ({self.status})"

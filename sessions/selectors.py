@@ -113,7 +113,14 @@ def session_traits(*, session_id: int, provider: str = "", model: str = "") -> S
     views, files = SessionView._meta.db_table, SessionFile._meta.db_table
     other, params = "0", []  # no model named: nothing to compare with, nothing to ask
     if provider or model:
-        other = (f'EXISTS (SELECT 1 FROM "{calls}" c JOIN "{runs}" r ON r."id" = c."run_id" WHERE r."session_id" = %s '
+        # The session's calls, through its runs. PostgreSQL is handed the runs' ids as an
+        # array it computes first: given the join, a planner whose statistics lag (a table
+        # growing fast, a prepared plan made early) scanned every call of every session
+        # (issue #29). SQLite reads the join in the order written.
+        session_runs = (f'= ANY(ARRAY(SELECT r."id" FROM "{runs}" r WHERE r."session_id" = %s))'
+                        if connection.vendor == "postgresql" else
+                        f'IN (SELECT r."id" FROM "{runs}" r WHERE r."session_id" = %s)')
+        other = (f'EXISTS (SELECT 1 FROM "{calls}" c WHERE c."run_id" {session_runs} '
                  f'AND c."purpose" = %s AND NOT (c."provider" = %s AND c."model" = %s))')
         params = [session_id, ModelCall.Purpose.ACTION, provider, model]
     with connection.cursor() as cursor:

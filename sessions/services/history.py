@@ -119,8 +119,10 @@ def main_line_carried(*, session_id: int) -> tuple[int, dict[str, Any]]:
             f'SELECT s."last_seq", (SELECT COUNT(*) {main_up_to} AND m."kind" = %s), '
             f'(SELECT COUNT(*) {main_up_to} AND m."kind" = %s AND substr(m."entry_key", 1, %s) <> %s), '
             f'(SELECT v."baseline_user_turns" {best_view}), (SELECT v."baseline_model_steps" {best_view}), '
-            f'(SELECT i."frame" FROM "{instance}" i JOIN "{run}" r ON r."id" = i."run_id" '
-            f'WHERE r."session_id" = s."id" AND i."parent_id" IS NULL ORDER BY i."run_id" DESC LIMIT 1) '
+            # The latest run's main instance: found from the run's index, not by ordering
+            # every main instance of the table (issue #29: that grew with all runs ever made).
+            f'(SELECT i."frame" FROM "{instance}" i WHERE i."parent_id" IS NULL AND i."run_id" = '
+            f'(SELECT r."id" FROM "{run}" r WHERE r."session_id" = s."id" ORDER BY r."id" DESC LIMIT 1)) '
             f'FROM "{session}" s WHERE s."id" = %s',
             ["user", "assistant", len(PARTIAL_PREFIX), PARTIAL_PREFIX, session_id])
         watermark, turns, steps, baseline_turns, baseline_steps, frame = cursor.fetchone()
