@@ -1,6 +1,7 @@
 """Reads for sessions, runs and records. Nothing here writes."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,13 +248,23 @@ def visible_records_query(*, run: Run, instance: Instance, after_seq: int = 0) -
     return SessionMessage.objects.filter(inherited | own, seq__gt=after_seq).order_by("seq")
 
 
+def visible_records_for_engine(*, run: Run, instance: Instance, after_seq: int = 0) -> Iterator[dict[str, Any]]:
+    """``visible_records_query`` as the engine reads it (``record_as_engine_dict``), from
+    the five columns it needs: no model instance per record, no column it does not read
+    (issue #29: a run loads its session's records at its first step)."""
+    rows = visible_records_query(run=run, instance=instance, after_seq=after_seq).values_list(
+        "seq", "run_id", "in_main", "instance_id", "kind", "message")
+    for seq, run_id, in_main, instance_id, kind, message in rows.iterator(chunk_size=500):
+        yield {"seq": seq, "run": run_id, "instance": Instance.MAIN if in_main else str(instance_id), "kind": kind,
+               "message": message}
+
+
 def tool_calls_unsettled(*, run: Run, instance: Instance) -> CallStates:
     """CTX-36: the instance's calls still pending and those whose outcome is unknown, read
     from every record its context is built from (not from its view, which a compaction
     may have summarized them out of), judged as the run's projection judges them (the
     run is the open one). Each call once, under the id its record holds."""
-    rows = visible_records_query(run=run, instance=instance).iterator(chunk_size=500)
-    return tool_call_states((record_as_engine_dict(row) for row in rows), open_runs={run.pk})
+    return tool_call_states(visible_records_for_engine(run=run, instance=instance), open_runs={run.pk})
 
 
 def snapshot_latest(*, instance: Instance) -> CompactionSnapshot | None:

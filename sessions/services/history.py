@@ -21,11 +21,10 @@ from sessions.models import CompactionSnapshot, Instance, Run, RunAttention, Ses
 from sessions.selectors import (
     calls_pending,
     main_instance,
-    record_as_engine_dict,
     session_creator_is_member,
     snapshot_latest,
     view_best_for_run,
-    visible_records_query,
+    visible_records_for_engine,
 )
 from sessions.services.files import attachment_of, attachments_mark, attachments_take, file_ids_clean
 from sessions.services.frames import frame_locked
@@ -280,8 +279,7 @@ def context_load(*, run: Run, instance: Instance, snapshots: bool = True) -> tup
     reads them: what a run's ``InstanceContext`` loads once (then the loop feeds it what
     it writes). ``snapshots`` as for ``context_start``."""
     start = context_start(run=run, instance=instance, snapshots=snapshots)
-    rows = visible_records_query(run=run, instance=instance, after_seq=start.watermark)
-    return start, [record_as_engine_dict(row) for row in rows]
+    return start, list(visible_records_for_engine(run=run, instance=instance, after_seq=start.watermark))
 
 
 @dataclass(frozen=True)
