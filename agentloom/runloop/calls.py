@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agentloom.db_rows import rows_insert
 from agentloom.runloop.errors import ContextRefused, RunStopped
 from agentloom.runloop.state import RunState
 from context import Send, usage_prompt_tokens
@@ -133,7 +134,7 @@ def _log(state: RunState, instance: Instance, request: Send, outcome: str,
 
 def _log_failed(state: RunState, instance: Instance, request: Send, outcome: str) -> None:
     prepared = _log(state, instance, request, outcome, None)
-    prepared.call.save(force_insert=True)
+    rows_insert([prepared.call])
     state.call_chain(instance, ModelCall.Purpose.ACTION).advance(prepared)
 
 

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from agentloom.db_rows import rows_insert
 from sessions.models import Instance, ModelCall, Run, SentBlob
 
 FULL_EVERY = 32
@@ -216,7 +217,7 @@ def model_call_open(*, chain: CallChain | None = None, **fields: Any) -> ModelCa
     """Log a call about to be sent (the row exists even if the worker dies mid-answer)."""
     chain = chain if chain is not None else CallChain()
     prepared = model_call_prepare(chain=chain, **fields)
-    prepared.call.save(force_insert=True)
+    rows_insert([prepared.call])
     chain.advance(prepared)
     return prepared.call
 

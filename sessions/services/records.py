@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from agentloom.db_rows import rows_insert
 from agentloom.errors import ValidationFailed
 from sessions.models import Instance, MessageKind, Run, Session, SessionMessage
 
@@ -117,11 +118,11 @@ def records_append_new(
                        'RETURNING "last_seq"', [len(prepared), session.pk])
         last_seq = cursor.fetchone()[0]
     first = last_seq - len(prepared) + 1
-    rows = SessionMessage.objects.bulk_create([
-        SessionMessage(session=session, seq=first + offset, run=run, instance=instance,
-                       in_main=instance.parent_id is None, kind=record.kind, entry_key=record.entry_key,
-                       message=record.message)
-        for offset, record in enumerate(prepared)])
+    rows = [SessionMessage(session=session, seq=first + offset, run=run, instance=instance,
+                           in_main=instance.parent_id is None, kind=record.kind, entry_key=record.entry_key,
+                           message=record.message)
+            for offset, record in enumerate(prepared)]
+    rows_insert(rows)
     session.last_seq = last_seq
     return rows
 

@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agentloom.agents.models import AgentVersion
+from agentloom.db_rows import rows_insert
 from agentloom.errors import ActiveRunConflict, Conflict, NotFound
 from sessions.frames import RunBudget
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
@@ -52,7 +53,7 @@ def run_create_with_main(*, session: Session, main: dict[str, Any] | None = None
     version = session.version
     try:
         with transaction.atomic():
-            run = Run.objects.create(
+            run = Run(
                 session=session,
                 version=version,
                 status=Run.Status.QUEUED,
@@ -60,7 +61,9 @@ def run_create_with_main(*, session: Session, main: dict[str, Any] | None = None
                 inherited_watermark=inherited_watermark if inherited_watermark is not None
                 else Session.objects.values_list("last_seq", flat=True).get(pk=session.pk),
             )
-            instance = Instance.objects.create(run=run, key=Instance.MAIN, **(main or {}))
+            rows_insert([run])  # every question makes these two: no INSERT composed for them
+            instance = Instance(run=run, key=Instance.MAIN, **(main or {}))
+            rows_insert([instance])
     except IntegrityError:
         if Run.objects.filter(session=session, status__in=Run.ACTIVE_STATUSES).exists():
             raise ActiveRunConflict(

@@ -35,6 +35,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from agentloom.db_rows import rows_insert
 from sessions.models import Instance, ModelCall, Run, SessionMessage
 from sessions.services.events import events_write
 from sessions.services.records import NewRecord, records_append, records_append_new
@@ -110,7 +111,7 @@ def _rest(run: Run, instance: Instance, events: Sequence[tuple[str, dict[str, An
     if events:
         events_write(run_id=run.pk, events=events, last_seq=last_seq)
     if model_call is not None:
-        model_call.save(force_insert=True)
+        rows_insert([model_call])
     if model_steps:
         instance.model_steps += model_steps
     return signals

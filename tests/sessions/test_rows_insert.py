@@ -1,0 +1,46 @@
+"""``rows_insert`` (agentloom/db_rows.py, issue #29) writes what ``save`` would, on either
+database: every column as ``save`` prepares it (encrypted, JSON, ``auto_now_add``), each
+object given its own primary key, and a batch past a statement's bound on parameters
+written whole."""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from agentloom.db_rows import rows_insert
+from sessions.models import Instance, Run, SessionMessage
+
+pytestmark = pytest.mark.django_db
+
+
+def _columns(model, pk) -> dict:
+    return {field.attname: getattr(model.objects.get(pk=pk), field.attname) for field in model._meta.concrete_fields
+            if field.attname not in ("id", "created_at")}
+
+
+def test_a_row_reads_back_as_the_same_row_saved_by_django(alice, make_session):
+    session = make_session(alice)
+    saved = Run.objects.create(session=session, version=session.version, budget={"max_model_calls": 7},
+                               counters={"model_calls": 2}, inherited_watermark=3)
+    fast = Run(session=session, version=session.version, budget={"max_model_calls": 7}, counters={"model_calls": 2},
+               inherited_watermark=3, status=Run.Status.CANCELLED)
+    rows_insert([fast])
+    assert fast.pk is not None and fast.pk != saved.pk and not fast._state.adding
+    assert fast.created_at is not None  # auto_now_add, as save stamps it
+    Run.objects.filter(pk=saved.pk).update(status=Run.Status.CANCELLED)
+    assert _columns(Run, fast.pk) == _columns(Run, saved.pk)
+    with connection.cursor() as cursor:  # the counters are stored encrypted, as save stores them
+        cursor.execute(f'SELECT "counters" FROM "{Run._meta.db_table}" WHERE "id" = %s', [fast.pk])
+        assert b"model_calls" not in bytes(cursor.fetchone()[0])
+
+
+def test_more_rows_than_one_statement_carries_each_get_their_own_key(alice, make_session):
+    session = make_session(alice)
+    run = Run.objects.create(session=session, version=session.version)
+    main = Instance.objects.create(run=run, key=Instance.MAIN)
+    rows = [SessionMessage(session=session, seq=seq, run=run, instance=main, kind="user", entry_key=f"q-{seq}",
+                           message={"role": "user", "content": f"question {seq}"}) for seq in range(1, 2_001)]
+    rows_insert(rows)
+    stored = dict(SessionMessage.objects.filter(session=session).values_list("pk", "seq"))
+    assert len(stored) == 2_000 and {row.pk: row.seq for row in rows} == stored
+    assert SessionMessage.objects.get(pk=rows[-1].pk).message == {"role": "user", "content": "question 2000"}
