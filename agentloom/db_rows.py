@@ -14,25 +14,30 @@ the objects must be new, with no primary key of their own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
 from typing import Any
 
 from django.db import connection
 from django.db.models import AutoField, Field, Model
 
+_COLUMNS: dict[type[Model], tuple[Field, ...]] = {}
+_STATEMENTS: dict[tuple[type[Model], int], str] = {}
 
-@cache
+
 def _columns(model: type[Model]) -> tuple[Field, ...]:
-    return tuple(field for field in model._meta.concrete_fields if not isinstance(field, AutoField))
+    if model not in _COLUMNS:
+        _COLUMNS[model] = tuple(field for field in model._meta.concrete_fields if not isinstance(field, AutoField))
+    return _COLUMNS[model]
 
 
-@cache
 def _statement(model: type[Model], rows: int) -> str:
-    fields = _columns(model)
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    return (f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) "
-            f"VALUES {', '.join([row] * rows)} RETURNING {connection.ops.quote_name(model._meta.pk.column)}")
+    key = (model, rows)
+    if key not in _STATEMENTS:
+        fields = _columns(model)
+        columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+        row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        _STATEMENTS[key] = (f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) "
+                            f"VALUES {', '.join([row] * rows)} RETURNING {connection.ops.quote_name(model._meta.pk.column)}")
+    return _STATEMENTS[key]
 
 
 def rows_insert(objs: Sequence[Model]) -> None:
