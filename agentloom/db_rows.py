@@ -35,7 +35,8 @@ def _statement(model: type[Model], rows: int) -> str:
         fields = _columns(model)
         columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
         row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        table, key_column = connection.ops.quote_name(model._meta.db_table), connection.ops.quote_name(model._meta.pk.column)
+        quote = connection.ops.quote_name
+        table, key_column = quote(model._meta.db_table), quote(model._meta.pk.column)
         _STATEMENTS[key] = f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * rows)} RETURNING {key_column}"
     return _STATEMENTS[key]
 
