@@ -29,16 +29,24 @@ def _columns(model: type[Model]) -> tuple[Field, ...]:
     return _COLUMNS[model]
 
 
+# Statements kept for batches up to this many rows (a step's records, a question's rows);
+# a larger batch (an import) is composed for itself: kept, their text would grow with it.
+KEEP_ROWS = 32
+
+
 def _statement(model: type[Model], rows: int) -> str:
     key = (model, rows)
-    if key not in _STATEMENTS:
+    statement = _STATEMENTS.get(key)
+    if statement is None:
         fields = _columns(model)
         columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
         row = "(" + ", ".join(["%s"] * len(fields)) + ")"
         quote = connection.ops.quote_name
         table, key_column = quote(model._meta.db_table), quote(model._meta.pk.column)
-        _STATEMENTS[key] = f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * rows)} RETURNING {key_column}"
-    return _STATEMENTS[key]
+        statement = f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * rows)} RETURNING {key_column}"
+        if rows <= KEEP_ROWS:
+            _STATEMENTS[key] = statement
+    return statement
 
 
 def rows_insert(objs: Sequence[Model]) -> None:
