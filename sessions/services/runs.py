@@ -11,8 +11,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agentloom.agents.models import AgentVersion
-from agentloom.db_rows import rows_insert
+from agentloom.db_rows import columns_of, models_from_row, rows_insert
 from agentloom.errors import ActiveRunConflict, Conflict, NotFound
+from models_catalog.models import ModelConnection
 from sessions.frames import RunBudget
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
 from sessions.run_errors import NOT_A_MEMBER, QUEUE_UNAVAILABLE, RunError
@@ -103,12 +104,34 @@ def run_claim(*, run_id: int) -> Run | None:
     but ends failed, for good: nobody spends a space's key after leaving it (RUN-11).
     """
     if _claim_if_creator_is_member(run_id=run_id):
-        # The run's connection comes with it: the worker reads it at once (one read, not two).
-        return Run.objects.select_related("session", "version", "version__model_connection").get(pk=run_id)
+        return _claimed(run_id=run_id)
     queued = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).select_related("session").first()
     if queued is not None and not session_creator_is_member(session=queued.session):
         run_finish(run=queued, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error=NOT_A_MEMBER)
     return None
+
+
+_CLAIMED_LAYOUT = ((Run, "r"), (Session, "s"), (AgentVersion, "v"), (ModelConnection, "c"))
+
+
+def _claimed(*, run_id: int) -> Run:
+    """The claimed run with its session, version and the version's connection, read at
+    once (the worker reads them all): the ``select_related`` read it was, written out —
+    composing that join was most of the claim's CPU (issue #29)."""
+    run, session, version = Run._meta.db_table, Session._meta.db_table, AgentVersion._meta.db_table
+    select = ", ".join(columns_of(model, alias) for model, alias in _CLAIMED_LAYOUT)
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT {select} FROM "{run}" r JOIN "{session}" s ON s."id" = r."session_id" '
+                       f'JOIN "{version}" v ON v."id" = r."version_id" '
+                       f'LEFT JOIN "{ModelConnection._meta.db_table}" c ON c."id" = v."model_connection_id" '
+                       f'WHERE r."id" = %s', [run_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"run {run_id} does not exist")
+    claimed, claimed_session, claimed_version, claimed_connection = models_from_row(row, _CLAIMED_LAYOUT)
+    claimed_version.model_connection = claimed_connection
+    claimed.session, claimed.version = claimed_session, claimed_version
+    return claimed
 
 
 def _claim_if_creator_is_member(*, run_id: int) -> bool:

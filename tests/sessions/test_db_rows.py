@@ -1,7 +1,9 @@
-"""``rows_insert`` (agentloom/db_rows.py, issue #29) writes what ``save`` would, on either
-database: every column as ``save`` prepares it (encrypted, JSON, ``auto_now_add``), each
-object given its own primary key, and a batch past a statement's bound on parameters
-written whole."""
+"""The rows every question writes and reads, without Django composing their statements
+(agentloom/db_rows.py, issue #29), on either database. ``rows_insert`` writes what ``save``
+would: every column as ``save`` prepares it (encrypted, JSON, ``auto_now_add``), each object
+given its own primary key, a batch past a statement's bound on parameters written whole.
+``models_from_row`` reads what ``select_related`` would: the same objects, fields decrypted
+and parsed, and None where an outer join found nothing."""
 from __future__ import annotations
 
 import pytest
@@ -9,6 +11,8 @@ from django.db import connection
 
 from agentloom.db_rows import rows_insert
 from sessions.models import Instance, Run, SessionMessage
+from sessions.services.history import question_ask
+from sessions.services.runs import run_claim
 
 pytestmark = pytest.mark.django_db
 
@@ -44,3 +48,24 @@ def test_more_rows_than_one_statement_carries_each_get_their_own_key(alice, make
     stored = dict(SessionMessage.objects.filter(session=session).values_list("pk", "seq"))
     assert len(stored) == 2_000 and {row.pk: row.seq for row in rows} == stored
     assert SessionMessage.objects.get(pk=rows[-1].pk).message == {"role": "user", "content": "question 2000"}
+
+
+def _fields(obj) -> dict:
+    return {field.attname: getattr(obj, field.attname) for field in type(obj)._meta.concrete_fields}
+
+
+@pytest.mark.parametrize("with_connection", [True, False])
+def test_a_claimed_run_reads_as_djangos_select_related_read(alice, make_session, with_connection):
+    session = make_session(alice)
+    if not with_connection:  # a version whose connection was deleted (SET_NULL)
+        type(session.version).objects.filter(pk=session.version_id).update(model_connection=None)
+    run = run_claim(run_id=question_ask(session=session, content="Compare me").pk)
+    django = Run.objects.select_related("session", "version", "version__model_connection").get(pk=run.pk)
+    assert _fields(run) == _fields(django) and _fields(run.session) == _fields(django.session)
+    assert _fields(run.version) == _fields(django.version)
+    if with_connection:
+        assert _fields(run.version.model_connection) == _fields(django.version.model_connection)
+        assert run.version.model_connection.api_key == django.version.model_connection.api_key  # decrypted
+    else:
+        assert run.version.model_connection is None
+    assert not run._state.adding and run.session.title == "Compare me"  # an encrypted field, read back
