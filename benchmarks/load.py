@@ -142,8 +142,9 @@ def _failed(tally: Tally, what: str, response) -> None:
 class Following:
     """Where a user is in a run's events: the last event id read, the first token's time."""
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, *, tool: bool = False) -> None:
         self.started = started
+        self.tool = tool  # the answer comes after a calculator call: its first token waits for two model calls
         self.last_id: str | None = None
         self.first_token: float | None = None
 
@@ -225,7 +226,7 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
                     else:
                         run_id = int(response.headers["location"].rsplit("/", 1)[1])
                         stage = f"events of run {run_id}"
-                        following = Following(started)
+                        following = Following(started, tool="add" in content)
                         status = await _read(response, following)
                 if wait is not None:
                     await asyncio.sleep(max(0.0, min(wait, stop_asking - time.monotonic())))
@@ -245,7 +246,7 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
             if status != "completed":
                 tally.error(f"run {status or 'stream ended early'}", f"run {run_id}")
                 continue
-            tally.results.append({"run": run_id, "first_token": following.first_token,
+            tally.results.append({"run": run_id, "first_token": following.first_token, "tool": following.tool,
                                   "total": time.monotonic() - asked})
 
 
@@ -384,6 +385,8 @@ def _report(args, tally: Tally, state: dict, lost: str, stuck: str) -> None:
     from django.conf import settings
 
     first = [r["first_token"] for r in tally.results if r["first_token"] is not None]
+    plain = [r["first_token"] for r in tally.results if r["first_token"] is not None and not r["tool"]]
+    tooled = [r["first_token"] for r in tally.results if r["first_token"] is not None and r["tool"]]
     total = [r["total"] for r in tally.results]
     kinds = ", ".join(f"{kind} ×{count}" for kind, count in tally.kinds.most_common()) or "none"
     rejections = state.get("rejections", [])
@@ -394,6 +397,10 @@ def _report(args, tally: Tally, state: dict, lost: str, stuck: str) -> None:
         ("questions per second", f"{len(tally.results) / tally.elapsed:,.1f}" if tally.elapsed else "0.0"),
         ("time to first token p50 / p95 / p99 (s)",
          f"{_percentile(first, .5):.2f} / {_percentile(first, .95):.2f} / {_percentile(first, .99):.2f}"),
+        ("  of answers without a tool call", f"{_percentile(plain, .5):.2f} / {_percentile(plain, .95):.2f} / "
+                                              f"{_percentile(plain, .99):.2f}"),
+        ("  of answers after a calculator call", f"{_percentile(tooled, .5):.2f} / {_percentile(tooled, .95):.2f} / "
+                                                 f"{_percentile(tooled, .99):.2f}"),
         ("whole run p50 / p95 / p99 (s)",
          f"{_percentile(total, .5):.2f} / {_percentile(total, .95):.2f} / {_percentile(total, .99):.2f}"),
         ("errors", f"{sum(tally.kinds.values())}"), ("errors by kind", kinds),

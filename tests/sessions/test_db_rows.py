@@ -69,3 +69,23 @@ def test_a_claimed_run_reads_as_djangos_select_related_read(alice, make_session,
     else:
         assert run.version.model_connection is None
     assert not run._state.adding and run.session.title == "Compare me"  # an encrypted field, read back
+
+
+def test_a_session_read_for_its_creator_is_djangos_read_and_nobody_elses(alice, bob, space, make_session):
+    from agentloom.errors import NotFound
+    from agentloom.spaces.models import Membership
+    from sessions.selectors import session_get_for_user, session_list_for_user
+
+    session = make_session(alice, title="Alice's plans")
+    read = session_get_for_user(session_id=session.pk, user=alice)
+    django = session_list_for_user(user=alice).get(pk=session.pk)
+    assert _fields(read) == _fields(django) and read.title == "Alice's plans"  # encrypted, read back
+    assert _fields(read.agent) == _fields(django.agent) and _fields(read.version) == _fields(django.version)
+    assert not read._state.adding
+    bobs = make_session(bob)
+    for user, session_id in ((bob, session.pk), (alice, bobs.pk), (alice, 0), (alice, 2**63), (alice, "x")):
+        with pytest.raises(NotFound):  # not the creator, not an id, past any id: 404 alike
+            session_get_for_user(session_id=session_id, user=user)
+    Membership.objects.filter(space=space, user=alice).delete()  # RUN-11: leaving the space closes it
+    with pytest.raises(NotFound):
+        session_get_for_user(session_id=session.pk, user=alice)
