@@ -180,7 +180,8 @@ def event_emit(*, run_id: int, type: str, data: dict[str, Any] | None = None,
 
 
 class DeltaBuffer:
-    """Coalesces stream deltas into a few events a second instead of one per token.
+    """Coalesces stream deltas into a few events a second instead of one per token; the
+    first words go out at once when the stream goes on after them.
 
     With a ``redact`` function and its ``hold`` (how many trailing characters could still
     grow into a secret), the text is redacted as a whole before it leaves: a key split
@@ -202,13 +203,18 @@ class DeltaBuffer:
         self.hold = hold or (lambda text: 0)
         self.stop_flag = stop_flag
         self.text = ""
+        self.flushed = False
         self.since = self.clock()
 
     def add(self, text: str) -> None:
         if not text:
             return
+        # The first words leave as soon as more follow them, not a flush interval later
+        # (issue #29: a person saw the first token 0.1 s after it came); an answer that
+        # comes whole in one piece is still written once, with its step.
+        waiting = bool(self.text) and not self.flushed
         self.text += text
-        if len(self.text) >= self.flush_chars or self.clock() - self.since >= self.flush_seconds:
+        if waiting or len(self.text) >= self.flush_chars or self.clock() - self.since >= self.flush_seconds:
             self.flush()
 
     def _cut(self, final: bool) -> int:
@@ -228,4 +234,5 @@ class DeltaBuffer:
         if ready:
             event_emit(run_id=self.run_id, type=self.type, data={**self.extra, "text": self.redact(ready)},
                        stop_flag=self.stop_flag)
+            self.flushed = True
         self.since = self.clock()
