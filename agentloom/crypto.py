@@ -41,3 +41,50 @@ class ColumnCipher:
             return pickle.loads(self._fernet.decrypt(bytes(raw)))
         except Exception as exc:  # bad signature, bad padding, bad pickle: all mean "not ours"
             raise DecryptionFailed("stored content cannot be decrypted with these keys") from exc
+
+
+class RecentPlaintexts:
+    """What an encrypted column's stored bytes decrypt to, for the values read most
+    recently, up to ``max_bytes`` of tokens and plaintexts together.
+
+    A run reads its whole context at its first step, so each question decrypted again
+    every record its session's earlier questions had (issue #29: a twentieth of a worker's
+    CPU at 50 users, growing with the session). Keyed by the stored token itself: each
+    encryption has its own random IV, so the same bytes are the same value, and a changed
+    or rotated value is a different key, never a stale hit. A miss decrypts through the
+    field's own cipher, signature checked; every read gets a fresh object (pickle), so no
+    caller can change what another reads.
+    """
+
+    def __init__(self, *, max_bytes: int) -> None:
+        import threading
+        from collections import OrderedDict
+
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._items: OrderedDict[bytes, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def load(self, field: Any, raw: Any) -> Any:
+        token = bytes(raw)
+        with self._lock:
+            plain = self._items.get(token)
+            if plain is not None:
+                self._items.move_to_end(token)
+        if plain is None:
+            plain = field._fernet.decrypt(token, field.ttl)
+            self._keep(token, plain)
+        return pickle.loads(plain)
+
+    def _keep(self, token: bytes, plain: bytes) -> None:
+        cost = len(token) + len(plain)
+        if cost > self.max_bytes // 8:  # one large value would push out many small ones
+            return
+        with self._lock:
+            if token in self._items:
+                return
+            self._items[token] = plain
+            self.size += cost
+            while self.size > self.max_bytes:
+                old, old_plain = self._items.popitem(last=False)
+                self.size -= len(old) + len(old_plain)

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from agentloom.agents.models import Agent, AgentVersion
 from agentloom.api.fields import MAX_ID
+from agentloom.crypto import RecentPlaintexts
 from agentloom.db_rows import columns_of, models_from_row
 from agentloom.errors import NotFound
 from agentloom.spaces.models import Membership
@@ -271,15 +272,30 @@ def visible_records_query(*, run: Run, instance: Instance, after_seq: int = 0) -
     return SessionMessage.objects.filter(inherited | own, seq__gt=after_seq).order_by("seq")
 
 
+# Records a worker (or the web process) read lately, decrypted: each run reads its whole
+# context again (see ``RecentPlaintexts``); 64 MiB bounds what a process keeps.
+_RECORDS_READ = RecentPlaintexts(max_bytes=64 * 1024 * 1024)
+
+
 def visible_records_for_engine(*, run: Run, instance: Instance, after_seq: int = 0) -> Iterator[dict[str, Any]]:
     """``visible_records_query`` as the engine reads it (``record_as_engine_dict``), from
-    the five columns it needs: no model instance per record, no column it does not read
-    (issue #29: a run loads its session's records at its first step)."""
-    rows = visible_records_query(run=run, instance=instance, after_seq=after_seq).values_list(
-        "seq", "run_id", "in_main", "instance_id", "kind", "message")
-    for seq, run_id, in_main, instance_id, kind, message in rows.iterator(chunk_size=500):
+    the six columns it needs: no model instance per record, no column it does not read,
+    a statement written out, and a record decrypted once per process while it is read
+    again and again (issue #29: a run loads its session's records at its first step)."""
+    table = SessionMessage._meta.db_table
+    if instance.parent_id is not None:
+        visible, params = '"instance_id" = %s', [instance.pk]
+    else:
+        visible = '(("session_id" = %s AND "in_main" AND "seq" <= %s) OR "instance_id" = %s)'
+        params = [run.session_id, run.inherited_watermark, instance.pk]
+    message = SessionMessage._meta.get_field("message")
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT "seq", "run_id", "in_main", "instance_id", "kind", "message" FROM "{table}" '
+                       f'WHERE {visible} AND "seq" > %s ORDER BY "seq"', [*params, after_seq])
+        rows = cursor.fetchall()
+    for seq, run_id, in_main, instance_id, kind, raw in rows:
         yield {"seq": seq, "run": run_id, "instance": Instance.MAIN if in_main else str(instance_id), "kind": kind,
-               "message": message}
+               "message": _RECORDS_READ.load(message, raw)}
 
 
 def tool_calls_unsettled(*, run: Run, instance: Instance) -> CallStates:

@@ -80,7 +80,8 @@ def _drive(state: RunState) -> None:
     run = state.run
     try:
         event_emit(run_id=run.pk, type="run_started", data={"attempt": run.attempt})
-        main = state.main = main_instance(run=run)
+        # Read with the claim (one statement); a run claimed otherwise reads it now.
+        main = state.main = getattr(run, "main_as_claimed", None) or main_instance(run=run)
         if run.attempt:
             instance_steps_recount(run=run, instance=main)
             run_reopen_record(run=run)

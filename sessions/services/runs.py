@@ -111,26 +111,31 @@ def run_claim(*, run_id: int) -> Run | None:
     return None
 
 
-_CLAIMED_LAYOUT = ((Run, "r"), (Session, "s"), (AgentVersion, "v"), (ModelConnection, "c"))
+_CLAIMED_LAYOUT = ((Run, "r"), (Session, "s"), (AgentVersion, "v"), (ModelConnection, "c"), (Instance, "i"))
 
 
 def _claimed(*, run_id: int) -> Run:
-    """The claimed run with its session, version and the version's connection, read at
-    once (the worker reads them all): the ``select_related`` read it was, written out —
-    composing that join was most of the claim's CPU (issue #29)."""
+    """The claimed run with its session, version, the version's connection and the run's
+    main instance (as ``main_as_claimed``), read at once (the worker reads them all): the
+    ``select_related`` read it was plus the loop's first read of its main line, written
+    out — composing those was most of the claim's CPU (issue #29)."""
     run, session, version = Run._meta.db_table, Session._meta.db_table, AgentVersion._meta.db_table
     select = ", ".join(columns_of(model, alias) for model, alias in _CLAIMED_LAYOUT)
     with connection.cursor() as cursor:
         cursor.execute(f'SELECT {select} FROM "{run}" r JOIN "{session}" s ON s."id" = r."session_id" '
                        f'JOIN "{version}" v ON v."id" = r."version_id" '
                        f'LEFT JOIN "{ModelConnection._meta.db_table}" c ON c."id" = v."model_connection_id" '
-                       f'WHERE r."id" = %s', [run_id])
+                       f'LEFT JOIN "{Instance._meta.db_table}" i ON i."run_id" = r."id" AND i."key" = %s '
+                       f'WHERE r."id" = %s', [Instance.MAIN, run_id])
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
-    claimed, claimed_session, claimed_version, claimed_connection = models_from_row(row, _CLAIMED_LAYOUT)
+    claimed, claimed_session, claimed_version, claimed_connection, main = models_from_row(row, _CLAIMED_LAYOUT)
     claimed_version.model_connection = claimed_connection
     claimed.session, claimed.version = claimed_session, claimed_version
+    if main is not None:
+        main.run = claimed
+    claimed.main_as_claimed = main
     return claimed
 
 

@@ -69,6 +69,8 @@ def test_a_claimed_run_reads_as_djangos_select_related_read(alice, make_session,
     else:
         assert run.version.model_connection is None
     assert not run._state.adding and run.session.title == "Compare me"  # an encrypted field, read back
+    main = Instance.objects.get(run=run, key=Instance.MAIN)  # the loop's first read, made with the claim
+    assert _fields(run.main_as_claimed) == _fields(main) and run.main_as_claimed.run is run
 
 
 def test_a_session_read_for_its_creator_is_djangos_read_and_nobody_elses(alice, bob, space, make_session):
