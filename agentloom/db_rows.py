@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import AutoField, Field, Model
+from django_cryptography.fields import EncryptedMixin
 
 _COLUMNS: dict[type[Model], tuple[Field, ...]] = {}
 _STATEMENTS: dict[tuple[type[Model], int], str] = {}
@@ -95,10 +96,13 @@ def _converters(model: type[Model], alias: str) -> list[tuple[Any, list[Any]]]:
     return _CONVERTERS[key]
 
 
-def models_from_row(row: Sequence[Any], layout: Sequence[tuple[type[Model], str]]) -> list[Any]:
+def models_from_row(row: Sequence[Any], layout: Sequence[tuple[type[Model], str]], *,
+                    recent: Any = None) -> list[Any]:
     """One instance of each ``(model, alias)`` of ``layout`` from a row selected with
     ``columns_of`` of each, in order: what a ``select_related`` read would give, without
-    composing its query at every call. None for a model an outer join found no row of."""
+    composing its query at every call. None for a model an outer join found no row of.
+    ``recent``: a ``RecentPlaintexts`` the encrypted columns are decrypted through (values
+    read again and again)."""
     found: list[Any] = []
     offset = 0
     for model, alias in layout:
@@ -109,6 +113,9 @@ def models_from_row(row: Sequence[Any], layout: Sequence[tuple[type[Model], str]
             found.append(None)
             continue
         for index, (column, converters) in enumerate(columns):
+            if recent is not None and isinstance(column.target, EncryptedMixin):
+                values[index] = None if values[index] is None else recent.load(column.target, values[index])
+                continue
             for converter in converters:
                 values[index] = converter(values[index], column, connection)
         found.append(model.from_db(connection.alias, [field.attname for field in model._meta.concrete_fields], values))

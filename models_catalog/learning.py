@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.db import connection as db_connection
 from django.db import transaction
 from django.utils import timezone
 
@@ -29,8 +30,13 @@ def calibration_get(*, connection_id: int | None, model: str, estimator_id: str,
     """The stored calibration of a model behind a connection, or just the prior."""
     if connection_id is None:
         return Calibration(prior=prior)
-    ratios = (TokenCalibration.objects.filter(connection_id=connection_id, model=model, estimator_id=estimator_id)
-              .values_list("ratios", flat=True).first())
+    # Written out (every run starts here, and composing the ORM's read cost more than it, issue #29).
+    field = TokenCalibration._meta.get_field("ratios")
+    with db_connection.cursor() as cursor:
+        cursor.execute(f'SELECT "ratios" FROM "{TokenCalibration._meta.db_table}" WHERE "connection_id" = %s '
+                       'AND "model" = %s AND "estimator_id" = %s LIMIT 1', [connection_id, model, estimator_id])
+        row = cursor.fetchone()
+    ratios = field.from_db_value(row[0], None, db_connection) if row is not None else None
     return Calibration(prior=prior, ratios=tuple(float(r) for r in ratios or ()))
 
 

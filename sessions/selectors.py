@@ -272,8 +272,8 @@ def visible_records_query(*, run: Run, instance: Instance, after_seq: int = 0) -
     return SessionMessage.objects.filter(inherited | own, seq__gt=after_seq).order_by("seq")
 
 
-# Records a worker (or the web process) read lately, decrypted: each run reads its whole
-# context again (see ``RecentPlaintexts``); 64 MiB bounds what a process keeps.
+# Records and views a worker (or the web process) read lately, decrypted: each run reads
+# its whole context again (see ``RecentPlaintexts``); 64 MiB bounds what a process keeps.
 _RECORDS_READ = RecentPlaintexts(max_bytes=64 * 1024 * 1024)
 
 
@@ -316,11 +316,14 @@ def view_best_for_run(*, run: Run) -> SessionView | None:
     Only views inside the run's inherited prefix qualify: a resumed run never starts from
     a view that includes questions asked after it began (RUN-4, RUN-9).
     """
-    return (
-        SessionView.objects.filter(session_id=run.session_id, watermark__lte=run.inherited_watermark)
-        .order_by("-watermark", "-id")
-        .first()
-    )
+    # Written out, its messages decrypted through the records' cache: each run of a session
+    # starts from the same view until a compaction makes the next (issue #29).
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT {columns_of(SessionView, "v")} FROM "{SessionView._meta.db_table}" v '
+                       'WHERE v."session_id" = %s AND v."watermark" <= %s ORDER BY v."watermark" DESC, v."id" DESC '
+                       'LIMIT 1', [run.session_id, run.inherited_watermark])
+        row = cursor.fetchone()
+    return None if row is None else models_from_row(row, ((SessionView, "v"),), recent=_RECORDS_READ)[0]
 
 
 # --- the model-call log (the context inspector) -------------------------------------------

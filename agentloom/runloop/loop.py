@@ -17,7 +17,6 @@ from dataclasses import replace
 from typing import Any
 
 from django.db import connection as db_connection
-from django.db.models import Q
 
 from agentloom.runloop import compaction
 from agentloom.runloop.calls import action_call, answer_is_empty
@@ -125,7 +124,7 @@ def _finish(state: RunState, status: str, *, error: RunError | None = None, reas
         event_emit(run_id=state.run.pk, type="run_error", data=error.event())
     extra = {"verification": state.counters["verification"]} if "verification" in state.counters else None
     run_finish(run=state.run, status=status, error=error, reason=reason, event_data=extra,
-               expected_from=(Run.Status.RUNNING,), where=Q(attempt=state.run.attempt),
+               expected_from=(Run.Status.RUNNING,), of_attempt=state.run.attempt,
                main_steps=state.main.model_steps if state.main is not None else None)
 
 

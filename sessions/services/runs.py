@@ -75,26 +75,51 @@ def run_create_with_main(*, session: Session, main: dict[str, Any] | None = None
 
 
 def run_transition(*, run: Run, to: str, expected_from: tuple[str, ...] | None = None,
-                   where: Q | None = None, **changes) -> bool:
+                   where: Q | None = None, of_attempt: int | None = None, **changes) -> bool:
     """Move a run to ``to`` if that is legal from its current status (RUN_TRANSITIONS).
 
     A conditional UPDATE: two workers racing for the same transition cannot both win.
     ``expected_from`` narrows the legal sources to what the caller saw (a Stop of a
     *queued* run must not end a run a worker has just claimed); ``where`` adds a condition
-    checked in the same statement. Returns False when the run did not match.
+    checked in the same statement, and so does ``of_attempt`` (the run's attempt must be
+    this one). Returns False when the run did not match.
     """
     sources = [status for status, targets in RUN_TRANSITIONS.items() if to in targets]
     if expected_from is not None:
         sources = [status for status in sources if status in expected_from]
-    query = Run.objects.filter(pk=run.pk, status__in=sources)
-    if where is not None:
-        query = query.filter(where)
-    updated = query.update(status=to, **changes)
+    if where is None:
+        updated = _transition_written_out(run_id=run.pk, sources=sources, attempt=of_attempt, to=to,
+                                          changes=changes)
+    else:
+        query = Run.objects.filter(pk=run.pk, status__in=sources)
+        if of_attempt is not None:
+            query = query.filter(attempt=of_attempt)
+        updated = query.filter(where).update(status=to, **changes)
     if updated:
         run.status = to
         for name, value in changes.items():
             setattr(run, name, value)
     return bool(updated)
+
+
+def _transition_written_out(*, run_id: int, sources: list[str], attempt: int | None, to: str,
+                            changes: dict[str, Any]) -> int:
+    """``run_transition``'s UPDATE without a ``where``, written out: every run ends through
+    it, and composing the ORM's form cost more than the rest of the finish (issue #29).
+    Each value prepared as ``save`` prepares it (the error is JSON)."""
+    if not sources:
+        return 0
+    fields = [Run._meta.get_field(name) for name in ("status", *changes)]
+    values = [field.get_db_prep_save(value, connection) for field, value in zip(fields, (to, *changes.values()))]
+    assignments = ", ".join(f'"{field.column}" = %s' for field in fields)
+    condition = f'"id" = %s AND "status" IN ({", ".join(["%s"] * len(sources))})'
+    params = [*values, run_id, *sources]
+    if attempt is not None:
+        condition += ' AND "attempt" = %s'
+        params.append(attempt)
+    with connection.cursor() as cursor:
+        cursor.execute(f'UPDATE "{Run._meta.db_table}" SET {assignments} WHERE {condition}', params)
+        return cursor.rowcount
 
 
 def run_claim(*, run_id: int) -> Run | None:
@@ -180,7 +205,7 @@ class SupplementsPending(Exception):
 
 def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: str = "",
                event_data: dict | None = None, expected_from: tuple[str, ...] | None = None,
-               where: Q | None = None, main_steps: int | None = None) -> bool:
+               where: Q | None = None, of_attempt: int | None = None, main_steps: int | None = None) -> bool:
     """Record a run's terminal state once: the status row, a ``run_status`` record, and the
     ``run_finished`` event every stream waits for (whoever ends the run: the loop, a Stop
     of a queued run, the reaper).
@@ -190,12 +215,13 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
     same attempt twice writes them once; a run already finished is left as it is.
 
     ``main_steps``: the model steps the loop counted for the main instance, saved in the
-    same transaction (not a commit of its own before it).
+    same transaction (not a commit of its own before it). ``where`` and ``of_attempt`` as for
+    ``run_transition``.
     """
     stored = error.to_dict() if error is not None else None
     with transaction.atomic():
-        moved = run_transition(run=run, to=status, expected_from=expected_from, where=where, error=stored,
-                               finished_at=timezone.now())
+        moved = run_transition(run=run, to=status, expected_from=expected_from, where=where, of_attempt=of_attempt,
+                               error=stored, finished_at=timezone.now())
         if not moved:
             return False
         main = _main_instance_for_finish(run=run, main_steps=main_steps)

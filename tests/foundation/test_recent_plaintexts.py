@@ -72,3 +72,23 @@ def test_a_runs_context_read_is_the_orms_read_of_the_same_records(alice, make_se
         assert list(visible_records_for_engine(run=run, instance=main, after_seq=after)) == orm  # read again
     assert [r["message"]["content"] for r in visible_records_for_engine(run=run, instance=main)] == [
         "First question", "Second question", "An answer"]
+
+
+@pytest.mark.django_db
+def test_the_best_view_read_is_the_orms_read_messages_and_all(alice, make_session):
+    from sessions.models import SessionView
+    from sessions.selectors import view_best_for_run
+
+    session = make_session(alice)
+    run = question_ask(session=session, content="Third question")
+    assert view_best_for_run(run=run) is None
+    for watermark in (1, run.inherited_watermark, run.inherited_watermark + 5):  # the last is past the run's prefix
+        SessionView.objects.create(session=session, watermark=watermark, estimator_id="tiktoken:o200k_base",
+                                   messages=[{"role": "user", "content": f"Summary up to {watermark}"}])
+    orm = (SessionView.objects.filter(session_id=session.pk, watermark__lte=run.inherited_watermark)
+           .order_by("-watermark", "-id").first())
+    for _ in range(2):  # decrypted, then from the cache: the same view each time, a list of its own
+        view = view_best_for_run(run=run)
+        assert {f.attname: getattr(view, f.attname) for f in SessionView._meta.concrete_fields} == {
+            f.attname: getattr(orm, f.attname) for f in SessionView._meta.concrete_fields}
+        view.messages.append({"role": "user", "content": "changed by a reader"})
