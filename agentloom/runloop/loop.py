@@ -78,8 +78,8 @@ def run_execute(*, run_id: int) -> None:
 def _drive(state: RunState) -> None:
     run = state.run
     try:
-        event_emit(run_id=run.pk, type="run_started", data={"attempt": run.attempt})
-        # Read with the claim (one statement); a run claimed otherwise reads it now.
+        # run_started was written with the claim. The main instance was read with it (one
+        # statement); a run claimed otherwise reads it now.
         main = state.main = getattr(run, "main_as_claimed", None) or main_instance(run=run)
         if run.attempt:
             instance_steps_recount(run=run, instance=main)

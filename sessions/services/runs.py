@@ -19,7 +19,7 @@ from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
 from sessions.run_errors import NOT_A_MEMBER, QUEUE_UNAVAILABLE, RunError
 from sessions.selectors import creator_is_member_sql, session_creator_is_member
 from sessions.services import dispatch
-from sessions.services.events import event_emit
+from sessions.services.events import event_emit, events_write
 from sessions.services.manual_compaction import compaction_hold_check, session_lock
 from sessions.services.prepared import preparations_discard
 from sessions.services.records import NewRecord, record_append, records_append_new
@@ -127,8 +127,17 @@ def run_claim(*, run_id: int) -> Run | None:
 
     A run whose session's creator has left the space since it was queued is not claimed
     but ends failed, for good: nobody spends a space's key after leaving it (RUN-11).
+
+    The claim writes the attempt's ``run_started`` event in its own transaction: the
+    event says a worker has the run, and was a transaction of its own, with its own seq
+    taken apart, on every question (issue #29).
     """
-    if _claim_if_creator_is_member(run_id=run_id):
+    with transaction.atomic():
+        claimed = _claim_if_creator_is_member(run_id=run_id)
+        if claimed is not None:
+            attempt, last_seq = claimed
+            events_write(run_id=run_id, events=[("run_started", {"attempt": attempt})], last_seq=last_seq)
+    if claimed is not None:
         return _claimed(run_id=run_id)
     queued = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).select_related("session").first()
     if queued is not None and not session_creator_is_member(session=queued.session):
@@ -164,20 +173,24 @@ def _claimed(*, run_id: int) -> Run:
     return claimed
 
 
-def _claim_if_creator_is_member(*, run_id: int) -> bool:
+def _claim_if_creator_is_member(*, run_id: int) -> tuple[int, int] | None:
     """``queued`` → ``running`` in one statement that checks the session's creator is still
-    a member of its space: every question comes here, and the ORM's form of this UPDATE
-    (an EXISTS over two joins, rewritten as a subquery) cost more CPU to compose than the
-    rest of the claim."""
+    a member of its space, and takes the seq of the attempt's ``run_started`` event: every
+    question comes here, and the ORM's form of this UPDATE (an EXISTS over two joins,
+    rewritten as a subquery) cost more CPU to compose than the rest of the claim. Returns
+    the attempt and the seq taken, or None when the run was not claimed."""
     now = timezone.now()
     runs, sessions = Run._meta.db_table, Session._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f'UPDATE "{runs}" SET "status" = %s, "started_at" = %s, "heartbeat_at" = %s '
+            f'UPDATE "{runs}" SET "status" = %s, "started_at" = %s, "heartbeat_at" = %s, '
+            f'"event_seq" = "event_seq" + 1 '
             f'WHERE "id" = %s AND "status" = %s AND EXISTS (SELECT 1 FROM "{sessions}" s '
-            f'WHERE s."id" = "{runs}"."session_id" AND {creator_is_member_sql("s")})',
+            f'WHERE s."id" = "{runs}"."session_id" AND {creator_is_member_sql("s")}) '
+            'RETURNING "attempt", "event_seq"',
             [Run.Status.RUNNING, now, now, run_id, Run.Status.QUEUED])
-        return cursor.rowcount == 1
+        row = cursor.fetchone()
+    return (row[0], row[1]) if row is not None else None
 
 
 def run_dispatch_on_commit(run_id: int) -> None:

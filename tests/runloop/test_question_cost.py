@@ -39,8 +39,9 @@ ASK_STATEMENTS = 8
 # instance read at the end, then its step count saved apart. Then 24 on purpose: the
 # first words of an answer streamed in pieces are written as soon as more follow (their
 # seqs and their row), not with the next flush 0.15 s later (time to first token); then
-# 23: the main instance read apart from the claim.
-RUN_STATEMENTS = 23
+# 23: the main instance read apart from the claim; then 22: the seq of run_started taken
+# apart from the claim (and its commit, too).
+RUN_STATEMENTS = 22
 
 
 def _statements(queries: list[dict]) -> list[str]:

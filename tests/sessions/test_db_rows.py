@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from agentloom.db_rows import rows_insert
-from sessions.models import Instance, Run, SessionMessage
+from sessions.models import Instance, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from sessions.services.runs import run_claim
 
@@ -71,6 +71,10 @@ def test_a_claimed_run_reads_as_djangos_select_related_read(alice, make_session,
     assert not run._state.adding and run.session.title == "Compare me"  # an encrypted field, read back
     main = Instance.objects.get(run=run, key=Instance.MAIN)  # the loop's first read, made with the claim
     assert _fields(run.main_as_claimed) == _fields(main) and run.main_as_claimed.run is run
+    # The claim wrote the attempt's run_started with it; a second claim takes nothing, writes nothing.
+    assert run_claim(run_id=run.pk) is None
+    assert list(RunEvent.objects.filter(run=run).values_list("seq", "type", "payload")) == [
+        (1, "run_started", {"attempt": 0})]
 
 
 def test_a_session_read_for_its_creator_is_djangos_read_and_nobody_elses(alice, bob, space, make_session):
