@@ -21,7 +21,7 @@ from django.db.models import AutoField, Field, Model
 from django_cryptography.fields import EncryptedMixin
 
 _COLUMNS: dict[type[Model], tuple[Field, ...]] = {}
-_STATEMENTS: dict[tuple[type[Model], int], str] = {}
+_STATEMENTS: dict[tuple[type[Model], int, bool], str] = {}
 
 
 def _columns(model: type[Model]) -> tuple[Field, ...]:
@@ -35,8 +35,8 @@ def _columns(model: type[Model]) -> tuple[Field, ...]:
 KEEP_ROWS = 32
 
 
-def _statement(model: type[Model], rows: int) -> str:
-    key = (model, rows)
+def _statement(model: type[Model], rows: int, skip_conflict: bool = False) -> str:
+    key = (model, rows, skip_conflict)
     statement = _STATEMENTS.get(key)
     if statement is None:
         fields = _columns(model)
@@ -44,7 +44,8 @@ def _statement(model: type[Model], rows: int) -> str:
         row = "(" + ", ".join(["%s"] * len(fields)) + ")"
         quote = connection.ops.quote_name
         table, key_column = quote(model._meta.db_table), quote(model._meta.pk.column)
-        statement = f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * rows)} RETURNING {key_column}"
+        skip = " ON CONFLICT DO NOTHING" if skip_conflict else ""
+        statement = f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * rows)}{skip} RETURNING {key_column}"
         if rows <= KEEP_ROWS:
             _STATEMENTS[key] = statement
     return statement
@@ -70,6 +71,23 @@ def rows_insert(objs: Sequence[Model]) -> None:
             obj.pk = key
             obj._state.adding = False
             obj._state.db = connection.alias
+
+
+def row_insert_unless_conflict(obj: Model) -> bool:
+    """Insert one new ``obj`` unless a unique constraint already holds its like (nothing is
+    written then, and the transaction goes on: no savepoint to roll back to). Whether it
+    was inserted; its primary key is set if so."""
+    fields = _columns(type(obj))
+    params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(_statement(type(obj), 1, skip_conflict=True), params)
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    obj.pk = row[0]
+    obj._state.adding = False
+    obj._state.db = connection.alias
+    return True
 
 
 def columns_of(model: type[Model], alias: str) -> str:

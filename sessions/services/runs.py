@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agentloom.agents.models import AgentVersion
-from agentloom.db_rows import columns_of, models_from_row, rows_insert
+from agentloom.db_rows import columns_of, models_from_row, row_insert_unless_conflict, rows_insert
 from agentloom.errors import ActiveRunConflict, Conflict, NotFound
 from models_catalog.models import ModelConnection
 from sessions.frames import RunBudget
@@ -40,8 +40,7 @@ def run_create(*, session: Session) -> Run:
 
     Raises ``ActiveRunConflict`` (409) when the session already has a queued or running
     run. The database's conditional unique constraint decides, so two concurrent callers
-    can never both succeed. Must not be called inside an outer transaction that would
-    swallow the IntegrityError; it opens its own.
+    can never both succeed; the refused one writes nothing, inside a transaction or not.
     """
     return run_create_with_main(session=session)[0]
 
@@ -52,25 +51,22 @@ def run_create_with_main(*, session: Session, main: dict[str, Any] | None = None
     ``main`` gives (counters, frame). ``inherited_watermark``: the session's last seq as
     the caller just read it, with the session row locked (else read here)."""
     version = session.version
-    try:
-        with transaction.atomic():
-            run = Run(
-                session=session,
-                version=version,
-                status=Run.Status.QUEUED,
-                budget=budget_freeze(version=version),
-                inherited_watermark=inherited_watermark if inherited_watermark is not None
-                else Session.objects.values_list("last_seq", flat=True).get(pk=session.pk),
-            )
-            rows_insert([run])  # every question makes these two: no INSERT composed for them
-            instance = Instance(run=run, key=Instance.MAIN, **(main or {}))
-            rows_insert([instance])
-    except IntegrityError:
-        if Run.objects.filter(session=session, status__in=Run.ACTIVE_STATUSES).exists():
+    # No savepoint inside the caller's transaction (two round trips on every question): a
+    # run the one-active-run constraint refuses is simply not inserted, and nothing else is.
+    with transaction.atomic(savepoint=False):
+        run = Run(
+            session=session,
+            version=version,
+            status=Run.Status.QUEUED,
+            budget=budget_freeze(version=version),
+            inherited_watermark=inherited_watermark if inherited_watermark is not None
+            else Session.objects.values_list("last_seq", flat=True).get(pk=session.pk),
+        )
+        if not row_insert_unless_conflict(run):  # every question makes these two: no INSERT composed
             raise ActiveRunConflict(
-                "This session already has a run in progress; wait for it, stop it, or add a supplement."
-            ) from None
-        raise
+                "This session already has a run in progress; wait for it, stop it, or add a supplement.")
+        instance = Instance(run=run, key=Instance.MAIN, **(main or {}))
+        rows_insert([instance])
     return run, instance
 
 

@@ -46,8 +46,7 @@ def resumed(story) -> Run:
     assert run_finish(run=run, status=Run.Status.CANCELLED)  # 3: run_finished, cancelled
     run.refresh_from_db()
     run_resume(run=run)
-    again = run_claim(run_id=run.pk)
-    event_emit(run_id=run.pk, type="run_started", data={"attempt": again.attempt})  # 4
+    again = run_claim(run_id=run.pk)  # 4: the claim writes the attempt's run_started
     event_emit(run_id=run.pk, type="message_delta", data={"instance": "main", "text": "Done."})  # 5
     assert run_finish(run=again, status=Run.Status.COMPLETED)  # 6
     at({1: 0, 2: 1.5, 3: 3, 4: 103, 5: 104, 6: 105}, run)

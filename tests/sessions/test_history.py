@@ -248,3 +248,27 @@ def test_run8_a_new_run_starts_from_the_highest_view_plus_the_records_after_it(m
     assert [m["content"] for m in prepared.messages] == ["[view at 2]", "ok", "Two"]
     # Records after the view's watermark: the run_status (projects nothing) and the new question.
     assert prepared.records_read == 2
+
+
+@pytest.mark.django_db(transaction=True)  # asking in a transaction of its own, as the API asks
+def test_a_second_question_while_one_is_active_is_refused_with_nothing_written_and_no_savepoint(make_session,
+                                                                                                alice):
+    """The one-active-run constraint refuses the second run without an error the database
+    would abort the transaction for: asking takes no savepoint (two round trips on every
+    question, issue #29), and a refused question writes nothing."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions.models import Instance, SessionMessage
+
+    session = make_session(alice)
+    with CaptureQueriesContext(connection) as asked:
+        first = question_ask(session=session, content="A")
+    assert not [q["sql"] for q in asked.captured_queries if "SAVEPOINT" in q["sql"].upper()]
+    with transaction.atomic():
+        with pytest.raises(ActiveRunConflict):
+            question_ask(session=session, content="B")
+        assert Run.objects.filter(session=session).count() == 1  # the transaction still answers
+    assert list(Run.objects.filter(session=session).values_list("pk", flat=True)) == [first.pk]
+    assert Instance.objects.filter(run__session=session).count() == 1
+    assert [m.message["content"] for m in SessionMessage.objects.filter(session=session)] == ["A"]

@@ -41,9 +41,8 @@ def finished_run(session, *, question: str = "What is 6*7?", steps: list[dict[st
     """A run that went through the loop's services: question, assistant steps, tool results,
     their events (deltas, tool_finished with durations), then its end."""
     run = question_ask(session=session, content=question)
-    run = run_claim(run_id=run.pk)
+    run = run_claim(run_id=run.pk)  # which writes run_started
     main = main_instance(run=run)
-    event_emit(run_id=run.pk, type="run_started", data={"attempt": 0})
     for number, step in enumerate(steps or [{"content": "It is **42**."}], start=1):
         message = {"role": "assistant", "content": step.get("content") or None}
         if step.get("partial"):
