@@ -21,7 +21,7 @@ from django.db.models import AutoField, Field, Model
 from django_cryptography.fields import EncryptedMixin
 
 _COLUMNS: dict[type[Model], tuple[Field, ...]] = {}
-_STATEMENTS: dict[tuple[type[Model], int, bool], str] = {}
+_STATEMENTS: dict[tuple[type[Model], int, str], str] = {}
 
 
 def _columns(model: type[Model]) -> tuple[Field, ...]:
@@ -35,7 +35,7 @@ def _columns(model: type[Model]) -> tuple[Field, ...]:
 KEEP_ROWS = 32
 
 
-def _statement(model: type[Model], rows: int, skip_conflict: bool = False) -> str:
+def _statement(model: type[Model], rows: int, skip_conflict: str = "") -> str:
     key = (model, rows, skip_conflict)
     statement = _STATEMENTS.get(key)
     if statement is None:
@@ -44,7 +44,7 @@ def _statement(model: type[Model], rows: int, skip_conflict: bool = False) -> st
         row = "(" + ", ".join(["%s"] * len(fields)) + ")"
         quote = connection.ops.quote_name
         table, key_column = quote(model._meta.db_table), quote(model._meta.pk.column)
-        skip = " ON CONFLICT DO NOTHING" if skip_conflict else ""
+        skip = f" ON CONFLICT {skip_conflict} DO NOTHING" if skip_conflict else ""
         statement = f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * rows)}{skip} RETURNING {key_column}"
         if rows <= KEEP_ROWS:
             _STATEMENTS[key] = statement
@@ -73,14 +73,15 @@ def rows_insert(objs: Sequence[Model]) -> None:
             obj._state.db = connection.alias
 
 
-def row_insert_unless_conflict(obj: Model) -> bool:
-    """Insert one new ``obj`` unless a unique constraint already holds its like (nothing is
-    written then, and the transaction goes on: no savepoint to roll back to). Whether it
-    was inserted; its primary key is set if so."""
+def row_insert_unless_conflict(obj: Model, *, target: str) -> bool:
+    """Insert one new ``obj`` unless the unique index ``target`` names (its columns, and
+    its WHERE for a partial one) already holds its like: nothing is written then, and the
+    transaction goes on (no savepoint to roll back to); any other violation still raises.
+    Whether it was inserted; its primary key is set if so."""
     fields = _columns(type(obj))
     params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
     with connection.cursor() as cursor:
-        cursor.execute(_statement(type(obj), 1, skip_conflict=True), params)
+        cursor.execute(_statement(type(obj), 1, skip_conflict=target), params)
         row = cursor.fetchone()
     if row is None:
         return False

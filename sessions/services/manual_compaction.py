@@ -15,6 +15,7 @@ from typing import Literal
 
 from django.db import connection, transaction
 from django.db.models import F
+from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
 from agentloom.errors import Conflict, NotFound
@@ -46,6 +47,8 @@ def session_lock(*, session_id: int) -> None:
     """Lock the session row until the caller's transaction ends (call inside ``atomic``).
     Written out (every question takes it, and composing the ORM's form cost more than
     running it, issue #29); SQLite has no row locks: its writers take turns whole."""
+    if not connection.in_atomic_block:  # as the ORM's select_for_update: outside one it would lock nothing
+        raise TransactionManagementError("session_lock needs a transaction: call it inside atomic().")
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     with connection.cursor() as cursor:
         cursor.execute(f'SELECT "id" FROM "{Session._meta.db_table}" WHERE "id" = %s{lock}', [session_id])

@@ -52,7 +52,9 @@ def run_create_with_main(*, session: Session, main: dict[str, Any] | None = None
     the caller just read it, with the session row locked (else read here)."""
     version = session.version
     # No savepoint inside the caller's transaction (two round trips on every question): a
-    # run the one-active-run constraint refuses is simply not inserted, and nothing else is.
+    # run the one-active-run constraint refuses is simply not inserted, and nothing else
+    # is; the refusal is raised once out of the block, which leaves the caller's
+    # transaction usable.
     with transaction.atomic(savepoint=False):
         run = Run(
             session=session,
@@ -62,12 +64,20 @@ def run_create_with_main(*, session: Session, main: dict[str, Any] | None = None
             inherited_watermark=inherited_watermark if inherited_watermark is not None
             else Session.objects.values_list("last_seq", flat=True).get(pk=session.pk),
         )
-        if not row_insert_unless_conflict(run):  # every question makes these two: no INSERT composed
-            raise ActiveRunConflict(
-                "This session already has a run in progress; wait for it, stop it, or add a supplement.")
-        instance = Instance(run=run, key=Instance.MAIN, **(main or {}))
-        rows_insert([instance])
+        # Every question makes these two: no INSERT composed for them.
+        inserted = row_insert_unless_conflict(run, target=_ONE_ACTIVE_RUN)
+        if inserted:
+            instance = Instance(run=run, key=Instance.MAIN, **(main or {}))
+            rows_insert([instance])
+    if not inserted:
+        raise ActiveRunConflict(
+            "This session already has a run in progress; wait for it, stop it, or add a supplement.")
     return run, instance
+
+
+# The one-active-run constraint's index (``run_one_active_per_session``), as ON CONFLICT names it.
+_ONE_ACTIVE_RUN = ('("session_id") WHERE "status" IN ('
+                   + ", ".join(f"'{status}'" for status in Run.ACTIVE_STATUSES) + ")")
 
 
 def run_transition(*, run: Run, to: str, expected_from: tuple[str, ...] | None = None,

@@ -17,7 +17,7 @@ from sessions.services.history import (
     supplements_take,
 )
 from sessions.services.records import NewRecord, record_append
-from sessions.services.runs import run_cancel, run_finish, run_resume
+from sessions.services.runs import run_cancel, run_create, run_finish, run_resume
 from tests.sessions.helpers import answer, call_tool, claim, seen_by, tool_result
 
 pytestmark = pytest.mark.django_db
@@ -268,7 +268,26 @@ def test_a_second_question_while_one_is_active_is_refused_with_nothing_written_a
     with transaction.atomic():
         with pytest.raises(ActiveRunConflict):
             question_ask(session=session, content="B")
+        with pytest.raises(ActiveRunConflict):
+            run_create(session=session)  # no savepoint of its own: the caller's transaction is not broken
         assert Run.objects.filter(session=session).count() == 1  # the transaction still answers
     assert list(Run.objects.filter(session=session).values_list("pk", flat=True)) == [first.pk]
     assert Instance.objects.filter(run__session=session).count() == 1
     assert [m.message["content"] for m in SessionMessage.objects.filter(session=session)] == ["A"]
+
+
+def test_an_earlier_attempt_cannot_end_the_attempt_that_resumed_it(make_session, alice):
+    """A worker still finishing attempt 0 after the run was stopped, resumed and claimed
+    again must not end attempt 1: the end's UPDATE checks the attempt (RUN-10)."""
+    first = claim(question_ask(session=make_session(alice), content="A"))
+    stale = Run.objects.get(pk=first.pk)  # attempt 0, as the slow worker still holds it
+    assert run_finish(run=first, status=Run.Status.CANCELLED)
+    first.refresh_from_db()
+    again = claim(run_resume(run=first))
+    assert again.attempt == 1
+    assert not run_finish(run=stale, status=Run.Status.COMPLETED, expected_from=(Run.Status.RUNNING,),
+                          of_attempt=stale.attempt)
+    assert Run.objects.get(pk=first.pk).status == Run.Status.RUNNING
+    assert run_finish(run=again, status=Run.Status.COMPLETED, expected_from=(Run.Status.RUNNING,),
+                      of_attempt=again.attempt)
+    assert Run.objects.get(pk=first.pk).status == Run.Status.COMPLETED
