@@ -8,6 +8,8 @@ for AES, and the raw SECRET_KEY for the HMAC signature.
 from __future__ import annotations
 
 import pickle
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from cryptography.hazmat.primitives import hashes
@@ -57,9 +59,6 @@ class RecentPlaintexts:
     """
 
     def __init__(self, *, max_bytes: int) -> None:
-        import threading
-        from collections import OrderedDict
-
         self.max_bytes = max_bytes
         self.size = 0
         self._items: OrderedDict[bytes, bytes] = OrderedDict()

@@ -68,9 +68,7 @@ def rows_insert(objs: Sequence[Model]) -> None:
             cursor.execute(_statement(model, len(batch)), params)
             keys = [row[0] for row in cursor.fetchall()]
         for obj, key in zip(batch, keys, strict=True):
-            obj.pk = key
-            obj._state.adding = False
-            obj._state.db = connection.alias
+            _saved(obj, key)
 
 
 def row_insert_unless_conflict(obj: Model, *, target: str) -> bool:
@@ -85,10 +83,15 @@ def row_insert_unless_conflict(obj: Model, *, target: str) -> bool:
         row = cursor.fetchone()
     if row is None:
         return False
-    obj.pk = row[0]
+    _saved(obj, row[0])
+    return True
+
+
+def _saved(obj: Model, key: Any) -> None:
+    """What ``save`` leaves on an inserted object: its key, and its state no longer new."""
+    obj.pk = key
     obj._state.adding = False
     obj._state.db = connection.alias
-    return True
 
 
 def columns_of(model: type[Model], alias: str) -> str:
@@ -96,6 +99,18 @@ def columns_of(model: type[Model], alias: str) -> str:
     ``models_from_row`` reads them."""
     quote = connection.ops.quote_name
     return ", ".join(f"{quote(alias)}.{quote(field.column)}" for field in model._meta.concrete_fields)
+
+
+_SELECTS: dict[tuple[tuple[type[Model], str], ...], str] = {}
+
+
+def select_list(layout: Sequence[tuple[type[Model], str]]) -> str:
+    """``columns_of`` each ``(model, alias)`` of ``layout``, joined, in the order
+    ``models_from_row`` reads them; made once per layout (every request reads some)."""
+    key = tuple(layout)
+    if key not in _SELECTS:
+        _SELECTS[key] = ", ".join(columns_of(model, alias) for model, alias in key)
+    return _SELECTS[key]
 
 
 _CONVERTERS: dict[tuple[type[Model], str], list[tuple[Any, list[Any]]]] = {}

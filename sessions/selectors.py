@@ -12,7 +12,7 @@ from django.utils import timezone
 from agentloom.agents.models import Agent, AgentVersion
 from agentloom.api.fields import MAX_ID
 from agentloom.crypto import RecentPlaintexts
-from agentloom.db_rows import columns_of, models_from_row
+from agentloom.db_rows import models_from_row, select_list
 from agentloom.errors import NotFound
 from agentloom.spaces.models import Membership
 from context import CallStates, tool_call_states
@@ -54,7 +54,7 @@ def session_get_for_user(*, session_id: Any, user) -> Session:
         raise NotFound("Session not found.") from None
     if not 0 < pk <= MAX_ID:
         raise NotFound("Session not found.")
-    select = ", ".join(columns_of(model, alias) for model, alias in _SESSION_LAYOUT)
+    select = select_list(_SESSION_LAYOUT)
     with connection.cursor() as cursor:
         cursor.execute(f'SELECT {select} FROM "{Session._meta.db_table}" s '
                        f'JOIN "{Agent._meta.db_table}" a ON a."id" = s."agent_id" '
@@ -310,6 +310,9 @@ def snapshot_latest(*, instance: Instance) -> CompactionSnapshot | None:
     return instance.snapshots.order_by("-revision").first()
 
 
+_VIEW_LAYOUT = ((SessionView, "v"),)
+
+
 def view_best_for_run(*, run: Run) -> SessionView | None:
     """RUN-8: the compliant view with the highest watermark this run may start from.
 
@@ -319,11 +322,11 @@ def view_best_for_run(*, run: Run) -> SessionView | None:
     # Written out, its messages decrypted through the records' cache: each run of a session
     # starts from the same view until a compaction makes the next (issue #29).
     with connection.cursor() as cursor:
-        cursor.execute(f'SELECT {columns_of(SessionView, "v")} FROM "{SessionView._meta.db_table}" v '
+        cursor.execute(f'SELECT {select_list(_VIEW_LAYOUT)} FROM "{SessionView._meta.db_table}" v '
                        'WHERE v."session_id" = %s AND v."watermark" <= %s ORDER BY v."watermark" DESC, v."id" DESC '
                        'LIMIT 1', [run.session_id, run.inherited_watermark])
         row = cursor.fetchone()
-    return None if row is None else models_from_row(row, ((SessionView, "v"),), recent=_RECORDS_READ)[0]
+    return None if row is None else models_from_row(row, _VIEW_LAYOUT, recent=_RECORDS_READ)[0]
 
 
 # --- the model-call log (the context inspector) -------------------------------------------

@@ -10,7 +10,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agentloom.accounts.models import ApiToken, key_digest, password_stamp
-from agentloom.db_rows import columns_of, models_from_row
+from agentloom.db_rows import models_from_row, select_list
 
 
 def token_issue(*, user, client: str) -> tuple[ApiToken, str]:
@@ -58,7 +58,7 @@ def _token_with_user(*, key_hash: str) -> ApiToken | None:
     every API request comes here, and composing the ``select_related`` read cost more CPU
     than the rest of authenticating it (issue #29)."""
     layout = ((ApiToken, "t"), (get_user_model(), "u"))
-    select = ", ".join(columns_of(model, alias) for model, alias in layout)
+    select = select_list(layout)
     with connection.cursor() as cursor:
         cursor.execute(f'SELECT {select} FROM "{ApiToken._meta.db_table}" t '
                        f'JOIN "{layout[1][0]._meta.db_table}" u ON u."id" = t."user_id" WHERE t."key_hash" = %s',

@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agentloom.agents.models import AgentVersion
-from agentloom.db_rows import columns_of, models_from_row, row_insert_unless_conflict, rows_insert
+from agentloom.db_rows import models_from_row, row_insert_unless_conflict, rows_insert, select_list
 from agentloom.errors import ActiveRunConflict, Conflict, NotFound
 from models_catalog.models import ModelConnection
 from sessions.frames import RunBudget
@@ -160,7 +160,7 @@ def _claimed(*, run_id: int) -> Run:
     ``select_related`` read it was plus the loop's first read of its main line, written
     out — composing those was most of the claim's CPU (issue #29)."""
     run, session, version = Run._meta.db_table, Session._meta.db_table, AgentVersion._meta.db_table
-    select = ", ".join(columns_of(model, alias) for model, alias in _CLAIMED_LAYOUT)
+    select = select_list(_CLAIMED_LAYOUT)
     with connection.cursor() as cursor:
         cursor.execute(f'SELECT {select} FROM "{run}" r JOIN "{session}" s ON s."id" = r."session_id" '
                        f'JOIN "{version}" v ON v."id" = r."version_id" '
