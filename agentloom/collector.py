@@ -20,9 +20,12 @@ suite's own process keeps the defaults) and the worker when it is ready
 """
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from typing import Any
+
+from agentloom.warmup import web_warm
 
 logger = logging.getLogger("agentloom.collector")
 
@@ -38,8 +41,9 @@ def collector_settle() -> None:
 
 
 class SettleAtStartup:
-    """ASGI wrapper: answers the lifespan protocol (Django's handler refuses it) and
-    settles the collector when the server starts; every other scope goes to ``app``."""
+    """ASGI wrapper: answers the lifespan protocol (Django's handler refuses it) and, when
+    the server starts, loads what the first requests would (``agentloom/warmup.py``), then
+    settles the collector; every other scope goes to ``app``."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -51,6 +55,7 @@ class SettleAtStartup:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                await asyncio.to_thread(web_warm)  # before the collector: what it loads is kept for good
                 try:
                     collector_settle()
                 except Exception:  # noqa: BLE001 - a slower process still serves; never refuse to start over it

@@ -23,13 +23,16 @@ _BUSY_SQLSTATE_CLASS = "53"
 _BUSY_WORDS = ("too many clients", "too many connections", "remaining connection slots")
 
 
-def pool_options(*, max_size: int, timeout: float, name: str) -> dict[str, Any]:
+def pool_options(*, max_size: int, timeout: float, name: str, min_size: int = 1) -> dict[str, Any]:
     """The ``OPTIONS["pool"]`` Django passes to ``psycopg_pool.ConnectionPool``.
 
-    ``min_size`` 1: an idle process keeps one connection, a busy one grows to ``max_size``
-    and gives back what stayed unused for ``max_idle`` seconds.
+    An idle process keeps ``min_size`` connections (opened as it starts, ``pool_fill``), a
+    busy one grows to ``max_size`` and gives back what stayed unused for ``max_idle``
+    seconds. The pool grows one connection at a time, while its clients wait: a process
+    that started with one took most of a second to serve its first fifty questions.
     """
-    return {"min_size": 1, "max_size": max_size, "timeout": timeout, "max_idle": 60.0, "name": name}
+    return {"min_size": max(1, min(min_size, max_size)), "max_size": max_size, "timeout": timeout,
+            "max_idle": 60.0, "name": name}
 
 
 def worker_pool_size(threads: int) -> int:
@@ -41,7 +44,8 @@ def worker_pool_size(threads: int) -> int:
 
 def worker_pool_apply(threads: int) -> None:
     """Called as a worker starts, before its first query: its pool fits its threads,
-    unless the operator sized it (``AGENTLOOM_WORKER_DB_POOL_MAX``)."""
+    unless the operator sized it (``AGENTLOOM_WORKER_DB_POOL_MAX``), and keeps one open
+    for each thread (each runs a run, whose first statement should not wait for one)."""
     from django.conf import settings
     from django.db import connections
 
@@ -55,9 +59,33 @@ def worker_pool_apply(threads: int) -> None:
         options["application_name"] = "agentloom-worker"
     if options.get("pool"):
         size = settings.AGENTLOOM_WORKER_DB_POOL_MAX or worker_pool_size(threads)
-        options["pool"] = {**options["pool"], "max_size": size, "name": "worker",
-                           "timeout": settings.AGENTLOOM_WORKER_DB_POOL_TIMEOUT}
+        options["pool"] = pool_options(max_size=size, min_size=threads, name="worker",
+                                       timeout=settings.AGENTLOOM_WORKER_DB_POOL_TIMEOUT)
     connection.settings_dict["OPTIONS"] = options
+
+
+def pool_fill(*, timeout: float) -> bool:
+    """Open this process's pool and wait, at most ``timeout`` seconds, until it holds its
+    ``min_size`` connections, opened side by side (called as a process starts, before it
+    serves: see ``agentloom/warmup.py``). True when they are there or there is no pool.
+
+    A database that does not answer in time only costs the wait: psycopg closes a pool
+    whose ``wait`` times out, so it is dropped and the first query builds a new one, as
+    it would have without this.
+    """
+    from django.db import connections
+    from psycopg_pool import PoolTimeout
+
+    connection = connections["default"]
+    pool = getattr(connection, "pool", None)  # SQLite has none; neither has a pool turned off
+    if pool is None:
+        return True
+    try:
+        pool.open(wait=True, timeout=timeout)
+    except PoolTimeout:
+        connection.close_pool()
+        return False
+    return True
 
 
 def database_busy(exc: BaseException | None) -> bool:

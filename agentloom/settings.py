@@ -79,6 +79,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # AGENTLOOM_DB_POOL_TIMEOUT for one is answered 503 with Retry-After; a worker waits longer.
 AGENTLOOM_DB_POOL = env_bool("AGENTLOOM_DB_POOL", True)
 AGENTLOOM_DB_POOL_MAX = env_int("AGENTLOOM_DB_POOL_MAX", 20, minimum=1, maximum=1000)
+AGENTLOOM_DB_POOL_MIN = env_int("AGENTLOOM_DB_POOL_MIN", 8, minimum=1, maximum=1000)  # kept open, opened at start
 AGENTLOOM_DB_POOL_TIMEOUT = env_float("AGENTLOOM_DB_POOL_TIMEOUT", 5.0, minimum=0.05)
 AGENTLOOM_WORKER_DB_POOL_MAX = env_int("AGENTLOOM_WORKER_DB_POOL_MAX", 0, minimum=0, maximum=1000)  # 0: by threads
 AGENTLOOM_WORKER_DB_POOL_TIMEOUT = env_float("AGENTLOOM_WORKER_DB_POOL_TIMEOUT", 60.0, minimum=0.05)
@@ -93,7 +94,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("application_name", "agentloom-web")
     if AGENTLOOM_DB_POOL:
         DATABASES["default"]["OPTIONS"]["pool"] = pool_options(
-            max_size=AGENTLOOM_DB_POOL_MAX, timeout=AGENTLOOM_DB_POOL_TIMEOUT, name="web")
+            max_size=AGENTLOOM_DB_POOL_MAX, min_size=AGENTLOOM_DB_POOL_MIN, timeout=AGENTLOOM_DB_POOL_TIMEOUT,
+            name="web")
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = AGENTLOOM_DB_TRANSACTION_POOLER
     # Parameters travel apart from the SQL (the extended protocol) instead of being quoted
     # into it in Python: an encrypted record or event is bytes, and hex-quoting it cost the

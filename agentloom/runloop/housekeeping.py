@@ -34,6 +34,7 @@ from agentloom.runloop.reaper import runs_interrupt_on_shutdown, runs_reap_inter
 from agentloom.runloop.workers import executing, lease_take, worker_beat, worker_forget, worker_name, workers_prune
 from agentloom.toolservers.selectors import operator_servers
 from agentloom.toolservers.services import operator_servers_sync
+from agentloom.warmup import worker_warm
 from sessions.services.retention import call_logs_prune
 from sessions.services.runs import heartbeat_period
 
@@ -162,10 +163,26 @@ def _collector_settle(**kwargs) -> None:
     collector_settle()
 
 
+def _warm_when_ready(sender=None, **kwargs) -> None:
+    """The threads (or solo) pool runs its tasks in this process: warm it now. A prefork
+    pool's children warm as they start (``_warm``); the parent runs no run."""
+    pool = getattr(sender, "pool", None)
+    if "prefork" not in type(pool).__module__:
+        worker_warm()
+
+
+def _warm(**kwargs) -> None:
+    worker_warm()
+
+
 def worker_hooks_connect() -> None:
     """Connect the worker lifecycle hooks (idempotent; they fire in worker processes only)."""
     signals.worker_init.connect(_pool_fits_threads, dispatch_uid="agentloom-db-pool", weak=False)
     signals.worker_init.connect(_exit_at_start_when_told, dispatch_uid="agentloom-exit-at-start", weak=False)
+    # Before the housekeeping and the collector: the pool is full for the first beat, and
+    # what the warm-up loads is frozen with the rest (agentloom/warmup.py).
+    signals.worker_ready.connect(_warm_when_ready, dispatch_uid="agentloom-warm", weak=False)
+    signals.worker_process_init.connect(_warm, dispatch_uid="agentloom-warm-child", weak=False)
     signals.worker_ready.connect(_start, dispatch_uid="agentloom-housekeeping", weak=False)
     signals.worker_shutting_down.connect(_shut_down, dispatch_uid="agentloom-shutdown", weak=False)
     # After the housekeeping thread has started: what is alive then stays (agentloom/collector.py).

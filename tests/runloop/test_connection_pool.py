@@ -51,14 +51,15 @@ def _connections_named(name: str) -> int:
 
 
 @contextmanager
-def pool_of(size: int, *, timeout: float, name: str) -> Iterator[None]:
+def pool_of(size: int, *, timeout: float, name: str, min_size: int = 1) -> Iterator[None]:
     """This process borrows from a pool of ``size`` connections named ``name`` meanwhile."""
     connection = connections["default"]
     options = connection.settings_dict["OPTIONS"]
     saved = {key: options.get(key) for key in ("pool", "application_name")}
     connections.close_all()
     connection.close_pool()
-    options.update(pool=pool_options(max_size=size, timeout=timeout, name=name), application_name=name)
+    options.update(pool=pool_options(max_size=size, min_size=min_size, timeout=timeout, name=name),
+                   application_name=name)
     try:
         yield
     finally:

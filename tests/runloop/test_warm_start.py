@@ -1,0 +1,165 @@
+"""A process loads what its first requests and runs need as it starts (agentloom/warmup.py,
+issue #29): its pool's standing connections, opened side by side; in a worker also the
+modules a run imports, the model client's TLS context and the tokenizer.
+
+The lifecycle cases run in a process of their own, as the servers do (what is loaded
+stays loaded for the life of a process); the pool cases run on PostgreSQL in this one,
+counting connections as the server counts them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from django.db import connections
+
+from agentloom.db_pool import pool_fill, pool_options
+from tests.conftest import REPO
+from tests.runloop.test_connection_pool import _connections_named, pool_of
+from tests.runloop.worker import test_database_url as database_url_of_tests
+
+STANDING = 3  # AGENTLOOM_DB_POOL_MIN in the started processes
+
+REPORT = """
+    def report(**extra):
+        import sys
+        from django.db import connections
+        from context.estimators import PROXY_ENCODING, _encodings
+        from models_catalog.http import _tls_context
+
+        pool = getattr(connections["default"], "pool", None)
+        stats = pool.get_stats() if pool is not None and not pool.closed else {}
+        return {"pool": pool is not None, "pool_size": stats.get("pool_size", 0),
+                "modules": [name for name in ("agentloom.runloop.loop", "jsonschema") if name in sys.modules],
+                "tokenizer": PROXY_ENCODING in _encodings, "tls": _tls_context.cache_info().currsize, **extra}
+"""
+
+WEB = REPORT + """
+    import asyncio, json
+    from agentloom.asgi import application
+
+    async def main():
+        before = report()
+        messages = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+
+        async def receive():
+            return messages.pop(0)
+
+        async def send(message):
+            pass
+
+        await application({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
+        print(json.dumps({"before": before, "after": report()}))
+
+    asyncio.run(main())
+"""
+
+WORKER = REPORT + """
+    import json
+    import django
+    django.setup()
+    from celery import signals
+    from celery.concurrency import prefork
+    import agentloom.celery  # noqa: F401
+    from agentloom.runloop.housekeeping import worker_hooks_connect
+
+    class Sender:  # the parts of Celery's worker (worker_init) and consumer (worker_ready) read
+        concurrency = %(threads)d
+        pool = prefork.TaskPool() if %(prefork)s else None
+
+    worker_hooks_connect()
+    # Everything the worker does as it starts, but the housekeeping thread (a database of its own).
+    signals.worker_ready.disconnect(dispatch_uid="agentloom-housekeeping")
+    signals.worker_init.send(sender=Sender())
+    before = report()
+    signals.%(signal)s.send(sender=Sender())
+    print(json.dumps({"before": before, "after": report()}))
+"""
+
+
+def _run(code: str) -> dict:
+    """``code`` run in a process of its own, on this test's database."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings_test", "AGENTLOOM_DB_POOL_MIN": str(STANDING)}
+    if connections["default"].vendor == "postgresql":
+        env["DATABASE_URL"] = database_url_of_tests()
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+NOTHING_LOADED = {"pool_size": 0, "modules": [], "tokenizer": False, "tls": 0}
+
+
+@pytest.mark.django_db
+def test_the_web_process_opens_its_standing_connections_when_the_server_starts_not_when_imported():
+    seen = _run(WEB)
+    assert {key: seen["before"][key] for key in NOTHING_LOADED} == NOTHING_LOADED
+    if seen["after"]["pool"]:  # PostgreSQL; SQLite has no pool
+        assert seen["after"]["pool_size"] == STANDING
+    # What only runs need is left to the workers.
+    assert (seen["after"]["modules"], seen["after"]["tokenizer"], seen["after"]["tls"]) == ([], False, 0)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("signal", ["worker_ready", "worker_process_init"])
+def test_a_worker_loads_what_a_run_needs_before_its_first_run(signal):
+    """``worker_ready`` in the process that runs the threads pool's tasks; ``worker_process_init``
+    in each child of a prefork pool."""
+    seen = _run(WORKER % {"signal": signal, "threads": 5, "prefork": False})
+    assert {key: seen["before"][key] for key in NOTHING_LOADED} == NOTHING_LOADED
+    after = seen["after"]
+    assert after["modules"] == ["agentloom.runloop.loop", "jsonschema"]
+    assert after["tokenizer"] is True and after["tls"] == 1
+    if after["pool"]:
+        assert after["pool_size"] == 5  # one standing connection for each thread
+
+
+@pytest.mark.django_db
+def test_a_prefork_parent_runs_no_run_and_loads_nothing_for_one():
+    seen = _run(WORKER % {"signal": "worker_ready", "threads": 5, "prefork": True})
+    assert {key: seen["after"][key] for key in NOTHING_LOADED} == NOTHING_LOADED
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("require_postgres")
+def test_a_filled_pool_holds_its_standing_connections_before_any_query():
+    with pool_of(6, timeout=5, name="agentloom-test-standing", min_size=4):
+        assert _connections_named("agentloom-test-standing") == 0
+        assert pool_fill(timeout=30) is True
+        assert _connections_named("agentloom-test-standing") == 4
+        with connections["default"].cursor() as cursor:  # served from them: the pool did not grow
+            cursor.execute("SELECT 1")
+        assert _connections_named("agentloom-test-standing") == 4
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("require_postgres")
+def test_a_database_that_does_not_answer_at_start_costs_the_wait_and_nothing_after():
+    """psycopg closes a pool whose fill times out; the process must not keep that closed
+    pool (every query would fail): the first query after builds a new one."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))  # bound, never listening: every connection is refused
+        port = unused.getsockname()[1]
+        connection = connections["default"]
+        settings_dict = connection.settings_dict
+        real_port = settings_dict.get("PORT")
+        with pool_of(3, timeout=5, name="agentloom-test-unanswered", min_size=2):
+            settings_dict["PORT"] = port
+            try:
+                assert pool_fill(timeout=0.5) is False
+            finally:
+                settings_dict["PORT"] = real_port
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+                assert cursor.fetchone() == (1,)
+
+
+def test_a_pool_keeps_at_least_one_and_never_more_standing_than_it_may_hold():
+    assert pool_options(max_size=4, min_size=9, timeout=1, name="x")["min_size"] == 4
+    assert pool_options(max_size=4, min_size=0, timeout=1, name="x")["min_size"] == 1
