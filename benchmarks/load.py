@@ -150,9 +150,14 @@ class Following:
 
 
 async def _read(stream, following: Following) -> str | None:
-    """SSE frames until ``run_finished`` (its status) or the stream's end (None)."""
+    """SSE frames until ``run_finished`` (its status) or the stream's end (None).
+
+    After ``run_finished`` the rest of the response is read to its end (the product ends
+    it at once), as a browser's reader gets it: a response left unread closes its
+    connection, and every question would open a new one."""
     event = None
-    async for line in stream.aiter_lines():
+    lines = stream.aiter_lines()
+    async for line in lines:
         if line.startswith("id: "):
             following.last_id = line[4:]
         elif line.startswith("event: "):
@@ -161,6 +166,8 @@ async def _read(stream, following: Following) -> str | None:
             if event == "message_delta" and following.first_token is None:
                 following.first_token = time.monotonic() - following.started
             if event == "run_finished":
+                async for _ in lines:  # a stream that does not end is a read time-out, counted as an error
+                    pass
                 return json.loads(line[6:])["status"]
     return None
 
