@@ -48,6 +48,7 @@ STOP_SECONDS = 5.0  # each process group gets this long after SIGTERM, then SIGK
 CALL_TIMEOUT = 10.0  # connect / write / read of every plain HTTP call
 SSE_READ_TIMEOUT = 30.0  # longest silence accepted on an event stream
 CANCEL_SECONDS = 5.0  # cancelled users get this long to close their connections
+BURST_SECONDS = 2.0  # the first questions: every user at once, on processes that have just started
 ASK_HEADERS = {"Accept": "text/event-stream"}  # the question's response carries its answer's events
 
 
@@ -62,6 +63,7 @@ class Tally:
         self.samples: dict[str, str] = {}  # the first detail seen of each kind
         self.cancelled = 0
         self.elapsed = 0.0
+        self.began = 0.0  # time.monotonic() when the users started
         self.interrupted = False
 
     def refused(self, response) -> float:
@@ -79,6 +81,10 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def _quantiles(values: list[float]) -> str:
+    return f"{_percentile(values, .5):.2f} / {_percentile(values, .95):.2f} / {_percentile(values, .99):.2f}"
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -254,12 +260,12 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
                 tally.error(f"run {status or 'stream ended early'}", f"run {run_id}")
                 continue
             tally.results.append({"run": run_id, "first_token": following.first_token, "tool": following.tool,
-                                  "total": time.monotonic() - asked})
+                                  "total": time.monotonic() - asked, "asked_at": asked - tally.began})
 
 
 async def _drive(users: list[tuple[str, str]], url: str, agent_id: int, seconds: float, drain: float,
                  tally: Tally) -> None:
-    started = time.monotonic()
+    started = tally.began = time.monotonic()
     tasks = [asyncio.create_task(_user(url, ask_url, token, agent_id, started + seconds, tally))
              for ask_url, token in users]
     try:
@@ -394,6 +400,9 @@ def _report(args, tally: Tally, state: dict, lost: str, stuck: str) -> None:
     first = [r["first_token"] for r in tally.results if r["first_token"] is not None]
     plain = [r["first_token"] for r in tally.results if r["first_token"] is not None and not r["tool"]]
     tooled = [r["first_token"] for r in tally.results if r["first_token"] is not None and r["tool"]]
+    # Every user asks in the first seconds at once, on processes that have just started.
+    burst = [r["first_token"] for r in tally.results if r["first_token"] is not None and r["asked_at"] < BURST_SECONDS]
+    steady = [r["first_token"] for r in tally.results if r["first_token"] is not None and r["asked_at"] >= BURST_SECONDS]
     total = [r["total"] for r in tally.results]
     kinds = ", ".join(f"{kind} ×{count}" for kind, count in tally.kinds.most_common()) or "none"
     rejections = state.get("rejections", [])
@@ -402,14 +411,12 @@ def _report(args, tally: Tally, state: dict, lost: str, stuck: str) -> None:
           f"processes ({'Redis' if settings.REDIS_URL else 'filesystem'} broker), fake provider on loopback{faults}", [
         ("runs completed", f"{len(tally.results)}"),
         ("questions per second", f"{len(tally.results) / tally.elapsed:,.1f}" if tally.elapsed else "0.0"),
-        ("time to first token p50 / p95 / p99 (s)",
-         f"{_percentile(first, .5):.2f} / {_percentile(first, .95):.2f} / {_percentile(first, .99):.2f}"),
-        ("  of answers without a tool call", f"{_percentile(plain, .5):.2f} / {_percentile(plain, .95):.2f} / "
-                                              f"{_percentile(plain, .99):.2f}"),
-        ("  of answers after a calculator call", f"{_percentile(tooled, .5):.2f} / {_percentile(tooled, .95):.2f} / "
-                                                 f"{_percentile(tooled, .99):.2f}"),
-        ("whole run p50 / p95 / p99 (s)",
-         f"{_percentile(total, .5):.2f} / {_percentile(total, .95):.2f} / {_percentile(total, .99):.2f}"),
+        ("time to first token p50 / p95 / p99 (s)", _quantiles(first)),
+        ("  of answers without a tool call", _quantiles(plain)),
+        ("  of answers after a calculator call", _quantiles(tooled)),
+        (f"  of questions asked in the first {BURST_SECONDS:.0f} s", _quantiles(burst)),
+        ("  of questions asked after that", _quantiles(steady)),
+        ("whole run p50 / p95 / p99 (s)", _quantiles(total)),
         ("errors", f"{sum(tally.kinds.values())}"), ("errors by kind", kinds),
         ("shed with Retry-After (waited, retried)",
          ", ".join(f"{status} ×{count}" for status, count in sorted(tally.shed.items())) or "none"),

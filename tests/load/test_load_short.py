@@ -37,6 +37,9 @@ def test_a_short_load_run_of_concurrent_chat_users_loses_nothing_and_sends_nothi
                                     "runs left queued/running", "invalid provider requests", "lost records")} == {
         "errors": "0", "errors by kind": "none", "users cancelled at the deadline": "0",
         "runs left queued/running": "0", "invalid provider requests": "0", "lost records": "0"}, result.stdout
+    # The first questions (every user at once, on processes just started) apart from the rest.
+    assert re.search(r"of questions asked in the first 2 s +\d+\.\d\d / ", result.stdout), result.stdout
+    assert re.search(r"of questions asked after that +\d+\.\d\d / ", result.stdout), result.stdout
 
 
 def test_a_failing_product_still_ends_the_run_prints_its_errors_and_exits_non_zero():
