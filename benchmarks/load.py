@@ -401,8 +401,9 @@ def _report(args, tally: Tally, state: dict, lost: str, stuck: str) -> None:
     plain = [r["first_token"] for r in tally.results if r["first_token"] is not None and not r["tool"]]
     tooled = [r["first_token"] for r in tally.results if r["first_token"] is not None and r["tool"]]
     # Every user asks in the first seconds at once, on processes that have just started.
-    burst = [r["first_token"] for r in tally.results if r["first_token"] is not None and r["asked_at"] < BURST_SECONDS]
-    steady = [r["first_token"] for r in tally.results if r["first_token"] is not None and r["asked_at"] >= BURST_SECONDS]
+    timed = [r for r in tally.results if r["first_token"] is not None]
+    burst = [r["first_token"] for r in timed if r["asked_at"] < BURST_SECONDS]
+    steady = [r["first_token"] for r in timed if r["asked_at"] >= BURST_SECONDS]
     total = [r["total"] for r in tally.results]
     kinds = ", ".join(f"{kind} ×{count}" for kind, count in tally.kinds.most_common()) or "none"
     rejections = state.get("rejections", [])
