@@ -12,9 +12,11 @@ clients) or cannot be reached for.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 RETRY_AFTER_SECONDS = 2
+FILL_CHECK_SECONDS = 0.01  # how often a process starting up looks whether its pool is full
 BUSY_MESSAGE = ("The server is busy right now and did not handle this request; nothing was changed. "
                 "Try again in a few seconds.")
 # PostgreSQL's class 53 (insufficient resources): 53300 too_many_connections, 53000, 53100
@@ -66,25 +68,26 @@ def worker_pool_apply(threads: int) -> None:
 
 def pool_fill(*, timeout: float) -> bool:
     """Open this process's pool and wait, at most ``timeout`` seconds, until it holds its
-    ``min_size`` connections, opened side by side (called as a process starts, before it
-    serves: see ``agentloom/warmup.py``). True when they are there or there is no pool.
+    ``min_size`` connections, opened side by side by the pool's own threads (called as a
+    process starts, before it serves: ``agentloom/warmup.py``). True when they are there
+    or there is no pool.
 
-    A database that does not answer in time only costs the wait: psycopg closes a pool
-    whose ``wait`` times out, so it is dropped and the first query builds a new one, as
-    it would have without this.
+    Not psycopg's ``wait()``: on a time-out it closes the pool, and closing waits for each
+    of its threads still connecting (20 s measured against a server that accepts and never
+    answers). Here a slow database only costs ``timeout``: the pool goes on filling in the
+    background, as it would have on the first query.
     """
     from django.db import connections
-    from psycopg_pool import PoolTimeout
 
-    connection = connections["default"]
-    pool = getattr(connection, "pool", None)  # SQLite has none; neither has a pool turned off
+    pool = getattr(connections["default"], "pool", None)  # SQLite has none; neither has a pool turned off
     if pool is None:
         return True
-    try:
-        pool.open(wait=True, timeout=timeout)
-    except PoolTimeout:
-        connection.close_pool()
-        return False
+    pool.open()
+    deadline = time.monotonic() + timeout
+    while pool.get_stats().get("pool_available", 0) < pool.min_size:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(FILL_CHECK_SECONDS)
     return True
 
 

@@ -50,7 +50,7 @@ def _pool_fill() -> None:
         logger.warning("could not open the database pool at start; the first query opens it", exc_info=True)
         return
     if not filled:
-        logger.warning("the database pool was not full after %.1f s; it grows as queries need it",
+        logger.warning("the database pool was not full after %.1f s; it goes on opening connections meanwhile",
                        time.monotonic() - started)
 
 

@@ -8,20 +8,24 @@ counting connections as the server counts them.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 
+import psycopg
 import pytest
 from django.db import connections
 
 from agentloom.db_pool import pool_fill, pool_options
 from tests.conftest import REPO
-from tests.runloop.test_connection_pool import _connections_named, pool_of
+from tests.runloop.test_connection_pool import _connections_named, _server_dsn, pool_of
 from tests.runloop.worker import test_database_url as database_url_of_tests
+from tests.runloop.worker import wait_for
 
 STANDING = 3  # AGENTLOOM_DB_POOL_MIN in the started processes
 
@@ -34,7 +38,7 @@ REPORT = """
 
         pool = getattr(connections["default"], "pool", None)
         stats = pool.get_stats() if pool is not None and not pool.closed else {}
-        return {"pool": pool is not None, "pool_size": stats.get("pool_size", 0),
+        return {"pool": pool is not None, "pool_available": stats.get("pool_available", 0),
                 "modules": [name for name in ("agentloom.runloop.loop", "jsonschema") if name in sys.modules],
                 "tokenizer": PROXY_ENCODING in _encodings, "tls": _tls_context.cache_info().currsize, **extra}
 """
@@ -93,7 +97,7 @@ def _run(code: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-NOTHING_LOADED = {"pool_size": 0, "modules": [], "tokenizer": False, "tls": 0}
+NOTHING_LOADED = {"pool_available": 0, "modules": [], "tokenizer": False, "tls": 0}
 
 
 @pytest.mark.django_db
@@ -101,7 +105,7 @@ def test_the_web_process_opens_its_standing_connections_when_the_server_starts_n
     seen = _run(WEB)
     assert {key: seen["before"][key] for key in NOTHING_LOADED} == NOTHING_LOADED
     if seen["after"]["pool"]:  # PostgreSQL; SQLite has no pool
-        assert seen["after"]["pool_size"] == STANDING
+        assert seen["after"]["pool_available"] == STANDING  # opened, idle, waiting for the first request
     # What only runs need is left to the workers.
     assert (seen["after"]["modules"], seen["after"]["tokenizer"], seen["after"]["tls"]) == ([], False, 0)
 
@@ -117,7 +121,7 @@ def test_a_worker_loads_what_a_run_needs_before_its_first_run(signal):
     assert after["modules"] == ["agentloom.runloop.loop", "jsonschema"]
     assert after["tokenizer"] is True and after["tls"] == 1
     if after["pool"]:
-        assert after["pool_size"] == 5  # one standing connection for each thread
+        assert after["pool_available"] == 5  # one standing connection for each thread, opened
 
 
 @pytest.mark.django_db
@@ -138,26 +142,95 @@ def test_a_filled_pool_holds_its_standing_connections_before_any_query():
         assert _connections_named("agentloom-test-standing") == 4
 
 
+class LateDatabase:
+    """A port where the database is not yet: connections are refused until ``arrive()``,
+    then each is carried to the real server (a database that comes up after the platform)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))  # bound, not listening: refused
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = [self.listener]
+
+    def arrive(self) -> None:
+        self.listener.listen(16)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            server = socket.create_connection(self.target)
+            self.sockets += [client, server]
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        for each in self.sockets:
+            with contextlib.suppress(OSError):
+                each.close()
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
-def test_a_database_that_does_not_answer_at_start_costs_the_wait_and_nothing_after():
-    """psycopg closes a pool whose fill times out; the process must not keep that closed
-    pool (every query would fail): the first query after builds a new one."""
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))  # bound, never listening: every connection is refused
-        port = unused.getsockname()[1]
-        connection = connections["default"]
-        settings_dict = connection.settings_dict
-        real_port = settings_dict.get("PORT")
-        with pool_of(3, timeout=5, name="agentloom-test-unanswered", min_size=2):
-            settings_dict["PORT"] = port
+def test_a_database_that_is_not_there_at_start_costs_the_wait_then_serves_once_it_is():
+    """The start gives up after its wait and leaves the pool filling (psycopg's own wait
+    would close it, and take up to three connect time-outs more doing so): once the
+    database answers, the first query is served from it."""
+    connection = connections["default"]
+    settings_dict = connection.settings_dict
+    real_port = settings_dict.get("PORT")
+    late = LateDatabase(settings_dict.get("HOST") or "127.0.0.1", int(real_port or 5432))
+    try:
+        with pool_of(3, timeout=60, name="agentloom-test-late", min_size=2):
+            settings_dict["PORT"] = late.port
             try:
                 assert pool_fill(timeout=0.5) is False
+                assert not connection.pool.closed  # still trying, in the background
+                late.arrive()
+                with connection.cursor() as cursor:  # waits for the pool, as any first query would
+                    cursor.execute("SELECT 1")
+                    assert cursor.fetchone() == (1,)
             finally:
+                connections.close_all()
                 settings_dict["PORT"] = real_port
-            with connection.cursor() as cursor:
+    finally:
+        late.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("require_postgres")
+def test_standing_connections_the_server_ended_are_replaced_not_handed_out():
+    """A restart, a failover or the server's idle-session time-out ends every standing
+    connection; the next requests must not each fail once on one of them."""
+    name = "agentloom-test-ended"
+    with pool_of(5, timeout=30, name=name, min_size=3):
+        assert pool_fill(timeout=30) is True
+        with psycopg.connect(_server_dsn(), autocommit=True) as admin:
+            ended = admin.execute("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                  "WHERE application_name = %s) AS t", [name]).fetchone()
+        assert ended == (3,)
+        wait_for(lambda: _connections_named(name) == 0)
+        for _ in range(4):  # each borrow, given back after: the three ended ones are never handed out
+            with connections["default"].cursor() as cursor:
                 cursor.execute("SELECT 1")
                 assert cursor.fetchone() == (1,)
+            connections["default"].close()
 
 
 def test_a_pool_keeps_at_least_one_and_never_more_standing_than_it_may_hold():
