@@ -8,20 +8,18 @@ counting connections as the server counts them.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
 
 import psycopg
 import pytest
 from django.db import connections
 
 from agentloom.db_pool import pool_fill, pool_options
+from tests.browser.netdrop import DroppingProxy
 from tests.conftest import REPO
 from tests.runloop.test_connection_pool import _connections_named, _server_dsn, pool_of
 from tests.runloop.worker import test_database_url as database_url_of_tests
@@ -142,50 +140,6 @@ def test_a_filled_pool_holds_its_standing_connections_before_any_query():
         assert _connections_named("agentloom-test-standing") == 4
 
 
-class LateDatabase:
-    """A port where the database is not yet: connections are refused until ``arrive()``,
-    then each is carried to the real server (a database that comes up after the platform)."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))  # bound, not listening: refused
-        self.port = self.listener.getsockname()[1]
-        self.sockets: list[socket.socket] = [self.listener]
-
-    def arrive(self) -> None:
-        self.listener.listen(16)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return  # closed
-            server = socket.create_connection(self.target)
-            self.sockets += [client, server]
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                with contextlib.suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        for each in self.sockets:
-            with contextlib.suppress(OSError):
-                each.close()
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
 def test_a_database_that_is_not_there_at_start_costs_the_wait_then_serves_once_it_is():
@@ -195,22 +149,20 @@ def test_a_database_that_is_not_there_at_start_costs_the_wait_then_serves_once_i
     connection = connections["default"]
     settings_dict = connection.settings_dict
     real_port = settings_dict.get("PORT")
-    late = LateDatabase(settings_dict.get("HOST") or "127.0.0.1", int(real_port or 5432))
-    try:
-        with pool_of(3, timeout=60, name="agentloom-test-late", min_size=2):
-            settings_dict["PORT"] = late.port
-            try:
-                assert pool_fill(timeout=0.5) is False
-                assert not connection.pool.closed  # still trying, in the background
-                late.arrive()
-                with connection.cursor() as cursor:  # waits for the pool, as any first query would
-                    cursor.execute("SELECT 1")
-                    assert cursor.fetchone() == (1,)
-            finally:
-                connections.close_all()
-                settings_dict["PORT"] = real_port
-    finally:
-        late.close()
+    # A loopback relay to the database whose every connection is closed at once until plugged in.
+    with DroppingProxy(int(real_port or 5432)) as late, pool_of(3, timeout=60, name="agentloom-test-late", min_size=2):
+        late.unplug()
+        settings_dict["PORT"] = late.port
+        try:
+            assert pool_fill(timeout=0.5) is False
+            assert not connection.pool.closed  # still trying, in the background
+            late.plug()
+            with connection.cursor() as cursor:  # waits for the pool, as any first query would
+                cursor.execute("SELECT 1")
+                assert cursor.fetchone() == (1,)
+        finally:
+            connections.close_all()
+            settings_dict["PORT"] = real_port
 
 
 @pytest.mark.django_db(transaction=True)
