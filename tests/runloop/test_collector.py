@@ -14,10 +14,12 @@ import sys
 import textwrap
 
 import pytest
+from django.db import connections
 
 from agentloom.collector import YOUNG_THRESHOLD
 from agentloom.launch import web_command
 from tests.conftest import REPO
+from tests.runloop.worker import test_database_url as database_url_of_tests
 
 WEB = """
     import asyncio, gc, json
@@ -59,10 +61,15 @@ WORKER = """
 """
 
 
-def _run(code: str) -> dict:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings_test"}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120)
+def in_own_process(code: str, **env: str) -> dict:
+    """``code`` run in a process of its own, on this test's database (what a serving
+    process opens as it starts, since issue #29's warm start, is this test's too); the
+    JSON its last line prints."""
+    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings_test", **env}
+    if connections["default"].vendor == "postgresql":
+        environment["DATABASE_URL"] = database_url_of_tests()
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=environment,
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -70,8 +77,9 @@ def _run(code: str) -> dict:
 DEFAULTS = {"young": gc.get_threshold()[0], "frozen": 0}  # the interpreter's, kept by this process
 
 
+@pytest.mark.django_db
 def test_the_web_process_settles_its_collector_when_the_server_starts_not_when_imported():
-    seen = _run(WEB)
+    seen = in_own_process(WEB)
     assert seen["sent"] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     # Importing the application (as the suite's in-process server does) changes nothing.
     assert seen["before"] == DEFAULTS != {"young": YOUNG_THRESHOLD, "frozen": 0}
@@ -87,11 +95,12 @@ def test_the_shipped_web_commands_start_the_lifespan_that_settles_it():
         assert '"--lifespan", "on"' in text and '"--lifespan", "off"' not in text, shipped
 
 
+@pytest.mark.django_db
 @pytest.mark.parametrize("signal", ["worker_ready", "worker_process_init"])
 def test_a_worker_settles_its_collector_when_it_is_ready(signal):
     """``worker_ready`` in the process that runs the threads pool's tasks; ``worker_process_init``
     in each child of a prefork pool."""
-    seen = _run(WORKER % signal)
+    seen = in_own_process(WORKER % signal)
     assert seen["before"] == DEFAULTS
     assert seen["after"]["young"] == YOUNG_THRESHOLD
     assert seen["after"]["frozen"] > 10_000

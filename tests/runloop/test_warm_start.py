@@ -8,21 +8,14 @@ counting connections as the server counts them.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import psycopg
 import pytest
 from django.db import connections
 
 from agentloom.db_pool import pool_fill, pool_options
 from tests.browser.netdrop import DroppingProxy
-from tests.conftest import REPO
+from tests.runloop.test_collector import in_own_process
 from tests.runloop.test_connection_pool import _connections_named, _server_dsn, pool_of
-from tests.runloop.worker import test_database_url as database_url_of_tests
 from tests.runloop.worker import wait_for
 
 STANDING = 3  # AGENTLOOM_DB_POOL_MIN in the started processes
@@ -85,14 +78,7 @@ WORKER = REPORT + """
 
 
 def _run(code: str) -> dict:
-    """``code`` run in a process of its own, on this test's database."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings_test", "AGENTLOOM_DB_POOL_MIN": str(STANDING)}
-    if connections["default"].vendor == "postgresql":
-        env["DATABASE_URL"] = database_url_of_tests()
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return in_own_process(code, AGENTLOOM_DB_POOL_MIN=str(STANDING))
 
 
 NOTHING_LOADED = {"pool_available": 0, "modules": [], "tokenizer": False, "tls": 0}
