@@ -71,6 +71,7 @@ def run_execute(*, run_id: int) -> None:
         except RunLost:
             logger.warning("run %s is no longer owned by this worker; stopping without writing", run.pk)
         finally:
+            state.broadcasts.release()  # before anything that may take time
             state.watch.stop_background()
             state.tool_sessions.close_all()  # one protocol session per server and run (TOOL-4)
 
@@ -90,6 +91,7 @@ def _drive(state: RunState) -> None:
         while True:
             answer = instance_loop(state, main, 0)
             if run.version.verify_before_complete:
+                state.broadcasts.release()  # the answer is shown while it is checked
                 run_verify(state, main, answer)
             compaction.prepare_at_end(state)  # CTX-45: the idle session's next summary, made meanwhile
             try:
@@ -164,6 +166,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
     schemas = [tool.schema() for tool in state.tools_at(depth)]
     refused = False  # the provider refused the last request as too long (CAT-3)
     while True:
+        state.broadcasts.release()  # a step after one that was held: what it waited for is out
         state.check()
         if instance.parent_id is None and state.signals.attention & RunAttention.SUPPLEMENT:
             state.written(instance, supplements_take(run=state.run, instance=instance))
@@ -199,6 +202,10 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         kept = [record] if not empty and (not end.cut or message.get("content")) else []
         measured = [step_measured(state, estimate=request.estimate, usage=answer.log.call.usage, answer=message)
                     ] if instance.parent_id is None else []
+        if calls or (instance.parent_id is None and not end.cut):
+            # What follows this step at once goes out with it: the calls' ``tool_started``
+            # (run_tool_calls), or the end of the run after its answer (issue #29).
+            state.broadcasts.hold()
         state.commit(instance, records=kept, events=[*answer.events, *measured, *tool_call_events(state, calls)],
                      model_steps=steps if kept else 0, model_call=answer.log.call)
         state.call_chain(instance, ModelCall.Purpose.ACTION).advance(answer.log)

@@ -48,6 +48,7 @@ from models_catalog.target import ModelTarget, model_target
 from sessions.frames import run_budget
 from sessions.models import Instance, Run, SessionMessage
 from sessions.selectors import SessionTraits, record_as_engine_dict, session_traits
+from sessions.services.events import BroadcastHold
 from sessions.services.history import context_load
 from sessions.services.model_calls import CallChain
 from sessions.services.steps import RunNotOwned, RunSignals, run_touch, step_announce, step_commit
@@ -91,6 +92,9 @@ class RunState:
     # CTX-45: the starting points of views a background summary was asked for (or not,
     # when one was under way or ready): asked once per view, not at every step.
     preparations_asked: set[tuple[Any, ...]] = field(default_factory=set)
+    # Wake-ups of streams held back for a moment (issue #29): a final answer's until the
+    # run's end, a tool call's announcement until its ``tool_started``.
+    broadcasts: BroadcastHold = field(default_factory=BroadcastHold)
 
     @property
     def figures(self) -> RunFigures:

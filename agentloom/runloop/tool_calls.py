@@ -181,6 +181,7 @@ def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[T
     # The plain tools start now: say so, and read the Stop flag fresh in the same write.
     state.announce([("tool_started", {"call_id": call.id, "name": call.name})
                     for call in calls if not _delegates(state, call)])
+    state.broadcasts.release()  # the step that announced the calls, with their start (instance_loop held it)
     if state.signals.cancel_requested:  # LOOP-7: stopped after the calls were announced
         group.save_not_started()
         raise RunCancelled()

@@ -8,7 +8,9 @@ skipped, never stopping the others or the run.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
+from itertools import groupby
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -87,10 +89,56 @@ sinks: list[Sink] = [log_sink]
 batch_sinks: list[BatchSink] = [redis_sink]
 
 
+class _Held(threading.local):
+    rows: list[RunEvent] | None = None
+
+
+_held = _Held()
+
+
+class BroadcastHold:
+    """Holds back the batch sinks' share (the wake-ups of waiting streams) of the events
+    this thread commits, from ``hold`` until ``release``, which hands them on as one batch
+    per run, in the order committed. The per-event sinks (the log, metrics) are not held.
+
+    For events that are about to be followed by more within a moment, with nothing slow
+    between (issue #29): a run's final answer and its ``run_finished``, a step that
+    announces a tool call and the ``tool_started`` of that call. One wake-up, one read and
+    one write to each stream instead of two. The events themselves are committed as usual
+    — a stream that reads meanwhile (its own check, a reconnection) sees them — only the
+    nudge waits, and never past ``release``, which the holder calls on every way out
+    (LOOP-6: every sink gets every event, in order). A hold inside a hold is the outer one.
+    """
+
+    def __init__(self) -> None:
+        self.holding = False
+
+    def hold(self) -> None:
+        if not self.holding and _held.rows is None:
+            _held.rows = []
+            self.holding = True
+
+    def release(self) -> None:
+        if not self.holding:
+            return
+        rows, _held.rows = _held.rows or [], None
+        self.holding = False
+        for _, batch in groupby(rows, key=lambda row: row.run_id):
+            _broadcast_batch(list(batch))
+
+
 def _broadcast(events: Sequence[RunEvent]) -> None:
+    held = _held.rows
+    if held is not None:  # before the per-event sinks: one of them may commit events too
+        held.extend(events)
     for sink in list(sinks):
         for event in events:
             _deliver(sink, event, event.run_id)
+    if held is None:
+        _broadcast_batch(events)
+
+
+def _broadcast_batch(events: Sequence[RunEvent]) -> None:
     for batch_sink in list(batch_sinks):
         _deliver(batch_sink, events, events[0].run_id)
 
