@@ -13,7 +13,10 @@ worker processes it starts are stopped (their whole process groups, killed when 
 not stop within 5 s), also on Ctrl-C and when the benchmark itself fails.
 
 The fake provider streams each answer in 20 chunks (10 ms apart) and sometimes calls the
-calculator first; it refuses any invalid request. ``--fault`` makes the product fail on
+calculator first; it refuses any invalid request. It runs in a process of its own, and the
+users speak plain HTTP/1.1 (``_http.py``): on the machine the product is measured on, the
+benchmark takes as little of the cores as it can, and its users' clocks run late as
+little as they can (the table says by how much). ``--fault`` makes the product fail on
 purpose (to check this report): ``500`` points half of the users' questions at a loopback
 path that answers 500; ``hang`` makes the fake provider never answer, so runs never end.
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import random
 import signal
@@ -40,6 +44,7 @@ import time
 from collections import Counter
 
 from _django import REPO, setup, table
+from _http import AsyncClient
 
 sys.path.insert(0, str(REPO))
 
@@ -49,6 +54,7 @@ CALL_TIMEOUT = 10.0  # connect / write / read of every plain HTTP call
 SSE_READ_TIMEOUT = 30.0  # longest silence accepted on an event stream
 CANCEL_SECONDS = 5.0  # cancelled users get this long to close their connections
 BURST_SECONDS = 2.0  # the first questions: every user at once, on processes that have just started
+LATENESS_SAMPLE = 0.05  # seconds between samples of the users' event loop's lateness
 ASK_HEADERS = {"Accept": "text/event-stream"}  # the question's response carries its answer's events
 
 
@@ -65,6 +71,7 @@ class Tally:
         self.elapsed = 0.0
         self.began = 0.0  # time.monotonic() when the users started
         self.interrupted = False
+        self.late: list[float] = []  # how late the users' event loop woke from a short sleep
 
     def refused(self, response) -> float:
         """A 429 or 503 the product answered with Retry-After: shed load, waited out and
@@ -181,12 +188,10 @@ async def _read(stream, following: Following) -> str | None:
 async def _follow(client, run_id: int, following: Following, tally: Tally) -> str | None:
     """The run's end status, read from its event stream from the last event seen (as the
     chat does when the response that asked ends before the run)."""
-    import httpx
-
-    timeout = httpx.Timeout(CALL_TIMEOUT, read=SSE_READ_TIMEOUT)
     while True:
         headers = {"Last-Event-ID": following.last_id} if following.last_id is not None else {}
-        async with client.stream("GET", f"/api/v1/runs/{run_id}/events", timeout=timeout, headers=headers) as stream:
+        async with client.stream("GET", f"/api/v1/runs/{run_id}/events", timeout=SSE_READ_TIMEOUT,
+                                 headers=headers) as stream:
             if stream.status_code in (429, 503) and "Retry-After" in stream.headers:
                 await stream.aread()
                 await asyncio.sleep(tally.refused(stream))
@@ -198,11 +203,8 @@ async def _follow(client, run_id: int, following: Following, tally: Tally) -> st
 
 
 async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: float, tally: Tally) -> None:
-    import httpx
-
     headers = {"Authorization": f"Token {token}"}
-    timeout = httpx.Timeout(CALL_TIMEOUT, read=SSE_READ_TIMEOUT)
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=CALL_TIMEOUT, trust_env=False) as client:
+    async with AsyncClient(base_url=url, headers=headers, timeout=CALL_TIMEOUT) as client:
         try:
             response = await client.post("/api/v1/sessions", json={"agent": agent_id})
             while response.status_code in (429, 503) and "Retry-After" in response.headers \
@@ -229,7 +231,8 @@ async def _user(url: str, ask_url: str, token: str, agent_id: int, stop_asking: 
             try:
                 # As the chat asks: the question's response carries its run's events.
                 async with client.stream("POST", f"{ask_url}/api/v1/sessions/{session}/questions",
-                                         json={"content": content}, headers=ASK_HEADERS, timeout=timeout) as response:
+                                         json={"content": content}, headers=ASK_HEADERS,
+                                         timeout=SSE_READ_TIMEOUT) as response:
                     if response.status_code in (429, 503) and "Retry-After" in response.headers:
                         await response.aread()
                         wait = tally.refused(response)
@@ -268,6 +271,7 @@ async def _drive(users: list[tuple[str, str]], url: str, agent_id: int, seconds:
     started = tally.began = time.monotonic()
     tasks = [asyncio.create_task(_user(url, ask_url, token, agent_id, started + seconds, tally))
              for ask_url, token in users]
+    clock = asyncio.create_task(_lateness(tally, started + seconds))
     try:
         done, pending = await asyncio.wait(tasks, timeout=seconds + drain)
         for task in pending:
@@ -279,7 +283,18 @@ async def _drive(users: list[tuple[str, str]], url: str, agent_id: int, seconds:
             if task.exception() is not None:
                 tally.error(type(task.exception()).__name__, repr(task.exception()))
     finally:
+        clock.cancel()
         tally.elapsed = time.monotonic() - started
+
+
+async def _lateness(tally: Tally, until: float) -> None:
+    """How late the users' own event loop runs (it shares the machine's cores with the
+    product and the fake provider): every moment a user's clock is read at comes this late,
+    so the times in the table include it. Sampled by a short sleep, while users ask."""
+    while time.monotonic() < until:
+        before = time.monotonic()
+        await asyncio.sleep(LATENESS_SAMPLE)
+        tally.late.append(time.monotonic() - before - LATENESS_SAMPLE)
 
 
 def _start(argv: list[str], env: dict) -> subprocess.Popen:
@@ -337,18 +352,66 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _run(args, tally: Tally, state: dict) -> None:
+class ProviderProcess:
+    """The strict fake provider in a process of its own, for the run's duration: its
+    threads in the users' interpreter took turns with their event loop, and every user's
+    clock ran late by the provider's work. Its refusals come back when it stops."""
+
+    def __init__(self, *, hang: bool) -> None:
+        self.hang = hang
+        self.rejections: list = []
+
+    def __enter__(self) -> ProviderProcess:
+        context = multiprocessing.get_context("fork")  # the handlers are this module's functions
+        self.pipe, child = context.Pipe()
+        self.process = context.Process(target=_provider_serve, args=(child, self.hang), daemon=True)
+        self.process.start()
+        if not self.pipe.poll(START_SECONDS):
+            self.process.kill()
+            raise RuntimeError(f"the fake provider did not start within {START_SECONDS:.0f} s")
+        self.base_url = self.pipe.recv()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        try:
+            self.pipe.send("stop")
+            if self.pipe.poll(STOP_SECONDS):
+                self.rejections.extend(self.pipe.recv())
+            else:
+                self.rejections.append("the fake provider did not report its refusals")
+        except (OSError, EOFError):
+            self.rejections.append("the fake provider process ended early")
+        self.process.join(STOP_SECONDS)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
+def _provider_serve(pipe, hang: bool) -> None:
     from tests.fakes.fake_provider import FakeProvider
     from tests.fakes.strict import StrictProvider
 
-    handler = _hanging_provider if "hang" in args.fault else _provider
-    strict = StrictProvider(handler, api_key="sk-load-test-key-000")
-    state["rejections"] = strict.rejections
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the benchmark, which stops this
+    strict = StrictProvider(_hanging_provider if hang else _provider, api_key="sk-load-test-key-000")
+    with FakeProvider(strict) as fake:
+        pipe.send(fake.base_url)
+        try:
+            pipe.recv()  # until told to stop, or the benchmark is gone
+        except EOFError:
+            return
+        pipe.send([repr(rejection) for rejection in strict.rejections])
+
+
+def _run(args, tally: Tally, state: dict) -> None:
+    from tests.fakes.fake_provider import FakeProvider
+
+    provider = ProviderProcess(hang="hang" in args.fault)
+    state["rejections"] = provider.rejections
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings", "LOG_LEVEL": "WARNING"}
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     processes: list[subprocess.Popen] = []
-    with FakeProvider(strict) as fake, FakeProvider(_failing_path) as failing:
+    with provider as fake, FakeProvider(_failing_path) as failing:
         agent, tokens = _world(args.users, fake.base_url)
         state["agent"] = agent
         ask_urls = [failing.url if "500" in args.fault and index % 2 == 0 else "" for index in range(len(tokens))]
@@ -418,6 +481,7 @@ def _report(args, tally: Tally, state: dict, lost: str, stuck: str) -> None:
         (f"  of questions asked in the first {BURST_SECONDS:.0f} s", _quantiles(burst)),
         ("  of questions asked after that", _quantiles(steady)),
         ("whole run p50 / p95 / p99 (s)", _quantiles(total)),
+        ("the users' own clock late by p50 / p95 / p99 (s)", _quantiles(tally.late)),
         ("errors", f"{sum(tally.kinds.values())}"), ("errors by kind", kinds),
         ("shed with Retry-After (waited, retried)",
          ", ".join(f"{status} ×{count}" for status, count in sorted(tally.shed.items())) or "none"),

@@ -40,6 +40,9 @@ def test_a_short_load_run_of_concurrent_chat_users_loses_nothing_and_sends_nothi
     # The first questions (every user at once, on processes just started) apart from the rest.
     assert re.search(r"of questions asked in the first 2 s +\d+\.\d\d / ", result.stdout), result.stdout
     assert re.search(r"of questions asked after that +\d+\.\d\d / ", result.stdout), result.stdout
+    # How late the users' own clock ran: what the times above include of the benchmark itself.
+    assert re.search(r"the users' own clock late by p50 / p95 / p99 \(s\) +\d+\.\d\d / ", result.stdout), \
+        result.stdout
 
 
 def test_a_failing_product_still_ends_the_run_prints_its_errors_and_exits_non_zero():
