@@ -19,7 +19,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
-LINE_LIMIT = 1 << 20  # the longest line (an SSE data line, a header) read at once
+LINE_LIMIT = 1 << 20  # the longest line (an SSE data line, a header) accepted
+READ_SIZE = 1 << 16  # bytes asked of the socket at a time
 
 
 class HTTPError(Exception):
@@ -56,24 +57,48 @@ class Headers(dict):
 
 
 class _Connection:
+    """A socket's reader with a buffer of its own: a line or a chunk already received is
+    taken without awaiting (and without arming a time-out), which is most of them — an
+    event stream's frames arrive several lines to a packet."""
+
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.buffer = b""
+
+    async def _fill(self, timeout: float) -> bool:
+        """More bytes into the buffer; False when the server has closed the connection."""
+        try:
+            async with asyncio.timeout(timeout):
+                data = await self.reader.read(READ_SIZE)
+        except TimeoutError:
+            raise ReadTimeout(f"nothing read within {timeout:g} s") from None
+        self.buffer += data
+        return bool(data)
 
     async def line(self, timeout: float) -> bytes:
-        try:
-            return await asyncio.wait_for(self.reader.readline(), timeout)
-        except TimeoutError:
-            raise ReadTimeout(f"no line within {timeout:g} s") from None
-        except ValueError as exc:  # a line past LINE_LIMIT
-            raise RemoteProtocolError(str(exc)) from None
+        """The next line with its end; what is left at the connection's close (b"" if nothing)."""
+        while (end := self.buffer.find(b"\n")) < 0:
+            if len(self.buffer) > LINE_LIMIT:
+                raise RemoteProtocolError(f"a line longer than {LINE_LIMIT} bytes")
+            if not await self._fill(timeout):
+                line, self.buffer = self.buffer, b""
+                return line
+        line, self.buffer = self.buffer[:end + 1], self.buffer[end + 1:]
+        return line
 
     async def exactly(self, size: int, timeout: float) -> bytes:
-        try:
-            return await asyncio.wait_for(self.reader.readexactly(size), timeout)
-        except TimeoutError:
-            raise ReadTimeout(f"no {size} bytes within {timeout:g} s") from None
-        except asyncio.IncompleteReadError:
-            raise RemoteProtocolError("the server closed the connection mid-body") from None
+        while len(self.buffer) < size:
+            if not await self._fill(timeout):
+                raise RemoteProtocolError("the server closed the connection mid-body")
+        piece, self.buffer = self.buffer[:size], self.buffer[size:]
+        return piece
+
+    async def rest(self, timeout: float) -> bytes:
+        """Whatever arrives until the server closes the connection."""
+        while await self._fill(timeout):
+            pass
+        rest, self.buffer = self.buffer, b""
+        return rest
 
     def close(self) -> None:
         self.writer.close()
@@ -129,15 +154,10 @@ class Response:
                 piece = await connection.exactly(size + 2, timeout)
                 yield piece[:-2]
         elif self._length is not None:
-            left = self._length
-            while left:
-                piece = await connection.exactly(min(left, 65536), timeout)
-                left -= len(piece)
-                yield piece
+            yield await connection.exactly(self._length, timeout)
             self.complete = True
         else:
-            while piece := await asyncio.wait_for(connection.reader.read(65536), timeout):
-                yield piece
+            yield await connection.rest(timeout)
             self.complete = True
 
     async def aread(self) -> bytes:
@@ -212,7 +232,8 @@ class AsyncClient:
             try:
                 connection.writer.write(request)
                 try:
-                    await asyncio.wait_for(connection.writer.drain(), call_timeout)
+                    async with asyncio.timeout(call_timeout):
+                        await connection.writer.drain()
                 except TimeoutError:
                     raise WriteTimeout(f"request not sent within {call_timeout:g} s") from None
                 status_line = await connection.line(read_timeout)
@@ -231,8 +252,8 @@ class AsyncClient:
 
     async def _connect(self, origin: tuple[str, int], timeout: float) -> _Connection:
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(origin[0], origin[1], limit=LINE_LIMIT), timeout)
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(origin[0], origin[1])
         except (OSError, TimeoutError) as exc:
             raise ConnectError(f"{origin[0]}:{origin[1]}: {exc!r}") from None
         return _Connection(reader, writer)
