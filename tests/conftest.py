@@ -81,6 +81,25 @@ def dispatched_preparations():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _no_post_migrate_after_a_flush_that_kept_its_rows():
+    """A transactional test's flush on the suite's PostgreSQL backend keeps the rows
+    post_migrate makes (tests/db/postgresql/base.py): making them again is skipped. Django
+    itself skips it when a test names its ``available_apps``."""
+    from django.core.management.commands import flush
+    from django.db import connections
+
+    emit = flush.emit_post_migrate_signal
+
+    def emit_unless_kept(verbosity, interactive, db, **kwargs):
+        if not getattr(connections[db], "flush_keeps_post_migrate_rows", False):
+            emit(verbosity, interactive, db, **kwargs)
+
+    flush.emit_post_migrate_signal = emit_unless_kept
+    yield
+    flush.emit_post_migrate_signal = emit
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _close_stray_connections(django_db_setup, django_db_blocker):
     """Live servers and tool threads leave PostgreSQL sessions open; end them so the
     test database can be dropped at the end of the run."""
