@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from agentloom.db.postgresql import base
 
-
 # Made by post_migrate (django.contrib.contenttypes, django.contrib.auth) after migrating.
 KEPT_BY_FLUSH = frozenset({"django_content_type", "auth_permission"})
 
