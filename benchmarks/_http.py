@@ -108,7 +108,7 @@ class Response:
     """A response whose body is read on demand: ``aread`` (all of it) or ``aiter_lines``."""
 
     def __init__(self, connection: _Connection, status: int, headers: Headers, *, read_timeout: float,
-                 head_only: bool) -> None:
+                 head_only: bool, version: str = "HTTP/1.1") -> None:
         self.status_code = status
         self.headers = headers
         self.content = b""
@@ -118,9 +118,11 @@ class Response:
         length = headers.get("content-length")
         self._length = int(length) if length is not None else None
         self.complete = head_only or (not self._chunked and self._length == 0)
-        # Without a length or chunks the body ends with the connection: it cannot be reused.
-        self.reusable = (self._chunked or self._length is not None) and \
-            (headers.get("connection") or "").lower() != "close"
+        # Without a length or chunks the body ends with the connection: it cannot be reused;
+        # nor can an HTTP/1.0 server's, which closes it unless it said otherwise.
+        keep_alive = (headers.get("connection") or "").lower()
+        self.reusable = (self._chunked or self._length is not None) and keep_alive != "close" and \
+            (version == "HTTP/1.1" or keep_alive == "keep-alive")
 
     @property
     def is_success(self) -> bool:
@@ -230,21 +232,24 @@ class AsyncClient:
             if connection is None:
                 connection = await self._connect(origin, call_timeout)
             try:
-                connection.writer.write(request)
                 try:
+                    connection.writer.write(request)
                     async with asyncio.timeout(call_timeout):
                         await connection.writer.drain()
+                    status_line = await connection.line(read_timeout)
                 except TimeoutError:
                     raise WriteTimeout(f"request not sent within {call_timeout:g} s") from None
-                status_line = await connection.line(read_timeout)
+                except ConnectionError:
+                    status_line = b""
                 if not status_line:
+                    # Not a byte of an answer: a kept connection the server had closed while
+                    # idle (it read nothing of the request) is tried once more on a new one.
+                    # Anything else that fails after the server answered is never sent again.
+                    connection.close()
+                    if connection is kept:
+                        continue
                     raise RemoteProtocolError("the server closed the connection without a response")
                 return connection, await self._head(connection, status_line, method, read_timeout)
-            except (RemoteProtocolError, ConnectionError) as exc:
-                connection.close()
-                if connection is kept:
-                    continue  # a kept connection the server had closed meanwhile: once on a new one
-                raise exc if isinstance(exc, HTTPError) else RemoteProtocolError(repr(exc)) from None
             except BaseException:
                 connection.close()
                 raise
@@ -273,5 +278,5 @@ class AsyncClient:
                 raise RemoteProtocolError("the server closed the connection mid-head")
             name, _, value = line.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
-        return Response(connection, code, headers, read_timeout=timeout,
+        return Response(connection, code, headers, read_timeout=timeout, version=version,
                         head_only=method == "HEAD" or code in (204, 304) or 100 <= code < 200)

@@ -131,6 +131,9 @@ def prepare_maybe(state: RunState, instance: Instance, pipeline: ContextPipeline
     projected = pipeline.context.projected()
     snapshot = {"system": system, "tools": schemas, "messages": projected.messages,
                 "sources": list(projected.sources or [None] * len(projected.messages))}
+    # What follows may take time (the session's lock, the broker; an inline summary when tasks
+    # run eagerly): the answer's held wake-up goes first (issue #29).
+    state.broadcasts.release()
     asked = preparation_request(run=state.run, instance=instance, snapshot=snapshot, tokens=figure,
                                 policy=pipeline.policy.to_dict(), estimator_id=state.figures.estimator_id)
     if asked is not None:

@@ -121,6 +121,8 @@ def _drop_dead_connection() -> None:
 
 def _finish(state: RunState, status: str, *, error: RunError | None = None, reason: str = "") -> None:
     """Record the end, only from ``running`` and only while this worker's attempt owns it."""
+    if status != Run.Status.COMPLETED:
+        state.broadcasts.release()  # a failing end may wait on a broken database: the answer goes first
     state.calibration_save()
     if error is not None:
         event_emit(run_id=state.run.pk, type="run_error", data=error.event())

@@ -106,25 +106,37 @@ class BroadcastHold:
     announces a tool call and the ``tool_started`` of that call. One wake-up, one read and
     one write to each stream instead of two. The events themselves are committed as usual
     — a stream that reads meanwhile (its own check, a reconnection) sees them — only the
-    nudge waits, and never past ``release``, which the holder calls on every way out
-    (LOOP-6: every sink gets every event, in order). A hold inside a hold is the outer one.
+    nudge waits, and never past ``release``, which the holder calls before anything slow
+    and on every way out (LOOP-6: every sink gets every event). Only this thread's events
+    are held: one another thread commits meanwhile (the reaper, a background summary) wakes
+    streams at once, ahead of older held ones; a stream reads by seq from the database,
+    so the order of wake-ups does not matter to it. A hold inside a hold is the outer one.
     """
 
     def __init__(self) -> None:
         self.holding = False
 
     def hold(self) -> None:
-        if not self.holding and _held.rows is None:
-            _held.rows = []
-            self.holding = True
+        if self.holding:
+            return
+        if _held.rows is not None:  # a hold on this thread never released (a bug): deliver, never drop
+            logger.error("event wake-ups held on this thread were never released; delivering them now")
+            leftover, _held.rows = _held.rows, None
+            _release(leftover)
+        _held.rows = []
+        self.holding = True
 
     def release(self) -> None:
         if not self.holding:
             return
         rows, _held.rows = _held.rows or [], None
         self.holding = False
-        for _, batch in groupby(rows, key=lambda row: row.run_id):
-            _broadcast_batch(list(batch))
+        _release(rows)
+
+
+def _release(rows: Sequence[RunEvent]) -> None:
+    for _, batch in groupby(rows, key=lambda row: row.run_id):
+        _broadcast_batch(list(batch))
 
 
 def _broadcast(events: Sequence[RunEvent]) -> None:

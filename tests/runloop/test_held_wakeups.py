@@ -23,25 +23,33 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CALCULATOR = [{"id": "c1", "name": "calculator", "arguments": json.dumps({"expression": "2+2"})}]
 
 
+class Wakeups(list):
+    """Every batch the batch sinks (the streams' wake-ups) were handed, as (seq, type)
+    lists, and the run of each (``runs``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[int] = []
+
+    def __call__(self, events) -> None:
+        self.append([(event.seq, event.type) for event in events])
+        self.runs.append(events[0].run_id)
+
+
 @pytest.fixture
 def wakeups():
-    """Every batch the batch sinks (the streams' wake-ups) were handed, as (seq, type) lists."""
-    batches: list[list[tuple[int, str]]] = []
-
-    def record(events):
-        batches.append([(event.seq, event.type) for event in events])
-
-    events_module.batch_sinks.append(record)
-    yield batches
-    events_module.batch_sinks.remove(record)
+    recorded = Wakeups()
+    events_module.batch_sinks.append(recorded)
+    yield recorded
+    events_module.batch_sinks.remove(recorded)
 
 
 def _committed(run: Run) -> list[tuple[int, str]]:
     return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "type"))
 
 
-def _woken_once_in_order(run: Run, batches) -> None:
-    mine = [batch for batch in batches if batch]  # the fixture sees only this test's runs
+def _woken_once_in_order(run: Run, batches: Wakeups) -> None:
+    mine = [batch for batch, run_id in zip(batches, batches.runs) if run_id == run.pk]
     assert [event for batch in mine for event in batch] == _committed(run)
 
 
@@ -102,11 +110,13 @@ def test_run5_an_answer_held_at_the_end_is_released_before_a_late_supplement_is_
     run = ask_and_run(session, "Hi")
     assert run.status == Run.Status.COMPLETED and added
     _woken_once_in_order(run, wakeups)
-    # The first answer's end woke streams before the second answer began streaming.
-    first_end = next(i for i, batch in enumerate(wakeups) if any(t == "context_measured" for _, t in batch))
-    second_words = next(i for i, batch in enumerate(wakeups) if i > first_end
-                        and any(t == "message_delta" for _, t in batch))
-    assert second_words > first_end and "run_finished" not in [t for _, t in wakeups[first_end]]
+    # The first answer's end woke streams on its own, before the second answer's words:
+    # held past the late supplement, they would have shared a wake-up with them.
+    woken_in = {seq: index for index, batch in enumerate(wakeups) for seq, _ in batch}
+    committed = _committed(run)
+    first_end = next(seq for seq, t in committed if t == "context_measured")
+    second_words = next(seq for seq, t in committed if t == "message_delta" and seq > first_end)
+    assert woken_in[first_end] < woken_in[second_words]
     assert [t for _, t in wakeups[-1]][-1] == "run_finished"
 
 
@@ -148,3 +158,67 @@ def test_a_worker_that_loses_its_run_after_a_held_step_still_wakes_streams_for_w
     _woken_once_in_order(run, wakeups)
     assert any(t == "tool_call_detected" for batch in wakeups for _, t in batch)
 
+
+
+def test_loop9_an_answer_being_checked_is_shown_before_the_check(fake_session, strict, wakeups):
+    session = fake_session()
+    type(session.version).objects.filter(pk=session.version.pk).update(verify_before_complete=True)
+    woken_when_checked = []
+
+    def handler(request):
+        if request.json["messages"][0]["content"].startswith("You check a candidate answer"):
+            woken_when_checked.append([t for batch in wakeups for _, t in batch])
+            return chat_stream(["VERIFIED\nfine"])
+        return chat_stream(["The answer."])
+
+    strict.handler = handler
+    run = ask_and_run(session, "Hi")
+    assert run.status == Run.Status.COMPLETED
+    # The answer's step (its words and the meter) woke streams before the checking call.
+    assert woken_when_checked and "context_measured" in woken_when_checked[0]
+    _woken_once_in_order(run, wakeups)
+
+
+def test_ctx45_a_run_that_asks_for_a_summary_wakes_streams_with_its_answer_before_asking(
+        fake_session, strict, wakeups):
+    from sessions.services.dispatch import preparation_dispatcher_set
+    from tests.runloop.test_prepared_compaction import ASKED, LONG, SMALL
+
+    session = fake_session(**SMALL)
+    strict.handler = lambda request: chat_stream(["Noted. " + "Growth is steady. " * 6])
+    asked_with = []  # what had woken streams when a preparation was dispatched (on its commit)
+    preparation_dispatcher_set(lambda prepared_id: asked_with.append(
+        {(run_id, seq) for batch, run_id in zip(wakeups, wakeups.runs) for seq, _ in batch}))
+    for number in range(1, 13):
+        run = ask_and_run(session, f"{ASKED} {number}. {LONG}")
+        assert run.status == Run.Status.COMPLETED, run.error
+        if asked_with:
+            break
+    assert asked_with, "the session never reached the prepare point"
+    # The run's answer (its last words and the meter) had woken streams before the summary
+    # was asked for; its end came after, on its own.
+    answer = RunEvent.objects.filter(run=run, type="context_measured").order_by("-seq").first()
+    assert (run.pk, answer.seq) in asked_with[0]
+    _woken_once_in_order(run, wakeups)
+    assert any(t == "compaction_preparing" for batch in wakeups for _, t in batch)
+
+
+def test_a_hold_left_unreleased_on_a_thread_is_delivered_by_the_next_never_dropped(fake_session, strict, wakeups,
+                                                                                   caplog):
+    from sessions.services.events import BroadcastHold, event_emit
+
+    session = fake_session()
+    strict.handler = sequence(chat_stream(["Hi."]))
+    run = ask_and_run(session, "Hi")
+    forgotten = BroadcastHold()
+    forgotten.hold()  # a holder that never releases (a bug the next hold must not inherit)
+    event_emit(run_id=run.pk, type="plan_updated", data={"plan": []})
+    assert not any(t == "plan_updated" for batch in wakeups for _, t in batch)
+    following = BroadcastHold()
+    following.hold()
+    try:
+        assert any(t == "plan_updated" for batch in wakeups for _, t in batch)
+        assert "never released" in caplog.text
+    finally:
+        following.release()
+    _woken_once_in_order(run, wakeups)
