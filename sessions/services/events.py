@@ -110,7 +110,8 @@ class BroadcastHold:
     and on every way out (LOOP-6: every sink gets every event). Only this thread's events
     are held: one another thread commits meanwhile (the reaper, a background summary) wakes
     streams at once, ahead of older held ones; a stream reads by seq from the database,
-    so the order of wake-ups does not matter to it. A hold inside a hold is the outer one.
+    so the order of wake-ups does not matter to it. Holding again is the same hold; a hold
+    another holder left on this thread unreleased (a bug) is delivered, never dropped.
     """
 
     def __init__(self) -> None:
