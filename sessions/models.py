@@ -16,7 +16,10 @@ class Session(models.Model):
     """A conversation of one user with one published agent version."""
 
     space = models.ForeignKey("spaces.Space", on_delete=models.CASCADE, related_name="sessions")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions")
+    # Indexed by ``session_user_recent`` (user first), as every key below whose composite
+    # index leads with it: a second index of the column was one more write per row (issue #29).
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions",
+                             db_index=False)
     agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="sessions")
     version = models.ForeignKey("agents.AgentVersion", on_delete=models.PROTECT, related_name="sessions")
     # The first words of the first question, or an import's title: user text, so encrypted
@@ -64,7 +67,7 @@ class Run(models.Model):
 
     ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs", db_index=False)
     version = models.ForeignKey("agents.AgentVersion", on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     # Frozen at creation (RUN-4): window figures, policy, limits. Editing the connection
@@ -84,6 +87,11 @@ class Run(models.Model):
     # The last event seq allocated (LOOP-5): producers take the next ones with one UPDATE.
     event_seq = models.PositiveIntegerField(default=0)
     attempt = models.PositiveIntegerField(default=0, help_text="Increments on every resume.")
+    # In no index, as no other column a step writes (heartbeat, event seq, counters,
+    # attention): PostgreSQL then updates the row in its page without touching an index
+    # (a HOT update; issue #29: every step wrote all of the table's indexes). The reaper
+    # finds running runs by ``run_one_active_per_session``, which holds the active ones
+    # only; the table leaves room in each page for those updates (migration 0011).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -99,7 +107,6 @@ class Run(models.Model):
             )
         ]
         indexes = [
-            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
             # A session's latest run, found in the index whatever the table holds (issue #29):
             # with the session's index alone, PostgreSQL may walk every run back from the newest.
             models.Index(fields=["session", "id"], name="run_session_latest"),
@@ -139,7 +146,7 @@ class Instance(models.Model):
 
     MAIN = "main"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="instances")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="instances", db_index=False)
     parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="children")
     key = models.CharField(max_length=64, default=MAIN)
     depth = models.PositiveSmallIntegerField(default=0)
@@ -185,16 +192,16 @@ class SessionMessage(models.Model):
     nothing. No code path updates or deletes a record's content.
     """
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="records")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="records", db_index=False)
     seq = models.BigIntegerField()
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="records")
-    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="records")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="records", db_index=False)
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="records", db_index=False)
     # Denormalised from the instance so "main-instance records after seq N" is one index scan.
     in_main = models.BooleanField(default=True)
     kind = models.CharField(max_length=32, choices=MessageKind.choices)
     entry_key = models.CharField(max_length=200)
     message = encrypt(models.JSONField())
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["session_id", "seq"]
@@ -311,7 +318,7 @@ class SessionView(models.Model):
 class RunEvent(models.Model):
     """The persisted event log of a run (LOOP-5); ``seq`` is per run and is the SSE id."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveIntegerField()
     type = models.CharField(max_length=40)
     payload = encrypt(models.JSONField(default=dict))
@@ -346,7 +353,7 @@ class SentBlob(models.Model):
     reveals nothing to someone who can read the column but not the key.
     """
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="sent_blobs")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="sent_blobs", db_index=False)
     digest = models.CharField(max_length=64)
     content = encrypt(models.JSONField())
     created_at = models.DateTimeField(auto_now_add=True)
@@ -373,7 +380,7 @@ class ModelCall(models.Model):
         COMPACTION = "compaction"
         VERIFICATION = "verification"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls", db_index=False)
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="model_calls")
     purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.ACTION)
     provider = models.CharField(max_length=32)
