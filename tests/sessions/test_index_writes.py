@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from sessions.models import Instance as InstanceRow
-from sessions.models import ModelCall, Run, RunEvent, SentBlob, Session, SessionMessage
+from sessions.models import Instance, ModelCall, Run, RunEvent, SentBlob, Session, SessionMessage
 from sessions.services.events import events_write
 from sessions.services.history import question_ask
 from sessions.services.steps import run_touch
@@ -20,7 +19,7 @@ from tests.sessions.helpers import claim
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("require_postgres")]
 
 # Written at every question: a run, its main instance, its records, events and call log.
-EVERY_QUESTION = (Session, Run, InstanceRow, SessionMessage, RunEvent, ModelCall, SentBlob)
+EVERY_QUESTION = (Session, Run, Instance, SessionMessage, RunEvent, ModelCall, SentBlob)
 
 
 def _updates_of_runs() -> tuple[int, int]:
