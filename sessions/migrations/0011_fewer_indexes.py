@@ -40,9 +40,18 @@ def _run_fillfactor(value):
     return apply
 
 
-def _key(related_name, to):
-    return models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE,
-                             related_name=related_name, to=to)
+# (model, key, its related name, the model it points to): the keys losing their own index.
+KEYS = (
+    ("session", "user", "agent_sessions", settings.AUTH_USER_MODEL),
+    ("run", "session", "runs", "agent_sessions.session"),
+    ("instance", "run", "instances", "agent_sessions.run"),
+    ("sessionmessage", "session", "records", "agent_sessions.session"),
+    ("sessionmessage", "run", "records", "agent_sessions.run"),
+    ("sessionmessage", "instance", "records", "agent_sessions.instance"),
+    ("runevent", "run", "events", "agent_sessions.run"),
+    ("sentblob", "session", "sent_blobs", "agent_sessions.session"),
+    ("modelcall", "run", "model_calls", "agent_sessions.run"),
+)
 
 
 class Migration(migrations.Migration):
@@ -63,26 +72,11 @@ class Migration(migrations.Migration):
                 for table, column, name in DROPPED
             ],
             state_operations=[
-                migrations.AlterField(model_name='session', name='user',
-                                      field=_key('agent_sessions', settings.AUTH_USER_MODEL)),
-                migrations.AlterField(model_name='run', name='session',
-                                      field=_key('runs', 'agent_sessions.session')),
-                migrations.AlterField(model_name='instance', name='run',
-                                      field=_key('instances', 'agent_sessions.run')),
-                migrations.AlterField(model_name='sessionmessage', name='session',
-                                      field=_key('records', 'agent_sessions.session')),
-                migrations.AlterField(model_name='sessionmessage', name='run',
-                                      field=_key('records', 'agent_sessions.run')),
-                migrations.AlterField(model_name='sessionmessage', name='instance',
-                                      field=_key('records', 'agent_sessions.instance')),
+                *(migrations.AlterField(model_name=model, name=name, field=models.ForeignKey(
+                    db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name=related, to=to))
+                  for model, name, related, to in KEYS),
                 migrations.AlterField(model_name='sessionmessage', name='created_at',
                                       field=models.DateTimeField(auto_now_add=True)),
-                migrations.AlterField(model_name='runevent', name='run',
-                                      field=_key('events', 'agent_sessions.run')),
-                migrations.AlterField(model_name='sentblob', name='session',
-                                      field=_key('sent_blobs', 'agent_sessions.session')),
-                migrations.AlterField(model_name='modelcall', name='run',
-                                      field=_key('model_calls', 'agent_sessions.run')),
             ],
         ),
         migrations.RunPython(_run_fillfactor(RUN_FILLFACTOR), _run_fillfactor(100), elidable=False),
