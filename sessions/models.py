@@ -28,8 +28,21 @@ class Session(models.Model):
     # The last allocated record seq. Appenders bump it with an UPDATE inside their
     # transaction, which row-locks the session: seqs are gap-free and strictly increasing.
     last_seq = models.BigIntegerField(default=0)
+    # Where the session's action calls went: one "provider:model" (``action_model_key``)
+    # while all went there, "" before the first, ``MIXED_MODELS`` once two differed. A run
+    # reads it to know whether an earlier call went to another model (CTX-11: signed
+    # thinking goes back only to the model that wrote it), instead of every call of the
+    # session (issue #29). Noted by the run loop before a run's first action call
+    # (``sessions.services.model_calls.session_action_model_note``).
+    action_model = models.CharField(max_length=240, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    MIXED_MODELS = "*"  # never a key: a key holds a colon
+
+    @staticmethod
+    def action_model_key(provider: str, model: str) -> str:
+        return f"{provider}:{model}"
 
     class Meta:
         ordering = ["-updated_at", "-id"]

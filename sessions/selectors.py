@@ -121,6 +121,9 @@ class SessionTraits:
     other_models: bool  # an earlier action call went to another provider or model
     imported: bool  # a view short of the original text: the session was imported (RUN-12)
     files_sent: bool  # a question of it sent a file (the question service marks the file, RUN-13)
+    # The model asked about is the one every earlier action call went to (and there was
+    # one): a run of it need not note it again (``Session.action_model``).
+    model_noted: bool = False
 
     @property
     def may_carry_files(self) -> bool:
@@ -132,29 +135,23 @@ class SessionTraits:
 def session_traits(*, session_id: int, provider: str = "", model: str = "") -> SessionTraits:
     """``other_models`` is against ``provider``/``model`` (False when not given).
 
-    One SELECT of three EXISTS, written out: asked at every run, and the ORM's form (three
-    subquery annotations) cost more to compose than to run."""
-    calls, runs = ModelCall._meta.db_table, Run._meta.db_table
+    One SELECT of the session's row and two EXISTS, written out: asked at every run, and
+    the ORM's form cost more to compose than to run. Where the session's action calls went
+    is a column of its row (``Session.action_model``), not a search of its calls: that grew
+    with every question of the session (issue #29)."""
     views, files = SessionView._meta.db_table, SessionFile._meta.db_table
-    other, params = "0", []  # no model named: nothing to compare with, nothing to ask
-    if provider or model:
-        # The session's calls, through its runs. PostgreSQL is handed the runs' ids as an
-        # array it computes first: given the join, a planner whose statistics lag (a table
-        # growing fast, a prepared plan made early) scanned every call of every session
-        # (issue #29). SQLite reads the join in the order written.
-        session_runs = (f'= ANY(ARRAY(SELECT r."id" FROM "{runs}" r WHERE r."session_id" = %s))'
-                        if connection.vendor == "postgresql" else
-                        f'IN (SELECT r."id" FROM "{runs}" r WHERE r."session_id" = %s)')
-        other = (f'EXISTS (SELECT 1 FROM "{calls}" c WHERE c."run_id" {session_runs} '
-                 f'AND c."purpose" = %s AND NOT (c."provider" = %s AND c."model" = %s))')
-        params = [session_id, ModelCall.Purpose.ACTION, provider, model]
     with connection.cursor() as cursor:
         cursor.execute(
-            f'SELECT {other}, EXISTS (SELECT 1 FROM "{views}" WHERE "session_id" = %s AND NOT "raw_complete"), '
-            f'EXISTS (SELECT 1 FROM "{files}" WHERE "session_id" = %s AND "question_seq" IS NOT NULL)',
-            [*params, session_id, session_id])
-        other_models, imported, files_sent = cursor.fetchone()
-    return SessionTraits(other_models=bool(other_models), imported=bool(imported), files_sent=bool(files_sent))
+            f'SELECT s."action_model", EXISTS (SELECT 1 FROM "{views}" WHERE "session_id" = s."id" '
+            f'AND NOT "raw_complete"), EXISTS (SELECT 1 FROM "{files}" WHERE "session_id" = s."id" '
+            f'AND "question_seq" IS NOT NULL) FROM "{Session._meta.db_table}" s WHERE s."id" = %s', [session_id])
+        row = cursor.fetchone()
+    if row is None:  # no such session: nothing of it to carry on
+        return SessionTraits(other_models=False, imported=False, files_sent=False)
+    noted, imported, files_sent = row
+    key = Session.action_model_key(provider, model) if provider or model else None
+    return SessionTraits(other_models=key is not None and noted not in ("", key), imported=bool(imported),
+                         files_sent=bool(files_sent), model_noted=key is not None and noted == key)
 
 
 def instance_label(record: SessionMessage) -> str:

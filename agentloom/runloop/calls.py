@@ -35,7 +35,13 @@ from models_catalog.target import ModelTarget
 from sessions.models import Instance, ModelCall
 from sessions.run_errors import RunError
 from sessions.services.events import DeltaBuffer, event_emit
-from sessions.services.model_calls import PreparedCall, model_call_close, model_call_open, model_call_prepare
+from sessions.services.model_calls import (
+    PreparedCall,
+    model_call_close,
+    model_call_open,
+    model_call_prepare,
+    session_action_model_note,
+)
 
 
 def chat_client(target: ModelTarget) -> ChatClient:
@@ -85,6 +91,10 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
     that fails is logged with its error code here.
     """
     state.bump("model_calls")
+    if not state.model_noted:  # the session's next runs learn where its calls went (CTX-11)
+        session_action_model_note(session_id=state.run.session_id, provider=state.target.provider,
+                                  model=state.target.model)
+        state.model_noted = True
     source = {"instance": "main" if instance.parent_id is None else str(instance.pk)}
     attempt = _Attempt()
     bound = answer_bound(state.figures.budget.max_output_tokens)

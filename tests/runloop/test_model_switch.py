@@ -90,3 +90,49 @@ def test_ctx11_claudes_signed_thinking_goes_back_to_claude_when_the_same_model_c
     assistant = [turn for turn in second["messages"] if turn["role"] == "assistant"][0]
     thinking = [b for b in assistant["content"] if b["type"] == "thinking"]
     assert len(thinking) == 1 and thinking[0]["thinking"] == "Multiply with the tool." and thinking[0]["signature"]
+
+
+def _thinking(request) -> list[dict]:
+    return [block for turn in request.native["messages"] if turn["role"] == "assistant"
+            for block in turn["content"] if isinstance(block, dict) and block["type"] == "thinking"]
+
+
+def test_ctx11_thinking_goes_back_across_questions_until_another_model_answered_in_the_session(
+        fake_session, alice):
+    """An earlier question's signed thinking goes back to the model that wrote it; once
+    another model answered in the session, no thinking goes back — to the new model nor to
+    the first one again (the strict server refuses a block signed for another model). The
+    run learns it from the session's row (``Session.action_model``), issue #29."""
+    def handler(request):
+        if request.json["messages"][-1]["role"] == "tool":
+            return chat_stream(["391."])
+        return chat_stream(reasoning=[f"Multiply with the tool ({request.json['model']})."], tool_calls=[CALL])
+
+    claude = AnthropicBridge(handler, api_key=FAKE_KEY)
+    with FakeProvider(claude) as server:
+        session = fake_session(tools=("calculator",))
+        connection = session.version.model_connection
+
+        def move_to(model: str) -> None:
+            ModelConnection.objects.filter(pk=connection.pk).update(provider="anthropic", base_url=server.base_url,
+                                                                    model=model)
+            session.agent.refresh_from_db()
+            Session.objects.filter(pk=session.pk).update(
+                version=agent_publish(agent=session.agent, published_by=alice))
+            session.refresh_from_db()
+
+        def ask(content: str) -> list:
+            sent = len(server.requests)
+            assert _ask(session, content).status == Run.Status.COMPLETED
+            return server.requests[sent:]
+
+        move_to("claude-fake-4")
+        ask("What is 17*23?")
+        again = ask("And 23*17?")
+        assert [block["thinking"] for block in _thinking(again[0])] == ["Multiply with the tool (claude-fake-4)."]
+        move_to("claude-fake-5")
+        assert [_thinking(request) for request in ask("And on the new model?")] == [[], []]
+        move_to("claude-fake-4")
+        assert [_thinking(request) for request in ask("And back again?")] == [[], []]
+        assert claude.rejections == []
+    assert Session.objects.get(pk=session.pk).action_model == Session.MIXED_MODELS

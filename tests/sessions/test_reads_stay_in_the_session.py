@@ -3,7 +3,8 @@
 every session to find the session's latest frame, and a run's traits (``session_traits``)
 scanned every model call of every session, whenever PostgreSQL's statistics lagged — as
 they do while tables grow, and for plans prepared early — so a question cost more with
-each question anyone had asked. Checked with PostgreSQL's own count of the rows each
+each question anyone had asked (the traits now read no call at all: where a session's
+calls went is on its row, ``Session.action_model``). Checked with PostgreSQL's own count of the rows each
 scan returned, in a database where other sessions hold thousands of runs."""
 from __future__ import annotations
 
@@ -71,4 +72,6 @@ def test_a_runs_traits_read_only_its_sessions_model_calls(crowded, settings):
     traits = session_traits(session_id=session.pk, provider="anthropic", model="claude")
     rows = _scanned(connection.queries[-1]["sql"], [])
     assert traits.other_models is False
-    assert rows.get("agent_sessions_modelcall", 0) <= 1, rows
+    # Not even its own session's calls: where they went is on the session's row.
+    assert "agent_sessions_modelcall" not in rows, rows
+    assert rows.get("agent_sessions_session", 0) == 1, rows
