@@ -135,23 +135,42 @@ class SessionTraits:
 def session_traits(*, session_id: int, provider: str = "", model: str = "") -> SessionTraits:
     """``other_models`` is against ``provider``/``model`` (False when not given).
 
-    One SELECT of the session's row and two EXISTS, written out: asked at every run, and
+    One SELECT of the session's row and its EXISTS, written out: asked at every run, and
     the ORM's form cost more to compose than to run. Where the session's action calls went
     is a column of its row (``Session.action_model``), not a search of its calls: that grew
-    with every question of the session (issue #29)."""
+    with every question of the session (issue #29). Only a session that has noted none
+    has its calls looked at — a new session's first run (no calls), or calls a worker of
+    the version before that column made while the platform was upgraded."""
     views, files = SessionView._meta.db_table, SessionFile._meta.db_table
+    key = Session.action_model_key(provider, model) if provider or model else None
+    unnoted, params = "FALSE", []  # no model named: nothing to compare with, nothing to ask
+    if key is not None:
+        # The session's calls, through its runs. PostgreSQL is handed the runs' ids as an
+        # array it computes first: given the join, a planner whose statistics lag (a table
+        # growing fast, a prepared plan made early) scanned every call of every session
+        # (issue #29). SQLite reads the join in the order written.
+        runs, calls = Run._meta.db_table, ModelCall._meta.db_table
+        session_runs = (f'= ANY(ARRAY(SELECT r."id" FROM "{runs}" r WHERE r."session_id" = s."id"))'
+                        if connection.vendor == "postgresql" else
+                        f'IN (SELECT r."id" FROM "{runs}" r WHERE r."session_id" = s."id")')
+        unnoted = (f'CASE WHEN s."action_model" = %s THEN EXISTS (SELECT 1 FROM "{calls}" c WHERE c."run_id" '
+                   f'{session_runs} AND c."purpose" = %s AND NOT (c."provider" = %s AND c."model" = %s)) '
+                   'ELSE FALSE END')
+        params = ["", ModelCall.Purpose.ACTION, provider, model]
     with connection.cursor() as cursor:
         cursor.execute(
-            f'SELECT s."action_model", EXISTS (SELECT 1 FROM "{views}" WHERE "session_id" = s."id" '
+            f'SELECT s."action_model", {unnoted}, EXISTS (SELECT 1 FROM "{views}" WHERE "session_id" = s."id" '
             f'AND NOT "raw_complete"), EXISTS (SELECT 1 FROM "{files}" WHERE "session_id" = s."id" '
-            f'AND "question_seq" IS NOT NULL) FROM "{Session._meta.db_table}" s WHERE s."id" = %s', [session_id])
+            f'AND "question_seq" IS NOT NULL) FROM "{Session._meta.db_table}" s WHERE s."id" = %s',
+            [*params, session_id])
         row = cursor.fetchone()
     if row is None:  # no such session: nothing of it to carry on
         return SessionTraits(other_models=False, imported=False, files_sent=False)
-    noted, imported, files_sent = row
-    key = Session.action_model_key(provider, model) if provider or model else None
-    return SessionTraits(other_models=key is not None and noted not in ("", key), imported=bool(imported),
-                         files_sent=bool(files_sent), model_noted=key is not None and noted == key)
+    noted, unnoted_other, imported, files_sent = row
+    other = key is not None and (bool(unnoted_other) if noted == "" else noted != key)
+    # A session already mixed stays so whatever is noted: no write for it either.
+    return SessionTraits(other_models=other, imported=bool(imported), files_sent=bool(files_sent),
+                         model_noted=key is not None and noted in (key, Session.MIXED_MODELS))
 
 
 def instance_label(record: SessionMessage) -> str:

@@ -93,7 +93,7 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
     state.bump("model_calls")
     if not state.model_noted:  # the session's next runs learn where its calls went (CTX-11)
         session_action_model_note(session_id=state.run.session_id, provider=state.target.provider,
-                                  model=state.target.model)
+                                  model=state.target.model, other_models=state.other_models)
         state.model_noted = True
     source = {"instance": "main" if instance.parent_id is None else str(instance.pk)}
     attempt = _Attempt()

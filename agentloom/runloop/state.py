@@ -82,8 +82,10 @@ class RunState:
     # when every earlier action call of the session went to this model, and nothing was imported.
     thinking_continues: bool = False
     # The session has noted that its action calls go to this run's model (CTX-11; noted
-    # before the run's first action call otherwise, ``action_call``).
+    # before the run's first action call otherwise, ``action_call``), and whether an
+    # earlier call went to another.
     model_noted: bool = False
+    other_models: bool = False
     call_chains: dict[tuple[int, str], CallChain] = field(default_factory=dict)
     # What the run row said at the last write (Stop, API requests), and when that was:
     # each step reads it from its own commit instead of asking again (LOOP-1, LOOP-7).
@@ -276,6 +278,7 @@ def run_state_build(run: Run) -> RunState:
     return RunState(
         thinking_continues=not traits.other_models and not traits.imported,
         model_noted=traits.model_noted,
+        other_models=traits.other_models,
         signals=RunSignals(cancel_requested=run.cancel_requested, attention=run.attention),
         run=run,
         limits=limits,

@@ -213,16 +213,20 @@ def model_call_prepare(*, run: Run, instance: Instance, purpose: str, provider: 
     return PreparedCall(call=call, messages=messages, refs=refs, estimates=per_message, delta=delta, named=named)
 
 
-def session_action_model_note(*, session_id: int, provider: str, model: str) -> None:
+def session_action_model_note(*, session_id: int, provider: str, model: str, other_models: bool = False) -> None:
     """The session's action calls go to this model too (``Session.action_model``): called
-    before a run's first action call when its traits say the session has not noted it.
+    before a run's first action call when its traits say the session has not noted it;
+    ``other_models`` is what they said of its earlier calls (a session that noted none may
+    have calls of a worker from before the column, see ``session_traits``).
+
     Noted before the call is sent, so no logged call goes unnoted; if the call is then never
     made, a later run of another model may drop thinking it could have kept — the safe
     side of CTX-11."""
     key = Session.action_model_key(provider, model)
     with connection.cursor() as cursor:
         cursor.execute(f'UPDATE "{Session._meta.db_table}" SET "action_model" = CASE WHEN "action_model" IN (%s, %s) '
-                       'THEN %s ELSE %s END WHERE "id" = %s', ["", key, key, Session.MIXED_MODELS, session_id])
+                       'AND NOT %s THEN %s ELSE %s END WHERE "id" = %s',
+                       ["", key, other_models, key, Session.MIXED_MODELS, session_id])
 
 
 def model_call_open(*, chain: CallChain | None = None, **fields: Any) -> ModelCall:

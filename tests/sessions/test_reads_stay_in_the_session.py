@@ -13,9 +13,10 @@ import json
 import pytest
 from django.db import connection
 
-from sessions.models import Instance, ModelCall, Run
+from sessions.models import Instance, ModelCall, Run, Session
 from sessions.selectors import session_traits
 from sessions.services.history import main_line_carried, question_ask
+from sessions.services.model_calls import session_action_model_note
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("require_postgres")]
 
@@ -72,6 +73,16 @@ def test_a_runs_traits_read_only_its_sessions_model_calls(crowded, settings):
     traits = session_traits(session_id=session.pk, provider="anthropic", model="claude")
     rows = _scanned(connection.queries[-1]["sql"], [])
     assert traits.other_models is False
-    # Not even its own session's calls: where they went is on the session's row.
-    assert "agent_sessions_modelcall" not in rows, rows
+    assert rows.get("agent_sessions_modelcall", 0) == 0, rows  # its session has none, and Bob's are not read
     assert rows.get("agent_sessions_session", 0) == 1, rows
+
+
+def test_a_runs_traits_read_no_call_once_its_session_noted_where_they_went(crowded, settings):
+    busy = Session.objects.exclude(pk=crowded.pk).get()  # Bob's: 2,000 calls, all to one model
+    session_action_model_note(session_id=busy.pk, provider="openai", model="gpt-4o")
+    settings.DEBUG = True
+    connection.queries_log.clear()
+    traits = session_traits(session_id=busy.pk, provider="anthropic", model="claude")
+    rows = _scanned(connection.queries[-1]["sql"], [])
+    assert traits.other_models is True
+    assert rows.get("agent_sessions_modelcall", 0) == 0, rows

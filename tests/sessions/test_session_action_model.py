@@ -42,7 +42,35 @@ def test_once_two_models_were_called_every_model_is_another(alice, make_session)
     session_action_model_note(session_id=session.pk, provider="anthropic", model="claude-b")
     session_action_model_note(session_id=session.pk, provider="anthropic", model="claude-a")  # back: still mixed
     for model in ("claude-a", "claude-b", "claude-c"):
-        assert (_traits(session, model).other_models, _traits(session, model).model_noted) == (True, False)
+        assert _traits(session, model).other_models is True
+
+
+def test_a_mixed_session_is_noted_already_for_every_model(alice, make_session):
+    session = make_session(alice)
+    session_action_model_note(session_id=session.pk, provider="anthropic", model="claude-a")
+    session_action_model_note(session_id=session.pk, provider="anthropic", model="claude-b")
+    assert _traits(session, "claude-c").model_noted is True  # a run of it writes nothing
+
+
+def _logged_unnoted(session, model):
+    """An action call a worker of the version before ``Session.action_model`` logged
+    while the platform was upgraded: nothing noted."""
+    run = Run.objects.create(session=session, version=session.version, status=Run.Status.COMPLETED)
+    instance = Instance.objects.create(run=run, key=Instance.MAIN)
+    ModelCall.objects.create(run=run, instance=instance, provider="anthropic", model=model, estimator_id="bytes-v1")
+
+
+def test_a_session_that_noted_nothing_has_its_calls_looked_at(alice, make_session):
+    session = make_session(alice)
+    _logged_unnoted(session, "claude-a")
+    assert (_traits(session, "claude-a").other_models, _traits(session, "claude-a").model_noted) == (False, False)
+    moved = _traits(session, "claude-b")
+    assert (moved.other_models, moved.model_noted) == (True, False)
+    # The run of the other model notes what its traits found: both, not its own alone.
+    session_action_model_note(session_id=session.pk, provider="anthropic", model="claude-b",
+                              other_models=moved.other_models)
+    assert Session.objects.get(pk=session.pk).action_model == Session.MIXED_MODELS
+    assert _traits(session, "claude-a").other_models is True
 
 
 def test_a_note_changes_only_its_own_session(alice, bob, make_session):
@@ -76,7 +104,7 @@ def test_the_migration_fills_the_column_from_the_calls_already_logged(alice, mak
     executor = MigrationExecutor(connection)
     executor.migrate([("agent_sessions", "0011_fewer_indexes")])
     executor.loader.build_graph()
-    executor.migrate([("agent_sessions", "0012_session_action_model")])
+    executor.migrate([("agent_sessions", "0013_session_action_model_fill")])
     marks = dict(Session.objects.filter(pk__in=[one.pk, two.pk, none.pk]).values_list("pk", "action_model"))
     assert marks == {one.pk: "anthropic:claude-a", two.pk: Session.MIXED_MODELS, none.pk: ""}
     assert _traits(one, "claude-a").other_models is False and _traits(two, "claude-a").other_models is True
