@@ -118,7 +118,7 @@ def session_creator_is_member(*, session: Session) -> bool:
 class SessionTraits:
     """What a run asks of its session once, as it starts (one query for all three)."""
 
-    other_models: bool  # an earlier action call went to another provider or model
+    other_models: bool  # an earlier action call went to another provider or model (CTX-11)
     imported: bool  # a view short of the original text: the session was imported (RUN-12)
     files_sent: bool  # a question of it sent a file (the question service marks the file, RUN-13)
     # The model asked about is the one every earlier action call went to (and there was
