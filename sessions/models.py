@@ -16,8 +16,7 @@ class Session(models.Model):
     """A conversation of one user with one published agent version."""
 
     space = models.ForeignKey("spaces.Space", on_delete=models.CASCADE, related_name="sessions")
-    # Indexed by ``session_user_recent`` (user first), as every key below whose composite
-    # index leads with it: a second index of the column was one more write per row (issue #29).
+    # Indexed by ``session_user_recent``, as is every key here a composite index leads with (issue #29).
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions",
                              db_index=False)
     agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="sessions")
@@ -28,12 +27,8 @@ class Session(models.Model):
     # The last allocated record seq. Appenders bump it with an UPDATE inside their
     # transaction, which row-locks the session: seqs are gap-free and strictly increasing.
     last_seq = models.BigIntegerField(default=0)
-    # Where the session's action calls went: one "provider:model" (``action_model_key``)
-    # while all went there, "" before the first, ``MIXED_MODELS`` once two differed. A run
-    # reads it to know whether an earlier call went to another model (CTX-11: signed
-    # thinking goes back only to the model that wrote it), instead of every call of the
-    # session (issue #29). Noted by the run loop before a run's first action call
-    # (``sessions.services.model_calls.session_action_model_note``).
+    # Where its action calls went (``action_model_key``; "" before the first, ``MIXED_MODELS`` once two
+    # differed), noted before a run's first one: did an earlier call go to another model (CTX-11, issue #29).
     action_model = models.CharField(max_length=240, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -100,11 +95,8 @@ class Run(models.Model):
     # The last event seq allocated (LOOP-5): producers take the next ones with one UPDATE.
     event_seq = models.PositiveIntegerField(default=0)
     attempt = models.PositiveIntegerField(default=0, help_text="Increments on every resume.")
-    # In no index, as no other column a step writes (heartbeat, event seq, counters,
-    # attention): PostgreSQL then updates the row in its page without touching an index
-    # (a HOT update; issue #29: every step wrote all of the table's indexes). The reaper
-    # finds running runs by ``run_one_active_per_session``, which holds the active ones
-    # only; the table leaves room in each page for those updates (migration 0011).
+    # In no index, as no column a step writes, so a step's UPDATE is HOT (issue #29); the reaper finds
+    # running runs by ``run_one_active_per_session``, and the table leaves room in its pages (migration 0011).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
