@@ -28,7 +28,7 @@ from agentloom.agents.tool_registry import (
 )
 from agentloom.runloop.log_redaction import secrets_held, secrets_hold, secrets_release
 from agentloom.toolservers.schemas import SchemaReferenceError, arguments_error, schema_validator
-from context.truncation import cap_for_storage
+from context.truncation import cap_for_storage, structured_for_storage
 
 logger = logging.getLogger("agentloom.tools")
 
@@ -136,5 +136,6 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
         return ToolOutcome("error", box["error"])
     value = box.get("content", "")
     if isinstance(value, ToolResult):
-        return ToolOutcome("ok", cap_for_storage(value.content, tool.output_limit), value.structured)
+        structured, omitted = structured_for_storage(value.structured, tool.output_limit)
+        return ToolOutcome("ok", cap_for_storage(value.content, tool.output_limit), structured, omitted)
     return ToolOutcome("ok", cap_for_storage(value, tool.output_limit))
