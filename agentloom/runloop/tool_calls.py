@@ -37,8 +37,8 @@ PROGRESS_EVERY = 0.25  # seconds between two tool_progress events of one call
 
 
 def result_message(call_id: str, name: str, outcome: ToolOutcome) -> dict[str, Any]:
-    message = {"role": "tool", "tool_call_id": call_id, "name": name, "content": outcome.content,
-               "status": outcome.status}
+    message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "name": name, "content": outcome.content,
+                               "status": outcome.status}
     if outcome.structured is not None:  # a server tool's structuredContent, kept in the record (TOOL-4)
         message["structured_content"] = outcome.structured
     if outcome.structured_omitted is not None:  # ... or the note of its size, when it was over the cap
