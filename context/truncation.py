@@ -15,6 +15,7 @@ Answers have two bounds: the view shows one like a tool result (the projector), 
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Callable
@@ -156,6 +157,24 @@ def cap_for_storage(content: str | list[dict[str, Any]], limit: int) -> str | li
     if isinstance(content, str):
         return _stored_cut(content, limit)
     return _cut_blocks(content, limit, _stored_cut, lambda text: _stored_parts(text, limit))
+
+
+def structured_for_storage(structured: dict[str, Any] | None,
+                           limit: int) -> tuple[dict[str, Any] | None, dict[str, int] | None]:
+    """A result's structured content as it is stored, and the note that replaces it.
+
+    Under the same cap as the result's text (TOOL-4): kept whole while its JSON is at most
+    ``limit`` characters; past that it is not stored at all, and the note
+    ``{"characters": <its JSON's length>, "limit": limit}`` says so. Not cut: a cut object
+    is no longer what the server's output schema promised, and a reader must be able to
+    trust the structured content it finds. The text beside it (which servers fill with the
+    same data) keeps its head and tail, as every long result does."""
+    if structured is None:
+        return None, None
+    characters = len(json.dumps(structured, ensure_ascii=False))
+    if characters <= limit:
+        return structured, None
+    return None, {"characters": characters, "limit": limit}
 
 
 def _stored_cut(text: str, limit: int) -> str:

@@ -1,6 +1,7 @@
 """Agent endpoints (SPEC §9): drafts with their context policy, publishing, versions.
 
-Members of a space read its agents and versions; its admins create, change and publish.
+Members of a space read its agents and versions, without their instructions (the person
+chatting may not see them, SPEC §9); its admins create, change and publish.
 Each view validates input, checks reach with a selector, calls one service and
 serializes the result.
 """
@@ -21,7 +22,12 @@ from agentloom.agents.serializers import AgentCreateIn, AgentOut, AgentUpdateIn,
 from agentloom.agents.services import agent_draft_create, agent_publish, agent_update
 from agentloom.api.fields import id_from_text
 from agentloom.errors import ValidationFailed
-from agentloom.spaces.selectors import space_get_for_admin
+from agentloom.spaces.selectors import space_get_for_admin, space_ids_administered
+
+
+def _reader(request) -> dict:
+    """The serializers' context: which of the agents' spaces the caller administers."""
+    return {"administers": space_ids_administered(user=request.user)}
 
 
 def _space_filter(request) -> int | None:
@@ -45,13 +51,13 @@ def agents_collection(request):
     """Agents of the caller's spaces; POST creates a draft (admins of the connection's space)."""
     if request.method == "GET":
         agents = agent_list_for_user(user=request.user, space_id=_space_filter(request))[:500]
-        return Response(AgentOut(agents, many=True).data)
+        return Response(AgentOut(agents, many=True, context=_reader(request)).data)
     data = AgentCreateIn(data=request.data, context={"user": request.user})
     data.is_valid(raise_exception=True)
     values = dict(data.validated_data)
     space = space_get_for_admin(user=request.user, space_id=values.pop("space", values["model_connection"].space_id))
     agent = agent_draft_create(space=space, data=values, created_by=request.user)
-    return Response(AgentOut(agent).data, status=status.HTTP_201_CREATED)
+    return Response(AgentOut(agent, context=_reader(request)).data, status=status.HTTP_201_CREATED)
 
 
 @extend_schema(methods=["GET"], responses={200: AgentOut})
@@ -60,12 +66,13 @@ def agents_collection(request):
 def agent_detail(request, agent_id: int):
     """Read a draft (members) or change it (admins); published versions never change."""
     if request.method == "GET":
-        return Response(AgentOut(agent_get_for_user(agent_id=agent_id, user=request.user)).data)
+        return Response(AgentOut(agent_get_for_user(agent_id=agent_id, user=request.user),
+                                 context=_reader(request)).data)
     agent = agent_get_for_admin(agent_id=agent_id, user=request.user)
     data = AgentUpdateIn(data=request.data, context={"user": request.user})
     data.is_valid(raise_exception=True)
     agent = agent_update(agent=agent, data=data.validated_data)
-    return Response(AgentOut(agent).data)
+    return Response(AgentOut(agent, context=_reader(request)).data)
 
 
 @extend_schema(request=None, responses={201: VersionOut})
@@ -74,7 +81,7 @@ def agent_publish_view(request, agent_id: int):
     """Freeze the draft into the next version number (admins); new sessions bind to it."""
     agent = agent_get_for_admin(agent_id=agent_id, user=request.user)
     version = agent_publish(agent=agent, published_by=request.user)
-    return Response(VersionOut(version).data, status=status.HTTP_201_CREATED)
+    return Response(VersionOut(version, context=_reader(request)).data, status=status.HTTP_201_CREATED)
 
 
 @extend_schema(responses={200: VersionOut(many=True)})
@@ -82,4 +89,5 @@ def agent_publish_view(request, agent_id: int):
 def agent_versions(request, agent_id: int):
     """The agent's published versions, newest first (members; read-only)."""
     agent = agent_get_for_user(agent_id=agent_id, user=request.user)
-    return Response(VersionOut(version_list_for_agent(agent=agent)[:500], many=True).data)
+    versions = version_list_for_agent(agent=agent)[:500]
+    return Response(VersionOut(versions, many=True, context=_reader(request)).data)

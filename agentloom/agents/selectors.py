@@ -46,7 +46,7 @@ def agent_get_for_admin(*, agent_id: Any, user) -> Agent:
 
 def version_list_for_agent(*, agent: Agent) -> QuerySet[AgentVersion]:
     """Published versions, newest first. The caller has checked it may read the agent."""
-    return AgentVersion.objects.filter(agent=agent).order_by("-version")
+    return AgentVersion.objects.filter(agent=agent).select_related("agent").order_by("-version")
 
 
 def budget_summary(

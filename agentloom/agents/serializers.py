@@ -74,8 +74,20 @@ class BudgetOut(serializers.Serializer):
     legacy_policy = serializers.BooleanField()
 
 
-class AgentOut(serializers.ModelSerializer):
+class OperatorsOnly:
+    """Hides ``instructions`` from whoever does not administer the agent's space: the
+    person chatting may not see them (SPEC §9), only the space's admins who write them.
+    The caller's administered space ids come in the context as ``administers``."""
+
+    def hide_from_members(self, data: dict[str, Any], space_id: int) -> dict[str, Any]:
+        if space_id not in getattr(self, "context", {}).get("administers", ()):
+            data["instructions"] = None
+        return data
+
+
+class AgentOut(OperatorsOnly, serializers.ModelSerializer):
     space = serializers.IntegerField(source="space_id")
+    instructions = serializers.CharField(allow_null=True, help_text="Only for the space's admins; null for members.")
     model_connection = serializers.IntegerField(source="model_connection_id")
     model = serializers.CharField(source="model_connection.model")
     budget = serializers.SerializerMethodField()
@@ -87,6 +99,9 @@ class AgentOut(serializers.ModelSerializer):
                   "context_policy",
                   "limits", "verify_before_complete", "call_log_retention_days", "budget", "latest_version",
                   "created_at", "updated_at"]
+
+    def to_representation(self, agent: Agent) -> dict[str, Any]:
+        return self.hide_from_members(super().to_representation(agent), agent.space_id)
 
     @extend_schema_field(BudgetOut)
     def get_budget(self, agent: Agent) -> dict[str, Any]:
@@ -112,10 +127,11 @@ class FrozenToolOut(serializers.Serializer):
     drift_text = serializers.CharField()
 
 
-class VersionOut(serializers.ModelSerializer):
+class VersionOut(OperatorsOnly, serializers.ModelSerializer):
     """A published version: frozen, read-only (RUN-4)."""
 
     agent = serializers.IntegerField(source="agent_id")
+    instructions = serializers.CharField(allow_null=True, help_text="Only for the space's admins; null for members.")
     model_connection = serializers.IntegerField(source="model_connection_id", allow_null=True)
     published_by = serializers.IntegerField(source="published_by_id", allow_null=True)
     budget = serializers.SerializerMethodField()
@@ -127,6 +143,9 @@ class VersionOut(serializers.ModelSerializer):
                   "provider",
                   "base_url", "model", "context_window", "max_output_tokens", "safety_margin_tokens",
                   "context_policy", "limits", "verify_before_complete", "budget", "published_by", "published_at"]
+
+    def to_representation(self, version: AgentVersion) -> dict[str, Any]:
+        return self.hide_from_members(super().to_representation(version), version.agent.space_id)
 
     @extend_schema_field(BudgetOut)
     def get_budget(self, version: AgentVersion) -> dict[str, Any]:

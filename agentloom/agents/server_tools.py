@@ -35,11 +35,25 @@ def server_refs_check(*, refs: list[str], space_id: int) -> None:
         return
     servers = servers_for_space(space_id=space_id)
     unknown = [ref for ref in refs if server_tool_resolve(space_id=space_id, ref=ref, servers=servers) is None]
+    left_out = {ref: why for ref in unknown if (why := _left_out_because(ref, servers))}
+    if left_out:
+        # The server listed it and the listing left it out (a schema that cannot be used,
+        # TOOL-6): say why, rather than that it does not exist.
+        raise ValidationFailed("Server tools that cannot be offered.", fields={"tools": "; ".join(
+            f"{ref} was left out when its server was listed: {why}" for ref, why in left_out.items())})
     if unknown:
         names = ", ".join(sorted(servers)) or "none"
         raise ValidationFailed("Unknown server tools.", fields={"tools": (
             f"not a listed tool of a server of this space: {', '.join(unknown)} (servers: {names}; refresh a "
             "server after its tools changed; the operator's servers appear once a worker has listed them)")})
+
+
+def _left_out_because(ref: str, servers: Mapping[str, ToolServer]) -> str | None:
+    server_name, _, tool_name = ref.partition(".")
+    server = servers.get(server_name)
+    skipped = server.skipped if server is not None and isinstance(server.skipped, list) else []
+    return next((str(item.get("reason", "")) for item in skipped
+                 if isinstance(item, dict) and item.get("name") == tool_name), None)
 
 
 def tool_overrides_normalize(overrides: Any, *, tools: list[str]) -> dict[str, dict[str, bool]]:

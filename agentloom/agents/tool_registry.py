@@ -88,6 +88,8 @@ class ToolOutcome:
     status: str  # ok | error | cancelled | timeout | unknown
     content: Content
     structured: dict[str, Any] | None = None
+    # In its place when it was over the storage cap: {"characters", "limit"} (TOOL-4, CTX-7).
+    structured_omitted: dict[str, int] | None = None
 
 
 registry: dict[str, Tool] = {}

@@ -23,11 +23,11 @@ from context.usage import usage_figures
 from sessions.admin.audit import access_audit_write
 from sessions.api import AskThrottle
 from sessions.inspector_selectors import CallPairing, model_call_pairings
-from sessions.models import ModelCall, Run
+from sessions.models import Run
 from sessions.selectors import model_call_repairs, run_get_for_user, run_visible_to, session_get_for_user
 from sessions.serializers import QuestionIn, RunOut
 from sessions.services.history import answer_continue, question_ask
-from sessions.staff import staff_may_read
+from sessions.staff import run_get_for_inspector
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -153,21 +153,16 @@ def run_context(request, run_id: int):
     cache read, cache written, output), the repairs the projector made, and the diff to
     the previous call of the same instance and purpose (for the first call of a run's main
     instance: the last one of the session's previous run); its ``first_changed`` is where
-    a prompt cache stops matching. The session's creator (while a member of its space), or
-    staff holding the console's permissions for it — every such read is written to the
-    access audit first; other staff get 404 like anyone else (RUN-11)."""
-    try:
-        run = run_get_for_user(run_id=run_id, user=request.user)
-    except NotFound:
-        if not staff_may_read(user=request.user, row_model=Run, content_model=ModelCall):
-            raise
-        run = Run.objects.filter(pk=run_id).select_related("session").first()
-        if run is None:
-            raise
-        with transaction.atomic():  # no audit row, no content; the row first
-            access_audit_write(user=request.user, what="context_inspector", session=run.session, run=run)
-            return Response({"run": run.pk, "calls": _calls(run)})
-    return Response({"run": run.pk, "calls": _calls(run)})
+    a prompt cache stops matching. Operators only (SPEC §9): the admins of the session's
+    space, and staff holding the console's permissions for it; never the person chatting,
+    who may not see the agent's instructions (404, as for anything out of reach). A read
+    of someone else's session is written to the access audit first (RUN-11)."""
+    run, audited = run_get_for_inspector(run_id=run_id, user=request.user)
+    if not audited:
+        return Response({"run": run.pk, "calls": _calls(run)})
+    with transaction.atomic():  # no audit row, no content; the row first
+        access_audit_write(user=request.user, what="context_inspector", session=run.session, run=run)
+        return Response({"run": run.pk, "calls": _calls(run)})
 
 
 def _calls(run: Run) -> list[dict]:

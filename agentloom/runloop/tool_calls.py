@@ -37,10 +37,12 @@ PROGRESS_EVERY = 0.25  # seconds between two tool_progress events of one call
 
 
 def result_message(call_id: str, name: str, outcome: ToolOutcome) -> dict[str, Any]:
-    message = {"role": "tool", "tool_call_id": call_id, "name": name, "content": outcome.content,
-               "status": outcome.status}
+    message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "name": name, "content": outcome.content,
+                               "status": outcome.status}
     if outcome.structured is not None:  # a server tool's structuredContent, kept in the record (TOOL-4)
         message["structured_content"] = outcome.structured
+    if outcome.structured_omitted is not None:  # ... or the note of its size, when it was over the cap
+        message["structured_content_omitted"] = outcome.structured_omitted
     return message
 
 
@@ -146,7 +148,8 @@ def _redacted(state: RunState, outcome: ToolOutcome) -> ToolOutcome:
     text or in its structured content, values and keys alike."""
     redact = state.redactor.content
     return ToolOutcome(outcome.status, redact(outcome.content),
-                       redact(outcome.structured) if outcome.structured is not None else None)
+                       redact(outcome.structured) if outcome.structured is not None else None,
+                       outcome.structured_omitted)
 
 
 def tool_context(state: RunState, instance: Instance, call: ToolCall) -> ToolContext:

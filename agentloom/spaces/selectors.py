@@ -72,3 +72,8 @@ def space_default_for_admin(*, user) -> Space:
 
 def user_administers_a_space(*, user) -> bool:
     return Membership.objects.filter(user=user, role=Membership.Role.ADMIN).exists()
+
+
+def space_ids_administered(*, user) -> set[int]:
+    """The ids of the spaces ``user`` administers (one query, for pages of many rows)."""
+    return set(Membership.objects.filter(user=user, role=Membership.Role.ADMIN).values_list("space_id", flat=True))

@@ -1,7 +1,8 @@
 """Running a tool (LOOP-4, TOOL-4): argument checks, its time-out, Stop, and an output cap.
 
 Arguments are checked against the tool's JSON Schema by the ``jsonschema`` library, every
-keyword (a server tool's frozen schema and the built-ins' alike) before the tool runs; a
+keyword (a server tool's frozen schema and the built-ins' alike) before the tool runs, with
+references resolved within the schema only (``toolservers.schemas``, TOOL-6); a
 mismatch is a result with ``status: error`` that says which argument and why, so the model
 can correct itself. Any exception a tool raises is caught, so a broken tool gives a result
 with ``status: error`` and never crashes the run.
@@ -26,7 +27,8 @@ from agentloom.agents.tool_registry import (
     ToolResult,
 )
 from agentloom.runloop.log_redaction import secrets_held, secrets_hold, secrets_release
-from context.truncation import cap_for_storage
+from agentloom.toolservers.schemas import SchemaReferenceError, arguments_error, schema_validator
+from context.truncation import cap_for_storage, structured_for_storage
 
 logger = logging.getLogger("agentloom.tools")
 
@@ -38,12 +40,7 @@ UNKNOWN_AFTER_TIMEOUT = (" It was told to stop, but it may or may not have taken
 def _validator(schema_text: str) -> Any:
     """A compiled validator per schema (compiling costs far more than validating). The
     library is loaded at the first call, not when every process starts."""
-    from jsonschema.validators import validator_for
-
-    schema = json.loads(schema_text)
-    cls = validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
+    return schema_validator(json.loads(schema_text))
 
 
 def _where(error: Any) -> str:
@@ -60,14 +57,17 @@ def check_arguments(tool: Tool, raw: str) -> dict[str, Any]:
     if not isinstance(arguments, dict):
         raise ToolError("The arguments must be a JSON object.")
     from jsonschema import SchemaError
-    from jsonschema.exceptions import best_match
 
     try:
         validator = _validator(json.dumps(tool.parameters, sort_keys=True))
+        error = arguments_error(validator, arguments)
     except SchemaError:
         raise ToolError(f"The tool {tool.name!r} has an input schema that is not valid JSON Schema, so it cannot "
                         "be called; an admin should look at its server.") from None
-    error = best_match(validator.iter_errors(arguments))
+    except SchemaReferenceError as exc:
+        # TOOL-6: a version frozen before listings were checked; the call is refused, the run goes on.
+        raise ToolError(f"The tool {tool.name!r} cannot be called: {exc}. An admin should look at its "
+                        "server.") from None
     if error is not None:
         raise ToolError(f"The arguments do not match the tool's schema: {_where(error)}{error.message[:500]}.")
     return arguments
@@ -136,5 +136,6 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
         return ToolOutcome("error", box["error"])
     value = box.get("content", "")
     if isinstance(value, ToolResult):
-        return ToolOutcome("ok", cap_for_storage(value.content, tool.output_limit), value.structured)
+        structured, omitted = structured_for_storage(value.structured, tool.output_limit)
+        return ToolOutcome("ok", cap_for_storage(value.content, tool.output_limit), structured, omitted)
     return ToolOutcome("ok", cap_for_storage(value, tool.output_limit))

@@ -3,7 +3,8 @@
 A published version froze each server tool (``agents.server_tools``); here each becomes a
 ``Tool`` of the registry's shape, named by its frozen function name, described and
 schema'd byte for byte as frozen, idempotent as frozen, with its server's time-out. Calling
-it goes through the run's ``RunToolSessions`` (one protocol session per server).
+it goes through the run's ``RunToolSessions`` (one protocol session per server), and the
+images of its result through the upload rules (``tools.server_images``).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from agentloom.agents.server_tools import frozen_server_tools
 from agentloom.agents.tool_registry import Tool, ToolCancelled, ToolContext, ToolError, ToolOutcomeUnknown, ToolResult
+from agentloom.tools.server_images import server_images_check
 from agentloom.toolservers.endpoints import Endpoint
 from agentloom.toolservers.models import ToolServer
 from agentloom.toolservers.selectors import server_usable_by, toolserver_endpoint
@@ -53,7 +55,7 @@ def server_tools_build(*, version: Any, sessions: RunToolSessions) -> list[Tool]
             if result.is_error:
                 raise ToolError(result.content if isinstance(result.content, str) else
                                 "\n".join(p.get("text", "") for p in result.content if p.get("type") == "text"))
-            return ToolResult(result.content, result.structured)
+            return ToolResult(server_images_check(result.content), result.structured)
 
         timeout = sessions.timeout_of(entry["server_id"]) + TIMEOUT_MARGIN
         tools.append(Tool(name=entry["function"], description=entry["description"],

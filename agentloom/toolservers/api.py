@@ -1,6 +1,7 @@
 """Tool-server endpoints (SPEC §9, TOOL-1, TOOL-2).
 
-Members of a space read its servers and the operator's servers it may use; its admins
+Members of a space read its servers and the operator's servers it may use (how the
+operator starts one only when they are operators: staff of the console); its admins
 register, change, refresh and delete its own. Nothing here can add, change or start a
 command: the operator's servers are read-only. Header values arrive in request bodies only;
 ``sensitive_post_parameters`` keeps them out of Django's error reports.
@@ -17,7 +18,12 @@ from rest_framework.response import Response
 from agentloom.api.fields import id_from_text
 from agentloom.errors import ValidationFailed
 from agentloom.spaces.selectors import space_default_for_admin, space_get_for_admin
-from agentloom.toolservers.selectors import toolserver_get_for_admin, toolserver_get_for_user, toolserver_list_for_user
+from agentloom.toolservers.selectors import (
+    sees_operator_commands,
+    toolserver_get_for_admin,
+    toolserver_get_for_user,
+    toolserver_list_for_user,
+)
 from agentloom.toolservers.serializers import RefreshOut, ToolServerCreateIn, ToolServerOut, ToolServerUpdateIn
 from agentloom.toolservers.services import toolserver_delete, toolserver_refresh, toolserver_register, toolserver_update
 from models_catalog.api import DiscoverThrottle
@@ -28,6 +34,11 @@ class ConnectThrottle(DiscoverThrottle):
     per user like discovery."""
 
     scope = "toolservers"
+
+
+def _reader(request) -> dict:
+    """The serializers' context: whether the caller may read the operator's commands (TOOL-2)."""
+    return {"shows_commands": sees_operator_commands(user=request.user)}
 
 
 def _throttle(request) -> None:
@@ -51,7 +62,7 @@ def toolservers_collection(request):
         if raw is not None and space_id is None:
             raise ValidationFailed("The space filter is not valid.", fields={"space": "must be a space id"})
         return Response(ToolServerOut(toolserver_list_for_user(user=request.user, space_id=space_id)[:500],
-                                      many=True).data)
+                                      many=True, context=_reader(request)).data)
     _throttle(request)
     data = ToolServerCreateIn(data=request.data)
     data.is_valid(raise_exception=True)
@@ -60,7 +71,7 @@ def toolservers_collection(request):
     space = (space_get_for_admin(user=request.user, space_id=space_id) if space_id is not None
              else space_default_for_admin(user=request.user))
     server, _ = toolserver_register(space=space, data=values, created_by=request.user)
-    return Response(ToolServerOut(server).data, status=status.HTTP_201_CREATED)
+    return Response(ToolServerOut(server, context=_reader(request)).data, status=status.HTTP_201_CREATED)
 
 
 @sensitive_post_parameters("headers")
@@ -71,7 +82,8 @@ def toolservers_collection(request):
 def toolserver_detail(request, server_id: int):
     """Read (members), change or delete (the space's admins) one server; 409 while agents use it."""
     if request.method == "GET":
-        return Response(ToolServerOut(toolserver_get_for_user(server_id=server_id, user=request.user)).data)
+        return Response(ToolServerOut(toolserver_get_for_user(server_id=server_id, user=request.user),
+                                      context=_reader(request)).data)
     server = toolserver_get_for_admin(server_id=server_id, user=request.user)
     if request.method == "DELETE":
         toolserver_delete(server=server)
@@ -80,7 +92,8 @@ def toolserver_detail(request, server_id: int):
     data.is_valid(raise_exception=True)
     if "url" in data.validated_data or "headers" in data.validated_data:
         _throttle(request)
-    return Response(ToolServerOut(toolserver_update(server=server, data=data.validated_data)).data)
+    return Response(ToolServerOut(toolserver_update(server=server, data=data.validated_data),
+                                  context=_reader(request)).data)
 
 
 @extend_schema(request=None, responses={200: RefreshOut})
@@ -90,4 +103,4 @@ def toolserver_refresh_view(request, server_id: int):
     """List the server's tools again and say what changed (the space's admins)."""
     server = toolserver_get_for_admin(server_id=server_id, user=request.user)
     server, changes = toolserver_refresh(server=server)
-    return Response(RefreshOut(server, context={"changes": changes}).data)
+    return Response(RefreshOut(server, context={"changes": changes, **_reader(request)}).data)

@@ -45,6 +45,7 @@ from agentloom.toolservers.endpoints import (
     ToolServerError,
 )
 from agentloom.toolservers.http import GuardRefused, Trace, guarded_client
+from agentloom.toolservers.schemas import SchemaReferenceError, schema_check
 from models_catalog.errors import ProviderError
 from models_catalog.http import check_url
 
@@ -65,9 +66,9 @@ def tool_entry(tool: Any) -> dict[str, Any]:
 
 def tool_problem(entry: dict[str, Any]) -> str | None:
     """Why a listed tool cannot be offered to agents, or None: every provider takes an
-    object schema, and a schema no validator reads would fail every call."""
+    object schema, and a schema no validator reads, or one whose ``$ref`` points outside
+    itself (TOOL-6), would fail every call."""
     from jsonschema import SchemaError
-    from jsonschema.validators import validator_for
 
     if len(entry["description"]) > MAX_DESCRIPTION_CHARS:
         return f"its description is longer than {MAX_DESCRIPTION_CHARS:,} characters"
@@ -76,9 +77,11 @@ def tool_problem(entry: dict[str, Any]) -> str | None:
     if entry["input_schema"].get("type") != "object":
         return "its input schema is not an object schema"
     try:
-        validator_for(entry["input_schema"]).check_schema(entry["input_schema"])
+        schema_check(entry["input_schema"])
     except SchemaError:
         return "its input schema is not valid JSON Schema"
+    except SchemaReferenceError as exc:  # TOOL-6: left out, never fetched
+        return str(exc)
     return None
 
 

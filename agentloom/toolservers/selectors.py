@@ -30,6 +30,16 @@ def operator_servers() -> dict[str, OperatorServer]:
     return dict(getattr(settings, "MCP_OPERATOR_SERVERS", {}) or {})
 
 
+def sees_operator_commands(*, user) -> bool:
+    """Whether ``user`` may read how the operator's servers are started — command, arguments,
+    the names of their environment variables, the spaces they serve (TOOL-2). Operators only
+    (active staff who may view tool servers in the console): an argument may carry a token,
+    and members and space admins need no more than a server's name, its tools, and that it
+    is the operator's."""
+    return bool(user.is_authenticated and user.is_active and user.is_staff
+                and user.has_perm(f"{ToolServer._meta.app_label}.view_toolserver"))
+
+
 def _operator_visible(space_ids: set[int]) -> list[str]:
     return [name for name, server in operator_servers().items() if any(server.visible_to(s) for s in space_ids)]
 

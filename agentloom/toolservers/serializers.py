@@ -2,7 +2,8 @@
 
 Inputs check types only; the rules live in ``toolservers.validation`` and the services,
 so the console applies the same. Header values are inputs only: no output here has a
-field that could carry one (``header_hints`` are masked).
+field that could carry one (``header_hints`` are masked). How an operator's server is
+started (``operator``) is shown to operators only (``selectors.sees_operator_commands``).
 """
 from __future__ import annotations
 
@@ -65,8 +66,10 @@ class ToolServerOut(serializers.ModelSerializer):
 
     @extend_schema_field(OperatorOut(allow_null=True))
     def get_operator(self, server: ToolServer) -> dict[str, Any] | None:
+        """How an operator's server is started: for operators only (context
+        ``shows_commands``); null for everyone else, whom ``kind`` tells it is the operator's."""
         config = operator_servers().get(server.name) if server.space_id is None else None
-        if config is None:
+        if config is None or not self.context.get("shows_commands"):
             return None
         return {"command": config.command, "args": list(config.args), "env_names": sorted(config.env),
                 "spaces": list(config.spaces) if config.spaces is not None else None}

@@ -198,3 +198,15 @@ def test_the_openapi_schema_describes_the_catalog_and_agent_endpoints(api, alice
     for path in ("/api/models/discover", "/api/v1/model-connections/{connection_id}",
                  "/api/v1/agents/{agent_id}/publish", "/api/v1/agents/{agent_id}/versions"):
         assert path in text
+
+
+def test_members_never_read_an_agents_instructions_its_admins_do(api, alice, bob, agent, version):
+    """SPEC §9: the person chatting may not see the agent's instructions."""
+    assert agent.instructions and version.instructions
+    for path in (URL, f"{URL}/{agent.pk}"):
+        body = api(bob).get(path).json()
+        assert (body[0] if isinstance(body, list) else body)["instructions"] is None
+    assert api(bob).get(f"{URL}/{agent.pk}/versions").json()[0]["instructions"] is None
+    assert agent.instructions not in api(bob).get(f"{URL}/{agent.pk}").content.decode()
+    assert api(alice).get(f"{URL}/{agent.pk}").json()["instructions"] == agent.instructions
+    assert api(alice).get(f"{URL}/{agent.pk}/versions").json()[0]["instructions"] == version.instructions

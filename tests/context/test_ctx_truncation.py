@@ -8,7 +8,7 @@ from recordkit import assistant, call, image, result, text, user
 
 from context import Budget, answer_limit, project_records, truncate_content
 from context.policy import PLATFORM_MAX_OUTPUT_TOKENS
-from context.truncation import MIN_BLOCK_BUDGET, answer_bound, cap_for_storage, marker
+from context.truncation import MIN_BLOCK_BUDGET, answer_bound, cap_for_storage, marker, structured_for_storage
 
 MARKER = "\n\n[... truncated: "
 # Text without combining marks or joiners: a cut may step back over those (never splitting
@@ -51,6 +51,13 @@ def test_ctx7_stored_blocks_share_the_storage_bound_the_same_way() -> None:
     assert len(_texts(stored)) <= 100_000  # was 400 x 400 = 160,000
     assert _texts(stored).startswith("[0]") and _texts(stored).endswith("y")
     assert "when this result was stored" in _texts(stored)
+
+
+def test_ctx7_structured_content_is_stored_whole_up_to_the_cap_and_past_it_only_its_size() -> None:
+    small = {"sum": 5, "note": "é"}
+    assert structured_for_storage(small, 23) == (small, None)  # {"sum": 5, "note": "é"}: 23 characters
+    assert structured_for_storage(small, 22) == (None, {"characters": 23, "limit": 22})
+    assert structured_for_storage(None, 10) == (None, None)
 
 
 @given(content=st.lists(PART, min_size=1, max_size=120), limit=st.integers(1_000, 30_000),

@@ -20,6 +20,7 @@ every page. ``seen`` counts the JSON-RPC methods the server received (``initiali
 an ASGI wrapper, nothing patched; with ``legacy=True`` the same wrapper makes the server
 one of the protocol's earlier, stateful revision (sessions with ``Mcp-Session-Id``).
 ``rename_tool`` and ``reschema_tool`` change the server after an agent was published;
+``offer_with_schema`` adds a tool listed with a hand-written input schema;
 ``restart`` stops it and serves again on the same port.
 """
 from __future__ import annotations
@@ -247,6 +248,12 @@ class ToolServerApp:
             return text.upper() if loud else text
 
         self.mcp.add_tool(replaced, name=name, description="Repeat the text back.", annotations=READ_ONLY)
+
+    def offer_with_schema(self, fn: Any, schema: dict[str, Any]) -> None:
+        """The server offers ``fn`` as a tool but lists ``schema`` as its input schema, as a
+        server whose schemas are written by hand does (``$ref`` to wherever it likes)."""
+        self.mcp.add_tool(fn, annotations=READ_ONLY)
+        self.mcp._tool_manager.get_tool(fn.__name__).parameters = schema
 
     # -- serving --
 

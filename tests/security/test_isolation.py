@@ -1,11 +1,12 @@
 """Who reaches what (SPEC §11, RUN-11): every endpoint × owner, space admin, member, outsider,
 staff without the console's permission, a removed member, anonymous.
 
-A session and its runs, records, events and context belong to their creator alone, and
-only while they are still a member of the session's space: everyone else gets 404 (never
-403, which would confirm the id exists), space admins and staff included, and nothing
-changes. Staff read decrypted content through the API only with the console's own view
-permissions, and each such read is audited. Connections and agents belong to a space:
+A session and its runs, records and events belong to their creator alone, and only while
+they are still a member of the session's space: everyone else gets 404 (never 403, which
+would confirm the id exists), space admins and staff included, and nothing changes. The
+context inspector is the operators' alone (SPEC §9): the space's admins and staff with the
+console's view permissions, never the person chatting (404 on their own run); each read of
+someone else's session is audited. Connections and agents belong to a space:
 members read, admins write, outsiders get 404. Anonymous callers get 401 in the error shape.
 """
 from __future__ import annotations
@@ -77,7 +78,6 @@ SESSION_ENDPOINTS = [
     ("get", "/api/v1/runs/{run}", None, 200),
     ("get", "/api/v1/runs/{run}/events?format=json", None, 200),
     ("get", "/api/v1/runs/{run}/events", None, 200),  # the SSE stream
-    ("get", "/api/v1/runs/{run}/context", None, 200),
     ("post", "/api/v1/runs/{run}/resume", None, 409),  # a completed run: refused, but only to its owner
     ("post", "/api/v1/runs/{run}/supplements", {"content": "psst"}, 409),
     ("post", "/api/v1/runs/{run}/cancel", None, 202),
@@ -132,8 +132,6 @@ def test_staff_with_the_consoles_permissions_read_the_context_inspector_audited_
     assert AccessAudit.objects.filter(user=operator, run=story["run"], what="context_inspector").count() == 1
     # …and the permission opens nothing else of the session.
     for method, path, body, _ in SESSION_ENDPOINTS:
-        if path.endswith("/context"):
-            continue
         url = path.format(session=story["session"].pk, run=story["run"].pk)
         assert_error_shape(getattr(api(operator), method)(url, body, format="json"), 404)
     assert AccessAudit.objects.count() == 1
@@ -171,6 +169,44 @@ def test_the_console_and_the_api_answer_the_same_staff_the_same_way(api, story, 
 @pytest.fixture
 def bobs_story(bob, make_session):
     return _finished_story(make_session(bob))
+
+
+# --- the context inspector: operators only, never the person chatting (SPEC §9) -----------------------
+
+
+def test_the_person_chatting_never_reads_the_context_inspector_of_their_own_run(api, bobs_story, bob, mallory, olga):
+    from sessions.models import AccessAudit
+
+    url = f"/api/v1/runs/{bobs_story['run'].pk}/context"
+    assert api(bob).get(f"/api/v1/runs/{bobs_story['run'].pk}").status_code == 200  # his run, his to follow
+    for person, expected in ((bob, 404), (mallory, 404), (olga, 404), (ANONYMOUS, 401)):
+        response = api(person).get(url)
+        assert_error_shape(response, expected)
+        assert "Private" not in response.content.decode()
+    assert not AccessAudit.objects.exists()
+
+
+def test_the_spaces_admins_read_the_context_inspector_audited_when_the_session_is_someone_elses(
+        api, story, bobs_story, alice, carol):
+    from sessions.models import AccessAudit
+
+    for admin in (alice, carol):
+        response = api(admin).get(f"/api/v1/runs/{bobs_story['run'].pk}/context")
+        assert response.status_code == 200 and "Private question" in response.content.decode()
+        assert AccessAudit.objects.filter(user=admin, run=bobs_story["run"], what="context_inspector").count() == 1
+    mine = api(alice).get(f"/api/v1/runs/{story['run'].pk}/context")  # her own session: nothing to audit
+    assert mine.status_code == 200 and not AccessAudit.objects.filter(run=story["run"]).exists()
+    # …and administering the space opens nothing else of bob's session.
+    for method, path, body, _ in SESSION_ENDPOINTS:
+        url = path.format(session=bobs_story["session"].pk, run=bobs_story["run"].pk)
+        assert_error_shape(getattr(api(carol), method)(url, body, format="json"), 404)
+
+
+def test_an_admin_removed_from_the_space_no_longer_reads_its_context_inspector(api, bobs_story, carol, space):
+    url = f"/api/v1/runs/{bobs_story['run'].pk}/context"
+    assert api(carol).get(url).status_code == 200
+    _remove(carol, space)
+    assert_error_shape(api(carol).get(url), 404)
 
 
 @pytest.mark.parametrize("method, path, body, owner_status", SESSION_ENDPOINTS,

@@ -41,13 +41,36 @@ def test_tool2_a_worker_lists_the_operators_server_over_stdio_and_the_api_shows_
     assert time["kind"] == "operator" and time["transport"] == "stdio" and time["space"] is None
     assert {"get_current_time", "convert_time"} <= {tool["name"] for tool in time["tools"]}
     assert time["server_info"]["name"] == "mcp-time"
-    assert time["operator"]["env_names"] == ["TIME_SERVER_SECRET"]
     assert "operator-secret-value-42" not in json.dumps(listed)
     for method in ("patch", "delete"):
         refused = getattr(as_alice, method)(f"{URL}/{operator_time.pk}", {"name": "x"}, format="json")
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "read_only"
     assert as_alice.post(f"{URL}/{operator_time.pk}/refresh").status_code == 403
     assert as_mallory.get(URL).json() == [] and as_mallory.get(f"{URL}/{operator_time.pk}").status_code == 404
+
+
+def test_tool2_only_operators_read_how_the_operators_server_is_started(operator_time, as_alice, as_bob, olivia,
+                                                                        space):
+    """A token passed as an argument is the operator's: members and the space's admins see
+    the server's name, its tools and that it is the operator's, never its command line."""
+    from rest_framework.test import APIClient
+
+    from agentloom.spaces.models import Membership
+    from agentloom.spaces.services import membership_add
+
+    for person in (as_bob, as_alice):
+        for body in (person.get(URL).json()[0], person.get(f"{URL}/{operator_time.pk}").json()):
+            assert body["name"] == "time" and body["kind"] == "operator" and body["tools"]
+            assert body["operator"] is None
+            text = json.dumps(body)
+            assert "mcp_server_time" not in text and "--local-timezone" not in text and sys.executable not in text
+            assert "TIME_SERVER_SECRET" not in text
+    membership_add(space=space, user=olivia, role=Membership.Role.MEMBER)  # staff, reading through the API
+    as_olivia = APIClient()
+    as_olivia.force_authenticate(olivia)
+    shown = as_olivia.get(f"{URL}/{operator_time.pk}").json()["operator"]
+    assert shown["command"] == sys.executable and shown["args"][:2] == ["-m", "mcp_server_time"]
+    assert shown["env_names"] == ["TIME_SERVER_SECRET"] and shown["spaces"] == [space.pk]
 
 
 def test_tool2_no_api_call_can_add_or_start_a_command(as_alice, space):
