@@ -34,6 +34,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
+
 from agentloom.api.clients import address_bucket, client_of, trusted_proxy
 from agentloom.api.errors import TOO_LARGE_MESSAGE, error_body
 from agentloom.db_pool import BUSY_MESSAGE, RETRY_AFTER_SECONDS
@@ -62,6 +64,8 @@ class AdmissionLimit:
         self.clock = clock
         self.limit = limit
         self.per_client = per_client
+        # Read once: a Django setting costs half a microsecond a read, and most deployments list no proxy.
+        self.proxied = bool(settings.AGENTLOOM_TRUSTED_PROXIES)
         self.reader = BodyReader(body or BodyLimits())
         # The event loop is one thread: no lock. /healthz reads them from its request thread,
         # where a count a moment old is as good as any.
@@ -127,7 +131,7 @@ class AdmissionLimit:
         if self.per_client <= 0 or not peer:
             return None
         host = str(peer[0])
-        if trusted_proxy(host):
+        if self.proxied and trusted_proxy(host):
             forwarded = b",".join(value for name, value in scope.get("headers", ()) if name == b"x-forwarded-for")
             host = client_of(host, forwarded.decode("latin-1"))
         return address_bucket(host)
