@@ -84,9 +84,12 @@ class Echo:
 
 
 async def until(predicate, what: str) -> None:
-    async with asyncio.timeout(DEADLINE):
-        while not predicate():
-            await asyncio.sleep(0.001)
+    try:
+        async with asyncio.timeout(DEADLINE):
+            while not predicate():
+                await asyncio.sleep(0.001)
+    except TimeoutError:
+        raise AssertionError(f"{what}: not within {DEADLINE} s") from None
 
 
 def test_a_request_whose_body_is_still_coming_holds_no_place_and_is_served_whole_once_it_has_come():
