@@ -22,8 +22,10 @@ Every shipped command starts uvicorn with ``--http agentloom.http_protocol:Bound
   the door bounds the clients behind them by the address they forward.
 
 A server stopping closes the connections whose request body is still coming, instead of
-waiting out its grace period for them. Only what uvicorn leaves to a subclass is
-touched: its hooks are called, never copied.
+waiting out its grace period for them. uvicorn's methods are extended, never copied; the
+subclass reads a few of its protocol's attributes (``conn``, ``cycle``, the keep-alive
+timer), as of the uvicorn pinned in constraints.txt — tests/security/test_slow_clients.py
+drives each bound through a real server, so an upgrade that moves them fails there.
 """
 from __future__ import annotations
 
