@@ -11,4 +11,5 @@ COPY static ./static
 COPY manage.py ./
 RUN pip install --no-cache-dir -c constraints.txt . && python -c "import agentloom"
 EXPOSE 8000
-CMD ["python", "-m", "uvicorn", "agentloom.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-proxy-headers", "--lifespan", "on", "--timeout-keep-alive", "30"]
+CMD ["python", "-m", "uvicorn", "agentloom.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-proxy-headers", "--lifespan", "on", "--timeout-keep-alive", "30", \
+     "--http", "agentloom.http_protocol:BoundedH11Protocol"]

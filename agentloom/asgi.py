@@ -29,6 +29,8 @@ from django.conf import settings  # noqa: E402  (configured by django.setup abov
 
 from agentloom.admission import AdmissionLimit  # noqa: E402
 from agentloom.collector import SettleAtStartup  # noqa: E402
+from agentloom.request_body import BodyLimits  # noqa: E402
 
-door = AdmissionLimit(django_application, limit=settings.AGENTLOOM_WEB_MAX_PENDING)
+door = AdmissionLimit(django_application, limit=settings.AGENTLOOM_WEB_MAX_PENDING,
+                      per_client=settings.AGENTLOOM_WEB_MAX_CONNECTIONS_PER_CLIENT, body=BodyLimits.from_settings())
 application = SettleAtStartup(door)

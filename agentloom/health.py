@@ -1,9 +1,12 @@
-"""GET /healthz: the database, the broker and the workers, as an orchestrator's probe sees them.
+"""GET /healthz: the database, the broker, the workers and this web process's door, as an
+orchestrator's probe sees them.
 
-200 when the database answers and a worker has written its heartbeat within
-``AGENTLOOM_HEARTBEAT_STALE_SECONDS`` (or tasks run inline); 503 otherwise. The web keeps
-serving pages either way: a 503 says questions would wait for a worker, not that the
-site is down.
+200 when the database answers, a worker has written its heartbeat within
+``AGENTLOOM_HEARTBEAT_STALE_SECONDS`` (or tasks run inline) and this process's door is
+taking work; 503 otherwise. The web keeps serving pages either way: a 503 says questions
+would wait for a worker, or that this process is shedding load (``"web": "refusing"``:
+its door is full or refused a request within the last seconds, agentloom/admission.py) —
+a balancer should send new work elsewhere, not restart it.
 
 Anyone may ask (a probe carries no credentials), so everyone gets the status and the
 state of each part in fixed words. What names the deployment — each live worker's host,
@@ -23,10 +26,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from agentloom.accounts.services import token_check
+from agentloom.admission import DOOR_SCOPE_KEY
 from agentloom.runloop.workers import workers_live
 
 # What every caller sees; the rest of the body is for operators.
-PUBLIC_FIELDS = ("status", "database", "broker", "worker")
+PUBLIC_FIELDS = ("status", "database", "broker", "worker", "web")
 
 
 def _database_ok() -> bool:
@@ -71,6 +75,13 @@ def _workers() -> dict:
     }
 
 
+def _door(request) -> dict:
+    """``web``: ok, or refusing while the door this request came through sheds load. A
+    request that came through no door (a test client) was refused by nobody."""
+    door = getattr(request, "scope", {}).get(DOOR_SCOPE_KEY)
+    return door.health() if door is not None else {"web": "ok"}
+
+
 def _operator(request) -> bool:
     """A staff user, by the console's session or by an API token (no token: no question asked)."""
     try:
@@ -96,8 +107,9 @@ def healthz(request):
         "broker": _broker_status(),
         "broker_kind": "redis" if settings.REDIS_URL else "filesystem",
         **(_workers() if database == "ok" else {"worker": "unknown", "workers": []}),
+        **_door(request),
     }
-    healthy = database == "ok" and body["worker"] in {"ok", "inline"}
+    healthy = database == "ok" and body["worker"] in {"ok", "inline"} and body["web"] == "ok"
     body["status"] = "ok" if healthy else "unavailable"
     if not _operator(request):
         body = {name: body[name] for name in PUBLIC_FIELDS}

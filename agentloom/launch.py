@@ -30,6 +30,9 @@ MAX_RESTART_DELAY = 30.0
 # load its event loop runs late, and a 5 s close races the client's next request on that
 # connection (which then ends with no answer at all); 30 s keeps it clear of a Retry-After.
 KEEP_ALIVE_SECONDS = "30"
+# uvicorn's h11 protocol with a time-out on request headers and a bound on connections per
+# client (issue #44); the compose file and the Dockerfile name the same.
+HTTP_PROTOCOL = "agentloom.http_protocol:BoundedH11Protocol"
 STOP_GRACE_SECONDS = 5.0  # the worker has already ended its runs; this only lets it close cleanly
 POLL_SECONDS = 0.1
 
@@ -131,10 +134,12 @@ def web_command(*, python: str, host: str, port: int, trusted_proxies: list[str]
     header's address as the peer, so anyone on the machine (or a local proxy passing the
     header through) could pick a fresh address per request and escape every rate limit.
     The lifespan protocol is answered by ``agentloom.collector.SettleAtStartup`` (Django's
-    handler has none): its start-up settles the garbage collector for serving.
+    handler has none): its start-up settles the garbage collector for serving. The HTTP
+    protocol is uvicorn's h11 one with the bounds of ``agentloom.http_protocol``.
     """
     command = [python, "-m", "uvicorn", "agentloom.asgi:application", "--host", host, "--port", str(port),
-               "--timeout-graceful-shutdown", "3", "--lifespan", "on", "--timeout-keep-alive", KEEP_ALIVE_SECONDS]
+               "--timeout-graceful-shutdown", "3", "--lifespan", "on", "--timeout-keep-alive", KEEP_ALIVE_SECONDS,
+               "--http", HTTP_PROTOCOL]
     if trusted_proxies:
         return [*command, "--proxy-headers", "--forwarded-allow-ips", ",".join(trusted_proxies)]
     return [*command, "--no-proxy-headers"]

@@ -86,6 +86,16 @@ AGENTLOOM_WORKER_DB_POOL_TIMEOUT = env_float("AGENTLOOM_WORKER_DB_POOL_TIMEOUT",
 # Requests one web process lets wait for their answer at once; the next is refused at
 # once with 503 and Retry-After (agentloom/admission.py). 0: no bound.
 AGENTLOOM_WEB_MAX_PENDING = env_int("AGENTLOOM_WEB_MAX_PENDING", 64, minimum=0, maximum=100_000)
+# Slow and greedy clients (issue #44, docs/operations.md "Slow and greedy clients"): a
+# request's headers must be complete this long after its first byte (agentloom/http_protocol.py);
+# its body may pause this long between two pieces and take this long in all
+# (agentloom/request_body.py); one client address holds at most this many connections, and
+# requests at the door (agentloom/admission.py). 0: no per-client bound.
+AGENTLOOM_WEB_HEADER_TIMEOUT = env_float("AGENTLOOM_WEB_HEADER_TIMEOUT", 10.0, minimum=0.1)
+AGENTLOOM_WEB_BODY_IDLE_TIMEOUT = env_float("AGENTLOOM_WEB_BODY_IDLE_TIMEOUT", 20.0, minimum=0.1)
+AGENTLOOM_WEB_BODY_TIMEOUT = env_float("AGENTLOOM_WEB_BODY_TIMEOUT", 300.0, minimum=0.1)
+AGENTLOOM_WEB_MAX_CONNECTIONS_PER_CLIENT = env_int("AGENTLOOM_WEB_MAX_CONNECTIONS_PER_CLIENT", 32, minimum=0,
+                                                   maximum=100_000)
 # PgBouncer in transaction mode hands each transaction any server connection: a named
 # (server-side) cursor would not survive its transaction there (docs/operations.md).
 AGENTLOOM_DB_TRANSACTION_POOLER = env_bool("AGENTLOOM_DB_TRANSACTION_POOLER", False)

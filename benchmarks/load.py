@@ -403,11 +403,15 @@ def _provider_serve(pipe, hang: bool) -> None:
 
 
 def _run(args, tally: Tally, state: dict) -> None:
+    from agentloom.launch import HTTP_PROTOCOL
     from tests.fakes.fake_provider import FakeProvider
 
     provider = ProviderProcess(hang="hang" in args.fault)
     state["rejections"] = provider.rejections
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentloom.settings", "LOG_LEVEL": "WARNING"}
+    # Every simulated user comes from 127.0.0.1: one client address, whose connections and
+    # requests at the door are bounded far above what the run opens (the bound's code still runs).
+    env = {"AGENTLOOM_WEB_MAX_CONNECTIONS_PER_CLIENT": "100000", **os.environ,
+           "DJANGO_SETTINGS_MODULE": "agentloom.settings", "LOG_LEVEL": "WARNING"}
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     processes: list[subprocess.Popen] = []
@@ -418,7 +422,8 @@ def _run(args, tally: Tally, state: dict) -> None:
         try:
             processes.append(_start(
                 [sys.executable, "-m", "uvicorn", "agentloom.asgi:application", "--host", "127.0.0.1",
-                 "--port", str(port), "--log-level", "warning", "--no-access-log", "--timeout-keep-alive", "30"], env))
+                 "--port", str(port), "--log-level", "warning", "--no-access-log", "--timeout-keep-alive", "30",
+                 "--http", HTTP_PROTOCOL], env))
             for index in range(args.workers):
                 processes.append(_start(
                     [sys.executable, "-m", "celery", "-A", "agentloom", "worker", "--pool=threads", "--concurrency=16",

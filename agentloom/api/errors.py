@@ -18,6 +18,8 @@ from agentloom.errors import DomainError
 
 logger = logging.getLogger("agentloom.api")
 
+TOO_LARGE_MESSAGE = "The request body is larger than this server accepts."
+
 
 def error_body(code: str, message: str, fields: dict | None = None) -> dict:
     body: dict = {"code": code, "message": message}
@@ -70,7 +72,7 @@ def exception_handler(exc, context) -> Response:
     if isinstance(exc, DjangoPermissionDenied):
         return Response(error_body("forbidden", "You do not have permission to do this."), status=403)
     if isinstance(exc, RequestDataTooBig):  # raised while DRF reads a body past AGENTLOOM_MAX_REQUEST_BYTES
-        return Response(error_body("too_large", "The request body is larger than this server accepts."), status=413)
+        return Response(error_body("too_large", TOO_LARGE_MESSAGE), status=413)
     if isinstance(exc, SuspiciousOperation):  # e.g. too many form fields: Django itself answers these with 400
         return Response(error_body("invalid", "Bad request."), status=400)
     if isinstance(exc, drf.ValidationError):

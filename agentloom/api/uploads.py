@@ -7,6 +7,10 @@ too: against the same bound everywhere, and against the setting a view names wit
 ``file_too_large``) on that view only. It runs whenever the body is parsed — also during authentication, when the CSRF
 check reads the form — so the bound is the view's own from the first byte; a declared
 ``Content-Length`` past it is refused before anything is read.
+
+The door reads each body before the view runs (``agentloom/request_body.py``, issue #44);
+:func:`body_bound` tells it the most any view could take, so that it stops reading only
+what the view would refuse anyway, with the view's own error.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.files.uploadhandler import FileUploadHandler
+from django.urls import Resolver404, resolve
 
 UPLOAD_BOUND_ATTRIBUTE = "upload_bound"
 
@@ -27,6 +32,28 @@ def upload_bound(setting: str, refuse: Callable[[int], Exception]) -> Callable[[
         setattr(view, UPLOAD_BOUND_ATTRIBUTE, (setting, refuse))
         return view
     return mark
+
+
+def request_bytes_bound() -> int:
+    """The largest body a view without an upload bound can take: its file parts and its
+    form fields are each bounded by ``AGENTLOOM_MAX_REQUEST_BYTES``."""
+    return 2 * settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def body_bound(path: str) -> tuple[int, Exception]:
+    """The largest body the view at ``path`` can take, and the error it answers past it.
+
+    Resolving the path costs a little, so the door asks only for a body already past
+    :func:`request_bytes_bound`."""
+    try:
+        bound = getattr(resolve(path).func, UPLOAD_BOUND_ATTRIBUTE, None)
+    except Resolver404:
+        bound = None
+    if bound is None:
+        return request_bytes_bound(), RequestDataTooBig("Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE.")
+    setting, refuse = bound
+    limit = getattr(settings, setting)
+    return limit + settings.DATA_UPLOAD_MAX_MEMORY_SIZE, refuse(limit)
 
 
 class BoundedUploadHandler(FileUploadHandler):

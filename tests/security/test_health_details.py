@@ -44,7 +44,8 @@ def _assert_public_only(response, status: int) -> None:
 def test_an_anonymous_probe_gets_the_status_and_not_the_workers(beating):
     response = Client().get("/healthz")
     _assert_public_only(response, 200)
-    assert response.json() == {"status": "ok", "database": "ok", "broker": response.json()["broker"], "worker": "ok"}
+    assert response.json() == {"status": "ok", "database": "ok", "broker": response.json()["broker"], "worker": "ok",
+                               "web": "ok"}
 
 
 def test_an_anonymous_probe_still_gets_503_when_no_worker_beats():
