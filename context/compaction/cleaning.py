@@ -8,9 +8,10 @@ so nothing in it can close the block that holds it or pose as system text.
 
 A summary longer than its room is shortened between sentences, never inside a word, and
 never by emptying a section to keep another whole -- the user messages of section 6 from
-the oldest, the next step of section 9 late -- and with nothing put in its place: the model reads a summary as content, and a note such as
-"[… characters omitted …]" is repeated to the user as if it were part of the story. The
-engine's metrics say that it was shortened (``summary_cut_chars``), not the text.
+the oldest, the next step of section 9 late -- and with nothing put in its place: the
+model reads a summary as content, and a note such as "[… characters omitted …]" is
+repeated to the user as if it were part of the story. The engine's metrics say that it
+was shortened (``summary_cut_chars``), not the text.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ from context.policy import PLATFORM_MAX_OUTPUT_TOKENS
 from context.truncation import MIN_BLOCK_BUDGET, answer_bound, cap_for_storage, marker
 
 MARKER = "\n\n[... truncated: "
-MARKER_RE = re.compile(r"\n\n\[\.\.\. truncated: (\d+) of (\d+) characters omitted from the middle \(record seq [^)]*\); "
-                       r"the full text is kept in the records and read_record pages through it \.\.\.\]\n\n")
+MARKER_RE = re.compile(r"\n\n\[\.\.\. truncated: (\d+) of (\d+) characters omitted from the middle "
+                       r"\(record seq [^)]*\); the full text is kept in the records and read_record pages "
+                       r"through it \.\.\.\]\n\n")
 # Text without combining marks or joiners: a cut may step back over those (never splitting
 # a visible character), which would make "the first 64 characters are kept" approximate.
 PLAIN = st.characters(blacklist_categories=("Cs", "Mn", "Me"), blacklist_characters="\u200d\ufe0e\ufe0f")
