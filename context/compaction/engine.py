@@ -165,8 +165,8 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         "threshold": threshold, "target": target, "target_reached": False, "hard_limit": effective,
         "summary_calls": 0, "retries": 0, "summary_chars": 0, "summary_cap": None, "summary_output_limit": None,
         "summary_cut_chars": 0, "estimator_id": estimator.id, "segments": [], "planned_segments": 0,
-        "covered": None, "retained_messages": 0, "summarized_messages": 0, "summary_failure": None,
-        "error_code": None, "state_room": None, "state_cost": None, "summary_form": None,
+        "covered": None, "covered_ranges": None, "retained_messages": 0, "summarized_messages": 0,
+        "summary_failure": None, "error_code": None, "state_room": None, "state_cost": None, "summary_form": None,
         "unknown_calls_in_block": 0,
     }
 
