@@ -1,6 +1,6 @@
 """The projector's second pass: pairing, ids, placeholders, late results, screenshots.
 
-It reads the items the first pass (``projector._Reader``) collected and writes the
+It reads the items the first pass (``reader.Reader``) collected and writes the
 message list. It can start part-way: a *settled* prefix of the items — one whose output
 no record appended later can change — is kept with its output (``Settled``), and the
 next pass reads only the items after it. That is what keeps a step's cost proportional
@@ -33,8 +33,10 @@ from context import records as rec
 from context.ids import IdAllocator, is_portable_id
 from context.media import trim_screenshots
 from context.pairing import Call, Closures, Result, call_outcome, pair
+from context.traces import Trace
 
-# One item of the first pass (``projector._Reader.items``): (tag, a, b, run, seq, source seq).
+# One item of the first pass (``reader.Reader.items``): (tag, a, b, run, seq, origin): origin a record's
+# seq, or the trace of a checkpoint's or starting view's message (CTX-41).
 Item = tuple[int, Any, Any, Any, Any, Any]
 
 # What the first pass makes of a record: a plain message, an assistant message (with its
@@ -60,6 +62,7 @@ class Settled:
     items: int = 0
     out: list[dict[str, Any]] = field(default_factory=list)
     sources: list[tuple[int, int] | None] = field(default_factory=list)
+    traces: list[Trace] = field(default_factory=list)
     repairs: list[dict[str, Any]] = field(default_factory=list)  # screenshot trims are never kept
     imaged: list[int] = field(default_factory=list)  # screen observations that had images
     ids: int = 0
@@ -80,6 +83,14 @@ def _source(seq: Any) -> tuple[int, int] | None:
 
 def _result_source(result: Result) -> tuple[int, int] | None:
     return _source(result.seq) if result.scope[0] == "records" else None
+
+
+def _trace(origin: Any) -> Trace:
+    # CTX-41: a record's seq stands for that record; a checkpoint's or a starting view's
+    # message carries the trace it was stored with (empty: not known).
+    if isinstance(origin, tuple):
+        return origin
+    return ((origin, origin),) if isinstance(origin, int) and not isinstance(origin, bool) else ()
 
 
 def _pair_tail(items: list[Item], closures: Closures, ended: list[Call], once: bool) -> dict[int, int]:
@@ -107,10 +118,10 @@ def _pair_tail(items: list[Item], closures: Closures, ended: list[Call], once: b
 def assemble(items: list[Item], closures: Closures, notes: dict[int, list[dict[str, Any]]],
              open_runs: Collection[Any], screen_tools: Collection[str], settled: Settled,
              repairs: list[dict[str, Any]] | None, once: bool = False,
-             track: bool = True) -> tuple[list[dict[str, Any]], list[tuple[int, int] | None]]:
+             track: bool = True) -> tuple[list[dict[str, Any]], list[tuple[int, int] | None], list[Trace]]:
     """Write the output for ``items``, starting after ``settled`` (which is moved forward
-    to the longest settled prefix). Returns the messages and one source per message (none
-    unless ``track``); ``repairs`` (when a list) receives every repair, each with its
+    to the longest settled prefix). Returns the messages, and one source and one trace per
+    message (none unless ``track``); ``repairs`` (when a list) receives every repair, each with its
     ``position``. ``once``: no pass comes after this one (``project_records``), so nothing
     is kept and the items' own dicts may become the output."""
     start = settled.items
@@ -123,6 +134,7 @@ def assemble(items: list[Item], closures: Closures, notes: dict[int, list[dict[s
     tail_seen_set: set[Any] = set()
     out = list(settled.out)
     sources = list(settled.sources)
+    traces = list(settled.traces)
     found: list[dict[str, Any]] = list(settled.repairs) if repairs is not None else []
     screens: list[int] = []  # this pass's screen observations
     closes = -1.0  # the last position a call read so far waits for
@@ -137,6 +149,7 @@ def assemble(items: list[Item], closures: Closures, notes: dict[int, list[dict[s
             out.append(a)
             if track:
                 sources.append(_source(origin))
+                traces.append(_trace(origin))
         elif tag == ITEM_ASSISTANT:
             # Only an assistant message opens calls, so the last settled boundary is before
             # one of them or at the end: marks are taken there alone.
@@ -178,6 +191,7 @@ def assemble(items: list[Item], closures: Closures, notes: dict[int, list[dict[s
             out.append(message)
             if track:
                 sources.append(_source(origin))
+                traces.append(_trace(origin))
             for call in kept:
                 answer = call.answer
                 content = answer.content if answer is not None else rec.UNKNOWN_OUTCOME_TEXT
@@ -188,6 +202,7 @@ def assemble(items: list[Item], closures: Closures, notes: dict[int, list[dict[s
                 out.append({"role": "tool", "tool_call_id": call.new_id, "content": content})
                 if track:  # a placeholder comes from no record
                     sources.append(_result_source(answer) if answer is not None else None)
+                    traces.append(_trace(answer.origin) if answer is not None else ())
                 if answer is not None and (answer.screen or call.name in screen_tools):
                     screens.append(len(out) - 1)
         else:
@@ -203,6 +218,7 @@ def assemble(items: list[Item], closures: Closures, notes: dict[int, list[dict[s
                 out.append({"role": "user", "content": _late_content(call, a)})
                 if track:
                     sources.append(_result_source(a))
+                    traces.append(_trace(a.origin))
                 if a.screen or call.name in screen_tools:
                     screens.append(len(out) - 1)
     if closes < len(tail) and not once:
@@ -217,6 +233,7 @@ def assemble(items: list[Item], closures: Closures, notes: dict[int, list[dict[s
         settled.ended += ended[:ended_length]
         settled.items = items_settled
         settled.out, settled.sources = out[:length], sources[:length] if track else []
+        settled.traces = traces[:length] if track else []
         settled.repairs = found[:found_length] if repairs is not None else []
         settled.imaged = imaged[:bisect_left(imaged, length)]
         seen_ids.update(tail_seen[:seen_length])
@@ -225,4 +242,4 @@ def assemble(items: list[Item], closures: Closures, notes: dict[int, list[dict[s
         for position in trimmed:
             repairs.append(note("screenshot_trimmed", "an older screen observation: only the newest keeps its "
                                                       "images (CTX-8)", None, position=position))
-    return out, sources
+    return out, sources, traces

@@ -43,10 +43,10 @@ class Call:
 class Result:
     """One stored tool result (or delegation result), not yet paired."""
 
-    __slots__ = ("raw_id", "scope", "index", "seq", "status", "content", "screen", "call")
+    __slots__ = ("raw_id", "scope", "index", "seq", "status", "content", "screen", "origin", "call")
 
     def __init__(self, raw_id: Any, scope: Scope, index: int, seq: Any, status: str,
-                 content: Any, screen: bool) -> None:
+                 content: Any, screen: bool, origin: Any = None) -> None:
         self.raw_id = raw_id
         self.scope = scope
         self.index = index
@@ -54,6 +54,7 @@ class Result:
         self.status = status
         self.content = content
         self.screen = screen  # flagged observes_screen by the record itself
+        self.origin = origin  # its record's seq, or the trace of a checkpoint's message (CTX-41)
         self.call: Call | None = None
 
 

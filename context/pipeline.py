@@ -134,6 +134,7 @@ class Start:
     watermark: int = 0
     messages: Sequence[Mapping[str, Any]] | None = None
     estimator_id: str | None = None
+    traces: Sequence[Any] | None = None  # stored with ``messages``: the records each stands for (CTX-41)
 
 
 @dataclass(frozen=True)
@@ -156,12 +157,14 @@ class Send:
 @dataclass(frozen=True)
 class CompactFirst:
     """The next action: compact before sending (CTX-30). ``tokens`` is the calibrated
-    figure of the request the trigger judged; ``projected`` what the summary reads."""
+    figure of the request the trigger judged and ``estimate`` our estimate of it before
+    calibration (CTX-41); ``projected`` what the summary reads."""
 
     trigger: str
     tokens: int
     projected: Projected
     start: Start
+    estimate: int | None = None
 
 
 class ContextTooLong(Exception):
@@ -237,7 +240,7 @@ class InstanceContext:
             view, watermark = (start.messages, start.watermark) if start.messages is not None else (None, None)
             self._projection = Projection(screen_tools=self.screen_tools, tool_result_limit=self.tool_result_limit,
                                           start_view=view, start_watermark=watermark, repairs=True,
-                                          answer_limit=self.answer_limit)
+                                          answer_limit=self.answer_limit, start_traces=start.traces)
             self._fed = 0
         self._projection.extend(self.records[self._fed:])
         self._fed = len(self.records)
@@ -296,18 +299,20 @@ class ContextPipeline:
         start = self.context.start
         if start is None:
             raise RuntimeError("load the context before its first step")
-        return CompactFirst(trigger=trigger, tokens=figure, projected=projected, start=start)
+        return CompactFirst(trigger=trigger, tokens=figure, projected=projected, start=start,
+                            estimate=pending.estimate)
 
-    def measure(self, system: Mapping[str, Any], tools: Sequence[Mapping[str, Any]]) -> tuple[int, bool]:
-        """The calibrated figure of a request of the view as it is now (after the last
-        answer), and whether it is past the prepare point (CTX-45: a run that ends above
-        it has a summary prepared for the next question). Builds nothing it keeps."""
+    def measure(self, system: Mapping[str, Any], tools: Sequence[Mapping[str, Any]]) -> tuple[int, int, bool]:
+        """Our estimate and the calibrated figure of a request of the view as it is now
+        (after the last answer), and whether it is past the prepare point (CTX-45: a run
+        that ends above it has a summary prepared for the next question). Builds nothing
+        it keeps."""
         if self.policy is None:
-            return 0, False
+            return 0, 0, False
         messages = [system, *self.context.projected().messages]
         _, estimate, _ = self._request(messages, tools, builder=request_builder(self.shape))
         figure = self.figures.figure(estimate)
-        return figure, figure >= self.figures.budget.prepare_threshold(self.policy)
+        return estimate, figure, figure >= self.figures.budget.prepare_threshold(self.policy)
 
     def without_compaction(self) -> Send:
         """The request ``next_action`` prepared, when the compaction it asked for made

@@ -53,6 +53,7 @@ LATE_RESULT_HEADER = (
     "unknown; this is what the tool reported afterwards:"
 )
 COMMAND_HEADER = "[Command run by the user]"
+UNKNOWN_STATUS_LINE = "[tool status: unknown]"  # how a result recorded with status unknown opens
 
 
 def is_role(value: Any) -> bool:
@@ -141,6 +142,19 @@ def prefix_content(content: str | list[dict[str, Any]], prefix: str) -> str | li
     if isinstance(content, str):
         return prefix + content
     return [{"type": "text", "text": prefix.rstrip("\n")}, *content]
+
+
+def shows_unknown_outcome(message: Mapping[str, Any]) -> bool:
+    """True for a view's tool message that says its call's outcome is unknown: the CTX-3
+    placeholder, or a result recorded with status ``unknown`` (RUN-6), whose first line the
+    projector renders as ``[tool status: unknown]``."""
+    if message.get("role") != "tool":
+        return False
+    content = message.get("content")
+    if isinstance(content, str):
+        return content == UNKNOWN_OUTCOME_TEXT or content.startswith(UNKNOWN_STATUS_LINE + "\n")
+    return bool(isinstance(content, list) and content and is_text_part(content[0])
+                and content[0]["text"] == UNKNOWN_STATUS_LINE)
 
 
 def suffix_content(content: str | list[dict[str, Any]] | None, suffix: str) -> str | list[dict[str, Any]]:

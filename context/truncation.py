@@ -4,10 +4,13 @@ The model view keeps the head and the tail of a long text -- a log's final error
 as much as its first lines -- with one marker in between that names what was left out and
 which record holds the full text. The records always keep the whole result.
 
-The bound is for the whole result: a result of several text blocks shares it, every
-block kept in order while each long one can keep ``MIN_BLOCK_BUDGET`` characters; past
-that (very many long blocks) the blocks are cut as one text, the head of the first ones
-and the tail of the last ones, with one marker where the middle was.
+The bound is for the whole result, and it wins over keeping every block (CTX-7's
+precedence): a result of several text blocks shares it, every block kept in order, each
+long one with its own marker, while each long block can keep ``MIN_BLOCK_BUDGET``
+characters and their markers take at most a tenth of the bound (``MARKER_SHARE``); past
+that (many long blocks) the blocks are cut as one text, the head of the first ones and the
+tail of the last ones, with one marker where the middle was. 55 blocks of 1,000 characters
+used to keep a marker each: 8,635 of the 24,000 characters (36%) were markers.
 
 Answers have two bounds: the view shows one like a tool result (the projector), and
 ``answer_bound`` is how much of one the run loop keeps while it streams.
@@ -28,6 +31,11 @@ DEFAULT_TOOL_RESULT_LIMIT = 24_000
 # Below this share a block would be mostly marker. While every long block of a result can
 # keep this much, each keeps its own head and tail; otherwise the result is cut as a whole.
 MIN_BLOCK_BUDGET = 400
+
+# The markers of a result cut block by block take at most this share of its bound (CTX-7):
+# past it the blocks are cut as one text, with one marker. At 24,000 characters that is 14
+# blocks each with its own marker of about 160 characters.
+MARKER_SHARE = 0.1
 
 # What is kept of an answer while it streams, per token of its output limit. No answer
 # measured (1,628 of the corpus, six real tokenizers) averages more than 6.4 characters a
@@ -89,9 +97,10 @@ def truncate_text(text: str, limit: int = DEFAULT_TOOL_RESULT_LIMIT, seq: Any = 
     """Return ``text`` cut to at most ``limit`` characters, marker included.
 
     Cuts fall on code-point boundaries and never separate a character from its combining
-    marks. A text that already carries a marker is re-cut around that marker, so the
-    result still has exactly one, and it keeps reporting the original total size and
-    record (re-truncating a checkpoint's text must not lose where it came from).
+    marks. A text that already carries markers is re-cut around them -- its head ends
+    before the first, its tail starts after the last -- so the result still has exactly
+    one, and it keeps reporting the original total size and record (re-truncating a
+    checkpoint's text must not lose where it came from).
     """
     if len(text) <= limit:
         return text
@@ -108,17 +117,17 @@ def head_tail(text: str, budget: int) -> tuple[int, int]:
     return _head_end(text, head_len), _tail_start(text, len(text) - (max(budget, 0) - head_len))
 
 
-def _view_parts(text: str, limit: int, seq: Any, *, joined: bool = False) -> _Parts:
-    # One marker in the text is an earlier cut, re-cut around; several (a result whose
-    # blocks were each cut, now cut as one text) are ordinary text of the new head or tail.
-    # Blocks cut as one text (``joined``) are cut afresh: a marker inside is one block's
-    # earlier cut, and its totals are not the joined text's.
-    found = None if joined else _MARKER_RE.search(text)
-    if found and _MARKER_RE.search(text, found.end()):
-        found = None
+def _view_parts(text: str, limit: int, seq: Any) -> _Parts:
+    # Markers already in the text are earlier cuts -- of this text, or of blocks now cut as
+    # one text. What lies between the first and the last is not contiguous text any more,
+    # so the new head ends before the first and the new tail starts after the last, and
+    # the one new marker reports the original size: the text outside the markers plus
+    # what each of them says it left out, and the record the first one names.
+    found = list(_MARKER_RE.finditer(text))
     if found:
-        head, tail = text[: found.start()], text[found.end() :]
-        total, seq = int(found.group(2)), found.group(3)
+        head, tail = text[: found[0].start()], text[found[-1].end() :]
+        total = len(text) - sum(len(m.group()) for m in found) + sum(int(m.group(1)) for m in found)
+        seq = found[0].group(3)
     else:
         head, tail, total = text, text, len(text)
     # Size the marker with the largest numbers it can show so the budget is never exceeded.
@@ -126,7 +135,7 @@ def _view_parts(text: str, limit: int, seq: Any, *, joined: bool = False) -> _Pa
     head_len = budget // 2
     tail_len = budget - head_len
     if found:
-        # Around an existing marker one side may already be short; give its spare budget
+        # Around existing markers one side may already be short; give its spare budget
         # to the other side.
         head_len = min(head_len, len(head))
         tail_len = min(budget - head_len, len(tail))
@@ -156,7 +165,21 @@ def cap_for_storage(content: str | list[dict[str, Any]], limit: int) -> str | li
     log is kept, CTX-7). Text blocks share the budget as in the view; images are left alone."""
     if isinstance(content, str):
         return _stored_cut(content, limit)
-    return _cut_blocks(content, limit, _stored_cut, lambda text: _stored_parts(text, limit))
+    return _cut_blocks(content, limit, _stored_parts, _stored_marks)
+
+
+_STORED_MARKER_RE = re.compile(
+    r"\n\n\[\.\.\. [\d,]+ of [\d,]+ characters omitted from the middle when this result was stored: "
+    r"the platform keeps at most [\d,]+ characters of one tool result \.\.\.\]\n\n"
+)
+
+
+def _stored_marks(text: str) -> int:
+    return sum(len(found.group()) for found in _STORED_MARKER_RE.finditer(text))
+
+
+def _view_marks(text: str) -> int:
+    return sum(len(found.group()) for found in _MARKER_RE.finditer(text))
 
 
 def structured_for_storage(structured: dict[str, Any] | None,
@@ -213,30 +236,42 @@ def _allocate(sizes: list[int], budget: int) -> list[int] | None:
     return shares
 
 
-def _cut_blocks(content: list[dict[str, Any]], limit: int, cut: Callable[[str, int], str],
-                whole: Callable[[str], _Parts]) -> list[dict[str, Any]]:
-    """Text blocks over ``limit`` in all: each long block cut to its fair share (``cut``),
-    or, when the shares would be too small, the blocks cut as one text (``whole`` gives the
-    head, marker and tail of their joined text)."""
+def _cut_blocks(content: list[dict[str, Any]], limit: int, parts: Callable[[str, int], _Parts],
+                marked: Callable[[str], int]) -> list[dict[str, Any]]:
+    """Text blocks over ``limit`` in all: each long block cut to its fair share, or, when
+    the shares would be too small or the markers would take more than ``MARKER_SHARE`` of
+    the bound, the blocks cut as one text. ``parts(text, bound)`` gives the head, marker
+    and tail of a text cut to ``bound`` characters; ``marked(text)`` the characters of the
+    markers a text already holds."""
     sizes = [len(p["text"]) if is_text_part(p) else 0 for p in content]
     if sum(sizes) <= limit:
         return content
     texts = [i for i, size in enumerate(sizes) if size]
     shares = _allocate([sizes[i] for i in texts], limit)
     if shares is None:
-        return _cut_as_one(content, whole)
+        return _cut_as_one(content, parts(_joined(content), limit))
+    cuts = {i: parts(content[i]["text"], share) for i, share in zip(texts, shares) if sizes[i] > share}
+    # Blocks that keep their share whole may hold an earlier cut's marker: it counts too.
+    marks = sum(len(mark) for _, mark, _ in cuts.values()) + sum(
+        marked(content[i]["text"]) for i in texts if i not in cuts)
+    if marks > limit * MARKER_SHARE:
+        return _cut_as_one(content, parts(_joined(content), limit))
     out = list(content)
-    for i, share in zip(texts, shares):
-        if sizes[i] > share:
-            out[i] = {**content[i], "text": cut(content[i]["text"], share)}
+    for i, cut in cuts.items():
+        out[i] = {**content[i], "text": "".join(cut)}
     return out
 
 
-def _cut_as_one(content: list[dict[str, Any]], whole: Callable[[str], _Parts]) -> list[dict[str, Any]]:
-    """Keep the head and the tail of the blocks' joined text, block by block: blocks inside
-    the head or the tail stay as they are, the block where the middle begins carries the
-    marker, blocks wholly inside the middle go. Other parts (images) keep their place."""
-    head, mark, tail = whole("".join(p["text"] for p in content if is_text_part(p)))
+def _joined(content: list[dict[str, Any]]) -> str:
+    return "".join(p["text"] for p in content if is_text_part(p))
+
+
+def _cut_as_one(content: list[dict[str, Any]], cut: _Parts) -> list[dict[str, Any]]:
+    """Keep ``cut``, the head and the tail of the blocks' joined text, block by block:
+    blocks inside the head or the tail stay as they are, the block where the middle begins
+    carries the marker, blocks wholly inside the middle go. Other parts (images) keep
+    their place."""
+    head, mark, tail = cut
     head_end = len(head)
     tail_start = sum(len(p["text"]) for p in content if is_text_part(p)) - len(tail)
     out: list[dict[str, Any]] = []
@@ -268,11 +303,12 @@ def truncate_content(
 
     The limit bounds the whole result. Text blocks share it max-min fairly and every block
     stays, in order, each long one with its own marker, while each can keep at least
-    ``MIN_BLOCK_BUDGET`` characters; with more long blocks than that allows, the head of
-    the first blocks and the tail of the last ones are kept with one marker between them.
-    Image parts are not text and are left to the screenshot rule (CTX-8).
+    ``MIN_BLOCK_BUDGET`` characters and the markers take at most ``MARKER_SHARE`` of the
+    limit; with more long blocks than that allows, the head of the first blocks and the
+    tail of the last ones are kept with one marker between them. Cutting a cut result again
+    keeps a single marker. Image parts are not text and are left to the screenshot rule
+    (CTX-8).
     """
     if isinstance(content, str):
         return truncate_text(content, limit, seq)
-    return _cut_blocks(content, limit, lambda text, share: truncate_text(text, share, seq),
-                       lambda text: _view_parts(text, limit, seq, joined=True))
+    return _cut_blocks(content, limit, lambda text, bound: _view_parts(text, bound, seq), _view_marks)

@@ -17,7 +17,17 @@ from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import context_measured
 from agentloom.runloop.state import RunState, run_state_build, system_message
 from agentloom.tools.read_file import files_in_view
-from context import CompactFirst, ContextPipeline, ContextPolicy, ContextTooLong, Counters, Send, build_body, throttled
+from context import (
+    CompactFirst,
+    ContextPipeline,
+    ContextPolicy,
+    ContextTooLong,
+    Counters,
+    Projected,
+    Send,
+    build_body,
+    throttled,
+)
 from context.attachments import question_message
 from context.compaction import (
     CompactionRequest,
@@ -31,6 +41,7 @@ from context.compaction import (
     drive,
 )
 from context.compaction.types import Source
+from context.traces import Trace, traces_json
 from models_catalog.errors import ProviderError
 from sessions.frames import plan_text
 from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention, SessionMessage
@@ -54,6 +65,16 @@ TOKEN_FIGURES = ("tokens_before_estimated", "tokens_before_calibrated", "tokens_
                  "tokens_after_calibrated")
 
 
+def token_figures(when: str, *, estimated: int | None, calibrated: int | None) -> dict[str, int | None]:
+    """CTX-41: a request's size in an event, one name per meaning, as in the metrics:
+    ``tokens_<when>_estimated`` (our estimator's count) and ``tokens_<when>_calibrated``
+    (what the trigger and the commit rule compare), ``when`` being ``before`` (the view a
+    compaction starts from) or ``after`` (the compacted view). Never a bare ``tokens``: a
+    reader could not tell an estimate from a calibrated figure, or either from a provider's
+    count."""
+    return {f"tokens_{when}_estimated": estimated, f"tokens_{when}_calibrated": calibrated}
+
+
 def step_request(state: RunState, instance: Instance, pipeline: ContextPipeline, system: dict[str, Any],
                  schemas: list[dict[str, Any]], *, depth: int, force: str | None = None) -> Send:
     """CTX-30: the request of this step, compacted first when the pipeline says so (at
@@ -71,9 +92,10 @@ def step_request(state: RunState, instance: Instance, pipeline: ContextPipeline,
     if isinstance(action, Send):
         if action.throttled:
             event_emit(run_id=state.run.pk, type="compaction_skipped",
-                       data={"reason": "throttled_after_failure", "tokens": action.figure})
+                       data={"reason": "throttled_after_failure",
+                             **token_figures("before", estimated=action.estimate, calibrated=action.figure)})
         elif action.prepare and depth == 0:
-            prepare_maybe(state, instance, pipeline, system, schemas, figure=action.figure)
+            prepare_maybe(state, instance, pipeline, system, schemas, figure=action.figure, estimate=action.estimate)
         return action
     prepared = None
     if depth == 0 and action.trigger != "manual" and force is None and pipeline.policy is not None:
@@ -104,22 +126,27 @@ def _while_prepared(state: RunState, pipeline: ContextPipeline, action: CompactF
         except ContextTooLong:
             return None
         event_emit(run_id=state.run.pk, type="compaction_skipped",
-                   data={"reason": "summary_being_prepared", "tokens": action.tokens})
+                   data={"reason": "summary_being_prepared", **_before(action)})
         return send
     if prepared is None:
         latest = preparation_last_failure(session_id=state.run.session_id)
         if latest is not None and latest["at"] > (failure or {}).get("at", 0) and throttled(
                 latest, action.tokens, state.figures.budget, now=time.time()):
             event_emit(run_id=state.run.pk, type="compaction_skipped",
-                       data={"reason": "throttled_after_failure", "tokens": action.tokens})
+                       data={"reason": "throttled_after_failure", **_before(action)})
             return pipeline.without_compaction()
     return None
 
 
+def _before(action: CompactFirst) -> dict[str, int | None]:
+    return token_figures("before", estimated=action.estimate, calibrated=action.tokens)
+
+
 def prepare_maybe(state: RunState, instance: Instance, pipeline: ContextPipeline, system: dict[str, Any],
-                  schemas: list[dict[str, Any]], *, figure: int) -> None:
+                  schemas: list[dict[str, Any]], *, figure: int, estimate: int) -> None:
     """CTX-45: past the prepare point, ask once per starting point of the view for a
-    summary of it to be made in the background (a worker runs ``compaction_prepare``)."""
+    summary of it to be made in the background (a worker runs ``compaction_prepare``).
+    ``figure`` is the view's calibrated size, ``estimate`` our estimate of it."""
     start = pipeline.context.start
     key = (instance.pk, start.key if start is not None else None)
     if key in state.preparations_asked or pipeline.policy is None:
@@ -130,14 +157,16 @@ def prepare_maybe(state: RunState, instance: Instance, pipeline: ContextPipeline
         return  # CTX-44: the last one failed; wait for growth or time, like an inline failure
     projected = pipeline.context.projected()
     snapshot = {"system": system, "tools": schemas, "messages": projected.messages,
-                "sources": list(projected.sources or [None] * len(projected.messages))}
+                "sources": list(projected.sources or [None] * len(projected.messages)),
+                "traces": traces_json(projected_traces(projected) or [])}
     # What follows may take time (the session's lock, the broker; an inline summary when tasks
     # run eagerly): the answer's held wake-up goes first (issue #29).
     state.broadcasts.release()
     asked = preparation_request(run=state.run, instance=instance, snapshot=snapshot, tokens=figure,
                                 policy=pipeline.policy.to_dict(), estimator_id=state.figures.estimator_id)
     if asked is not None:
-        event_emit(run_id=state.run.pk, type="compaction_preparing", data={"tokens": figure})
+        event_emit(run_id=state.run.pk, type="compaction_preparing",
+                   data=token_figures("before", estimated=estimate, calibrated=figure))
 
 
 def prepare_at_end(state: RunState) -> None:
@@ -149,9 +178,9 @@ def prepare_at_end(state: RunState) -> None:
         return
     try:
         system, schemas = system_message(state, 0), [tool.schema() for tool in state.tools_at(0)]
-        figure, past = pipeline.measure(system, schemas)
+        estimate, figure, past = pipeline.measure(system, schemas)
         if past:
-            prepare_maybe(state, main, pipeline, system, schemas, figure=figure)
+            prepare_maybe(state, main, pipeline, system, schemas, figure=figure, estimate=estimate)
     except Exception:
         logger.exception("run %s: a summary could not be asked for at its end", state.run.pk)
 
@@ -183,16 +212,17 @@ def _runtime_state(run: Run, instance: Instance) -> RuntimeState:
 
 def compaction_request(state: RunState, instance: Instance, *, system: dict[str, Any], messages: list[dict[str, Any]],
                        sources: list[Source], tools: list[dict[str, Any]], policy: ContextPolicy, trigger: str,
-                       max_calls: int, headroom: int = 0) -> CompactionRequest:
+                       max_calls: int, headroom: int = 0, traces: list[Trace] | None = None) -> CompactionRequest:
     """What the engine needs to compact ``messages``, inline or in the background: the
-    run's figures, the task anchor and runtime state from the records (CTX-31, CTX-36), and
-    whether the provider's prompt cache can carry the summary request (CTX-46)."""
+    run's figures, the task anchor and runtime state from the records (CTX-31, CTX-36),
+    whether the provider's prompt cache can carry the summary request (CTX-46), and the
+    records each message stands for through earlier checkpoints (``traces``, CTX-41)."""
     figures = state.figures
     return CompactionRequest(
         system=system, messages=messages, sources=sources, task_anchor=_task_anchor(instance),
         runtime_state=_runtime_state(state.run, instance), budget=figures.budget, policy=policy,
         estimator=figures.calibrated_estimator(), tools=tools, trigger=trigger, max_summary_calls=max(0, max_calls),
-        dialect=state.target.dialect, ride_cache=state.target.prompt_cache, headroom=headroom)
+        dialect=state.target.dialect, ride_cache=state.target.prompt_cache, headroom=headroom, traces=traces)
 
 
 def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeline, action: CompactFirst,
@@ -204,13 +234,14 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
     started = time.monotonic()
     trigger, tokens, projected = action.trigger, action.tokens, action.projected
     policy = pipeline.policy or ContextPolicy()
-    event_emit(run_id=state.run.pk, type="compaction_started", data={"trigger": trigger, "tokens": tokens})
+    event_emit(run_id=state.run.pk, type="compaction_started",
+               data={"trigger": trigger, **token_figures("before", estimated=action.estimate, calibrated=tokens)})
     remaining = state.limits["max_model_calls"] - state.counters.get("model_calls", 0) - 1
     calibration = state.figures.calibration
     request = compaction_request(
         state, instance, system=system, messages=projected.messages,
         sources=list(projected.sources or [None] * len(projected.messages)), tools=schemas, policy=policy,
-        trigger=trigger, max_calls=min(policy.max_compaction_calls, remaining))
+        trigger=trigger, max_calls=min(policy.max_compaction_calls, remaining), traces=projected_traces(projected))
     result: CompactionResult | None = None
     note: dict[str, Any] = {"prepared": False, "prepared_age_ms": None}
     if prepared is not None:
@@ -278,7 +309,15 @@ def _checkpoint(state: RunState, instance: Instance, result: CompactionResult, c
             run=state.run, instance=instance, messages=list(result.messages or []), covered_seq=covered,
             estimator_id=state.figures.estimator_id, metrics=metrics,
             records=[NewRecord("compaction_summary", {"summary": result.summary, "metrics": metrics},
-                               f"compaction-{covered}-{trigger}")])
+                               f"compaction-{covered}-{trigger}")],
+            traces=traces_json(result.traces) if result.traces is not None else None)
+
+
+def projected_traces(projected: Projected) -> list[Trace] | None:
+    """CTX-41: what each projected message stands for, when the projection says it for
+    every message."""
+    traces = projected.traces
+    return list(traces) if traces and len(traces) == len(projected.messages) else None
 
 
 def _requests_taken(state: RunState, instance: Instance, **frame: Any) -> None:

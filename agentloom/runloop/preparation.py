@@ -16,11 +16,12 @@ import logging
 import time
 from typing import Any
 
-from agentloom.runloop.compaction import compaction_request, summary_call
+from agentloom.runloop.compaction import compaction_request, summary_call, token_figures
 from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.state import RunState, run_state_build
 from context import ContextPolicy
 from context.compaction import SummaryCall, SummaryReply, compact, drive, prepared_from
+from context.traces import traces_from_json
 from sessions.models import PreparedCompaction, Run
 from sessions.services.events import event_emit
 from sessions.services.prepared import preparation_claim, preparation_failed, preparation_ready, preparation_renew
@@ -66,7 +67,8 @@ def _prepare(state: RunState, prepared: PreparedCompaction) -> str:
     request = compaction_request(
         state, instance, system=snapshot["system"], messages=snapshot["messages"],
         sources=[tuple(source) if source else None for source in snapshot["sources"]], tools=snapshot["tools"],
-        policy=policy, trigger="budget", max_calls=policy.max_compaction_calls, headroom=headroom)
+        policy=policy, trigger="budget", max_calls=policy.max_compaction_calls, headroom=headroom,
+        traces=traces_from_json(snapshot.get("traces"), len(snapshot["messages"])))
 
     def summarize(call: SummaryCall) -> SummaryReply:
         if not preparation_renew(prepared=prepared):  # discarded meanwhile: stop paying for it
@@ -87,6 +89,7 @@ def _prepare(state: RunState, prepared: PreparedCompaction) -> str:
     if Run.objects.filter(pk=prepared.run_id, status__in=Run.ACTIVE_STATUSES).exists():
         # The chat's meter says a summary is ready (an idle session's shows it when loaded).
         event_emit(run_id=prepared.run_id, type="compaction_prepared",
-                   data={"tokens_after": metrics.get("tokens_after_calibrated"),
+                   data={**token_figures("after", estimated=metrics.get("tokens_after_estimated"),
+                                         calibrated=metrics.get("tokens_after_calibrated")),
                          "summary_calls": metrics.get("summary_calls")})
     return "ready"

@@ -6,11 +6,12 @@ A summary is untrusted text. It may start with the model's analysis, wrap its an
 cleaned summary keeps the body and turns every control-like tag into an inert look-alike,
 so nothing in it can close the block that holds it or pose as system text.
 
-A summary longer than its room is shortened between sentences, never inside a word -- the
-user messages of section 6 from the oldest, the next step of section 9 last -- and with
-nothing put in its place: the model reads a summary as content, and a note such as
-"[… characters omitted …]" is repeated to the user as if it were part of the story. The
-engine's metrics say that it was shortened (``summary_cut_chars``), not the text.
+A summary longer than its room is shortened between sentences, never inside a word, and
+never by emptying a section to keep another whole -- the user messages of section 6 from
+the oldest, the next step of section 9 late -- and with nothing put in its place: the
+model reads a summary as content, and a note such as "[… characters omitted …]" is
+repeated to the user as if it were part of the story. The engine's metrics say that it
+was shortened (``summary_cut_chars``), not the text.
 """
 
 from __future__ import annotations
@@ -124,14 +125,17 @@ def complete_sentences(text: str) -> str:
 def fit_summary(text: str, *, max_units: int, cost_of: Callable[[str], int]) -> str:
     """``text`` shortened until ``cost_of`` it is at most ``max_units`` (CTX-34).
 
-    A summary in numbered sections keeps every section, each at least its title. The
-    longest section gives way first, from its end -- except section 6, every user message
-    in order, which loses its oldest lines -- while section 9, the next step, and the
-    newest line of section 6 are kept; then section 9 gives way, from its end; section 6's
-    newest line goes last. What the measuring took beyond the room is given back. Other
-    text, or sections whose titles alone are too long, keeps its longest prefix that ends
-    between sentences; only a first sentence too long on its own is cut, and then between
-    words. Nothing marks the cut in the text (see the module docstring).
+    A summary in numbered sections keeps every section, each at least its title, and no
+    section is emptied to keep another whole. Sections give way a sentence (or a line) at
+    a time, the longest first, down to one piece each -- section 6, every user message in
+    order, from its oldest, whether it is written one message a line or as one paragraph;
+    the others from their end -- while section 9, the next step, is kept whole; then
+    section 9 down to its first piece. Only then are sections emptied: the longest first,
+    then section 9, and section 6's newest piece last. What the measuring took beyond the
+    room is given back. Other text, or sections whose titles alone are too long, keeps its
+    longest prefix that ends between sentences; only a first sentence too long on its own
+    is cut, and then between words. Nothing marks the cut in the text (see the module
+    docstring).
     """
     if cost_of(text) <= max_units:
         return text
@@ -168,21 +172,25 @@ def _section_starts(text: str) -> list[tuple[int, int]]:
     return starts
 
 
-def _titled_pieces(section: str, by_line: bool) -> list[str]:
-    """A section's pieces, its title ("6. All user messages:") a piece of its own; after
-    it, sentences, or whole lines with ``by_line`` (section 6: one user message a line)."""
+def _titled_pieces(section: str) -> list[str]:
+    """A section's pieces: its title ("6. All user messages:") a piece of its own, then
+    its sentences and lines. Section 6 is cut like the others, so a section 6 written as
+    one paragraph gives way a sentence at a time, not all at once."""
     pieces = text_pieces(section)
     title = _TITLE_RE.match(pieces[0]) if pieces else None
     if title and title.end() < len(pieces[0]):
         pieces[0:1] = [pieces[0][:title.end()], pieces[0][title.end():]]
-    if by_line and len(pieces) > 1:
-        pieces = [pieces[0], *section[len(pieces[0]):].splitlines(keepends=True)]
     return pieces
+
+
+# What gives way first (0) to last (4), by how many pieces a section still shows beyond
+# its title (see ``fit_summary``).
+_TRIM, _TRIM_NEXT_STEP, _EMPTY, _EMPTY_NEXT_STEP, _EMPTY_USER_MESSAGES = range(5)
 
 
 def _fit_sections(sections: list[tuple[str, int | None]], max_units: int,
                   cost_of: Callable[[str], int]) -> str | None:
-    parts = [_titled_pieces(section.rstrip(), number == USER_MESSAGES) for section, number in sections]
+    parts = [_titled_pieces(section.rstrip()) for section, _ in sections]
     gaps = [section[len(section.rstrip()):] or "\n" for section, _ in sections]
     # Each section shows its title and its pieces lo..hi-1.
     lo = [1] * len(parts)
@@ -196,16 +204,19 @@ def _fit_sections(sections: list[tuple[str, int | None]], max_units: int,
                        for p, a, b, gap in zip(parts, lo, hi, gaps)).rstrip()
 
     def tier_of(i: int) -> int:
-        """What gives way first (0) to last (2): every section but the next step, section 6
-        from its oldest lines; then the next step; then section 6's newest line, the user's
-        latest summarized words, found nowhere else in the view (the next step follows from
-        them, and the current request is restated verbatim beside the summary)."""
-        if oldest_first[i] and hi[i] - lo[i] == 1:
-            return 2
-        return 1 if last[i] else 0
+        """While any section shows more than one piece, none is emptied (CTX-34): every
+        section but the next step is cut down to one piece, then the next step. Emptying
+        comes after, the next step late, and section 6's newest piece -- the user's latest
+        summarized words, found nowhere else in the view (the next step follows from them,
+        and the current request is restated verbatim beside the summary) -- last."""
+        if hi[i] - lo[i] > 1:
+            return _TRIM_NEXT_STEP if last[i] else _TRIM
+        if oldest_first[i]:
+            return _EMPTY_USER_MESSAGES
+        return _EMPTY_NEXT_STEP if last[i] else _EMPTY
 
     def drop(i: int) -> int:
-        """Take one piece off section ``i`` (its oldest line, for section 6), its length."""
+        """Take one piece off section ``i`` (its oldest, for section 6), its length."""
         if oldest_first[i]:
             lo[i] += 1
             return len(parts[i][lo[i] - 1])
@@ -218,7 +229,7 @@ def _fit_sections(sections: list[tuple[str, int | None]], max_units: int,
         else:
             hi[i] += 1
 
-    dropped: list[int] = []
+    dropped: list[tuple[int, int]] = []  # (section, tier) of each piece taken, in order
     while True:
         rendered = render()
         cost = cost_of(rendered)
@@ -237,17 +248,20 @@ def _fit_sections(sections: list[tuple[str, int | None]], max_units: int,
             tier = min(tier_of(i) for i in trimmable)
             longest = max((i for i in trimmable if tier_of(i) == tier), key=lambda i: lengths[i])
             length = drop(longest)
-            dropped.append(longest)
+            dropped.append((longest, tier))
             lengths[longest] -= length
             total -= length
             if total <= goal:
                 break
     # Not quite linear: the last pass may have taken more than it had to. What still
-    # fits is given back, the last piece taken first; a section whose piece does not fit
-    # takes nothing more back (its pieces stay contiguous).
+    # fits is given back, the last piece taken first. A section whose piece does not fit
+    # takes nothing more back (its pieces stay contiguous), and no piece taken before it
+    # at an earlier tier comes back either: that would keep a section longer than one
+    # already emptied or cut further.
     blocked: set[int] = set()
-    for i in reversed(dropped):
-        if i in blocked:
+    floor = _TRIM
+    for i, tier in reversed(dropped):
+        if i in blocked or tier < floor:
             continue
         give_back(i)
         candidate = render()
@@ -256,6 +270,7 @@ def _fit_sections(sections: list[tuple[str, int | None]], max_units: int,
         else:
             drop(i)
             blocked.add(i)
+            floor = tier
     return rendered
 
 

@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from context.calibration import CalibratedEstimator
+from context.traces import Trace, trace_from_json, trace_json, trace_of_source, trace_union
 from context.validate import Problem
 
 from .cleaning import MIN_SUMMARY_CHARS, fit_summary, summary_problem
@@ -65,7 +66,7 @@ from .prompt import (
     summary_prompt,
 )
 from .sections import SECTION_TITLES
-from .state import runtime_state_block, runtime_state_room
+from .state import runtime_state_block, runtime_state_room, without_listed_unknown
 from .summarize import PromptFor, Sizing, Units, summarize, transcript_form
 from .types import (
     COUNT_TRIGGERS,
@@ -146,6 +147,10 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         raise ValueError(f"unknown trigger {r.trigger!r}; expected one of {TRIGGERS}")
     if len(r.sources) != len(r.messages):
         raise ValueError("sources must have one entry per message")
+    if r.traces is not None and len(r.traces) != len(r.messages):
+        raise ValueError("traces must have one entry per message")
+    # CTX-41: what each message stands for, through earlier checkpoints when the caller knows.
+    traces = list(r.traces) if r.traces is not None else [trace_of_source(source) for source in r.sources]
     estimator, budget, policy = r.estimator, r.budget, r.policy
     units = Units(estimator)
     effective = budget.effective_input
@@ -160,8 +165,9 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         "threshold": threshold, "target": target, "target_reached": False, "hard_limit": effective,
         "summary_calls": 0, "retries": 0, "summary_chars": 0, "summary_cap": None, "summary_output_limit": None,
         "summary_cut_chars": 0, "estimator_id": estimator.id, "segments": [], "planned_segments": 0,
-        "covered": None, "retained_messages": 0, "summarized_messages": 0, "summary_failure": None,
-        "error_code": None, "state_room": None, "state_cost": None, "summary_form": None,
+        "covered": None, "covered_ranges": None, "retained_messages": 0, "summarized_messages": 0,
+        "summary_failure": None, "error_code": None, "state_room": None, "state_cost": None, "summary_form": None,
+        "unknown_calls_in_block": 0,
     }
 
     def finish(outcome: str, reason: str) -> CompactionResult:
@@ -212,9 +218,16 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     if fitted is not None:
         retained[len(retained) - len(fitted):] = fitted
     retained_sources = list(r.sources[start:])
+    retained_traces = traces[start:]
     prefix = [g for g in groups[:first] if g.kind == CHAT]
     earlier = [continuation_summary(messages[g.start]) for g in groups[:first] if g.kind == SUMMARY]
-    metrics["retained_messages"] = len(retained)
+    # The records earlier summaries stood for: the new summary carries them forward (CTX-32).
+    earlier_trace = trace_union(traces[i] for g in groups[:first] if g.kind == SUMMARY for i in range(g.start, g.stop))
+    metrics["retained_messages"] = len(retained)  # of the view: a prepared summary's prefix ends there
+    if state_message is not None:  # CTX-3, CTX-36: an unknown-outcome call is shown once, in the block
+        retained, positions, metrics["unknown_calls_in_block"] = without_listed_unknown(retained, r.runtime_state)
+        retained_sources = [retained_sources[i] for i in positions]
+        retained_traces = [retained_traces[i] for i in positions]
     metrics["summarized_messages"] = sum(g.stop - g.start for g in prefix)
     if not prefix:
         return finish("skipped", "no_compactable_history")
@@ -249,14 +262,15 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
                 return finish("failed", "summary_failed")
             metrics["summary_cut_chars"] = (metrics["summary_cut_chars"] or 0) + len(text) - len(shorter)
             text = shorter
-        return _Finish(r, anchor, state_message, retained, retained_sources, tokens_before, threshold,
-                       target).result(text, metrics)
+        return _Finish(r, anchor, state_message, retained, retained_sources, retained_traces, tokens_before,
+                       threshold, target).result(text, metrics)
     if r.max_summary_calls < 1:  # the run's model-call budget is spent: no call may be made
         return finish("failed", "summary_call_limit")
     sizing = Sizing(units=units, body_units=body_units, max_chars=max_chars, output_limit=output_limit,
                      whole_limit=budget.max_output_tokens, effective=effective,
                      min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
-    finished = _Finish(r, anchor, state_message, retained, retained_sources, tokens_before, threshold, target)
+    finished = _Finish(r, anchor, state_message, retained, retained_sources, retained_traces, tokens_before,
+                       threshold, target)
 
     # CTX-46: the action request itself, then the instruction -- its prefix is read from
     # the provider's cache -- whenever that request fits the window; else the part of it
@@ -267,7 +281,7 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
             if estimator.request(form(max_chars, 10 * max_chars), r.tools) > effective:
                 continue
             metrics["summary_form"], metrics["planned_segments"] = form_name, 1
-            consumed = merge_sources([source for g in prefix for source in r.sources[g.start:g.stop]])
+            consumed = trace_union([earlier_trace, *(traces[i] for g in prefix for i in range(g.start, g.stop))])
             reason, written = yield from summarize(r, sizing, form, consumed=consumed,
                                                     messages_count=metrics["summarized_messages"], index=0,
                                                     parts=1, metrics=metrics, tools=list(r.tools))
@@ -289,7 +303,7 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         texts = ["\n".join(summarizer_input(messages[g.start:g.stop], excerpt_chars=excerpt, text_limit=text_limit,
                                              recognise_blocks=False))
                  for g in prefix]
-        return pack(build_items(prefix, texts, r.sources, limit=limit, cost_of=units.text), limit)
+        return pack(build_items(prefix, texts, traces, limit=limit, cost_of=units.text), limit)
 
     segments = plan(DEFAULT_EXCERPT_CHARS, None)
     if len(segments) > r.max_summary_calls:
@@ -318,7 +332,8 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
             continue
         reason, summary = yield from summarize(
             r, sizing, transcript_form([item.text for item in segment], summary, index + 1, len(segments)),
-            consumed=merge_sources([item.source for item in segment]),
+            # The first segment is given the earlier summaries: it consumes what they stood for.
+            consumed=trace_union([*(item.trace for item in segment), earlier_trace if index == 0 else ()]),
             messages_count=sum(item.messages for item in _first_per_group(segment)), index=index,
             parts=len(segments), metrics=metrics)
         if reason is not None:
@@ -348,6 +363,7 @@ class _Finish:
     state_message: dict[str, Any] | None
     retained: list[dict[str, Any]]
     retained_sources: list[Source]
+    retained_traces: list[Trace]
     tokens_before: int
     threshold: float
     target: int
@@ -356,6 +372,9 @@ class _Finish:
         r, retained = self.r, self.retained
         covered = merge_sources([tuple(s["consumed"]) if s["consumed"] else None for s in metrics["segments"]])
         metrics["covered"] = list(covered) if covered else None
+        # CTX-41: exactly the records the summary replaced, through every earlier checkpoint.
+        summary_trace = trace_union(_segment_ranges(s) for s in metrics["segments"])
+        metrics["covered_ranges"] = trace_json(summary_trace)
         metrics["summary_chars"] = len(summary)
         view = assemble_view(summary_message=continuation_message(summary), task_anchor=self.anchor,
                              runtime_state_message=self.state_message, retained=retained)
@@ -370,7 +389,10 @@ class _Finish:
         lead = len(view) - len(retained)
         summary_sources: list[Source] = [None] * lead  # the summary, the anchor, the state block
         sources = summary_sources + self.retained_sources
-        return CompactionResult("compacted", "committed", view, summary, metrics, sources)
+        # The summary stands for what it replaced; the anchor and the state block for no record.
+        lead_traces: list[Trace] = [summary_trace, *[()] * (lead - 1)]
+        return CompactionResult("compacted", "committed", view, summary, metrics, sources,
+                                lead_traces + list(self.retained_traces))
 
 
 def _figures(when: str, r: CompactionRequest, view: Sequence[dict[str, Any]] | None) -> dict[str, int | None]:
@@ -384,6 +406,15 @@ def _figures(when: str, r: CompactionRequest, view: Sequence[dict[str, Any]] | N
     calibrated = r.estimator.request(request, r.tools)
     raw = r.estimator.base.request(request, r.tools) if isinstance(r.estimator, CalibratedEstimator) else calibrated
     return {f"tokens_{when}_estimated": raw, f"tokens_{when}_calibrated": calibrated}
+
+
+def _segment_ranges(segment: Mapping[str, Any]) -> Trace:
+    """The records one segment consumed, as its metrics say (CTX-41); a segment a preparation
+    recorded before exact ranges were kept gives its one ``consumed`` range."""
+    if "ranges" in segment:
+        return trace_from_json(segment["ranges"])
+    consumed = segment.get("consumed")
+    return trace_from_json([consumed]) if consumed else ()
 
 
 def _first_per_group(segment: Sequence[Item]) -> list[Item]:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from context.traces import Trace, trace_union
+
 from .state import is_runtime_state_message
 from .types import Source
 from .view import is_continuation_message, restates_anchor
@@ -35,11 +37,12 @@ class Group:
 
 @dataclass(frozen=True)
 class Item:
-    """One piece of summarizer input: a group's text or one fragment of it."""
+    """One piece of summarizer input: a group's text or one fragment of it, and the
+    records its group stands for (``trace``, CTX-41)."""
 
     text: str
     cost: int
-    source: Source
+    trace: Trace
     group: int
     messages: int
 
@@ -175,24 +178,25 @@ def fragments(text: str, *, limit: int, cost_of: Callable[[str], int]) -> list[s
 def build_items(
     groups: Sequence[Group],
     texts: Sequence[str],
-    sources: Sequence[Source],
+    traces: Sequence[Trace],
     *,
     limit: int,
     cost_of: Callable[[str], int],
 ) -> list[Item]:
-    """Summarizer input items for ``groups`` (whose rendered texts are ``texts``)."""
+    """Summarizer input items for ``groups`` (whose rendered texts are ``texts``; the
+    view's messages stand for the records of ``traces``)."""
     items: list[Item] = []
     for index, (group, text) in enumerate(zip(groups, texts)):
         if not text:
             continue
-        source = merge_sources(sources[group.start:group.stop])
+        trace = trace_union(traces[group.start:group.stop])
         count = group.stop - group.start
         cost = cost_of(text)
         if cost <= limit:
-            items.append(Item(text, cost, source, index, count))
+            items.append(Item(text, cost, trace, index, count))
             continue
         for piece in fragments(text, limit=limit, cost_of=cost_of):
-            items.append(Item(piece, cost_of(piece), source, index, count))
+            items.append(Item(piece, cost_of(piece), trace, index, count))
     return items
 
 

@@ -40,7 +40,8 @@ def prepared_from(result: CompactionResult, request: CompactionRequest) -> Prepa
     prefix = len(request.messages) - int(result.metrics["retained_messages"])
     metrics = {name: result.metrics.get(name) for name in (
         "summary_calls", "retries", "summary_cut_chars", "segments", "planned_segments", "summary_form",
-        "tokens_before_calibrated", "tokens_after_calibrated", "summarized_messages")}
+        "tokens_before_estimated", "tokens_before_calibrated", "tokens_after_estimated", "tokens_after_calibrated",
+        "summarized_messages")}
     return PreparedSummary(summary=result.summary, prefix=prefix, digest=prefix_digest(request.messages[:prefix]),
                            policy=request.policy.to_dict(), estimator_id=request.estimator.id, metrics=metrics)
 

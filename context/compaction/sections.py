@@ -2,10 +2,11 @@
 
 The prompt asks for them (prompt.py) and the fitting that shortens a summary over its room
 reads them (cleaning.py): section 6 lists every user message in order, so it loses its
-oldest entries first, never its newest; section 9 is the step the model takes next, so it
-is kept whole while any other section has more than its title, but for the newest line of
-section 6, which goes last of all: the user's latest summarized words are found nowhere
-else in the compacted view, while the next step follows from them.
+oldest sentences first, never its newest, however it is laid out; section 9 is the step the
+model takes next, so it is kept whole while any other section shows more than one sentence,
+and emptied after every section but 6, whose newest sentence goes last of all: the user's
+latest summarized words are found nowhere else in the compacted view, while the next step
+follows from them. No section is emptied while another shows more than one sentence.
 """
 
 from __future__ import annotations

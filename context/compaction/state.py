@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from context import records as rec
 from context.attachments import READ_FILE_MAX_CHARS, READ_FILE_TOOL, human_size
 
 from .types import CompactionRequest, RuntimeState
@@ -266,6 +268,55 @@ def _fill(sections: list[_Section], max_units: int, cost_of: Cost) -> dict[str, 
         section.shown.discard(index)
         block = _block(listed, level, counted)
     return block
+
+
+def without_listed_unknown(messages: Sequence[Mapping[str, Any]],
+                           state: RuntimeState) -> tuple[list[dict[str, Any]], list[int], int]:
+    """The retained groups of a compacted view without the calls the runtime-state block
+    lists as unknown-outcome calls (CTX-3, CTX-36): ``(messages, the position in
+    ``messages`` of each one kept, calls left out)``.
+
+    The block is computed from the records and lists every unknown-outcome call under the
+    id its record holds; the retained groups show the same call again, renumbered (CTX-5),
+    with its placeholder or its ``unknown`` result -- two ids for one call. CTX-36 makes
+    the block the place such a call is listed, once and in one state, however many
+    compactions follow, so the retained copy goes: the call block and its tool message,
+    and the assistant message too when nothing usable remains (its text and its other
+    calls stay). A retained call is matched to a listed one by name and arguments, one
+    listed call for one retained call; a call the block does not list stays where it is.
+    """
+    listed = Counter((str(call.get("name") or "?"), _arguments(call.get("arguments", {})))
+                     for call in state.unknown_calls)
+    answers = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
+    dropped: set[Any] = set()
+    for message in messages:
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        for call in calls or ():
+            function = call.get("function") or {}
+            key = (str(function.get("name") or "?"), _arguments(function.get("arguments", {})))
+            answer = answers.get(call.get("id"))
+            if answer is not None and rec.shows_unknown_outcome(answer) and listed[key] > 0:
+                listed[key] -= 1
+                dropped.add(call.get("id"))
+    if not dropped:
+        return [dict(m) for m in messages], list(range(len(messages))), 0
+    out: list[dict[str, Any]] = []
+    kept: list[int] = []
+    for position, message in enumerate(messages):
+        if message.get("role") == "tool" and message.get("tool_call_id") in dropped:
+            continue
+        message = dict(message)
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            calls = [c for c in message["tool_calls"] if c.get("id") not in dropped]
+            if calls:
+                message["tool_calls"] = calls
+            else:
+                del message["tool_calls"]
+                if rec.content_is_empty(message.get("content")):
+                    continue  # nothing usable remains (CTX-2's rule)
+        out.append(message)
+        kept.append(position)
+    return out, kept, len(dropped)
 
 
 def runtime_state_room(request: CompactionRequest) -> int:

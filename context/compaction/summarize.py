@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from context.estimators import Estimator
+from context.traces import Trace, trace_json, trace_span
 
 from .cleaning import clean_summary, complete_sentences, fit_summary, summary_problem
 from .prompt import summary_prompt
-from .types import CompactionRequest, Source, SummaryCall, SummaryReply
+from .types import CompactionRequest, SummaryCall, SummaryReply
 
 MAX_ATTEMPTS = 3  # per segment (CTX-35)
 TIGHTER = 0.8  # a retry over its room asks for this share of what would have fitted
@@ -63,7 +64,7 @@ def transcript_form(texts: list[str], so_far: str | None, part: int, parts: int)
     return form
 
 
-def summarize(r: CompactionRequest, sizing: Sizing, prompt_for: PromptFor, *, consumed: Source,
+def summarize(r: CompactionRequest, sizing: Sizing, prompt_for: PromptFor, *, consumed: Trace,
                messages_count: int, index: int, parts: int, metrics: dict[str, Any],
                tools: list[dict[str, Any]] | None = None,
                ) -> Generator[SummaryCall, SummaryReply, tuple[str | None, str]]:
@@ -75,7 +76,8 @@ def summarize(r: CompactionRequest, sizing: Sizing, prompt_for: PromptFor, *, co
     for the same way, and this time allowed the whole output reserve, so that it arrives
     with every section. A reply the output limit stopped before it held a usable summary
     (empty, too short or degenerate: a reasoning model still thinking) is retried with the
-    whole output reserve too. Whatever is still over is shortened between sentences."""
+    whole output reserve too. Whatever is still over is shortened between sentences.
+    ``consumed``: the records this summary stands for (CTX-41), recorded with the segment."""
     units = sizing.units
     prompt = prompt_for(sizing.max_chars)
     problem: str | None = None
@@ -90,7 +92,8 @@ def summarize(r: CompactionRequest, sizing: Sizing, prompt_for: PromptFor, *, co
             return "summary_call_limit", ""
         # A copy per attempt: whatever the driver does with it cannot change the next one.
         reply = yield SummaryCall(messages=[dict(m) for m in prompt], segment=index, attempt=attempt,
-                                  consumed=consumed, estimated_tokens=r.estimator.request(prompt, tools),
+                                  consumed=trace_span(consumed), ranges=consumed,
+                                  estimated_tokens=r.estimator.request(prompt, tools),
                                   planned_segments=parts, max_output_tokens=limit,
                                   tools=[dict(t) for t in tools] if tools is not None else None)
         if not isinstance(reply, SummaryReply):
@@ -141,6 +144,7 @@ def summarize(r: CompactionRequest, sizing: Sizing, prompt_for: PromptFor, *, co
             metrics["summary_failure"] = problem
             return "summary_failed", ""
         metrics["summary_cut_chars"] += over[1] - len(done)
-    metrics["segments"].append({"index": index, "consumed": list(consumed) if consumed else None,
-                                "messages": messages_count})
+    span = trace_span(consumed)
+    metrics["segments"].append({"index": index, "consumed": list(span) if span else None,
+                                "ranges": trace_json(consumed), "messages": messages_count})
     return None, done

@@ -12,6 +12,7 @@ from typing import Any
 
 from context.estimators import Estimator
 from context.policy import Budget, ContextPolicy
+from context.traces import Trace
 
 TRIGGERS = ("budget", "user_turns", "model_steps", "tool_output_overflow", "manual")
 COUNT_TRIGGERS = frozenset({"user_turns", "model_steps"})
@@ -66,8 +67,13 @@ class CompactionRequest:
     """Everything one preparation's compaction needs (CTX-30 to CTX-38).
 
     ``messages`` is the current projected view *after* the system message, and
-    ``sources[i]`` the ``(first_seq, last_seq)`` of the records ``messages[i]`` came from,
-    None when unknown (``project_records(..., sources_out=[])`` gives them).
+    ``sources[i]`` the ``(first_seq, last_seq)`` of the record ``messages[i]`` was read
+    from, None for a message of a checkpoint or starting view or from no record
+    (``project_records(..., sources_out=[])`` gives them). ``traces[i]`` is what
+    ``messages[i]`` stands for through earlier checkpoints (``context.traces``;
+    ``project_records(..., traces_out=[])``): the metrics' record ranges are read from it
+    (CTX-41). Without ``traces`` they are read from ``sources``, and what came through a
+    checkpoint is not traced.
     ``task_anchor`` is the last real user question of the run, kept verbatim (it may also
     be inside ``messages``). ``max_summary_calls`` bounds the summary calls, retries
     included. ``summary_share`` is the share of the effective input held for the
@@ -93,6 +99,7 @@ class CompactionRequest:
     headroom: int = 0
     cut: int | None = None
     prepared: PreparedSummary | None = None
+    traces: list[Trace] | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,8 @@ class SummaryCall:
     hold of a summary, with room for some overrun, never more than the budget's output
     reserve (None: the reserve). ``tools``: send these tool schemas with it -- a summary
     request in the cached form (CTX-46) is the action request's prefix, tools included,
-    and ends with an instruction not to call them.
+    and ends with an instruction not to call them. ``ranges`` are the exact record ranges
+    the call's summary consumes (CTX-41); ``consumed`` the one range that holds them.
     """
 
     messages: list[dict[str, Any]]
@@ -117,6 +125,7 @@ class SummaryCall:
     planned_segments: int = 1
     max_output_tokens: int | None = None
     tools: list[dict[str, Any]] | None = None
+    ranges: Trace = ()
 
     @property
     def cached(self) -> bool:
@@ -146,7 +155,12 @@ class CompactionResult:
 
     ``outcome`` is ``compacted``, ``skipped`` or ``failed``; ``reason`` a stable slug.
     ``messages`` is the new view after the system message, only when compacted, with
-    ``sources`` per message (None for the summary, the anchor and the state block).
+    ``sources`` per message (None for the summary, the anchor and the state block) and
+    ``traces`` per message (CTX-41): the summary stands for every record its segments
+    consumed, the retained messages for what they stood for, the anchor and the state
+    block for no record. Store ``traces`` with the checkpoint (``context.traces``) and
+    hand them back to the projector, and the next compaction traces its summary through
+    this one.
     """
 
     outcome: str
@@ -155,6 +169,7 @@ class CompactionResult:
     summary: str | None
     metrics: dict[str, Any]
     sources: list[Source] | None = None
+    traces: list[Trace] | None = None
 
 
 @dataclass(frozen=True)

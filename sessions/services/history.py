@@ -266,12 +266,35 @@ def context_start(*, run: Run, instance: Instance, snapshots: bool = True) -> St
     snapshot = snapshot_latest(instance=instance) if snapshots else None
     if snapshot is not None:
         return Start("snapshot", ("snapshot", snapshot.pk), snapshot.covered_seq, snapshot.messages,
-                     snapshot.estimator_id)
+                     snapshot.estimator_id, _view_traces(snapshot.metrics))
     if instance.parent_id is None:
         view = view_best_for_run(run=run)
         if view is not None:
-            return Start("view", ("view", view.pk), view.watermark, view.messages, view.estimator_id)
+            return Start("view", ("view", view.pk), view.watermark, view.messages, view.estimator_id,
+                         _traces_of_view(view))
     return Start()
+
+
+# CTX-41: where a checkpoint's traces are kept -- in its snapshot's metrics, beside the
+# ranges its summary consumed. A view is written with a snapshot, from the same messages.
+VIEW_TRACES = "view_traces"
+
+
+def _view_traces(metrics: Any) -> Any:
+    return metrics.get(VIEW_TRACES) if isinstance(metrics, dict) else None
+
+
+def _traces_of_view(view: SessionView) -> Any:
+    """The traces of a reusable view: those of the snapshot saved with it (the run's main
+    instance, the same watermark); None for a view no compaction made (an import) or whose
+    run is gone, and then the projector knows nothing of what its messages stood for."""
+    if view.source_run_id is None:
+        return None
+    metrics = (CompactionSnapshot.objects
+               .filter(instance__run_id=view.source_run_id, instance__parent__isnull=True,
+                       covered_seq=view.watermark)
+               .order_by("-revision").values_list("metrics", flat=True).first())
+    return _view_traces(metrics)
 
 
 def context_load(*, run: Run, instance: Instance, snapshots: bool = True) -> tuple[Start, list[dict[str, Any]]]:
@@ -329,11 +352,13 @@ class CheckpointResult:
 
 def checkpoint_commit(*, run: Run, instance: Instance, messages: list[dict[str, Any]], covered_seq: int,
                       estimator_id: str, metrics: dict[str, Any] | None = None,
-                      records: Sequence[NewRecord] = ()) -> CheckpointResult:
+                      records: Sequence[NewRecord] = (), traces: list[Any] | None = None) -> CheckpointResult:
     """Save a compaction checkpoint (RUN-10): record sync, the encrypted snapshot, the moved
     baselines and — when RUN-7 allows — the reusable view, all in one transaction. The
     caller's counts are the current ones (the loop keeps model steps in memory) and are
-    saved with it."""
+    saved with it. ``traces`` (JSON, one per message: the record ranges each stands for,
+    CTX-41) are kept in the snapshot's metrics as ``view_traces``; the view made with it
+    reads them there (``context_start``)."""
     with transaction.atomic():
         appended = records_append(session=run.session, run=run, instance=instance, records=records) if records else []
         locked = Instance.objects.select_for_update().get(pk=instance.pk)
@@ -346,7 +371,8 @@ def checkpoint_commit(*, run: Run, instance: Instance, messages: list[dict[str, 
             instance=locked, revision=last + 1, covered_seq=covered_seq,
             inherited_watermark=run.inherited_watermark, messages=messages,
             baseline_user_turns=locked.user_turns, baseline_model_steps=locked.model_steps,
-            estimator_id=estimator_id, metrics=dict(metrics or {}),
+            estimator_id=estimator_id,
+            metrics={**(metrics or {}), **({VIEW_TRACES: traces} if traces is not None else {})},
         )
         # CTX-45: every summary prepared of the view before this checkpoint is stale now.
         preparations_discard(session_id=run.session_id, reason="view_changed")

@@ -632,9 +632,10 @@ def test_ctx41_metrics_name_every_figure_and_the_records_each_segment_consumed()
         "summary_output_limit": 2_000,
         "summary_cut_chars": 0,
         "estimator_id": "bytes-v1",
-        "segments": [{"index": 0, "consumed": [1, 19], "messages": 19}],
+        "segments": [{"index": 0, "consumed": [1, 19], "ranges": [[1, 19]], "messages": 19}],
         "planned_segments": 1,
         "covered": [1, 19],
+        "covered_ranges": [[1, 19]],  # exactly the records the summary replaced
         "retained_messages": 13,
         "summarized_messages": 19,
         "summary_failure": None,
@@ -642,6 +643,7 @@ def test_ctx41_metrics_name_every_figure_and_the_records_each_segment_consumed()
         "state_room": 2_176,  # a fifth of the threshold (CTX-36)
         "state_cost": 0,  # nothing to say
         "summary_form": "transcript",  # no prompt cache to ride (CTX-46)
+        "unknown_calls_in_block": 0,  # retained calls the runtime-state block lists instead (CTX-3)
     }
     json.dumps(result.metrics)  # stored as JSON
 

@@ -214,16 +214,22 @@ def test_ctx34_fitting_keeps_the_newest_user_messages_and_the_next_step() -> Non
     assert [line for line in fitted.splitlines() if line in titles] == titles
 
 
-def test_ctx34_the_next_step_is_shortened_only_when_every_other_section_is_down_to_its_title() -> None:
+def test_ctx34_the_next_step_is_shortened_only_when_every_other_section_is_down_to_one_sentence() -> None:
     next_step = " ".join(f"Then run check {k}." for k in range(60))  # the longest section
     files = " ".join(f"Changed file_{k}.py." for k in range(30))
     text = summary_of(["Q1 deploy it"], files=files, next_step=next_step)
     fitted = fit_summary(text, max_units=len(text) - 300, cost_of=len)
     assert section_body(fitted, 9) == next_step and len(section_body(fitted, 3)) < len(files)
-    # With nothing else left to give, it gives way from its end rather than the summary losing it.
-    tight = fit_summary(text, max_units=len(summary_of(["Q1 deploy it"])) + 200, cost_of=len)
-    assert section_body(tight, 9).startswith("Then run check 0.") and section_body(tight, 3) == ""
-    assert section_body(tight, 6) == "Q1 deploy it"  # the user's latest summarized words go last of all
+    # With nothing else left to give but one sentence a section, it gives way from its end;
+    # no section is emptied to keep it whole (CTX-34).
+    base = len(summary_of(["Q1 deploy it"]))
+    tight = fit_summary(text, max_units=base + 200, cost_of=len)
+    assert section_body(tight, 9) == " ".join(f"Then run check {k}." for k in range(10))
+    assert section_body(tight, 3) == "Changed file_0.py."
+    # Emptying comes last: the other sections first, then the next step.
+    tighter = fit_summary(text, max_units=base + 10, cost_of=len)
+    assert (section_body(tighter, 3), section_body(tighter, 9)) == ("", "Then run check 0.")
+    assert section_body(tighter, 6) == "Q1 deploy it"  # the user's latest summarized words go last of all
 
 
 # -- CTX-31: the newest group ---------------------------------------------------------------------
@@ -415,6 +421,10 @@ def test_ctx34_for_any_nine_section_summary_fitting_keeps_the_newest_users_and_t
     if least(6) <= max_units:  # the user's latest summarized words go last of all
         kept = section_body(fitted, 6).splitlines()
         assert kept and kept == lines[len(lines) - len(kept):]  # the newest, in order
-    if least(6, 9) <= max_units:  # then the next step
+    # Every other section down to its first sentence before the next step gives way (CTX-34).
+    firsts = {n: (newest if n == 6 else bodies[n].split(". ")[0].rstrip(".") + "." if bodies[n] != "(none)"
+                  else bodies[n]) for n in range(1, 10)}
+    firsts[9] = bodies[9]
+    if len("\n".join(f"{n}. {title}:\n{firsts[n]}" for n, title in enumerate(SECTION_TITLES, 1))) <= max_units:
         event("section 9 whole")
         assert section_body(fitted, 9) == bodies[9]

@@ -29,11 +29,12 @@ from context.validate import DIALECTS
 from tests.fakes.anthropic_rules import refusal
 
 
-def _fresh(records: list[dict], **options) -> tuple[list, list, list]:
+def _fresh(records: list[dict], **options) -> tuple[list, list, list, list]:
     sources: list = []
     repairs: list = []
-    messages = project_records(records, sources_out=sources, repairs_out=repairs, **options)
-    return messages, sources, repairs
+    traces: list = []
+    messages = project_records(records, sources_out=sources, repairs_out=repairs, traces_out=traces, **options)
+    return messages, sources, repairs, traces
 
 
 VIEW = [{"role": "user", "content": "VIEW"},
@@ -55,8 +56,8 @@ def test_loop1_a_kept_projection_equals_a_fresh_one_for_any_history_cut_anywhere
         projection.extend(records[done:point])
         done = point
         got = projection.project(open_runs[step])  # the runs still going may change from step to step
-        assert (got.messages, got.sources, got.repairs) == _fresh(records[:point], open_runs=open_runs[step],
-                                                                  **options)
+        assert (got.messages, got.sources, got.repairs, got.traces) == _fresh(
+            records[:point], open_runs=open_runs[step], **options)
         handed_out.append((got.messages, json.dumps(got.messages, sort_keys=True)))
     # A later step never changes what an earlier one handed out (it may share it).
     for messages, dumped in handed_out:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 from recordkit import assistant, call, image, result, text, user
@@ -11,6 +13,9 @@ from context.policy import PLATFORM_MAX_OUTPUT_TOKENS
 from context.truncation import MIN_BLOCK_BUDGET, answer_bound, cap_for_storage, marker, structured_for_storage
 
 MARKER = "\n\n[... truncated: "
+MARKER_RE = re.compile(r"\n\n\[\.\.\. truncated: (\d+) of (\d+) characters omitted from the middle "
+                       r"\(record seq [^)]*\); the full text is kept in the records and read_record pages "
+                       r"through it \.\.\.\]\n\n")
 # Text without combining marks or joiners: a cut may step back over those (never splitting
 # a visible character), which would make "the first 64 characters are kept" approximate.
 PLAIN = st.characters(blacklist_categories=("Cs", "Mn", "Me"), blacklist_characters="\u200d\ufe0e\ufe0f")
@@ -151,9 +156,80 @@ def test_ctx7_an_answer_a_model_could_write_within_its_output_limit_is_shown_who
 
 def test_ctx7_blocks_cut_as_one_text_count_every_block_even_when_one_was_cut_before() -> None:
     # One long block already cut (its own marker), beside ten more: cut as one text, the
-    # marker reports the joined blocks' total, not the earlier cut's.
+    # marker reports the whole result's original size -- the 50,000 characters the first
+    # block stood for and the other ten blocks -- not the earlier cut's, nor the shown text's.
     blocks = [text(truncate_content("A" * 50_000, 10_000, seq=7)), *(text("b" * 3_000) for _ in range(10))]
     joined = "".join(p["text"] for p in truncate_content(blocks, 2_400, seq=7) if p.get("type") == "text")
-    total = sum(len(p["text"]) for p in blocks)
     assert len(joined) <= 2_400 and joined.count(MARKER) == 1
-    assert f"of {total} characters omitted from the middle (record seq 7)" in joined
+    assert "of 80000 characters omitted from the middle (record seq 7)" in joined
+
+
+# --- CTX-7's precedence: markers take at most a tenth of the bound -------------------------
+
+def _marker_chars(content: list[dict]) -> int:
+    return sum(len(found.group()) for p in content if p.get("type") == "text"
+               for found in MARKER_RE.finditer(p["text"]))
+
+
+def test_ctx7_55_long_blocks_are_cut_as_one_text_with_one_marker_not_55() -> None:
+    # Each block could keep 436 characters (over MIN_BLOCK_BUDGET): it used to, and its 55
+    # markers took 8,635 of the 24,000 characters (36%).
+    blocks = [text(f"<{n:02d}>" + "x" * 991 + f"</{n:02d}>") for n in range(55)]
+    cut = truncate_content(blocks, 24_000, 3)
+    whole = _texts(blocks)
+    mark = marker(55_000 - 2 * 11_920, 55_000, 3)  # half of (24,000 - the longest marker, 160) each side
+    assert len(marker(55_000, 55_000, 3)) == 160 and len(mark) == 160
+    assert _texts(cut) == whole[:11_920] + mark + whole[-11_920:]
+    assert cut[:11] == blocks[:11] and cut[-11:] == blocks[-11:]  # blocks inside the head or the tail stay whole
+    assert cut[11] == text(whole[11_000:11_920] + mark) and cut[12] == text(whole[-11_920:-11_000])
+    assert len(cut) == 24 and _marker_chars(cut) == 160
+
+
+def test_ctx7_blocks_keep_a_marker_each_only_while_the_markers_take_at_most_a_tenth() -> None:
+    fifteen = [text(f"[{n:02d}]" + "y" * 1_996) for n in range(15)]  # 1,600 each, 15 markers of 157 = 2,355
+    kept = truncate_content(fifteen, 24_000, 5)
+    assert [p["text"].count(MARKER) for p in kept] == [1] * 15
+    assert [p["text"][:5] for p in kept] == [f"[{n:02d}]y" for n in range(15)]
+    assert _marker_chars(kept) == 2_355 and len(_texts(kept)) == 23_985
+    sixteen = [text(f"[{n:02d}]" + "y" * 1_996) for n in range(16)]  # 16 markers would be 2,512 > 2,400
+    one = truncate_content(sixteen, 24_000, 5)
+    assert _texts(one).count(MARKER) == 1 and _marker_chars(one) == 159 and len(_texts(one)) == 23_999
+    assert _texts(one).startswith("[00]y") and _texts(one).endswith("y" * 1_996)
+
+
+def test_ctx7_blocks_cut_one_by_one_and_cut_again_as_one_text_keep_a_single_marker() -> None:
+    blocks = [text(f"<{n}>" + "z" * 3_000 + f"</{n}>") for n in range(10)]
+    once = truncate_content(blocks, 24_000, 9)  # ten markers, 1,580 characters: a block each
+    assert [p["text"].count(MARKER) for p in once] == [1] * 10
+    again = truncate_content(once, 4_000, 9)  # ten markers would be 40% of 4,000: one text
+    shown = _texts(again)
+    assert shown.count(MARKER) == 1 and len(shown) <= 4_000
+    assert shown.startswith("<0>") and shown.endswith("</9>")
+    # The note still reports the result's original size and record.
+    assert "of 30070 characters omitted from the middle (record seq 9)" in shown
+
+
+@given(content=st.lists(PART, min_size=1, max_size=120), limit=st.integers(2_000, 30_000),
+       again=st.integers(2_000, 30_000), seq=st.integers(0, 10**6))
+def test_ctx7_for_any_blocks_the_bound_holds_markers_take_a_tenth_and_cutting_again_keeps_one_marker(
+        content: list[dict], limit: int, again: int, seq: int) -> None:
+    whole = _texts(content)
+    cut = truncate_content(content, limit, seq)
+    for given_, bound, result_ in ((content, limit, cut),
+                                   (cut, min(limit, again), truncate_content(cut, min(limit, again), seq))):
+        shown = _texts(result_)
+        if len(_texts(given_)) <= bound:
+            assert result_ == given_
+            continue
+        assert len(shown) <= bound
+        assert _marker_chars(result_) <= bound / 10
+        assert shown[:32] == whole[:32] and shown[-32:] == whole[-32:]  # the head and the tail of the whole
+        assert all(p["text"].count(MARKER) <= 1 for p in result_ if p.get("type") == "text")
+        texts_in = len([p for p in given_ if p.get("type") == "text"])
+        texts_out = len([p for p in result_ if p.get("type") == "text"])
+        assert shown.count(MARKER) == 1 or texts_out == texts_in  # one text with one marker, or every block
+        # What is shown and what the markers say they leave out add up to the whole.
+        omitted = sum(int(found.group(1)) for found in MARKER_RE.finditer(shown))
+        assert len(shown) - _marker_chars(result_) + omitted == len(whole)
+        assert [p for p in result_ if p.get("type") != "text"] == [p for p in content if p.get("type") != "text"]
+    assert truncate_content(cut, limit, seq) == cut  # cutting again at the same bound changes nothing

@@ -21,6 +21,7 @@ from sessions.services.history import question_ask, supplement_add
 from sessions.services.runs import run_resume
 from tests.fakes.responses import chat_stream, error
 from tests.fakes.summaries import is_summary, summary_input
+from tests.runloop.figures import figures_named
 from tests.runloop.preparing import Preparations, ready
 from tests.runloop.worker import wait_for
 
@@ -188,6 +189,9 @@ def test_ctx45_a_question_and_a_supplement_that_arrive_while_a_summary_is_prepar
     # The trigger fired while the summary was still being made: the request went as it was.
     deferred = [e.payload for e in RunEvent.objects.filter(run=run, type="compaction_skipped")]
     assert {"reason": "summary_being_prepared"}.items() <= deferred[0].items()
+    # CTX-41: the figures of every event of it say what they are (no bare "tokens").
+    assert figures_named(RunEvent.objects.filter(run__session=session), carrying=(
+        "compaction_preparing", "compaction_skipped", "compacted")) == {}
     assert strict.rejections == []
 
 
