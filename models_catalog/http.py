@@ -399,10 +399,6 @@ def fetch_url(
     decide to fetch that URL (guarded again). With ``truncate`` an oversized body is
     cut at the bound and flagged; without it :class:`ResponseTooLargeError` is raised.
     """
-    try:
-        url_parse(url)  # a model writes any text: httpx refuses some before the guard sees them
-    except MalformedURL as exc:
-        raise UnsafeURLError(f"The URL is not valid: {exc.message}.") from None
     deadline = time.monotonic() + limits.total_timeout
     with build_client(allow_private=allow_private, limits=limits, transport=transport, resolver=resolver) as client:
         try:

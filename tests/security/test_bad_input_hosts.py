@@ -4,18 +4,15 @@ typed — never a 500 (issue #44 item 9, SPEC §11).
 The four spellings the review found (an empty A-label, a bracketed non-address, a hex port,
 a second port) against discovery, model connections (create and change), tool servers
 (register and change), the console's connection form, Discover and Test connection
-buttons and tool-server form, and the ``http_fetch`` tool a model calls with any text.
-Each is refused before anything is contacted and changes nothing. The fuzz tests
+buttons and tool-server form. Each is refused before anything is contacted and changes
+nothing. The fuzz tests
 (``test_fuzz_input_classes.py``, ``test_fuzz_console.py``) send every malformed host of
 ``tests/security/fuzzing.py`` to every URL field.
 """
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from agentloom.tools import ToolContext, registry, tool_invoke
 from agentloom.toolservers.models import ToolServer
 from models_catalog.models import ModelConnection
 from tests.security.conftest import assert_error_shape
@@ -92,10 +89,3 @@ def test_the_console_asks_for_the_space_of_a_tool_server_added_without_one(conso
     assert "space" in response.context["adminform"].form.errors
     assert not ToolServer.objects.exists() and outbound.lookups == []
 
-
-@pytest.mark.parametrize("url", MALFORMED)
-def test_http_fetch_answers_a_malformed_host_with_an_error_result_saying_so(outbound, url):
-    context = ToolContext(run_id=0, session_id=0, instance_id=0, services={})
-    outcome = tool_invoke(registry["http_fetch"], json.dumps({"url": url}), context)
-    assert outcome.status == "error" and "The URL is not valid: " in str(outcome.content), outcome.content
-    assert outbound.lookups == []
