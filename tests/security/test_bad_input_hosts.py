@@ -5,9 +5,8 @@ The four spellings the review found (an empty A-label, a bracketed non-address, 
 a second port) against discovery, model connections (create and change), tool servers
 (register and change), the console's connection form, Discover and Test connection
 buttons and tool-server form. Each is refused before anything is contacted and changes
-nothing. The fuzz tests
-(``test_fuzz_input_classes.py``, ``test_fuzz_console.py``) send every malformed host of
-``tests/security/fuzzing.py`` to every URL field.
+nothing. The fuzz tests (``test_fuzz_input_classes.py``, ``test_fuzz_console.py``) send
+every malformed host of ``tests/security/fuzzing.py`` to every URL field.
 """
 from __future__ import annotations
 
@@ -88,4 +87,3 @@ def test_the_console_asks_for_the_space_of_a_tool_server_added_without_one(conso
     assert response.status_code == 200
     assert "space" in response.context["adminform"].form.errors
     assert not ToolServer.objects.exists() and outbound.lookups == []
-
