@@ -40,9 +40,9 @@ admin.site.unregister(Group)
 
 @admin.register(User)
 class PersonAdmin(ConsoleListMixin, UserAdmin):
-    pass
+    """Django's page of people, with the console's list rules."""
 
 
 @admin.register(Group)
 class PersonGroupAdmin(ConsoleListMixin, GroupAdmin):
-    pass
+    """Django's page of groups, with the console's list rules."""

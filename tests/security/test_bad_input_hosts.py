@@ -74,7 +74,7 @@ def test_the_console_shows_a_malformed_host_as_an_error_of_its_field(console, sp
                                                                  "timeout_seconds": "60"})
     for response in (discover, tested, added, server):
         assert response.status_code == 200, response.status_code
-    assert "base_url" in discover.context["form"].errors
+    assert "base_url" in discover.context["form"].errors and "base_url: the " in discover.content.decode()
     assert tested.context["ok"] is False and tested.context["message"].startswith("base_url: ")
     assert "base_url" in added.context["adminform"].form.errors
     assert "url" in server.context["adminform"].form.errors

@@ -11,7 +11,7 @@ paths) and owns the session (the chat's). Every answer is below 500, every 4xx o
 is in the one error shape, no trace is logged, and every route of the URL conf outside
 ``/admin/`` was sent something (``test_fuzz_console.py`` covers the console).
 
-Bounded: about 900 requests, no network past 127.0.0.1 (``outbound``), SSE streams cut
+Bounded: about 800 requests, no network past 127.0.0.1 (``outbound``), SSE streams cut
 after half a second; run on PostgreSQL as well as SQLite (NUL fails only on PostgreSQL).
 """
 from __future__ import annotations
