@@ -156,6 +156,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "agentloom.web.security.ConsoleMiddleware",  # the console's CSP and id-bounded list filters
+    "agentloom.web.security.NulRefusedMiddleware",  # a NUL in a query string or console form: 400
 ]
 
 ROOT_URLCONF = "agentloom.urls"

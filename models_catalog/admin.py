@@ -16,6 +16,7 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
+from agentloom.console_lists import ConsoleListMixin
 from agentloom.errors import DomainError
 from context import Calibration
 from models_catalog.discovery import server_context_label
@@ -63,7 +64,7 @@ class ProviderFilter(admin.SimpleListFilter):
 
 
 @admin.register(ModelConnection)
-class ModelConnectionAdmin(admin.ModelAdmin):
+class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
     form = ModelConnectionAdminForm
     list_display = ["name", "space", provider_column, "model", "window_column", "output_column", "stored_key"]
     list_select_related = ["space"]
@@ -319,7 +320,7 @@ def exceeds_warning(connection: ModelConnection) -> str:
 
 
 @admin.register(ModelPrice)
-class ModelPriceAdmin(admin.ModelAdmin):
+class ModelPriceAdmin(ConsoleListMixin, admin.ModelAdmin):
     """Prices per million tokens: with one, the usage page of an agent version shows cost."""
 
     form = ModelPriceAdminForm

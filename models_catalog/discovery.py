@@ -40,6 +40,7 @@ from models_catalog.providers.model_lists import LMSTUDIO_LOADED
 from models_catalog.providers.ollama import SOURCE_DEFAULT as OLLAMA_DEFAULT
 from models_catalog.providers.ollama import SOURCE_LOADED as OLLAMA_LOADED
 from models_catalog.providers.ollama import SOURCE_NUM_CTX as OLLAMA_NUM_CTX
+from models_catalog.url_syntax import MalformedURL, url_parse
 
 PLATFORM_DEFAULT_CONTEXT_WINDOW = 32_768
 PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS = 4_096
@@ -159,6 +160,11 @@ def discover_models(
     entered = (base_url or spec.default_base_url or "").strip()
     if not entered:
         raise InvalidRequestError("A base URL is required for this provider.", code="base_url_required")
+    if not spec.offline:
+        try:
+            url_parse(entered)
+        except MalformedURL as exc:  # read whole before any part of it is used
+            raise InvalidRequestError(f"The base URL is not valid: {exc.message}.", code="invalid_url") from None
     # The form the API answers at: Anthropic's SDK form (no /v1) is listed, stored and
     # called with /v1, and the admin is told so (a connection saved from this keeps it).
     base = spec.base_url_form(entered)

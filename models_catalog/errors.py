@@ -269,7 +269,9 @@ def error_from_payload(payload: Any, *, provider_label: str = "The model provide
             if isinstance(value, int) and 100 <= value < 600:
                 status = value
                 break
-            if isinstance(value, str) and value.isdigit() and 100 <= int(value) < 600:
+            # Three ASCII digits: "²".isdigit() is True and int() refuses it (a provider's body is input too).
+            if isinstance(value, str) and len(value) == 3 and value.isascii() and value.isdigit() \
+                    and 100 <= int(value) < 600:
                 status = int(value)
                 break
     text = _error_text(body)

@@ -19,6 +19,7 @@ from context import default_safety_margin
 from models_catalog.maxima import maxima_stored_in_space
 from models_catalog.models import ModelConnection, ModelPrice
 from models_catalog.providers import find_provider, provider_choices
+from models_catalog.url_syntax import MalformedURL, url_parse
 from models_catalog.validation import MAX_KEY_LENGTH, connection_validate
 
 CURRENCY = re.compile(r"[A-Z]{3}")  # ISO 4217's shape
@@ -129,6 +130,20 @@ class DiscoverForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["api_key"].help_text = "Leave empty to use the stored key of the connection being edited."
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        spec = find_provider(cleaned.get("provider"))
+        base_url = (cleaned.get("base_url") or "").strip()
+        # The same reading as every other URL field: a malformed host or port is an error on
+        # this field, before the stored key is looked up or anything is contacted. An
+        # offline provider takes no URL (its own pseudo-endpoint is the services' to judge).
+        if base_url and spec is not None and not spec.offline:
+            try:
+                url_parse(base_url)
+            except MalformedURL as exc:
+                self.add_error("base_url", exc.message)
+        return cleaned
 
 
 class ConnectionTestForm(DiscoverForm):

@@ -42,6 +42,7 @@ from models_catalog.errors import (
     UnsafeURLError,
     error_from_status,
 )
+from models_catalog.url_syntax import MalformedURL, url_parse
 
 Resolver = Callable[[str, int], list[str]]
 USER_AGENT = "AgentLoom/0.1 (+self-hosted)"
@@ -185,11 +186,9 @@ def address_problem(address: str, *, allow_private: bool) -> str | None:
 def check_url(url: str | httpx.URL, *, allow_private: bool = False, resolver: Resolver | None = None) -> GuardedTarget:
     """Validate ``url`` and resolve its host; raise :class:`UnsafeURLError` if refused."""
     try:
-        parsed = url if isinstance(url, httpx.URL) else httpx.URL(str(url))
-    except (httpx.InvalidURL, TypeError, ValueError):
-        raise UnsafeURLError("The URL is not valid.") from None
-    if parsed.scheme not in ("http", "https"):
-        raise UnsafeURLError("Only http and https URLs are allowed.")
+        parsed = url_parse(url)
+    except MalformedURL as exc:
+        raise UnsafeURLError(f"The URL is not valid: {exc.message}.") from None
     if parsed.userinfo:
         raise UnsafeURLError("URLs with a user name or password are not allowed; use the API key field.")
     host = (parsed.host or "").rstrip(".").lower()

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import httpx
+from models_catalog.url_syntax import MalformedURL, url_parse
 
 MANIFEST_PATH = Path(__file__).with_name("manifest.json")
 _VERSION_RE = re.compile(r"^\d{4}-\d{2}-\d{2}\.\d+$")
@@ -81,8 +81,8 @@ def normalise_base_url(url: str) -> str:
     if text.startswith("demo://"):
         return text.rstrip("/")
     try:
-        parsed = httpx.URL(text)
-    except (httpx.InvalidURL, TypeError, ValueError):
+        parsed = url_parse(text)
+    except MalformedURL:  # compared as typed: it equals no endpoint, and validation names the problem
         return text.rstrip("/")
     scheme = parsed.scheme.lower()
     host = (parsed.host or "").lower().rstrip(".")

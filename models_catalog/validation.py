@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
 from django.core import signing
 from django.views.decorators.debug import sensitive_variables
 
@@ -43,6 +42,7 @@ from models_catalog.models import (
 )
 from models_catalog.providers import ProviderSpec, find_provider, provider_names
 from models_catalog.selectors import effective_base_url
+from models_catalog.url_syntax import MalformedURL, url_parse
 
 MAX_FIGURE = 100_000_000  # far above any real window; keeps PositiveIntegerField from overflowing
 MAX_KEY_LENGTH = 4_096
@@ -122,13 +122,11 @@ def _check_base_url(spec: ProviderSpec, raw: str, errors: dict[str, str]) -> str
         errors["base_url"] = "at most 500 characters"
         return raw
     try:
-        url = httpx.URL(raw)
-    except (httpx.InvalidURL, TypeError, ValueError):
-        errors["base_url"] = "not a valid URL"
+        url = url_parse(raw)
+    except MalformedURL as exc:
+        errors["base_url"] = exc.message
         return raw
-    if url.scheme not in ("http", "https") or not url.host:
-        errors["base_url"] = "must be an http:// or https:// URL with a host"
-    elif url.userinfo:
+    if url.userinfo:
         # Stored in clear and shown to every member: credentials belong in api_key.
         errors["base_url"] = "must not contain a user name or password; use the API key field"
     elif url.query or url.fragment:

@@ -10,7 +10,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from agentloom.agents.models import Agent, AgentVersion
-from agentloom.api.fields import MAX_ID
+from agentloom.api.fields import MAX_ID, id_from_text
 from agentloom.crypto import RecentPlaintexts
 from agentloom.db_rows import models_from_row, select_list
 from agentloom.errors import NotFound
@@ -214,7 +214,8 @@ def records_page(*, session: Session, after: int = 0, limit: int = RECORDS_PAGE_
 def instance_in_session(*, session: Session, instance: str) -> bool:
     if instance == Instance.MAIN:
         return True
-    return instance.isdigit() and Instance.objects.filter(pk=int(instance), run__session=session).exists()
+    instance_id = id_from_text(instance)  # ASCII digits only: "²".isdigit() is True and int() refuses it
+    return instance_id is not None and Instance.objects.filter(pk=instance_id, run__session=session).exists()
 
 
 def prepared_summary_state(*, session: Session) -> dict[str, Any] | None:

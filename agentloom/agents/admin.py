@@ -22,6 +22,7 @@ from agentloom.agents.models import Agent, AgentVersion
 from agentloom.agents.selectors import agent_budget, version_budget
 from agentloom.agents.server_tools import version_tool_drift
 from agentloom.agents.services import agent_draft_changes, agent_draft_create, agent_publish, agent_update
+from agentloom.console_lists import ConsoleListMixin
 from agentloom.errors import DomainError
 from agentloom.readonly_admin import ReadOnlyAdminMixin
 from agentloom.toolservers.admin import annotations_text
@@ -41,7 +42,7 @@ def _budget_text(summary: dict) -> str:
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(ConsoleListMixin, admin.ModelAdmin):
     form = AgentAdminForm
     list_display = ["name", "space", "model_connection", "latest_version", "budget_figures", "updated_at"]
     list_select_related = ["space", "model_connection"]
@@ -225,7 +226,7 @@ def version_page_links(version_id: int) -> str:
 
 
 @admin.register(AgentVersion)
-class AgentVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Published versions are read-only: they are frozen by design (RUN-4)."""
 
     list_display = ["name", "version", "agent", "model", "context_window", "budget_figures", "published_at", "pages"]

@@ -22,6 +22,11 @@ def bad_request(request, exception=None):
     return _answer(request, 400, "invalid", "Bad request.")
 
 
+def bad_request_saying(request, message: str):
+    """A 400 that says what was wrong, for middleware that refuses a request before any view."""
+    return _answer(request, 400, "invalid", message)
+
+
 def forbidden(request, exception=None):
     return _answer(request, 403, "forbidden", "Forbidden.")
 

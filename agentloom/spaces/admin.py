@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from agentloom.console_lists import ConsoleListMixin
 from agentloom.spaces.models import Membership, Space
 
 
@@ -12,14 +13,14 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Space)
-class SpaceAdmin(admin.ModelAdmin):
+class SpaceAdmin(ConsoleListMixin, admin.ModelAdmin):
     list_display = ["name", "created_at"]
     search_fields = ["name"]
     inlines = [MembershipInline]
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(ConsoleListMixin, admin.ModelAdmin):
     list_display = ["user", "space", "role", "created_at"]
     list_filter = ["role"]
     list_select_related = ["user", "space"]

@@ -14,6 +14,7 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.debug import sensitive_post_parameters
 
+from agentloom.console_lists import ConsoleListMixin
 from agentloom.errors import DomainError
 from agentloom.toolservers.forms import ToolServerAdminForm
 from agentloom.toolservers.listing import changes_text
@@ -44,7 +45,7 @@ def tools_table(tools: list[dict]) -> str:
 
 
 @admin.register(ToolServer)
-class ToolServerAdmin(admin.ModelAdmin):
+class ToolServerAdmin(ConsoleListMixin, admin.ModelAdmin):
     form = ToolServerAdminForm
     list_display = ["name", "kind", "space", "transport", "tool_count", "listed_at", "list_error"]
     list_filter = ["kind", "space"]

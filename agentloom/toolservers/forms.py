@@ -75,6 +75,11 @@ class ToolServerAdminForm(forms.ModelForm):
         cleaned = super().clean()
         if self.errors:
             return cleaned
+        if not self.instance.pk and cleaned.get("space") is None:
+            # The model allows no space (the operator's servers have none), but those come from
+            # AGENTLOOM_MCP_SERVERS: a server added here always belongs to a space.
+            self.add_error("space", "Choose the space whose agents may use this server.")
+            return cleaned
         try:
             data = self.service_data()
         except forms.ValidationError as exc:

@@ -23,24 +23,13 @@ from agentloom.toolservers.endpoints import Endpoint, Listing, RemoteEndpoint, S
 from agentloom.toolservers.listing import listing_changes
 from agentloom.toolservers.models import ToolServer
 from agentloom.toolservers.selectors import operator_servers, servers_for_space
-from agentloom.toolservers.validation import header_hints, headers_check, name_check, timeout_check
+from agentloom.toolservers.validation import header_hints, headers_check, name_check, timeout_check, url_check
 
 logger = logging.getLogger("agentloom.toolservers")
 
-MAX_URL = 500
 # Filled at start-up by the apps above this one (the agents app: drafts that choose a
 # server's tools), so this app never imports them. Each returns the names of the users.
 IN_USE_CHECKS: list[Callable[[ToolServer], list[str]]] = []
-
-
-def _url_check(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_URL:
-        raise ValidationFailed("The URL is not valid.",
-                               fields={"url": f"an http(s) URL of at most {MAX_URL} characters"})
-    url = value.strip()
-    if not url.lower().startswith(("http://", "https://")):
-        raise ValidationFailed("The URL is not valid.", fields={"url": "must start with http:// or https://"})
-    return url
 
 
 def _scrub(text: str, headers: Mapping[str, str]) -> str:
@@ -93,7 +82,7 @@ def toolserver_in_use_by(*, server: ToolServer) -> list[str]:
 def toolserver_register(*, space, data: Mapping[str, Any], created_by=None) -> tuple[ToolServer, Listing]:
     """Register a remote server in ``space`` (the caller checked they administer it)."""
     name = name_check(data.get("name"))
-    url = _url_check(data.get("url"))
+    url = url_check(data.get("url"))
     headers = headers_check(data.get("headers"))
     timeout = timeout_check(data.get("timeout_seconds", ToolServer._meta.get_field("timeout_seconds").default))
     _name_free(space_id=space.pk, name=name)
@@ -129,7 +118,7 @@ def toolserver_update(*, server: ToolServer, data: Mapping[str, Any]) -> ToolSer
                            "from those agents before renaming it.", code="in_use")
     if "timeout_seconds" in data:
         changes["timeout_seconds"] = timeout_check(data["timeout_seconds"])
-    url = _url_check(data["url"]) if "url" in data else server.url
+    url = url_check(data["url"]) if "url" in data else server.url
     headers = headers_check(data["headers"]) if "headers" in data else server.header_values()
     if url != server.url and "headers" not in data and server.header_values():
         raise ValidationFailed("Enter the headers again for the new URL.", fields={

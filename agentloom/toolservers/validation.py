@@ -1,10 +1,11 @@
 """Input rules of a remote tool server, one home for the API and the console (TOOL-1).
 
-Names are what agents write before the dot (``git.git_status``): a lower-case letter, then
-letters, digits or ``_``. Headers are what an admin adds for the server (a bearer token, an
-API-key header): names are HTTP tokens, values printable ASCII, and the headers the
-protocol itself sets are not theirs to override. Values are secrets: they never appear in
-an error message, only their names do.
+The URL must be readable whole (``models_catalog.url_syntax``: a malformed host or port is
+a 400 naming ``url``, never a crash further on). Names are what agents write before the dot
+(``git.git_status``): a lower-case letter, then letters, digits or ``_``. Headers are what
+an admin adds for the server (a bearer token, an API-key header): names are HTTP tokens,
+values printable ASCII, and the headers the protocol itself sets are not theirs to override.
+Values are secrets: they never appear in an error message, only their names do.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 from agentloom.errors import ValidationFailed
 from agentloom.toolservers.models import NAME_PATTERN
+from models_catalog.url_syntax import MalformedURL, url_parse
 
 NAME = re.compile(NAME_PATTERN)
 HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,100}$")
@@ -23,6 +25,7 @@ RESERVED_HEADERS = frozenset({"host", "content-length", "content-type", "transfe
                               "accept", "user-agent", "mcp-session-id", "mcp-protocol-version", "last-event-id",
                               "upgrade", "te", "trailer", "keep-alive", "proxy-authorization"})
 MAX_TIMEOUT = 3600
+MAX_URL = 500
 AUTH_SCHEMES = ("Bearer ", "Basic ", "Token ")
 
 
@@ -59,6 +62,21 @@ def headers_check(headers: Any) -> dict[str, str]:
                 "headers": f"the value of {name} must be printable ASCII, without surrounding spaces, "
                            f"at most {MAX_HEADER_VALUE:,} characters"})
     return dict(headers)
+
+
+def url_check(value: Any) -> str:
+    """The server's URL as stored: http(s), at most ``MAX_URL`` characters, and readable whole
+    (``url_parse``: host, labels, port), so a malformed one is a 400 naming ``url`` before
+    anything connects. Whether its address may be contacted is the guard's, when it connects."""
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_URL:
+        raise ValidationFailed("The URL is not valid.",
+                               fields={"url": f"an http(s) URL of at most {MAX_URL} characters"})
+    url = value.strip()
+    try:
+        url_parse(url)
+    except MalformedURL as exc:
+        raise ValidationFailed(f"The URL is not valid: {exc.message}.", fields={"url": exc.message}) from None
+    return url
 
 
 def timeout_check(value: Any) -> int:

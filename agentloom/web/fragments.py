@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from agentloom.api.errors import error_body
+from agentloom.api.fields import id_from_text
 from agentloom.errors import NotFound
 from agentloom.web.markdown import render_markdown
 from agentloom.web.presenters import run_views
@@ -63,7 +64,8 @@ def run_fragment(request, run_id: int):
 
 
 def _seq(value: str | None) -> int | None:
-    return int(value) if value is not None and value.isdigit() and len(value) < 12 else None
+    # ASCII digits that fit a column: "²".isdigit() is True, and int("²") raises.
+    return id_from_text(value) if value is not None else None
 
 
 @require_GET

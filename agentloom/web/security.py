@@ -1,5 +1,6 @@
 """Browser-side defences of the chat pages and the console: a strict Content-Security-Policy,
-a limit on failed logins, and console list filters held to ids a column can hold (SPEC §11).
+a limit on failed logins, console list filters held to ids a column can hold, and no NUL
+character in a query string or a console form (SPEC §11).
 
 The CSP is a second wall behind the Markdown sanitiser: the pages load scripts and
 styles only from our own origin and carry no inline script, so even markup that slipped
@@ -20,6 +21,7 @@ from django.urls import reverse
 
 from agentloom.api.clients import client_address
 from agentloom.api.fields import id_from_text
+from agentloom.api.pages import bad_request_saying
 
 CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'self'",
@@ -95,6 +97,36 @@ class ConsoleMiddleware:
             del kept[key]
         query = kept.urlencode()
         return HttpResponseRedirect(request.path + (f"?{query}" if query else ""))
+
+
+NUL_REFUSED = "The request holds a NUL character (U+0000), which no field accepts."
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _holds_nul(query) -> bool:
+    return any("\x00" in key or any("\x00" in value for value in values) for key, values in query.lists())
+
+
+class NulRefusedMiddleware:
+    """A NUL in any query string, or in a form posted to the console, is a 400 before any view.
+
+    PostgreSQL refuses NUL in text ("A string literal cannot contain NUL"), so a search box
+    or a list filter holding one failed with a 500 only there; no field of this product
+    holds one. Query strings are checked everywhere (reading them costs nothing); form
+    bodies only in the console, whose lists and actions read them raw. Elsewhere the body
+    is left to its view: DRF and Django's forms refuse NUL in text themselves, and reading
+    a body here would come before the upload bounds the API sets on its own reads.
+    """
+
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if _holds_nul(request.GET) or (
+                request.method == "POST" and request.content_type in _FORM_TYPES
+                and request.path_info.startswith(reverse("admin:index")) and _holds_nul(request.POST)):
+            return bad_request_saying(request, NUL_REFUSED)
+        return self.get_response(request)
 
 
 def _client_key(request) -> str:

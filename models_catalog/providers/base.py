@@ -176,5 +176,8 @@ def with_api_path(base_url: str, api_path: str) -> str:
     base = base_url.strip().rstrip("/")
     if not api_path or not base:
         return base
-    path = urlsplit(base).path.rstrip("/")
+    try:
+        path = urlsplit(base).path.rstrip("/")
+    except ValueError:  # unreadable ("http://[abc]"): left as typed, for validation to name the problem
+        return base
     return base if path.endswith(api_path) else base + api_path

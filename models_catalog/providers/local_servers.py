@@ -20,12 +20,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-import httpx
-
 from models_catalog.errors import ProviderError, UnsafeURLError
 from models_catalog.providers.base import Listing, ListingContext, merge_details, server_root
 from models_catalog.providers.events import as_dict
 from models_catalog.providers.model_lists import parse_model_list, positive_int
+from models_catalog.url_syntax import MalformedURL, url_parse
 
 LLAMACPP_PROPS = "llamacpp_props"
 LMSTUDIO_PORT = 1234
@@ -68,8 +67,8 @@ def add_llamacpp_contexts(ctx: ListingContext, listing: Listing) -> None:
 
 def looks_like_lmstudio(base_url: str) -> bool:
     try:
-        return httpx.URL(base_url).port == LMSTUDIO_PORT
-    except (httpx.InvalidURL, TypeError, ValueError):
+        return url_parse(base_url).port == LMSTUDIO_PORT
+    except MalformedURL:
         return False
 
 

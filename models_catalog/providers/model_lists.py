@@ -42,8 +42,8 @@ def positive_int(value: Any) -> int | None:
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value.strip()) <= 18:
+        value = int(value.strip())  # ASCII only ("²".isdigit() is True) and short enough for int()
     if isinstance(value, int) and 0 < value <= _MAX_SANE:
         return value
     return None

@@ -28,12 +28,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import httpx
-
 from models_catalog.errors import AuthenticationError, ProviderError, UnsafeURLError
 from models_catalog.providers.base import Listing, ListingContext, RawModel, server_root
 from models_catalog.providers.events import as_dict
 from models_catalog.providers.model_lists import positive_int
+from models_catalog.url_syntax import MalformedURL, url_parse
 
 OLLAMA_PORT = 11434
 MAX_SHOW_CALLS = 64  # one /api/show per model; a bound so a huge library cannot stall discovery
@@ -55,8 +54,8 @@ TRUNCATION_NOTE = (
 
 def looks_like_ollama(base_url: str) -> bool:
     try:
-        url = httpx.URL(base_url)
-    except (httpx.InvalidURL, TypeError, ValueError):
+        url = url_parse(base_url)
+    except MalformedURL:
         return False
     return url.port == OLLAMA_PORT or "ollama" in (url.host or "").lower()
 

@@ -14,6 +14,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from agentloom.agents.admin import VERSION_PAGES, VersionPage
+from agentloom.console_lists import ConsoleListMixin
 from agentloom.errors import DomainError
 from agentloom.readonly_admin import ReadOnlyAdminMixin
 from sessions.admin import files, pages, usage
@@ -50,7 +51,7 @@ def _change_link(model: str, pk: int | None, text: object) -> str:
     return format_html('<a href="{}">{}</a>', reverse(f"admin:agent_sessions_{model}_change", args=[pk]), text)
 
 
-class ReadOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Runs, records, snapshots and events are written by the system only."""
 
 
@@ -72,7 +73,7 @@ class RunInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(ConsoleListMixin, admin.ModelAdmin):
     # The title is user text, encrypted at rest: it is neither listed, searched nor edited
     # here (the audited records page shows what the person wrote).
     list_display = ["id", "user", "agent", "version", "last_seq", "updated_at", "pages"]

@@ -12,6 +12,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
+from agentloom.console_lists import ConsoleListMixin
 from agentloom.readonly_admin import ReadOnlyAdminMixin
 from sessions.admin import pages
 from sessions.admin.display import metric_number
@@ -24,7 +25,7 @@ def _metric(obj: PreparedCompaction, name: str) -> int | None:
 
 
 @admin.register(PreparedCompaction)
-class PreparedCompactionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class PreparedCompactionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["id", "session_link", "run_link", "status", "reason", "tokens", "prefix", "summary_calls",
                     "duration", "created_at", "ready_at", "ended_at"]
     list_filter = ["status"]

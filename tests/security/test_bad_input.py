@@ -73,6 +73,22 @@ def test_an_odd_last_event_id_is_a_400_or_an_empty_stream_never_a_crash(api, ali
         b"".join(response.streaming_content)
 
 
+@pytest.mark.parametrize("after, upto", [("²", "3"), ("1", "²"), ("٣", "5"), ("-1", "3"), (HUGE, HUGE)])
+def test_odd_seqs_of_a_runs_text_in_the_chat_are_a_400_not_a_crash(alice, world, after, upto):
+    # "²".isdigit() is True and int("²") raises: the chat read seqs with str.isdigit.
+    browser = Client()
+    browser.force_login(alice)
+    response = browser.get(f"/chat/runs/{world['run'].pk}/text", {"after": after, "upto": upto})
+    assert "after" in assert_error_shape(response, 400)["fields"]
+
+
+@pytest.mark.parametrize("instance", ["²", "٣", HUGE, "-1"])
+def test_an_instance_that_is_no_id_is_in_no_session(world, instance):
+    from sessions.selectors import instance_in_session
+
+    assert instance_in_session(session=world["session"], instance=instance) is False
+
+
 @pytest.mark.parametrize("field", ["space", "resource_id"])
 def test_a_discovery_naming_an_impossible_id_is_a_4xx(api, alice, world, field, outbound):
     before = _counts()

@@ -12,6 +12,11 @@ each one that takes a body, with a token and anonymously (a 4xx in the error sha
 trace logged), and a 4,301-digit integer — past Python's conversion limit — in every
 query and path parameter and in ``Last-Event-ID`` (never a 5xx).
 
+The input classes the generator finds only by luck (malformed hosts in every URL field,
+Unicode digits in every id, NUL in every text, late-failing console filters) are sent on
+purpose to every route of the URL conf by ``test_fuzz_input_classes.py`` and
+``test_fuzz_console.py``, with the operations read from the same schema (``fuzzing.py``).
+
 Deeper runs by hand: ``FUZZ_EXAMPLES=200`` (examples per operation and mode) and
 ``FUZZ_RANDOM=1`` (a fresh seed instead of the fixed one CI uses).
 """
@@ -29,6 +34,7 @@ from schemathesis import GenerationMode
 
 from tests.conftest import token_for
 from tests.security.conftest import SECRET_KEY_OF_PROVIDER
+from tests.security.fuzzing import operations_of_the_schema, path_with
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -137,22 +143,6 @@ DEEP = "[" * 200_000
 HUGE_INT = "9" * 4301
 
 
-def _operations():
-    from django.core.wsgi import get_wsgi_application
-
-    schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
-    return [result.ok() for result in schema.get_all_operations()]
-
-
-def _path(operation, ids: dict[str, int], huge: str | None = None) -> str:
-    path = operation.path
-    for parameter in operation.definition.raw.get("parameters", []):
-        if parameter.get("in") == "path":
-            value = huge if huge is not None else ids.get(parameter["name"], 1)
-            path = path.replace("{" + parameter["name"] + "}", str(value))
-    return path
-
-
 def _no_traces(caplog) -> list[str]:
     return [record.getMessage()[:200] for record in caplog.records
             if record.exc_info is not None or record.levelname in ("ERROR", "CRITICAL")]
@@ -165,11 +155,11 @@ def test_a_deeply_nested_body_is_a_4xx_on_every_operation_that_takes_one_for_eve
     token = Client(HTTP_AUTHORIZATION=f"Token {world['token']}")
     anonymous = Client()
     problems, sent = [], 0
-    for operation in _operations():
+    for operation in operations_of_the_schema():
         if "requestBody" not in operation.definition.raw:
             continue
         for who, client in (("token", token), ("anonymous", anonymous)):
-            response = getattr(client, operation.method.lower())(_path(operation, world["ids"]), DEEP,
+            response = getattr(client, operation.method.lower())(path_with(operation, world["ids"]), DEEP,
                                                                  content_type="application/json")
             sent += 1
             if not 400 <= response.status_code < 500:
@@ -191,12 +181,12 @@ def test_a_huge_integer_in_any_parameter_or_header_is_a_4xx_never_a_crash(world,
     caplog.set_level(logging.DEBUG)
     client = Client(HTTP_AUTHORIZATION=f"Token {world['token']}", HTTP_LAST_EVENT_ID=HUGE_INT)
     problems, sent = [], 0
-    for operation in _operations():
+    for operation in operations_of_the_schema():
         parameters = operation.definition.raw.get("parameters", [])
         query = {p["name"]: HUGE_INT for p in parameters if p.get("in") == "query"}
-        targets = [("query", _path(operation, world["ids"]), query)] if query else []
+        targets = [("query", path_with(operation, world["ids"]), query)] if query else []
         if any(p.get("in") == "path" for p in parameters):
-            targets.append(("path", _path(operation, world["ids"], huge=HUGE_INT), {}))
+            targets.append(("path", path_with(operation, world["ids"], every_id=HUGE_INT), {}))
         for where, path, params in targets:
             method = operation.method.lower()
             response = (client.get(path, params) if method == "get"
