@@ -194,8 +194,22 @@ AGENTLOOM_SESSION_FILES_MAX_BYTES = env_int("AGENTLOOM_SESSION_FILES_MAX_BYTES",
 # Anthropic's 5 MB per image bounds the base64 text sent, 4/3 of the bytes: 3,750,000 bytes
 # are 5,000,000 characters, under that bound (OpenAI's is larger).
 AGENTLOOM_IMAGE_MAX_BYTES = env_int("AGENTLOOM_IMAGE_MAX_BYTES", 3_750_000, minimum=1024)
+# An image's size once decoded (width × height × bytes a pixel), read from its header and
+# refused past this before anything is decoded (agentloom/images.py): 413 image_too_large.
+AGENTLOOM_IMAGE_MAX_DECODED_BYTES = env_int("AGENTLOOM_IMAGE_MAX_DECODED_BYTES", 128 * 1024 * 1024,
+                                            minimum=1024 * 1024, maximum=8000 * 6000 * 4)
 AGENTLOOM_PDF_MAX_PAGES = env_int("AGENTLOOM_PDF_MAX_PAGES", 200, minimum=1, maximum=100_000)
 AGENTLOOM_PDF_MAX_SECONDS = env_int("AGENTLOOM_PDF_MAX_SECONDS", 20, minimum=1, maximum=600)
+# Slow work inside a request (agentloom/slow_work.py): a file read in a child process, a
+# remote server probed, an import. At most *_MAX of a kind at once in one web process (503
+# busy past it) and *_PER_PERSON of one person's (429 too_many_at_once past it), each with
+# Retry-After; none holds a database connection while it waits.
+AGENTLOOM_EXTRACTIONS_MAX = env_int("AGENTLOOM_EXTRACTIONS_MAX", 4, minimum=1, maximum=1000)
+AGENTLOOM_EXTRACTIONS_PER_PERSON = env_int("AGENTLOOM_EXTRACTIONS_PER_PERSON", 2, minimum=1, maximum=1000)
+AGENTLOOM_PROBES_MAX = env_int("AGENTLOOM_PROBES_MAX", 8, minimum=1, maximum=1000)
+AGENTLOOM_PROBES_PER_PERSON = env_int("AGENTLOOM_PROBES_PER_PERSON", 2, minimum=1, maximum=1000)
+AGENTLOOM_IMPORTS_MAX = env_int("AGENTLOOM_IMPORTS_MAX", 2, minimum=1, maximum=1000)
+AGENTLOOM_IMPORTS_PER_PERSON = env_int("AGENTLOOM_IMPORTS_PER_PERSON", 1, minimum=1, maximum=1000)
 FILE_UPLOAD_HANDLERS = [
     "agentloom.api.uploads.BoundedUploadHandler",
     "django.core.files.uploadhandler.MemoryFileUploadHandler",

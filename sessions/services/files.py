@@ -2,7 +2,8 @@
 carried by the user record of the question that uses them.
 
 ``file_store`` refuses before it writes: past ``AGENTLOOM_FILE_MAX_BYTES`` (an image past
-``AGENTLOOM_IMAGE_MAX_BYTES``) TooLarge ``file_too_large``, past the session's
+``AGENTLOOM_IMAGE_MAX_BYTES``) TooLarge ``file_too_large``, an image larger in pixels than
+the server decodes (agentloom/images.py) ``image_too_large``, past the session's
 ``AGENTLOOM_SESSION_FILES_MAX_BYTES`` TooLarge ``session_files_full`` (413), a kind it does
 not take UnsupportedType (415). ``attachments_take`` turns the ids a question names into
 the attachments its record carries (the contract of RUN-13) and marks the files used;
@@ -27,9 +28,10 @@ from django.db import transaction
 from django.db.models import Sum
 
 from agentloom.errors import Conflict, NotFound, TooLarge, UnsupportedType, ValidationFailed
+from agentloom.slow_work import slow_work
 from sessions.models import Session, SessionFile
 from sessions.services.manual_compaction import session_lock
-from sessions.sniff import Unreadable, Unsupported, sniff
+from sessions.sniff import ImageTooLarge, Unreadable, Unsupported, sniff
 
 MAX_FILES_PER_QUESTION = 20
 NAME_MAX = 255  # the column's bound
@@ -109,10 +111,16 @@ def file_store(*, session: Session, user, name: Any, data: bytes) -> SessionFile
     if len(data) > settings.AGENTLOOM_FILE_MAX_BYTES:
         raise file_too_large(settings.AGENTLOOM_FILE_MAX_BYTES)
     try:
+        # A PDF read or an image decoded runs in a child process: one of a bounded number at
+        # once, the request's database connection given back meanwhile (slow_work.py).
         found = sniff(data, pdf_max_pages=settings.AGENTLOOM_PDF_MAX_PAGES,
-                      pdf_max_seconds=settings.AGENTLOOM_PDF_MAX_SECONDS)
+                      pdf_max_seconds=settings.AGENTLOOM_PDF_MAX_SECONDS,
+                      image_max_decoded_bytes=settings.AGENTLOOM_IMAGE_MAX_DECODED_BYTES,
+                      around_child=lambda: slow_work("extraction", person=getattr(user, "pk", None)))
     except Unsupported as exc:
         raise UnsupportedType(f"{exc} Attach text, a PDF, or a PNG, JPEG, WebP or GIF image.") from None
+    except ImageTooLarge as exc:
+        raise TooLarge(str(exc), code="image_too_large") from None
     except Unreadable as exc:
         raise UnsupportedType(str(exc)) from None
     if found.kind == SessionFile.Kind.IMAGE and len(data) > settings.AGENTLOOM_IMAGE_MAX_BYTES:
