@@ -50,9 +50,10 @@ class TooLarge(DomainError):
     code = "too_large"
 
 
-class TooBusy(DomainError):
-    """Refused for now, nothing done: one person's share of some work is taken (429), or
-    the process's (503). ``retry_after`` seconds go out as ``Retry-After``."""
+class TryLater(DomainError):
+    """Refused for now, nothing done: a person's share of something is taken (429: their
+    slow work at once, their sessions of the day), or the process's (503). ``retry_after``
+    seconds go out as ``Retry-After``."""
 
     status = 503
     code = "busy"

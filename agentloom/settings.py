@@ -191,6 +191,11 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AGENTLOOM_MAX_REQUEST_BYTES", 2 * 1024 * 
 # (agentloom/api/uploads.py); every other multipart body counts its file parts against it.
 AGENTLOOM_FILE_MAX_BYTES = env_int("AGENTLOOM_FILE_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
 AGENTLOOM_SESSION_FILES_MAX_BYTES = env_int("AGENTLOOM_SESSION_FILES_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
+# What one person may hold and start (sessions/services/people.py): their files across every
+# session (413 user_files_full past it), the sessions they start in 24 hours — chat, API and
+# imports alike (429 sessions_per_day with Retry-After).
+AGENTLOOM_USER_FILES_MAX_BYTES = env_int("AGENTLOOM_USER_FILES_MAX_BYTES", 1024 * 1024 * 1024, minimum=1024)
+AGENTLOOM_SESSIONS_PER_DAY = env_int("AGENTLOOM_SESSIONS_PER_DAY", 500, minimum=1, maximum=1_000_000)
 # Anthropic's 5 MB per image bounds the base64 text sent, 4/3 of the bytes: 3,750,000 bytes
 # are 5,000,000 characters, under that bound (OpenAI's is larger).
 AGENTLOOM_IMAGE_MAX_BYTES = env_int("AGENTLOOM_IMAGE_MAX_BYTES", 3_750_000, minimum=1024)
@@ -253,6 +258,7 @@ REST_FRAMEWORK = {
         "ask": env_str("AGENTLOOM_ASK_RATE", "30/min"),
         "supplement": env_str("AGENTLOOM_SUPPLEMENT_RATE", "20/min"),
         "upload": env_str("AGENTLOOM_UPLOAD_RATE", "30/min"),
+        "import": env_str("AGENTLOOM_IMPORT_RATE", "60/hour"),
     },
 }
 SPECTACULAR_SETTINGS = {

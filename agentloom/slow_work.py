@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from agentloom.db_pool import connection_give_back_for_slow_work
-from agentloom.errors import TooBusy
+from agentloom.errors import TryLater
 
 RETRY_AFTER_SECONDS = 5
 
@@ -73,11 +73,11 @@ class Gate:
         person_bound = getattr(settings, kind.person_setting)
         with self.lock:
             if person is not None and self.by_person[person] >= person_bound:
-                raise TooBusy(f"You already have {person_bound} {kind.doing} at once, the most one person may "
+                raise TryLater(f"You already have {person_bound} {kind.doing} at once, the most one person may "
                               f"have. {kind.refused}; try again in a few seconds.", status=429,
                               code="too_many_at_once", retry_after=RETRY_AFTER_SECONDS)
             if self.running >= process_bound:
-                raise TooBusy(f"The server has as many {kind.doing} as it takes at once. {kind.refused}; try "
+                raise TryLater(f"The server has as many {kind.doing} as it takes at once. {kind.refused}; try "
                               "again in a few seconds.", retry_after=RETRY_AFTER_SECONDS)
             self.running += 1
             if person is not None:
@@ -103,7 +103,7 @@ GATES: dict[str, Gate] = {name: Gate() for name in KINDS}
 def slow_work(kind: str, *, person: int | None) -> Iterator[None]:
     """Take one of ``kind``'s places for ``person`` (a user id; None for work on nobody's
     behalf, bounded by the process alone), give the database connection back, and run the
-    block; the place is freed however it ends. Raises :class:`~agentloom.errors.TooBusy`
+    block; the place is freed however it ends. Raises :class:`~agentloom.errors.TryLater`
     when no place is free, and RuntimeError inside a transaction (see
     ``db_pool.connection_give_back_for_slow_work``)."""
     gate = GATES[kind]

@@ -107,7 +107,7 @@ def models_discover(
 ) -> DiscoveryResult:
     """List a provider's models (CAT-1) under the operator's private-endpoint switch.
 
-    One of the process's and ``by``'s bounded probes (429/503 past them, TooBusy), with
+    One of the process's and ``by``'s bounded probes (429/503 past them, TryLater), with
     the request's database connection given back while the provider answers
     (``agentloom/slow_work.py``).
 

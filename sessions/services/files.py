@@ -4,8 +4,9 @@ carried by the user record of the question that uses them.
 ``file_store`` refuses before it writes: past ``AGENTLOOM_FILE_MAX_BYTES`` (an image past
 ``AGENTLOOM_IMAGE_MAX_BYTES``) TooLarge ``file_too_large``, an image larger in pixels than
 the server decodes (agentloom/images.py) ``image_too_large``, past the session's
-``AGENTLOOM_SESSION_FILES_MAX_BYTES`` TooLarge ``session_files_full`` (413), a kind it does
-not take UnsupportedType (415). ``attachments_take`` turns the ids a question names into
+``AGENTLOOM_SESSION_FILES_MAX_BYTES`` TooLarge ``session_files_full``, past the person's
+``AGENTLOOM_USER_FILES_MAX_BYTES`` (every file they uploaded, in every session)
+``user_files_full`` (413), a kind it does not take UnsupportedType (415). ``attachments_take`` turns the ids a question names into
 the attachments its record carries (the contract of RUN-13) and marks the files used;
 ``file_delete`` removes one no question has used yet, which frees its room.
 
@@ -31,6 +32,7 @@ from agentloom.errors import Conflict, NotFound, TooLarge, UnsupportedType, Vali
 from agentloom.slow_work import slow_work
 from sessions.models import Session, SessionFile
 from sessions.services.manual_compaction import session_lock
+from sessions.services.people import person_lock
 from sessions.sniff import ImageTooLarge, Unreadable, Unsupported, sniff
 
 MAX_FILES_PER_QUESTION = 20
@@ -102,8 +104,9 @@ def file_name_of(file: SessionFile) -> str:
 def file_store(*, session: Session, user, name: Any, data: bytes) -> SessionFile:
     """Sniff ``data`` and store it with ``session``; nothing is written on a refusal.
 
-    Takes the session's row lock (its own transaction) so two uploads cannot both fit
-    in the room left for one. The caller has checked that ``user`` may write the session.
+    Takes the person's and the session's row locks (its own transaction), so two uploads
+    cannot both fit in the room left for one. The caller has checked that ``user`` may
+    write the session.
     """
     if not data:
         raise ValidationFailed("The file is empty. Attach a file with something in it.", code="empty_file",
@@ -127,20 +130,33 @@ def file_store(*, session: Session, user, name: Any, data: bytes) -> SessionFile
         raise TooLarge(f"Images can be at most {megabytes(settings.AGENTLOOM_IMAGE_MAX_BYTES)}. "
                        "Attach a smaller or scaled-down copy.", code="file_too_large")
     with transaction.atomic():
+        person_lock(user=user)  # the person's files across sessions, then this session's
         session_lock(session_id=session.pk)
-        used = SessionFile.objects.filter(session=session).aggregate(total=Sum("size"))["total"] or 0
-        room = settings.AGENTLOOM_SESSION_FILES_MAX_BYTES
-        if used + len(data) > room:
-            raise TooLarge(f"This conversation already holds {megabytes(used)} of files, and takes at most "
-                           f"{megabytes(room)}. Remove a file you have not sent yet, or start a new "
-                           "conversation to attach more.",
-                           code="session_files_full")
+        _room_check(session=session, user=user, size=len(data))
         return SessionFile.objects.create(
             session=session, uploaded_by=user, content_type=found.content_type,
             name=file_name_clean(name, kind=found.kind, content_type=found.content_type),
             kind=found.kind, size=len(data), sha256=hashlib.sha256(data).hexdigest(), encoding=found.encoding,
             pages=found.pages, pages_read=found.pages_read, width=found.width, height=found.height,
             data=data, text=found.text)
+
+
+def _room_check(*, session: Session, user, size: int) -> None:
+    """TooLarge when ``size`` more bytes pass the session's room or the person's (both
+    rows locked by the caller, so two uploads cannot both take the last of either)."""
+    used = SessionFile.objects.filter(session=session).aggregate(total=Sum("size"))["total"] or 0
+    room = settings.AGENTLOOM_SESSION_FILES_MAX_BYTES
+    if used + size > room:
+        raise TooLarge(f"This conversation already holds {megabytes(used)} of files, and takes at most "
+                       f"{megabytes(room)}. Remove a file you have not sent yet, or start a new "
+                       "conversation to attach more.",
+                       code="session_files_full")
+    held = SessionFile.objects.filter(uploaded_by=user).aggregate(total=Sum("size"))["total"] or 0
+    allowed = settings.AGENTLOOM_USER_FILES_MAX_BYTES
+    if held + size > allowed:
+        raise TooLarge(f"Your files on this server already take {megabytes(held)}, and each person may keep at "
+                       f"most {megabytes(allowed)}. Remove files you have not sent yet, or ask the operator for "
+                       "more room.", code="user_files_full")
 
 
 def file_delete(*, file: SessionFile) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import connections, transaction
 
-from agentloom.errors import TooBusy
+from agentloom.errors import TryLater
 from agentloom.slow_work import GATES, slow_work
 
 
@@ -36,10 +36,10 @@ def test_a_persons_places_and_the_processs_are_freed_however_the_work_ends(setti
             raise ValueError("the work failed")
     assert gate.count() == 0 and gate.count(person=7) == 0
     with gate_held("import", person=7):
-        with pytest.raises(TooBusy) as mine:
+        with pytest.raises(TryLater) as mine:
             gate_enter("import", person=7)
         with gate_held("import", person=8):
-            with pytest.raises(TooBusy) as full:
+            with pytest.raises(TryLater) as full:
                 gate_enter("import", person=9)
     assert (mine.value.status, mine.value.code) == (429, "too_many_at_once")
     assert (full.value.status, full.value.code) == (503, "busy")
