@@ -392,3 +392,9 @@ AGENTLOOM_TOKEN_DAYS = env_int("AGENTLOOM_TOKEN_DAYS", 30, minimum=1, maximum=36
 # Event streams (SSE) one person may have open at once in one web process; 429 beyond.
 # A chat tab holds one while a run works; the cap bounds what one account can pin open.
 AGENTLOOM_MAX_STREAMS_PER_USER = env_int("AGENTLOOM_MAX_STREAMS_PER_USER", 8, minimum=1, maximum=1000)
+# Finished runs' chat HTML kept in each web process's memory (agentloom/web/rendered_runs.py):
+# a page of them is not rendered from the records again. 0 keeps none.
+AGENTLOOM_RUN_HTML_CACHE_BYTES = env_int("AGENTLOOM_RUN_HTML_CACHE_BYTES", 64 * 1024 * 1024, minimum=0)
+# Chat pages and run fragments one person may have rendering at once in one web process
+# (agentloom/slow_work.py): 429 beyond, with Retry-After; the chat's script tries again.
+AGENTLOOM_RENDERS_PER_PERSON = env_int("AGENTLOOM_RENDERS_PER_PERSON", 4, minimum=1, maximum=1000)

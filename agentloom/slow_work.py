@@ -4,8 +4,8 @@ Some requests wait on something other than the database while their person waits
 read in a child process (a PDF's text for up to ``AGENTLOOM_PDF_MAX_SECONDS``, an image
 decoded), a remote server asked what it offers (registering, changing or refreshing a
 tool server; discovering a provider's models, the console's Test connection), an import
-that parses and writes thousands of records. Two things go wrong when nothing bounds
-them:
+that parses and writes thousands of records, a chat page of a long conversation rendered.
+Two things go wrong when nothing bounds them:
 
 - **The pool drains.** A request borrows a pooled connection with its first query (the
   authentication) and keeps it until its response is made (``db_pool.GiveBackMiddleware``).
@@ -14,8 +14,8 @@ them:
   gives the connection back before the slow part (no transaction may be open then — one
   held across slow work is a bug, refused loudly), and the next query borrows again.
 - **One person fills the process.** Each kind has a bound per web process (its child
-  processes, threads and memory) and a smaller one per person, so one account cannot take
-  every place. Past the person's bound the request is refused with 429
+  processes, threads and memory; a page render only the door's, ``agentloom/admission.py``)
+  and a smaller one per person, so one account cannot take every place. Past the person's bound the request is refused with 429
   ``too_many_at_once``; past the process's, 503 ``busy``; both with ``Retry-After``, in
   the one error shape, before anything was done. The chat retries an attachment refused
   this way by itself, after the time it was told.
@@ -42,7 +42,7 @@ RETRY_AFTER_SECONDS = 5
 class Kind:
     """One kind of slow work: the settings naming its bounds and how to word a refusal."""
 
-    process_setting: str
+    process_setting: str | None  # None: bounded by the door alone (agentloom/admission.py)
     person_setting: str
     doing: str  # "reading files", "connecting to servers" …: what the person's requests are doing
     refused: str  # what was not done
@@ -55,6 +55,7 @@ KINDS: dict[str, Kind] = {
                   "connections to servers being tried", "Nothing was connected or saved"),
     "import": Kind("AGENTLOOM_IMPORTS_MAX", "AGENTLOOM_IMPORTS_PER_PERSON",
                    "imports running", "This transcript was not imported"),
+    "render": Kind(None, "AGENTLOOM_RENDERS_PER_PERSON", "chat pages being rendered", "This page was not shown"),
 }
 
 
@@ -69,14 +70,14 @@ class Gate:
     def enter(self, kind: Kind, *, person: int | None) -> None:
         from django.conf import settings
 
-        process_bound = getattr(settings, kind.process_setting)
+        process_bound = getattr(settings, kind.process_setting) if kind.process_setting else None
         person_bound = getattr(settings, kind.person_setting)
         with self.lock:
             if person is not None and self.by_person[person] >= person_bound:
                 raise TryLater(f"You already have {person_bound} {kind.doing} at once, the most one person may "
                               f"have. {kind.refused}; try again in a few seconds.", status=429,
                               code="too_many_at_once", retry_after=RETRY_AFTER_SECONDS)
-            if self.running >= process_bound:
+            if process_bound is not None and self.running >= process_bound:
                 raise TryLater(f"The server has as many {kind.doing} as it takes at once. {kind.refused}; try "
                               "again in a few seconds.", retry_after=RETRY_AFTER_SECONDS)
             self.running += 1
