@@ -9,20 +9,20 @@ Two things go wrong when nothing bounds them:
 
 - **The pool drains.** A request borrows a pooled connection with its first query (the
   authentication) and keeps it until its response is made (``db_pool.GiveBackMiddleware``).
-  Thirty slow PDFs uploaded at once held thirty of the web's twenty connections; everyone
+  Thirty slow PDFs uploaded at once held all twenty of the web process's connections; everyone
   else's requests waited ``AGENTLOOM_DB_POOL_TIMEOUT`` and got 503. So :func:`slow_work`
   gives the connection back before the slow part (no transaction may be open then — one
   held across slow work is a bug, refused loudly), and the next query borrows again.
 - **One person fills the process.** Each kind has a bound per web process (its child
   processes, threads and memory; a page render only the door's, ``agentloom/admission.py``)
-  and a smaller one per person, so one account cannot take every place. Past the person's bound the request is refused with 429
-  ``too_many_at_once``; past the process's, 503 ``busy``; both with ``Retry-After``, in
-  the one error shape, before anything was done. The chat retries an attachment refused
-  this way by itself, after the time it was told.
+  and a smaller one per person, so one account cannot take every place. Past the
+  person's bound the request is refused with 429 ``too_many_at_once``; past the
+  process's, 503 ``busy``; both with ``Retry-After``, in the one error shape, before
+  anything was done. The chat sends an attachment refused this way again by itself,
+  after the time it was told.
 
-Counted in this process (a deployment of several web processes allows a person each
-process's bound); the bounds are read from the settings at each use, so an operator's
-change needs no restart of anything but the process.
+Counted in this process: a deployment of several web processes allows a person each
+process's bound. The bounds are read from the settings at each use.
 """
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from agentloom.api.fields import id_from_text
 from agentloom.errors import NotFound, TryLater, ValidationFailed
-from agentloom.web.errors import error_table
 from agentloom.slow_work import slow_work
+from agentloom.web.errors import error_table
 from agentloom.web.presenters import meter_label
 from agentloom.web.rendered_runs import runs_rendered
 from agentloom.web.security import LOGIN_FAILURE_WINDOW_SECONDS, login_blocked, login_failed, with_csp

@@ -6,9 +6,10 @@ carried by the user record of the question that uses them.
 the server decodes (agentloom/images.py) ``image_too_large``, past the session's
 ``AGENTLOOM_SESSION_FILES_MAX_BYTES`` TooLarge ``session_files_full``, past the person's
 ``AGENTLOOM_USER_FILES_MAX_BYTES`` (every file they uploaded, in every session)
-``user_files_full`` (413), a kind it does not take UnsupportedType (415). ``attachments_take`` turns the ids a question names into
-the attachments its record carries (the contract of RUN-13) and marks the files used;
-``file_delete`` removes one no question has used yet, which frees its room.
+``user_files_full`` (413), a kind it does not take UnsupportedType (415).
+``attachments_take`` turns the ids a question names into the attachments its record
+carries (the contract of RUN-13) and marks the files used; ``file_delete`` removes one no
+question has used yet, which frees its room in the session and the person's.
 
 A stored name is safe to show and to save as (``file_name_clean``, docs/web.md): no
 control, format (bidi overrides, zero-width) or line/paragraph separator characters, and

@@ -18,9 +18,9 @@ from django.test.utils import CaptureQueriesContext
 
 from agentloom.web import views as views_module
 from sessions.models import Run, SessionMessage
+from sessions.selectors import main_instance
 from sessions.services.records import record_append
 from sessions.services.runs import run_claim, run_finish, run_resume
-from sessions.selectors import main_instance
 from tests.web.conftest import finished_run
 
 pytestmark = pytest.mark.django_db
