@@ -126,6 +126,30 @@ def connection_give_back() -> None:
         connection.close()
 
 
+def connection_give_back_for_slow_work() -> None:
+    """Give this thread's connection back before work that waits on something else (a
+    child process, a remote server): held meanwhile, it is one the pool cannot lend to
+    anyone (``agentloom/slow_work.py``). The next query borrows one again, as the
+    request's first did. Django's ``close()`` hands a pooled connection back to psycopg's
+    pool (``putconn``) rather than closing it; without a pool it closes it, and an
+    in-memory SQLite database is never closed.
+
+    No transaction may be open: its connection cannot be given back, and slow work inside
+    one would hold its locks for as long (STYLE 10) — RuntimeError, a bug to fix where the
+    transaction opens. A test's own enclosing transaction (pytest-django's, marked by
+    Django's test case) is the exception: its test sees the work done, on one connection.
+    """
+    from django.db import connections
+
+    connection = connections["default"]
+    if connection.in_atomic_block:
+        # ``_from_testcase`` is Django's own mark on the atomic blocks a TestCase opens.
+        if all(getattr(block, "_from_testcase", False) for block in connection.atomic_blocks):
+            return
+        raise RuntimeError("slow work inside a database transaction: close the transaction first")
+    connection.close()
+
+
 class GiveBackMiddleware:
     """Outermost: the request's connection goes back to the pool as soon as the response
     is made, not after it was sent (under load the event loop can take a while to send,

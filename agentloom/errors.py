@@ -50,6 +50,21 @@ class TooLarge(DomainError):
     code = "too_large"
 
 
+class TryLater(DomainError):
+    """Refused for now, nothing done: a person's share of something is taken (429: their
+    slow work at once, their sessions of the day), or the process's (503). ``retry_after``
+    seconds go out as ``Retry-After``."""
+
+    status = 503
+    code = "busy"
+
+    def __init__(self, message: str, *, retry_after: int, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+        if status is not None:
+            self.status = status
+
+
 class UnsupportedType(DomainError):
     """Content of a kind this server does not take (judged by the bytes, never the name): 415."""
 

@@ -202,11 +202,30 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AGENTLOOM_MAX_REQUEST_BYTES", 2 * 1024 * 
 # (agentloom/api/uploads.py); every other multipart body counts its file parts against it.
 AGENTLOOM_FILE_MAX_BYTES = env_int("AGENTLOOM_FILE_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
 AGENTLOOM_SESSION_FILES_MAX_BYTES = env_int("AGENTLOOM_SESSION_FILES_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
+# What one person may hold and start (sessions/services/people.py): their files across every
+# session (413 user_files_full past it), the sessions they start in 24 hours — chat, API and
+# imports alike (429 sessions_per_day with Retry-After).
+AGENTLOOM_USER_FILES_MAX_BYTES = env_int("AGENTLOOM_USER_FILES_MAX_BYTES", 1024 * 1024 * 1024, minimum=1024)
+AGENTLOOM_SESSIONS_PER_DAY = env_int("AGENTLOOM_SESSIONS_PER_DAY", 500, minimum=1, maximum=1_000_000)
 # Anthropic's 5 MB per image bounds the base64 text sent, 4/3 of the bytes: 3,750,000 bytes
 # are 5,000,000 characters, under that bound (OpenAI's is larger).
 AGENTLOOM_IMAGE_MAX_BYTES = env_int("AGENTLOOM_IMAGE_MAX_BYTES", 3_750_000, minimum=1024)
+# An image's size once decoded (width × height × bytes a pixel), read from its header and
+# refused past this before anything is decoded (agentloom/images.py): 413 image_too_large.
+AGENTLOOM_IMAGE_MAX_DECODED_BYTES = env_int("AGENTLOOM_IMAGE_MAX_DECODED_BYTES", 128 * 1024 * 1024,
+                                            minimum=1024 * 1024, maximum=8000 * 6000 * 4)
 AGENTLOOM_PDF_MAX_PAGES = env_int("AGENTLOOM_PDF_MAX_PAGES", 200, minimum=1, maximum=100_000)
 AGENTLOOM_PDF_MAX_SECONDS = env_int("AGENTLOOM_PDF_MAX_SECONDS", 20, minimum=1, maximum=600)
+# Slow work inside a request (agentloom/slow_work.py): a file read in a child process, a
+# remote server probed, an import. At most *_MAX of a kind at once in one web process (503
+# busy past it) and *_PER_PERSON of one person's (429 too_many_at_once past it), each with
+# Retry-After; none holds a database connection while it waits.
+AGENTLOOM_EXTRACTIONS_MAX = env_int("AGENTLOOM_EXTRACTIONS_MAX", 4, minimum=1, maximum=1000)
+AGENTLOOM_EXTRACTIONS_PER_PERSON = env_int("AGENTLOOM_EXTRACTIONS_PER_PERSON", 2, minimum=1, maximum=1000)
+AGENTLOOM_PROBES_MAX = env_int("AGENTLOOM_PROBES_MAX", 8, minimum=1, maximum=1000)
+AGENTLOOM_PROBES_PER_PERSON = env_int("AGENTLOOM_PROBES_PER_PERSON", 2, minimum=1, maximum=1000)
+AGENTLOOM_IMPORTS_MAX = env_int("AGENTLOOM_IMPORTS_MAX", 2, minimum=1, maximum=1000)
+AGENTLOOM_IMPORTS_PER_PERSON = env_int("AGENTLOOM_IMPORTS_PER_PERSON", 1, minimum=1, maximum=1000)
 FILE_UPLOAD_HANDLERS = [
     "agentloom.api.uploads.BoundedUploadHandler",
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
@@ -250,6 +269,7 @@ REST_FRAMEWORK = {
         "ask": env_str("AGENTLOOM_ASK_RATE", "30/min"),
         "supplement": env_str("AGENTLOOM_SUPPLEMENT_RATE", "20/min"),
         "upload": env_str("AGENTLOOM_UPLOAD_RATE", "30/min"),
+        "import": env_str("AGENTLOOM_IMPORT_RATE", "60/hour"),
     },
 }
 SPECTACULAR_SETTINGS = {
@@ -383,3 +403,9 @@ AGENTLOOM_TOKEN_DAYS = env_int("AGENTLOOM_TOKEN_DAYS", 30, minimum=1, maximum=36
 # Event streams (SSE) one person may have open at once in one web process; 429 beyond.
 # A chat tab holds one while a run works; the cap bounds what one account can pin open.
 AGENTLOOM_MAX_STREAMS_PER_USER = env_int("AGENTLOOM_MAX_STREAMS_PER_USER", 8, minimum=1, maximum=1000)
+# Finished runs' chat HTML kept in each web process's memory (agentloom/web/rendered_runs.py):
+# a page of them is not rendered from the records again. 0 keeps none.
+AGENTLOOM_RUN_HTML_CACHE_BYTES = env_int("AGENTLOOM_RUN_HTML_CACHE_BYTES", 64 * 1024 * 1024, minimum=0)
+# Chat pages and run fragments one person may have rendering at once in one web process
+# (agentloom/slow_work.py): 429 beyond, with Retry-After; the chat's script tries again.
+AGENTLOOM_RENDERS_PER_PERSON = env_int("AGENTLOOM_RENDERS_PER_PERSON", 4, minimum=1, maximum=1000)

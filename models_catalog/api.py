@@ -70,7 +70,8 @@ def models_discover_view(request):
         user=request.user, provider=values["provider"], base_url=values.get("base_url"),
         api_key=values.get("api_key"), resource_id=values.get("resource_id"), space_id=values.get("space"),
     )
-    result = models_discover(provider=values["provider"], base_url=values.get("base_url"), api_key=key)
+    result = models_discover(provider=values["provider"], base_url=values.get("base_url"), api_key=key,
+                             by=request.user)
     return Response(discovery_data(result))
 
 

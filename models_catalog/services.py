@@ -31,6 +31,7 @@ from django.db import transaction
 from django.views.decorators.debug import sensitive_variables
 
 from agentloom.errors import Conflict, DomainError, ValidationFailed
+from agentloom.slow_work import slow_work
 from models_catalog.discovery import DiscoveryResult, discover_models
 from models_catalog.errors import (
     AuthenticationError,
@@ -102,8 +103,13 @@ def models_discover(
     transport: httpx.BaseTransport | None = None,
     resolver: Resolver | None = None,
     limits: HttpLimits | None = None,
+    by=None,
 ) -> DiscoveryResult:
     """List a provider's models (CAT-1) under the operator's private-endpoint switch.
+
+    One of the process's and ``by``'s bounded probes (429/503 past them, TryLater), with
+    the request's database connection given back while the provider answers
+    (``agentloom/slow_work.py``).
 
     Saves nothing. Provider failures become domain errors with a user-safe message:
     a refused key, an unknown provider or an unusable URL is the caller's input (400,
@@ -112,15 +118,16 @@ def models_discover(
     Makes network calls: never call it inside a database transaction.
     """
     try:
-        result = discover_models(
-            provider=provider,
-            base_url=base_url or None,
-            api_key=api_key or None,
-            allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
-            transport=transport,
-            resolver=resolver,
-            limits=limits,
-        )
+        with slow_work("probe", person=getattr(by, "pk", None)):
+            result = discover_models(
+                provider=provider,
+                base_url=base_url or None,
+                api_key=api_key or None,
+                allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
+                transport=transport,
+                resolver=resolver,
+                limits=limits,
+            )
     except ProviderError as exc:
         message = _scrub(exc.message, api_key)
         logger.info("discovery failed: provider=%s code=%s status=%s", provider, exc.code, exc.status)

@@ -60,7 +60,8 @@ class SupplementThrottle(AskThrottle):
     scope = "supplement"
 
 
-@extend_schema(request=SessionCreateIn, responses={200: SessionOut(many=True), 201: SessionOut})
+@extend_schema(request=SessionCreateIn, responses={200: SessionOut(many=True), 201: SessionOut, 429: OpenApiResponse(
+    description="`sessions_per_day`: the person started `AGENTLOOM_SESSIONS_PER_DAY` in 24 hours; Retry-After")})
 @api_view(["GET", "POST"])
 def sessions_collection(request):
     """The caller's sessions; POST `{agent}` starts one bound to the agent's latest published version."""
@@ -147,8 +148,19 @@ class ImportIn(serializers.Serializer):
     title = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
 
-@extend_schema(request=ImportIn, responses={201: SessionOut})
+class ImportThrottle(AskThrottle):
+    """Rate limit on imports, per user: each one parses and writes up to 20,000 records."""
+
+    scope = "import"
+
+
+@extend_schema(request=ImportIn, responses={
+    201: SessionOut,
+    429: OpenApiResponse(description="`rate_limited` (`AGENTLOOM_IMPORT_RATE`), `sessions_per_day`, or "
+                                     "`too_many_at_once` (the person's import already running); Retry-After"),
+    503: OpenApiResponse(description="`busy`: the process runs as many imports as it takes; Retry-After")})
 @api_view(["POST"])
+@throttle_classes([ImportThrottle])
 def sessions_import(request):
     """Import an OpenAI-messages transcript (list, JSONL text, or tau-bench `traj`) as a session (RUN-12)."""
     data = ImportIn(data=request.data)
@@ -180,8 +192,11 @@ class UploadThrottle(AskThrottle):
 @upload_bound("AGENTLOOM_FILE_MAX_BYTES", file_too_large)
 @extend_schema(request={"multipart/form-data": FileUploadIn}, responses={
     201: FileOut,
-    413: OpenApiResponse(description="`file_too_large`, or `session_files_full`"),
-    415: OpenApiResponse(description="`unsupported_file_type`: judged by the content, never the name")})
+    413: OpenApiResponse(description="`file_too_large`, `image_too_large` (in pixels, from its header), "
+                                     "`session_files_full`, or `user_files_full`"),
+    415: OpenApiResponse(description="`unsupported_file_type`: judged by the content, never the name"),
+    429: OpenApiResponse(description="`too_many_at_once`: the person's files being read at once; Retry-After"),
+    503: OpenApiResponse(description="`busy`: the process reads as many files as it takes; Retry-After")})
 @api_view(["POST"])
 @throttle_classes([UploadThrottle])
 def session_files_upload(request, session_id: int):

@@ -3,11 +3,11 @@
 pypdf runs on untrusted bytes: one page of a few hundred thousand text operators, a
 hostile page tree or a huge stream can keep it busy for as long as it likes, and a check
 between pages cannot stop a page being read. So the reading happens in a child process
-(``python -m sessions.pdf_text``: a fresh interpreter, not a fork of the multi-threaded
-web server or worker) that gets the bytes on stdin and writes one JSON record a line on
-stdout, a page at a time. The parent kills it at the deadline and keeps the pages that
-arrived by then; with none, the PDF is refused. The child also bounds its own memory
-(``RLIMIT_AS``) and CPU time, and its output is bounded on both sides.
+(``python -m sessions.pdf_text``, run by :mod:`agentloom.child_process`) that gets the
+bytes on stdin and writes one JSON record a line on stdout, a page at a time. The parent
+kills it at the deadline and keeps the pages that arrived by then; with none, the PDF is
+refused. The child also bounds its own memory (``RLIMIT_AS``) and CPU time, and its
+output is bounded on both sides.
 
 Plain Python, no Django: bytes in, :class:`PdfRead` out.
 """
@@ -15,12 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import selectors
-import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +30,6 @@ MAX_TEXT_CHARS = 4_000_000  # text kept of one PDF; the page that reaches it is 
 # ASCII JSON: at most 12 bytes a character (a surrogate pair), plus a little a record.
 _MAX_OUTPUT_BYTES = 12 * MAX_TEXT_CHARS + 1024 * 1024
 _ROOT = Path(__file__).resolve().parents[1]  # where ``sessions`` is importable from
-_ENV_KEPT = ("PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")  # no secrets for the child
 
 
 @dataclass(frozen=True)
@@ -54,63 +48,15 @@ def pdf_read(data: bytes, *, max_pages: int, max_seconds: float,
              max_memory_bytes: int = MAX_MEMORY_BYTES) -> PdfRead:
     """Read ``data``'s first ``max_pages`` pages in a child process, killed after
     ``max_seconds``; the pages read by then are kept. Never raises on the PDF's account."""
-    deadline = time.monotonic() + max_seconds
+    # Imported here, not above: the child runs this module, and ``agentloom`` brings Celery.
+    from agentloom.child_process import child_run
+
     command = [sys.executable, "-m", "sessions.pdf_text", str(max_pages),
                str(math.ceil(max_seconds) + 1), str(max_memory_bytes)]
-    env = {key: os.environ[key] for key in _ENV_KEPT if key in os.environ}
-    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, cwd=_ROOT, env=env)
-    feeder = threading.Thread(target=_feed, args=(child, data), daemon=True)
-    feeder.start()
-    try:
-        records, finished = _records(child, deadline)
-    finally:
-        child.kill()  # the reading stops here, whether or not it has finished
-        feeder.join()
-        assert child.stdout is not None
-        child.stdout.close()
-        child.wait()
-    return _outcome(child.pid, records, finished=finished)
-
-
-def _feed(child: subprocess.Popen, data: bytes) -> None:
-    assert child.stdin is not None
-    try:
-        child.stdin.write(data)
-    except OSError:
-        pass  # the child stopped reading (it failed, or it was killed)
-    try:
-        child.stdin.close()
-    except OSError:
-        pass  # what was left in the buffer had nowhere to go
-
-
-def _records(child: subprocess.Popen, deadline: float) -> tuple[list[dict], bool]:
-    """The child's complete records until it closes stdout (``finished``), the deadline
-    passes or its output passes the bound (not finished)."""
-    assert child.stdout is not None
-    stream = child.stdout.fileno()
-    records: list[dict] = []
-    pending = b""
-    received = 0
-    with selectors.DefaultSelector() as selector:
-        selector.register(stream, selectors.EVENT_READ)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not selector.select(remaining):
-                return records, False
-            chunk = os.read(stream, 65536)
-            if not chunk:
-                return records, True
-            received += len(chunk)
-            if received > _MAX_OUTPUT_BYTES:
-                return [{"refused": "damaged"}], False
-            *lines, pending = (pending + chunk).split(b"\n")
-            for line in lines:
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    return [{"refused": "damaged"}], False
+    output = child_run(command, data, max_seconds=max_seconds, max_output_bytes=_MAX_OUTPUT_BYTES, cwd=_ROOT)
+    if output.malformed:
+        return PdfRead(pid=output.pid, refusal=DAMAGED)
+    return _outcome(output.pid, output.records, finished=output.finished)
 
 
 def _outcome(pid: int, records: list[dict], *, finished: bool) -> PdfRead:

@@ -40,6 +40,17 @@ def _fresh_throttles():
 
 
 @pytest.fixture(autouse=True)
+def _no_kept_run_html():
+    """The chat keeps finished runs' HTML per process (agentloom/web/rendered_runs.py), and a
+    test database rolled back hands out its ids again: every test starts with none kept."""
+    from agentloom.web.rendered_runs import KEPT
+
+    KEPT.clear()
+    yield
+    KEPT.clear()
+
+
+@pytest.fixture(autouse=True)
 def dispatched_runs():
     """Runs queued for a worker, recorded instead of sent to a broker nobody consumes.
 

@@ -14,7 +14,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
 from agentloom.db_pool import BUSY_MESSAGE, RETRY_AFTER_SECONDS, database_busy
-from agentloom.errors import DomainError
+from agentloom.errors import DomainError, TryLater
 
 logger = logging.getLogger("agentloom.api")
 
@@ -66,6 +66,8 @@ _DRF_CODES = {
 def exception_handler(exc, context) -> Response:
     if isinstance(exc, DomainError):
         headers = {"WWW-Authenticate": "Token"} if exc.status == 401 else None
+        if isinstance(exc, TryLater):
+            headers = {"Retry-After": str(exc.retry_after)}
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status, headers=headers)
     if isinstance(exc, Http404):
         return Response(error_body("not_found", "Not found."), status=404)

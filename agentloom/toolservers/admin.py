@@ -96,7 +96,9 @@ class ToolServerAdmin(ConsoleListMixin, admin.ModelAdmin):
 
     @method_decorator(sensitive_post_parameters("header_lines"))
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        return super().changeform_view(request, object_id, form_url, extra_context)
+        # Not in the transaction Django's admin opens around a POST: the form connects to the
+        # server (STYLE 10, agentloom/slow_work.py), and the services it calls open their own.
+        return self._changeform_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request, obj: ToolServer, form: ToolServerAdminForm, change: bool) -> None:
         """The form's clean() already went through the services (connect, list, save)."""
@@ -138,7 +140,7 @@ class ToolServerAdmin(ConsoleListMixin, admin.ModelAdmin):
                                            "(manage.py toolservers_sync).", messages.WARNING)
                 continue
             try:
-                _, changes = toolserver_refresh(server=server)
+                _, changes = toolserver_refresh(server=server, by=request.user)
             except DomainError as exc:
                 self.message_user(request, f"{server.name}: {exc.message}", messages.ERROR)
             else:

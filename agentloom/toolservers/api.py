@@ -92,7 +92,7 @@ def toolserver_detail(request, server_id: int):
     data.is_valid(raise_exception=True)
     if "url" in data.validated_data or "headers" in data.validated_data:
         _throttle(request)
-    return Response(ToolServerOut(toolserver_update(server=server, data=data.validated_data),
+    return Response(ToolServerOut(toolserver_update(server=server, data=data.validated_data, by=request.user),
                                   context=_reader(request)).data)
 
 
@@ -102,5 +102,5 @@ def toolserver_detail(request, server_id: int):
 def toolserver_refresh_view(request, server_id: int):
     """List the server's tools again and say what changed (the space's admins)."""
     server = toolserver_get_for_admin(server_id=server_id, user=request.user)
-    server, changes = toolserver_refresh(server=server)
+    server, changes = toolserver_refresh(server=server, by=request.user)
     return Response(RefreshOut(server, context={"changes": changes, **_reader(request)}).data)

@@ -88,7 +88,8 @@ class ToolServerAdminForm(forms.ModelForm):
         try:
             if self.instance.pk:
                 changed = {k: v for k, v in data.items() if k == "headers" or getattr(self.instance, k) != v}
-                self.saved = toolserver_update(server=ToolServer.objects.get(pk=self.instance.pk), data=changed)
+                self.saved = toolserver_update(server=ToolServer.objects.get(pk=self.instance.pk), data=changed,
+                                               by=self.user)
             else:
                 self.saved, _ = toolserver_register(space=cleaned["space"], data=data, created_by=self.user)
         except DomainError as exc:

@@ -4,7 +4,9 @@
 Every write that touches the URL or the headers connects first (initialize, then every
 page of ``tools/list``) and saves only when the server answered: a refused token, a dead
 port, a metadata address or a protocol error is a 400 naming the cause, and nothing is
-saved. The connection happens before any transaction opens (STYLE 10). Header values are
+saved. The connection happens before any transaction opens (STYLE 10), with the request's
+database connection given back meanwhile, one of a bounded number of probes per process
+and per person (``agentloom/slow_work.py``). Header values are
 written to the encrypted column and never returned, logged or put into a message.
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agentloom.errors import Conflict, ValidationFailed
+from agentloom.slow_work import slow_work
 from agentloom.toolservers.endpoints import Endpoint, Listing, RemoteEndpoint, StdioEndpoint, ToolServerError
 from agentloom.toolservers.listing import listing_changes
 from agentloom.toolservers.models import ToolServer
@@ -48,10 +51,13 @@ def _probe(endpoint: Endpoint) -> Listing:
     return probe(endpoint)
 
 
-def _listing(endpoint: RemoteEndpoint) -> Listing:
-    """Connect and list, or a 400 naming the cause (``url`` or ``headers``)."""
+def _listing(endpoint: RemoteEndpoint, *, by) -> Listing:
+    """Connect and list, or a 400 naming the cause (``url`` or ``headers``). One of the
+    process's and ``by``'s bounded probes (429/503 past them), holding no database
+    connection while the server answers (``agentloom/slow_work.py``)."""
     try:
-        return _probe(endpoint)
+        with slow_work("probe", person=getattr(by, "pk", None)):
+            return _probe(endpoint)
     except ToolServerError as exc:
         message = _scrub(exc.message, endpoint.headers)
         logger.info("tool server refused: code=%s", exc.code)  # never the URL's query or a header
@@ -87,7 +93,7 @@ def toolserver_register(*, space, data: Mapping[str, Any], created_by=None) -> t
     timeout = timeout_check(data.get("timeout_seconds", ToolServer._meta.get_field("timeout_seconds").default))
     _name_free(space_id=space.pk, name=name)
     listing = _listing(RemoteEndpoint(url=url, headers=headers, allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
-                                      timeout=float(timeout)))
+                                      timeout=float(timeout)), by=created_by)
     server = ToolServer(space=space, kind=ToolServer.Kind.REMOTE, name=name, url=url,
                         headers=json.dumps(headers) if headers else "", header_hints=header_hints(headers),
                         timeout_seconds=timeout, created_by=created_by)
@@ -102,9 +108,10 @@ def toolserver_register(*, space, data: Mapping[str, Any], created_by=None) -> t
     return server, listing
 
 
-def toolserver_update(*, server: ToolServer, data: Mapping[str, Any]) -> ToolServer:
-    """Change a remote server. A new URL or new headers connect again first; a new URL
-    needs its headers again, because headers go only to the URL they were entered for (CAT-6)."""
+def toolserver_update(*, server: ToolServer, data: Mapping[str, Any], by=None) -> ToolServer:
+    """Change a remote server. A new URL or new headers connect again first (a probe of
+    ``by``'s); a new URL needs its headers again, because headers go only to the URL they
+    were entered for (CAT-6)."""
     unknown = set(data) - {"name", "url", "headers", "timeout_seconds"}
     if unknown:
         raise ValidationFailed("Unknown fields.", fields=dict.fromkeys(sorted(unknown), "unknown field"))
@@ -126,7 +133,8 @@ def toolserver_update(*, server: ToolServer, data: Mapping[str, Any]) -> ToolSer
     if url != server.url or "headers" in data:
         listing = _listing(RemoteEndpoint(url=url, headers=headers,
                                           allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
-                                          timeout=float(changes.get("timeout_seconds", server.timeout_seconds))))
+                                          timeout=float(changes.get("timeout_seconds", server.timeout_seconds))),
+                           by=by)
         _keep_listing(server, listing)
         changes.update(url=url, headers=json.dumps(headers) if headers else "", header_hints=header_hints(headers))
     for name, value in changes.items():
@@ -136,13 +144,13 @@ def toolserver_update(*, server: ToolServer, data: Mapping[str, Any]) -> ToolSer
     return server
 
 
-def toolserver_refresh(*, server: ToolServer) -> tuple[ToolServer, dict[str, Any]]:
-    """List the tools again and say what changed since the last listing (TOOL-1)."""
+def toolserver_refresh(*, server: ToolServer, by=None) -> tuple[ToolServer, dict[str, Any]]:
+    """List the tools again (a probe of ``by``'s) and say what changed since the last listing (TOOL-1)."""
     endpoint = RemoteEndpoint(url=server.url, headers=server.header_values(), transport=server.transport,
                               allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
                               timeout=float(server.timeout_seconds))
     before = server.tools
-    listing = _listing(endpoint)
+    listing = _listing(endpoint, by=by)
     _keep_listing(server, listing)
     server.save()
     return server, listing_changes(before, listing.tools)

@@ -8,14 +8,14 @@ from collections.abc import Callable
 from functools import wraps
 
 from django.http import JsonResponse
-from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from agentloom.api.errors import error_body
 from agentloom.api.fields import id_from_text
-from agentloom.errors import NotFound
+from agentloom.errors import NotFound, TryLater
+from agentloom.slow_work import slow_work
 from agentloom.web.markdown import render_markdown
-from agentloom.web.presenters import run_views
+from agentloom.web.rendered_runs import runs_rendered
 from agentloom.web.selectors import context_meter, delta_events, session_last_run
 from agentloom.web.transcript import text_from_deltas
 from sessions.models import Run
@@ -50,16 +50,22 @@ def json_login_required(view: Callable) -> Callable:
 def run_fragment(request, run_id: int):
     """The run as the transcript shows it: finished runs from their records (Markdown
     rendered here), working runs as what the person wrote plus an empty live area."""
-    run = run_get_for_user(run_id=run_id, user=request.user)
-    latest = session_last_run(session=run.session)
-    view = run_views(runs=[run], latest_run_id=latest.pk if latest else None)[0]
-    html = render_to_string("web/_run.html", {"run": view, "agent_name": run.version.name}, request=request)
+    try:
+        with slow_work("render", person=request.user.pk):
+            run = run_get_for_user(run_id=run_id, user=request.user)
+            latest = session_last_run(session=run.session)
+            [view] = runs_rendered(runs=[run], latest_run_id=latest.pk if latest else None,
+                                   agent_name=run.version.name, request=request)
+    except TryLater as exc:
+        response = _json(error_body(exc.code, exc.message), status=exc.status)
+        response["Retry-After"] = str(exc.retry_after)
+        return response
     # The meter as a reload would show it: a run that failed on its request leaves its size.
     # "ending" tells the status line more than the status does: a completed run whose answer
     # the output limit cut is not "complete", and an empty answer is not a generic failure.
     ending = "cut" if view.continuable else (run.error or {}).get("code", "")
     return _json({"id": run.pk, "status": run.status, "ending": ending, "active": run.status in Run.ACTIVE_STATUSES,
-                  "last_seq": view.last_seq, "html": html, "supplements": view.supplements,
+                  "last_seq": view.last_seq, "html": view.html, "supplements": view.supplements,
                   "meter": context_meter(session=run.session)})
 
 

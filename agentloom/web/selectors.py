@@ -83,6 +83,14 @@ def compacted_run_ids(*, run_ids: list[int]) -> set[int]:
     return set(RunEvent.objects.filter(run_id__in=run_ids, type="compacted").values_list("run_id", flat=True))
 
 
+def last_record_seqs(*, run_ids: list[int]) -> dict[int, int]:
+    """Each run's last record seq (any instance), read backwards along (run, seq): one row
+    a run, nothing decrypted. Records are only ever appended, so it changes with any."""
+    latest = SessionMessage.objects.filter(run=OuterRef("pk")).order_by("-seq").values("seq")[:1]
+    rows = Run.objects.filter(pk__in=run_ids).annotate(last=Subquery(latest)).values_list("pk", "last")
+    return {pk: last or 0 for pk, last in rows}
+
+
 def last_event_seqs(*, run_ids: list[int]) -> dict[int, int]:
     rows = RunEvent.objects.filter(run_id__in=run_ids).values("run_id").annotate(last=Max("seq"))
     return {row["run_id"]: row["last"] for row in rows}

@@ -16,9 +16,11 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_http_methods
 
 from agentloom.api.fields import id_from_text
-from agentloom.errors import NotFound, ValidationFailed
+from agentloom.errors import NotFound, TryLater, ValidationFailed
+from agentloom.slow_work import slow_work
 from agentloom.web.errors import error_table
-from agentloom.web.presenters import meter_label, run_views
+from agentloom.web.presenters import meter_label
+from agentloom.web.rendered_runs import runs_rendered
 from agentloom.web.security import LOGIN_FAILURE_WINDOW_SECONDS, login_blocked, login_failed, with_csp
 from agentloom.web.selectors import (
     RunsPage,
@@ -86,6 +88,15 @@ def _shell(request, **extra: Any) -> dict[str, Any]:
         "agents": agents_startable(user=request.user),
         **extra,
     }
+
+
+def try_later_page(request, exc: TryLater):
+    """A page refused for now (429 or 503 with Retry-After): it says so, and loads itself
+    again once that time has passed."""
+    response = render(request, "web/try_later.html", {"message": exc.message, "seconds": exc.retry_after},
+                      status=exc.status)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 def _own_session(request, session_id: int) -> Session:
@@ -172,11 +183,20 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
 @login_required(login_url=LOGIN_URL)
 @require_GET
 def session_page(request, session_id: int):
+    try:
+        with slow_work("render", person=request.user.pk):
+            return _session_page(request, session_id)
+    except TryLater as exc:
+        return try_later_page(request, exc)
+
+
+def _session_page(request, session_id: int):
     session = _own_session(request, session_id)
     before = request.GET.get("before", "")
     page = runs_page(session=session, before=id_from_text(before))
     latest = session_last_run(session=session)
-    views = run_views(runs=page.runs, latest_run_id=latest.pk if latest else None)
+    views = runs_rendered(runs=page.runs, latest_run_id=latest.pk if latest else None,
+                          agent_name=session.version.name, request=request)
     meter = context_meter(session=session)
     config = _chat_config(
         session, meter=meter,

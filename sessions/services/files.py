@@ -2,11 +2,14 @@
 carried by the user record of the question that uses them.
 
 ``file_store`` refuses before it writes: past ``AGENTLOOM_FILE_MAX_BYTES`` (an image past
-``AGENTLOOM_IMAGE_MAX_BYTES``) TooLarge ``file_too_large``, past the session's
-``AGENTLOOM_SESSION_FILES_MAX_BYTES`` TooLarge ``session_files_full`` (413), a kind it does
-not take UnsupportedType (415). ``attachments_take`` turns the ids a question names into
-the attachments its record carries (the contract of RUN-13) and marks the files used;
-``file_delete`` removes one no question has used yet, which frees its room.
+``AGENTLOOM_IMAGE_MAX_BYTES``) TooLarge ``file_too_large``, an image larger in pixels than
+the server decodes (agentloom/images.py) ``image_too_large``, past the session's
+``AGENTLOOM_SESSION_FILES_MAX_BYTES`` TooLarge ``session_files_full``, past the person's
+``AGENTLOOM_USER_FILES_MAX_BYTES`` (every file they uploaded, in every session)
+``user_files_full`` (413), a kind it does not take UnsupportedType (415).
+``attachments_take`` turns the ids a question names into the attachments its record
+carries (the contract of RUN-13) and marks the files used; ``file_delete`` removes one no
+question has used yet, which frees its room in the session and the person's.
 
 A stored name is safe to show and to save as (``file_name_clean``, docs/web.md): no
 control, format (bidi overrides, zero-width) or line/paragraph separator characters, and
@@ -27,9 +30,11 @@ from django.db import transaction
 from django.db.models import Sum
 
 from agentloom.errors import Conflict, NotFound, TooLarge, UnsupportedType, ValidationFailed
+from agentloom.slow_work import slow_work
 from sessions.models import Session, SessionFile
 from sessions.services.manual_compaction import session_lock
-from sessions.sniff import Unreadable, Unsupported, sniff
+from sessions.services.people import person_lock
+from sessions.sniff import ImageTooLarge, Unreadable, Unsupported, sniff
 
 MAX_FILES_PER_QUESTION = 20
 NAME_MAX = 255  # the column's bound
@@ -100,8 +105,9 @@ def file_name_of(file: SessionFile) -> str:
 def file_store(*, session: Session, user, name: Any, data: bytes) -> SessionFile:
     """Sniff ``data`` and store it with ``session``; nothing is written on a refusal.
 
-    Takes the session's row lock (its own transaction) so two uploads cannot both fit
-    in the room left for one. The caller has checked that ``user`` may write the session.
+    Takes the person's and the session's row locks (its own transaction), so two uploads
+    cannot both fit in the room left for one. The caller has checked that ``user`` may
+    write the session.
     """
     if not data:
         raise ValidationFailed("The file is empty. Attach a file with something in it.", code="empty_file",
@@ -109,30 +115,49 @@ def file_store(*, session: Session, user, name: Any, data: bytes) -> SessionFile
     if len(data) > settings.AGENTLOOM_FILE_MAX_BYTES:
         raise file_too_large(settings.AGENTLOOM_FILE_MAX_BYTES)
     try:
+        # A PDF read or an image decoded runs in a child process: one of a bounded number at
+        # once, the request's database connection given back meanwhile (slow_work.py).
         found = sniff(data, pdf_max_pages=settings.AGENTLOOM_PDF_MAX_PAGES,
-                      pdf_max_seconds=settings.AGENTLOOM_PDF_MAX_SECONDS)
+                      pdf_max_seconds=settings.AGENTLOOM_PDF_MAX_SECONDS,
+                      image_max_decoded_bytes=settings.AGENTLOOM_IMAGE_MAX_DECODED_BYTES,
+                      around_child=lambda: slow_work("extraction", person=getattr(user, "pk", None)))
     except Unsupported as exc:
         raise UnsupportedType(f"{exc} Attach text, a PDF, or a PNG, JPEG, WebP or GIF image.") from None
+    except ImageTooLarge as exc:
+        raise TooLarge(str(exc), code="image_too_large") from None
     except Unreadable as exc:
         raise UnsupportedType(str(exc)) from None
     if found.kind == SessionFile.Kind.IMAGE and len(data) > settings.AGENTLOOM_IMAGE_MAX_BYTES:
         raise TooLarge(f"Images can be at most {megabytes(settings.AGENTLOOM_IMAGE_MAX_BYTES)}. "
                        "Attach a smaller or scaled-down copy.", code="file_too_large")
     with transaction.atomic():
+        person_lock(user=user)  # the person's files across sessions, then this session's
         session_lock(session_id=session.pk)
-        used = SessionFile.objects.filter(session=session).aggregate(total=Sum("size"))["total"] or 0
-        room = settings.AGENTLOOM_SESSION_FILES_MAX_BYTES
-        if used + len(data) > room:
-            raise TooLarge(f"This conversation already holds {megabytes(used)} of files, and takes at most "
-                           f"{megabytes(room)}. Remove a file you have not sent yet, or start a new "
-                           "conversation to attach more.",
-                           code="session_files_full")
+        _room_check(session=session, user=user, size=len(data))
         return SessionFile.objects.create(
             session=session, uploaded_by=user, content_type=found.content_type,
             name=file_name_clean(name, kind=found.kind, content_type=found.content_type),
             kind=found.kind, size=len(data), sha256=hashlib.sha256(data).hexdigest(), encoding=found.encoding,
             pages=found.pages, pages_read=found.pages_read, width=found.width, height=found.height,
             data=data, text=found.text)
+
+
+def _room_check(*, session: Session, user, size: int) -> None:
+    """TooLarge when ``size`` more bytes pass the session's room or the person's (both
+    rows locked by the caller, so two uploads cannot both take the last of either)."""
+    used = SessionFile.objects.filter(session=session).aggregate(total=Sum("size"))["total"] or 0
+    room = settings.AGENTLOOM_SESSION_FILES_MAX_BYTES
+    if used + size > room:
+        raise TooLarge(f"This conversation already holds {megabytes(used)} of files, and takes at most "
+                       f"{megabytes(room)}. Remove a file you have not sent yet, or start a new "
+                       "conversation to attach more.",
+                       code="session_files_full")
+    held = SessionFile.objects.filter(uploaded_by=user).aggregate(total=Sum("size"))["total"] or 0
+    allowed = settings.AGENTLOOM_USER_FILES_MAX_BYTES
+    if held + size > allowed:
+        raise TooLarge(f"Your files on this server already take {megabytes(held)}, and each person may keep at "
+                       f"most {megabytes(allowed)}. Remove files you have not sent yet, or ask the operator for "
+                       "more room.", code="user_files_full")
 
 
 def file_delete(*, file: SessionFile) -> None:

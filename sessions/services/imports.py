@@ -16,13 +16,14 @@ from django.utils import timezone
 
 from agentloom.api.parsers import MAX_JSON_DEPTH, JSONTooDeep, json_check_depth, json_loads_bounded
 from agentloom.errors import ValidationFailed
+from agentloom.slow_work import slow_work
 from context import get_estimator, project_records
 from sessions.models import Instance, Run, Session, SessionView
 from sessions.services.records import NewRecord, records_append
 from sessions.services.runs import budget_freeze
 from sessions.services.sessions import session_create
 
-MAX_MESSAGES = 20_000
+MAX_MESSAGES = 20_000  # records of one import (RUN-12); the request body bounds its bytes too
 TOO_DEEP_PROBLEM = f"nested more than {MAX_JSON_DEPTH} levels deep"
 _KIND_BY_ROLE = {"system": "context", "developer": "context", "user": "user", "assistant": "assistant",
                  "tool": "tool_result"}
@@ -128,7 +129,17 @@ def _arguments_too_deep(arguments: Any) -> bool:
 
 
 def session_import(*, user, agent_id: int, transcript: Any, title: str = "") -> Session:
-    """Create a session whose records reproduce ``transcript``; all or nothing."""
+    """Create a session whose records reproduce ``transcript``; all or nothing.
+
+    One of the process's ``AGENTLOOM_IMPORTS_MAX`` imports at once and the person's
+    ``AGENTLOOM_IMPORTS_PER_PERSON`` (TryLater, 429/503, past them: six imports of 18,000
+    messages side by side slowed every request of the server); the session counts
+    against the person's sessions of the day (``session_create``)."""
+    with slow_work("import", person=user.pk):
+        return _session_import(user=user, agent_id=agent_id, transcript=transcript, title=title)
+
+
+def _session_import(*, user, agent_id: int, transcript: Any, title: str) -> Session:
     messages = transcript_parse(transcript)
     with transaction.atomic():
         session = session_create(user=user, agent_id=agent_id)

@@ -9,6 +9,7 @@ from agentloom.agents.models import Agent
 from agentloom.errors import ValidationFailed
 from sessions.models import Run, Session
 from sessions.services.history import question_ask
+from sessions.services.people import person_lock, sessions_per_day_check
 
 
 def session_draft(*, user, agent_id: int) -> Session:
@@ -29,9 +30,15 @@ def session_draft(*, user, agent_id: int) -> Session:
 
 
 def session_create(*, user, agent_id: int) -> Session:
-    """Bind the user, the agent and its latest published version (``session_draft``), saved."""
+    """Bind the user, the agent and its latest published version (``session_draft``), saved;
+    TryLater (429) when the person has started as many sessions today as they may
+    (``people.sessions_per_day_check``, under their row lock: its own transaction, or the
+    caller's)."""
     session = session_draft(user=user, agent_id=agent_id)
-    session.save(force_insert=True)
+    with transaction.atomic():
+        person_lock(user=user)
+        sessions_per_day_check(user=user)
+        session.save(force_insert=True)
     return session
 
 

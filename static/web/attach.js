@@ -5,13 +5,16 @@
  * with its name (as the server stored it) and size and a remove button; chat.js sends the
  * ready ones' ids with the question. Removing a ready chip deletes its upload (DELETE on
  * the file's address), which frees its room in the chat; if that fails the chip says so
- * and is not sent. A refused file says why on its chip, in words. An image's preview is a
- * local object URL of the person's own file, drawn only for raster types (never SVG or HTML).
+ * and is not sent. A refused file says why on its chip, in words; one refused only for now
+ * (many files at once: 429 or 503 with Retry-After) is sent again when the server says.
+ * An image's preview is a local object URL of the person's own file, drawn only for
+ * raster types (never SVG or HTML).
  */
 (function () {
   "use strict";
 
   var PREVIEW_TYPES = { "image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true };
+  var RETRIES = 6;  // an upload refused for now (429 or 503 with Retry-After) is sent again this often
 
   function sizeLabel(size) {
     // As the server words it (agentloom/web/attachments.py size_label).
@@ -138,8 +141,9 @@
     this.entries.push(entry);
     this.options.list.append(this.chip(entry));
     this.changed();
-    this.options.uploadUrl().then(function (address) {
+    this.options.uploadUrl().then(function send(address, tries) {
       if (entry.state !== "uploading") return;  // removed meanwhile
+      tries = tries || 0;
       var xhr = new XMLHttpRequest();
       entry.xhr = xhr;
       xhr.open("POST", address);
@@ -151,7 +155,13 @@
       });
       xhr.addEventListener("load", function () {
         var data = xhr.response;
+        var wait = parseInt(xhr.getResponseHeader("Retry-After") || "", 10);
         if (xhr.status === 201 && data && typeof data.id === "number") self.ready(entry, data);
+        else if ((xhr.status === 429 || xhr.status === 503) && wait > 0 && tries < RETRIES) {
+          // The server reads a few files of one person at once (agentloom/slow_work.py):
+          // the others wait their turn, still uploading, and go again when told.
+          setTimeout(function () { send(address, tries + 1); }, Math.min(wait, 30) * 1000);
+        }
         else self.failed(entry, refusal(file.name, xhr.status, data, self.count("ready") > 0));
       });
       xhr.addEventListener("error", function () { self.failed(entry, refusal(file.name, 0, null)); });

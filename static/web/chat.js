@@ -107,7 +107,7 @@
     return "";
   }
 
-  function request(method, path, body) {
+  function request(method, path, body, tries) {
     var headers = { Accept: "application/json" };
     if (method !== "GET") headers["X-CSRFToken"] = cookie(config.csrfCookie);
     if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -115,6 +115,14 @@
       method: method, headers: headers, credentials: "same-origin", cache: "no-store",
       body: body === undefined ? undefined : JSON.stringify(body)
     }).then(function (response) {
+      var wait = parseInt(response.headers.get("Retry-After") || "", 10);
+      if (method === "GET" && response.status === 429 && wait > 0 && (tries || 0) < 3) {
+        // A read refused for now (this person's pages rendering at once, agentloom/slow_work.py):
+        // read again when the server says, as a reload would.
+        return new Promise(function (resolve) { setTimeout(resolve, Math.min(wait, 10) * 1000); }).then(function () {
+          return request(method, path, body, (tries || 0) + 1);
+        });
+      }
       return response.json().catch(function () { return null; }).then(function (data) {
         return { ok: response.ok, status: response.status, data: data };
       });

@@ -183,6 +183,31 @@ def test_a_refused_file_says_why_on_its_chip_and_holds_the_question_until_remove
     assert SessionFile.objects.filter(session=session).count() == 0
 
 
+def test_a_file_refused_only_for_now_is_sent_again_when_the_server_says(page_factory, server, fake_session):
+    """Many files at once: the server reads a few of one person's at a time and refuses the
+    rest for now (429, or 503 when it is full, with Retry-After — agentloom/slow_work.py);
+    the chip stays uploading and the file goes again, once."""
+    session = fake_session()
+    page = open_chat(page_factory, server, session, 1280)
+    refusals: list[str] = []
+
+    def busy_once(route) -> None:
+        if refusals:
+            route.continue_()
+            return
+        refusals.append(route.request.url)
+        route.fulfill(status=429, headers={"Retry-After": "1", "Content-Type": "application/json"},
+                      body='{"error": {"code": "too_many_at_once", "message": "Try again in a few seconds."}}')
+
+    page.route("**/api/v1/sessions/*/files", busy_once)
+    page.get_by_label("Attach").set_input_files([file("app.log", "text/plain", LOG)])
+    waiting = chip(page, "app.log")
+    expect(waiting).to_have_attribute("data-state", "ready", timeout=15_000)
+    assert len(refusals) == 1
+    assert SessionFile.objects.filter(session=session).count() == 1
+    assert page.script_errors == []
+
+
 def test_the_keyboard_alone_attaches_a_file_and_removes_it(page_factory, server, fake_session):
     session = fake_session()
     page = open_chat(page_factory, server, session, 1280)

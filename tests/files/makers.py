@@ -67,3 +67,23 @@ def make_image(fmt: str, width: int = 30, height: int = 20, *, mode: str = "RGB"
         options.update(save_all=True, append_images=pictures[1:], duration=100, loop=0)
     pictures[0].save(out, fmt, **options)
     return out.getvalue()
+
+
+def png_of_zeros(width: int, height: int, *, colour: int = 6) -> bytes:
+    """A real, valid PNG of ``width`` × ``height`` black pixels (``colour``: 0 grey, 2 RGB,
+    6 RGBA) that is small however large its pixels are: a decompression bomb.
+
+    Made in milliseconds: one row is compressed once, ending in a full flush (so it refers
+    to nothing before it), and that block repeated for every row; the checksum is the
+    Adler-32 of the rows, the stream ends with an empty final block."""
+    row = bytes(1 + width * {0: 1, 2: 3, 6: 4}[colour])
+    packer = zlib.compressobj(9)
+    first = packer.compress(row) + packer.flush(zlib.Z_FULL_FLUSH)
+    again = packer.compress(row) + packer.flush(zlib.Z_FULL_FLUSH)
+    assert first[2:] == again  # after the two-byte zlib header, each row's block is the same
+    checksum = 1
+    for _ in range(height):
+        checksum = zlib.adler32(row, checksum)
+    body = first + again * (height - 1) + b"\x03\x00" + struct.pack(">I", checksum)
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, colour, 0, 0, 0))
+            + _chunk(b"IDAT", body) + _chunk(b"IEND", b""))
