@@ -17,6 +17,7 @@ from django.utils import timezone
 from agentloom.api.parsers import MAX_JSON_DEPTH, JSONTooDeep, json_check_depth, json_loads_bounded
 from agentloom.errors import ValidationFailed
 from context import get_estimator, project_records
+from context.surrogates import replace_lone_surrogates
 from sessions.models import Instance, Run, Session, SessionView
 from sessions.services.records import NewRecord, records_append
 from sessions.services.runs import budget_freeze
@@ -128,8 +129,14 @@ def _arguments_too_deep(arguments: Any) -> bool:
 
 
 def session_import(*, user, agent_id: int, transcript: Any, title: str = "") -> Session:
-    """Create a session whose records reproduce ``transcript``; all or nothing."""
-    messages = transcript_parse(transcript)
+    """Create a session whose records reproduce ``transcript``; all or nothing.
+
+    Lone surrogates are replaced in every string and key of every message and in the
+    title (a transcript from elsewhere is JSON, whose escapes may decode to them), before
+    anything is written: the rows, and the answer that shows them, are always valid text.
+    """
+    messages = replace_lone_surrogates(transcript_parse(transcript))
+    title = replace_lone_surrogates(title)
     with transaction.atomic():
         session = session_create(user=user, agent_id=agent_id)
         session.title = (title or _first_user_text(messages) or "Imported conversation")[:200]
