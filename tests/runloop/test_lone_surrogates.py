@@ -13,7 +13,6 @@ import asyncio
 import json
 
 import pytest
-from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -21,6 +20,7 @@ from agentloom.runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SentBlob, Session, SessionMessage, SessionView
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, sequence
+from tests.sessions.helpers import stores_a_surrogate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")
@@ -68,6 +68,11 @@ def test_a_streamed_lone_surrogate_is_stored_as_a_replacement_and_the_session_go
     assert all(encodes(payload) for payload in events)
     assert "Broken \ufffd text and more." in "".join(p.get("text", "") for p in events if "text" in p)
     assert all(encodes(call.request) for call in ModelCall.objects.filter(run=run))
+    # Replaced where they came in, not only when read back.
+    assert not any(stores_a_surrogate(SessionMessage, pk, "message")
+                   for pk in SessionMessage.objects.filter(session=session).values_list("pk", flat=True))
+    assert not any(stores_a_surrogate(RunEvent, pk, "payload")
+                   for pk in RunEvent.objects.filter(run=run).values_list("pk", flat=True))
 
     second = ask_and_run(session, "And now?")
     assert second.status == Run.Status.COMPLETED, second.error
@@ -115,15 +120,6 @@ def spoil_stored_rows(session) -> None:
             ModelCall.objects.filter(pk=call.pk).update(request=request)
 
 
-def stored_plaintext(model, pk: int, column: str) -> bytes:
-    """What a row's encrypted column holds, decrypted by hand: the read door not involved."""
-    field = model._meta.get_field(column)
-    with connection.cursor() as cursor:
-        cursor.execute(f'SELECT "{field.column}" FROM "{model._meta.db_table}" WHERE "id" = %s', [pk])
-        raw = cursor.fetchone()[0]
-    return field._fernet.decrypt(bytes(raw), None)
-
-
 def valid_text(response) -> str:
     assert response.status_code == 200, (response.request["PATH_INFO"], response.status_code)
     if not response.streaming:
@@ -149,7 +145,7 @@ def test_rows_stored_with_lone_surrogates_render_everywhere_and_the_next_questio
     assert run.status == Run.Status.COMPLETED, run.error
     spoil_stored_rows(session)
     first = SessionMessage.objects.filter(session=session).order_by("seq").first()
-    assert b"\xed\xa0\x80" in stored_plaintext(SessionMessage, first.pk, "message")  # really stored
+    assert stores_a_surrogate(SessionMessage, first.pk, "message")  # really stored so
 
     person, api, console = Client(), APIClient(), Client()
     person.force_login(alice)
