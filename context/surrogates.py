@@ -49,7 +49,8 @@ T = TypeVar("T")
 # code point in a string, or its three-byte form in bytes decoded with ``surrogatepass``
 # (``json.loads`` of bytes does that, and so does pickle for every string it stores).
 _ESCAPE_IN_TEXT = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_ESCAPE_OR_FORM_IN_BYTES = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\xed[\xa0-\xbf][\x80-\xbf]")
+_ESCAPE_IN_BYTES = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_FORM_IN_BYTES = re.compile(rb"\xed[\xa0-\xbf]")  # valid UTF-8 follows ED with 80..9F only
 # Any escape of JSON text, taken left to right so that an escaped backslash is consumed
 # whole and a ``ud800`` after it stays plain text; a surrogate escape is captured with the
 # low-surrogate escape that may follow it.
@@ -64,14 +65,15 @@ def may_hold_surrogates(raw: str | bytes | bytearray) -> bool:
     False means certainly not, and the decoded value needs no walk. True may be a false
     alarm (a text that spells a backslash-u escape literally); the walk then changes nothing.
     """
+    # A one-character ``in`` is a memchr (a longer needle is not): most text pays two such
+    # passes and no regex. Text in scripts whose UTF-8 starts with ED (Hangul) pays the regex.
     if isinstance(raw, str):
         if not raw.isascii() and not _encodes(raw):
             return True
-        return "\\u" in raw and _ESCAPE_IN_TEXT.search(raw) is not None
-    # ``in`` on bytes is a memchr: clean text pays one pass per marker, no regex.
-    if b"\\u" not in raw and b"\xed" not in raw:
-        return False
-    return _ESCAPE_OR_FORM_IN_BYTES.search(raw) is not None
+        return "\\" in raw and _ESCAPE_IN_TEXT.search(raw) is not None
+    if b"\\" in raw and _ESCAPE_IN_BYTES.search(raw) is not None:
+        return True
+    return b"\xed" in raw and _FORM_IN_BYTES.search(raw) is not None
 
 
 def json_loads_clean(raw: str | bytes | bytearray) -> Any:
@@ -105,7 +107,7 @@ def replace_lone_surrogate_escapes(json_text: str) -> str:
     text need not be valid JSON; everything else in it is kept as it was. The same object
     when nothing changed."""
     json_text = _text(json_text)
-    if "\\u" not in json_text or _ESCAPE_IN_TEXT.search(json_text) is None:
+    if "\\" not in json_text or _ESCAPE_IN_TEXT.search(json_text) is None:
         return json_text
     replaced = _ANY_ESCAPE.sub(_escape_replaced, json_text)
     return json_text if replaced == json_text else replaced  # escaped pairs only: nothing was lone

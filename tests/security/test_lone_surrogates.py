@@ -171,3 +171,19 @@ def test_a_pdfs_text_is_stored_with_its_lone_surrogates_replaced(api, alice, mak
     stored = SessionFile.objects.get(session=session)
     assert not stores_a_surrogate(SessionFile, stored.pk, "text")
     assert "B\ufffdB" in stored.text
+
+
+def test_a_request_body_that_still_holds_one_is_logged_as_it_was_sent(alice, make_session):
+    from models_catalog.providers.chat_http import body_bytes
+    from sessions.selectors import model_call_body
+    from sessions.services.history import question_ask
+    from sessions.services.model_calls import model_call_open
+
+    run = question_ask(session=make_session(alice), content="Hello")
+    body = {"model": "m", "messages": [{"role": "system", "content": "Be brief."},
+                                       {"role": "user", "content": f"Hello {LONE}"}], "max_tokens": 10}
+    call = model_call_open(run=run, instance=main_instance(run=run), purpose="action", provider="openai_compatible",
+                           model="m", estimator_id="bytes-v1", estimated_tokens=10, body=body, estimates=[1, 1])
+    sent = body_bytes(body)
+    assert json.loads(sent)["messages"][1]["content"] == "Hello \ufffd"
+    assert body_bytes(model_call_body(call=call)) == sent  # the inspector shows exactly what was sent
