@@ -44,7 +44,7 @@ def plaintext_load(plain: bytes) -> Any:
 
 
 def _field_load(self: Any, value: bytes) -> Any:
-    # The library's own ``EncryptedMixin._load`` (django-cryptography 1.1), unpickling
+    # The library's own ``EncryptedMixin._load`` (django-cryptography-5 2.0), unpickling
     # through ``plaintext_load``: the field has no hook for what it reads.
     try:
         plain = self._fernet.decrypt(value, self.ttl)
@@ -53,7 +53,7 @@ def _field_load(self: Any, value: bytes) -> Any:
     return plaintext_load(plain)
 
 
-EncryptedMixin._load = _field_load
+EncryptedMixin._load = _field_load  # type: ignore[method-assign]  # the library offers no hook
 
 
 class DecryptionFailed(Exception):
