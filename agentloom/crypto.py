@@ -36,7 +36,7 @@ def plaintext_load(plain: bytes) -> Any:
     """The value a decrypted plaintext holds, with any lone surrogate replaced by U+FFFD.
 
     Pickle stores each string as UTF-8 with ``surrogatepass``, so a plaintext with no
-    surrogate's three-byte form holds none, and the common read costs one byte scan."""
+    surrogate's three-byte form holds none, and the common read costs a byte scan or two."""
     value = pickle.loads(plain)
     if may_hold_surrogates(plain):
         value = replace_lone_surrogates(value)

@@ -134,6 +134,9 @@ def session_import(*, user, agent_id: int, transcript: Any, title: str = "") -> 
     Lone surrogates are replaced in every string and key of every message and in the
     title (a transcript from elsewhere is JSON, whose escapes may decode to them), before
     anything is written: the rows, and the answer that shows them, are always valid text.
+    The transaction commits before the API encodes its answer, so an answer that could not
+    be encoded was a 500 with the session already saved (issue #44); nothing here may leave
+    that possible.
     """
     messages = replace_lone_surrogates(transcript_parse(transcript))
     title = replace_lone_surrogates(title)
