@@ -1,9 +1,17 @@
-"""Explicit ciphers for the encrypted columns: key rotation and wrong-key checks.
+"""Explicit ciphers for the encrypted columns: key rotation and wrong-key checks; and the
+one door every encrypted value is read through.
 
 The field library reads its keys once, when models load. To read with one pair of keys
 and write with another (rotation), or to prove that a wrong key fails closed, we build
 the same cipher by hand: PBKDF2 over AGENTLOOM_ENCRYPTION_KEY (the library's derivation)
 for AES, and the raw SECRET_KEY for the HMAC signature.
+
+Reading: every decrypted plaintext is unpickled by :func:`plaintext_load`, which replaces
+lone surrogates (``context.surrogates``). Text now has them replaced where it enters, but
+rows written before that rule may hold one, and a single lone surrogate makes every page,
+answer and request body that carries it fail to encode: stored data must always render.
+The models take ``encrypt`` from here, so the library's field reads through this door
+before any model can load a row (:func:`_field_load`).
 """
 from __future__ import annotations
 
@@ -15,8 +23,37 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 from django.conf import settings
-from django_cryptography.core.signing import FernetSigner
+from django_cryptography.core.signing import FernetSigner, SignatureExpired
+from django_cryptography.fields import EncryptedMixin, Expired, encrypt
 from django_cryptography.utils.crypto import FernetBytes
+
+from context.surrogates import may_hold_surrogates, replace_lone_surrogates
+
+__all__ = ["ColumnCipher", "DecryptionFailed", "RecentPlaintexts", "derive_key", "encrypt", "plaintext_load"]
+
+
+def plaintext_load(plain: bytes) -> Any:
+    """The value a decrypted plaintext holds, with any lone surrogate replaced by U+FFFD.
+
+    Pickle stores each string as UTF-8 with ``surrogatepass``, so a plaintext with no
+    surrogate's three-byte form holds none, and the common read costs a byte scan or two."""
+    value = pickle.loads(plain)
+    if may_hold_surrogates(plain):
+        value = replace_lone_surrogates(value)
+    return value
+
+
+def _field_load(self: Any, value: bytes) -> Any:
+    # The library's own ``EncryptedMixin._load`` (django-cryptography-5 2.0), unpickling
+    # through ``plaintext_load``: the field has no hook for what it reads.
+    try:
+        plain = self._fernet.decrypt(value, self.ttl)
+    except SignatureExpired:
+        return Expired
+    return plaintext_load(plain)
+
+
+EncryptedMixin._load = _field_load  # type: ignore[method-assign]  # the library offers no hook
 
 
 class DecryptionFailed(Exception):
@@ -40,7 +77,7 @@ class ColumnCipher:
 
     def load(self, raw: bytes) -> Any:
         try:
-            return pickle.loads(self._fernet.decrypt(bytes(raw)))
+            return plaintext_load(self._fernet.decrypt(bytes(raw)))
         except Exception as exc:  # bad signature, bad padding, bad pickle: all mean "not ours"
             raise DecryptionFailed("stored content cannot be decrypted with these keys") from exc
 
@@ -73,7 +110,7 @@ class RecentPlaintexts:
         if plain is None:
             plain = field._fernet.decrypt(token, field.ttl)
             self._keep(token, plain)
-        return pickle.loads(plain)
+        return plaintext_load(plain)
 
     def _keep(self, token: bytes, plain: bytes) -> None:
         cost = len(token) + len(plain)

@@ -31,7 +31,6 @@ OpenAI-shaped list every other dialect gets and returns a ``POST /v1/messages`` 
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from context.anthropic_validate import (
 from context.compaction.view import is_continuation_message
 from context.ids import is_portable_id
 from context.records import is_image_part, is_text_part, parse_arguments, wrap_invalid_arguments
+from context.surrogates import json_loads_clean
 from context.validate import RequestValidator
 
 CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
@@ -155,7 +155,8 @@ def _assistant_blocks(message: Mapping[str, Any], keep_thinking: bool) -> list[d
     for call in message.get("tool_calls") or ():
         function = call["function"]
         blocks.append({"type": "tool_use", "id": call["id"], "name": function["name"],
-                       "input": json.loads(function["arguments"] or "{}")})
+                       # Stored text from before lone surrogates were replaced may escape one.
+                       "input": json_loads_clean(function["arguments"] or "{}")})
     return blocks
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from context.records import content_text
+from context.surrogates import replace_lone_surrogate_escapes, replace_lone_surrogates
 from models_catalog.providers.events import ChatEvent, StreamEnd, TextDelta, ToolCall, ToolCallDelta, Usage, as_dict
 
 DEMO_MODEL_ID = "agentloom-demo"
@@ -63,17 +64,19 @@ class DemoChatClient:
         messages = [m for m in request_body.get("messages") or [] if isinstance(m, dict)]
         tools = _offered_tools(request_body.get("tools"))
         text, call = plan_reply(messages, tools)
+        # It echoes the question and the tool results: its answer is text from outside too.
+        text = replace_lone_surrogates(text)
         for piece in _pieces(text):
             yield TextDelta(piece)
         calls: tuple[ToolCall, ...] = ()
         if call is not None:
-            name, arguments = call
+            name, arguments = call[0], replace_lone_surrogate_escapes(call[1])
             call_id = f"demo_{len(messages)}_0"
             half = max(1, len(arguments) // 2)
             yield ToolCallDelta(index=0, id=call_id, name=name, arguments=arguments[:half])
             yield ToolCallDelta(index=0, id=call_id, name=name, arguments=arguments[half:])
             calls = (ToolCall(id=call_id, name=name, arguments=arguments, index=0),)
-        prompt_tokens = max(1, len(json.dumps(messages, ensure_ascii=False).encode()) // 4)
+        prompt_tokens = max(1, len(json.dumps(messages, ensure_ascii=False).encode("utf-8", "surrogatepass")) // 4)
         completion_tokens = max(1, (len(text) + sum(len(c.arguments) for c in calls)) // 4)
         yield StreamEnd(
             finish_reason="tool_calls" if calls else "stop",

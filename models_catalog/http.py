@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import json
 import socket
 import ssl
 import time
@@ -35,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from context.surrogates import json_loads_clean
 from models_catalog.errors import (
     ProviderError,
     ProviderUnavailableError,
@@ -348,7 +348,7 @@ def request_json(
     except httpx.HTTPError as exc:
         raise transport_error(exc, provider_label=provider_label) from exc
     try:
-        return json.loads(raw)
+        return json_loads_clean(raw)  # model names and fields land in plain columns and pages
     except ValueError:
         raise ProviderUnavailableError(
             f"{provider_label} answered with something that is not JSON. Check the base URL."

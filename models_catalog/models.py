@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from django.core.validators import MinValueValidator
 from django.db import models
-from django_cryptography.fields import encrypt
 
+from agentloom.crypto import encrypt
 from models_catalog.providers import provider_label
 
 PLATFORM_DEFAULT_CONTEXT_WINDOW = 32_768

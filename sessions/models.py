@@ -1,15 +1,15 @@
 """Sessions, runs, instances and the encrypted, append-only source records (SPEC §2, §6).
 
-Content (records, frames, snapshots, views, events, model requests, session titles, run
-counters) is encrypted; what we filter and sort
-on (ids, seq, run, instance, kind, time) stays in plain indexed columns.
+Content (records, frames, snapshots, views, events, model requests, session titles, run counters) is encrypted; what
+we filter and sort on (ids, seq, run, instance, kind, time) stays in plain indexed columns.
 """
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django_cryptography.fields import encrypt
+
+from agentloom.crypto import encrypt
 
 
 class Session(models.Model):

@@ -10,14 +10,21 @@ far more than any request of this API has (an imported transcript is about six d
 A form or multipart body has no nesting of its own, but a JSON field of a serializer
 decodes its text (``context_policy=[[[…``): :class:`agentloom.api.fields.BoundedJSONField`
 decodes it with :func:`json_loads_bounded`, as a service does with JSON text it is handed.
+
+Both also replace lone surrogates (``context.surrogates``): JSON's ``\\ud800`` escape
+decodes to one, which no page, answer or request body can encode. A form's own text
+cannot hold one (Django decodes it from UTF-8 bytes, invalid ones replaced).
 """
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
+
+from context.surrogates import may_hold_surrogates, replace_lone_surrogates
 
 MAX_JSON_DEPTH = 64
 TOO_DEEP = f"nested more than {MAX_JSON_DEPTH} levels deep"
@@ -58,15 +65,19 @@ def json_loads_bounded(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> Any:
         value = json.loads(text)
     except RecursionError:
         raise JSONTooDeep(TOO_DEEP) from None
-    return json_check_depth(value, limit)
+    json_check_depth(value, limit)
+    return replace_lone_surrogates(value) if may_hold_surrogates(text) else value
 
 
 class BoundedJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
+        # Read whole (as the JSON decoder does anyway) so that the raw text can say whether
+        # the value may hold a surrogate: a body with no ``\u`` escape needs no walk.
+        raw = stream.read() if stream is not None else b""
         try:
-            data = super().parse(stream, media_type, parser_context)
+            data = super().parse(io.BytesIO(raw), media_type, parser_context)
         except RecursionError:
             raise ParseError(f"JSON parse error - {TOO_DEEP}.") from None
         if json_depth_exceeds(data, MAX_JSON_DEPTH):
             raise ParseError(f"JSON parse error - {TOO_DEEP}.")
-        return data
+        return replace_lone_surrogates(data) if may_hold_surrogates(raw) else data

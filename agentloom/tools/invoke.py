@@ -28,6 +28,7 @@ from agentloom.agents.tool_registry import (
 )
 from agentloom.runloop.log_redaction import secrets_held, secrets_hold, secrets_release
 from agentloom.toolservers.schemas import SchemaReferenceError, arguments_error, schema_validator
+from context.surrogates import replace_lone_surrogate_escapes, replace_lone_surrogates
 from context.truncation import cap_for_storage, structured_for_storage
 
 logger = logging.getLogger("agentloom.tools")
@@ -81,6 +82,20 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
     within ``cancel_grace`` or could not know its effect: no result is invented (LOOP-7;
     the projector later shows it as an unknown outcome, CTX-3).
     """
+    # The arguments are the model's JSON text (or an imported transcript's): an escape in it
+    # would decode to a lone surrogate in the tool's hands, and in whatever it echoes.
+    outcome = _outcome(tool, replace_lone_surrogate_escapes(raw_arguments or ""), context, poll=poll,
+                       cancel_grace=cancel_grace)
+    if outcome is None:
+        return None
+    # Every tool's result enters the run here (built-in, server, http_fetch): text from
+    # outside, with no lone surrogate past this point. The same objects when there is none.
+    return ToolOutcome(outcome.status, replace_lone_surrogates(outcome.content),
+                       replace_lone_surrogates(outcome.structured))
+
+
+def _outcome(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: float,
+             cancel_grace: float) -> ToolOutcome | None:
     try:
         arguments = check_arguments(tool, raw_arguments)
     except ToolError as exc:

@@ -16,7 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django_cryptography.fields import encrypt
+
+from agentloom.crypto import encrypt
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,30}$"
 DEFAULT_TIMEOUT_SECONDS = 60

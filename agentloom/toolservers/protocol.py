@@ -46,6 +46,7 @@ from agentloom.toolservers.endpoints import (
 )
 from agentloom.toolservers.http import GuardRefused, Trace, guarded_client
 from agentloom.toolservers.schemas import SchemaReferenceError, schema_check
+from context.surrogates import replace_lone_surrogates
 from models_catalog.errors import ProviderError
 from models_catalog.http import check_url
 
@@ -60,8 +61,8 @@ POLL_SECONDS = 0.05
 def tool_entry(tool: Any) -> dict[str, Any]:
     """A listed tool as AgentLoom keeps it: name, description, input schema, annotations."""
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
-    return {"name": tool.name, "description": tool.description or "", "input_schema": dict(tool.input_schema),
-            "annotations": annotations}
+    return replace_lone_surrogates({"name": tool.name, "description": tool.description or "",
+                                    "input_schema": dict(tool.input_schema), "annotations": annotations})
 
 
 def tool_problem(entry: dict[str, Any]) -> str | None:

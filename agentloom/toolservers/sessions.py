@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from agentloom.toolservers.endpoints import CallCancelled, Endpoint, ToolServerError
 from agentloom.toolservers.listing import drift_blocks_call, tool_drift
 from agentloom.toolservers.results import ConvertedResult, result_content
+from context.surrogates import replace_lone_surrogates
 
 if TYPE_CHECKING:
     from agentloom.toolservers.protocol import Connection
@@ -159,7 +160,7 @@ class RunToolSessions:
         for attempt in (1, 2):
             try:
                 raw = connection.call_tool(entry["tool"], arguments, cancel=cancel, on_progress=on_progress)
-                return result_content(raw)
+                return result_content(replace_lone_surrogates(raw))  # the server's JSON: any string
             except CallCancelled:
                 if entry["idempotent"]:
                     raise CallStopped() from None

@@ -28,7 +28,6 @@ ends before its first event is asked once more without streaming (LOOP-3, as eve
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -36,6 +35,7 @@ from urllib.parse import urlencode
 import httpx
 
 from context.anthropic_validate import BODY_FIELDS
+from context.surrogates import json_loads_clean
 from models_catalog.errors import (
     AuthenticationError,
     InvalidRequestError,
@@ -177,7 +177,7 @@ class AnthropicChatClient(GuardedChatClient):
 def _event(data: str) -> dict[str, Any]:
     """One SSE data payload; an ``error`` event is classified by the assembler, by its type."""
     try:
-        payload = json.loads(data)
+        payload = json_loads_clean(data)  # every delta's text, thinking, tool name, id and input piece
     except ValueError:
         payload = None
     if not isinstance(payload, dict):

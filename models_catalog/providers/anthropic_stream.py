@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from context.surrogates import replace_lone_surrogate_escapes
 from models_catalog.errors import ProviderError, ProviderUnavailableError, error_from_status
 from models_catalog.providers.events import (
     ChatEvent,
@@ -176,7 +177,9 @@ class AnthropicAssembler:
     def finish(self, *, cut: bool, error: ProviderError | None = None) -> StreamEnd:
         calls = tuple(
             ToolCall(id=slot["id"] or f"call_{slot['ordinal']}", name=slot["name"] or "",
-                     arguments="".join(slot["arguments"]) or "{}", index=slot["ordinal"],
+                     # An escape can be split across ``partial_json`` pieces: judged whole.
+                     arguments=replace_lone_surrogate_escapes("".join(slot["arguments"])) or "{}",
+                     index=slot["ordinal"],
                      complete=self._complete_call(slot, cut=cut))
             for _, slot in sorted(self._blocks.items()) if slot["type"] == "tool_use"
         )

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from context.surrogates import json_loads_clean, replace_lone_surrogates
 from models_catalog.errors import ProviderError, ProviderUnavailableError, error_from_status
 from models_catalog.http import (
     CHAT_LIMITS,
@@ -73,7 +74,7 @@ def raise_for_status(response: httpx.Response, *, provider_label: str) -> None:
 
 def parse_json(raw: bytes, *, provider_label: str) -> Any:
     try:
-        return json.loads(raw)
+        return json_loads_clean(raw)
     except ValueError:
         raise ProviderUnavailableError(f"{provider_label} sent an answer that is not valid JSON.") from None
 
@@ -81,8 +82,17 @@ def parse_json(raw: bytes, *, provider_label: str) -> Any:
 def body_bytes(body: Mapping[str, Any]) -> bytes:
     """The bytes of a request body as every chat client sends them: compact JSON, UTF-8,
     keys in the body's order. The context inspector rebuilds a call's body and gets these
-    same bytes from it (``sessions.selectors.model_call_body``)."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    same bytes from it (``sessions.selectors.model_call_body``).
+
+    A lone surrogate cannot be sent (not UTF-8): every entry of text replaces them, and
+    so does reading what is stored; one that got past all of them is replaced here rather
+    than failing this and every later question of the session. The text is rewritten only
+    then: the common body is encoded once, as before."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return replace_lone_surrogates(text).encode("utf-8")
 
 
 def _json_headers(headers: Mapping[str, str]) -> dict[str, str]:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from context.surrogates import json_loads_clean, replace_lone_surrogate_escapes
 from models_catalog.errors import ProviderError, ProviderUnavailableError, ResponseTooLargeError, error_from_payload
 from models_catalog.providers.events import (
     ChatEvent,
@@ -118,7 +119,7 @@ def iter_sse(
 def parse_chunk(data: str, event: str = "message", *, provider_label: str = "The model provider") -> dict[str, Any]:
     """A data payload as a JSON object; garbage is a (transient) provider fault."""
     try:
-        payload = json.loads(data)
+        payload = json_loads_clean(data)  # every delta's text, tool name, id and arguments piece
     except ValueError:
         raise ProviderUnavailableError(f"{provider_label} sent a malformed chunk in the answer stream.") from None
     if not isinstance(payload, dict):
@@ -233,7 +234,8 @@ class StreamAssembler:
             ToolCall(
                 id=slot["id"] or f"call_{index}",
                 name=slot["name"] or "",
-                arguments="".join(slot["arguments"]),
+                # An escape can be split across pieces: only the whole text can be judged.
+                arguments=replace_lone_surrogate_escapes("".join(slot["arguments"])),
                 index=index,
                 complete=self._complete(slot, cut=cut),
             )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from context.records import content_text as records_content_text
+from context.surrogates import json_loads_clean
 from context.usage import UsageFigures, usage_figures
 from sessions.admin.attachments import FileView, file_views, shortened
 from sessions.selectors import SentEntry
@@ -103,7 +104,7 @@ def content_text(content: Any) -> str:
 def _arguments(raw: Any) -> Text:
     if isinstance(raw, str):
         try:
-            parsed = json.loads(raw)
+            parsed = json_loads_clean(raw)  # an escape in stored arguments would decode to a lone surrogate
         except (ValueError, RecursionError):  # nested past the decoder's depth is shown as text too
             # The model's own malformed arguments (CTX-6): show them exactly as sent.
             return text(raw, label="arguments (not JSON)", mono=True)

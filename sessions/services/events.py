@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from context.surrogates import replace_lone_surrogates
 from sessions.models import Run, RunEvent
 
 logger = logging.getLogger("agentloom.events")
@@ -193,6 +194,10 @@ def events_write(*, run_id: int, events: Sequence[tuple[str, dict[str, Any] | No
             raise ValueError(f"unknown event type {type!r}")
     if not events:
         return []
+    # The door of every event: no lone surrogate is stored, whatever entry let one through
+    # (it would break every page and stream that shows the run). Small payloads, the same
+    # objects back when clean.
+    events = [(type, replace_lone_surrogates(data)) for type, data in events]
     if (last_seq is None and len(events) == 1 and connection.vendor == "postgresql"
             and not connection.in_atomic_block):
         return [_event_write_alone(run_id=run_id, type=events[0][0], data=events[0][1], stop_flag=stop_flag)]

@@ -31,6 +31,7 @@ from django.db.models import Sum
 
 from agentloom.errors import Conflict, NotFound, TooLarge, UnsupportedType, ValidationFailed
 from agentloom.slow_work import slow_work
+from context.surrogates import replace_lone_surrogates
 from sessions.models import Session, SessionFile
 from sessions.services.manual_compaction import session_lock
 from sessions.services.people import person_lock
@@ -139,7 +140,7 @@ def file_store(*, session: Session, user, name: Any, data: bytes) -> SessionFile
             name=file_name_clean(name, kind=found.kind, content_type=found.content_type),
             kind=found.kind, size=len(data), sha256=hashlib.sha256(data).hexdigest(), encoding=found.encoding,
             pages=found.pages, pages_read=found.pages_read, width=found.width, height=found.height,
-            data=data, text=found.text)
+            data=data, text=replace_lone_surrogates(found.text))  # a PDF's text can hold them
 
 
 def _room_check(*, session: Session, user, size: int) -> None:

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from agentloom.errors import Conflict, NotFound, ValidationFailed
 from context import DEFAULT_TOOL_RESULT_LIMIT, InstanceContext, Start
+from context.surrogates import replace_lone_surrogates
 from sessions.frames import QueuedSupplement, frame_initial
 from sessions.models import CompactionSnapshot, Instance, Run, RunAttention, Session, SessionMessage, SessionView
 from sessions.selectors import (
@@ -41,7 +42,9 @@ def _clean_content(content: Any, field: str = "content") -> str:
         raise ValidationFailed("Write something first.", fields={field: "must be a non-empty string"})
     if len(content) > MAX_QUESTION_CHARS:
         raise ValidationFailed("That is too long.", fields={field: f"at most {MAX_QUESTION_CHARS} characters"})
-    return content
+    # A question (and the title made of it) or a supplement, from any caller (the API's
+    # parser replaces them already; a service called directly must not store one either).
+    return replace_lone_surrogates(content)
 
 
 def _creator_still_member(session: Session) -> None:

@@ -18,6 +18,7 @@ from agentloom.api.parsers import MAX_JSON_DEPTH, JSONTooDeep, json_check_depth,
 from agentloom.errors import ValidationFailed
 from agentloom.slow_work import slow_work
 from context import get_estimator, project_records
+from context.surrogates import replace_lone_surrogates
 from sessions.models import Instance, Run, Session, SessionView
 from sessions.services.records import NewRecord, records_append
 from sessions.services.runs import budget_freeze
@@ -134,13 +135,22 @@ def session_import(*, user, agent_id: int, transcript: Any, title: str = "") -> 
     One of the process's ``AGENTLOOM_IMPORTS_MAX`` imports at once and the person's
     ``AGENTLOOM_IMPORTS_PER_PERSON`` (TryLater, 429/503, past them: six imports of 18,000
     messages side by side slowed every request of the server); the session counts
-    against the person's sessions of the day (``session_create``)."""
+    against the person's sessions of the day (``session_create``).
+
+    Lone surrogates are replaced in every string and key of every message and in the
+    title (a transcript from elsewhere is JSON, whose escapes may decode to them), before
+    anything is written: the rows, and the answer that shows them, are always valid text.
+    The transaction commits before the API encodes its answer, so an answer that could not
+    be encoded was a 500 with the session already saved (issue #44); nothing here may leave
+    that possible.
+    """
     with slow_work("import", person=user.pk):
         return _session_import(user=user, agent_id=agent_id, transcript=transcript, title=title)
 
 
 def _session_import(*, user, agent_id: int, transcript: Any, title: str) -> Session:
-    messages = transcript_parse(transcript)
+    messages = replace_lone_surrogates(transcript_parse(transcript))
+    title = replace_lone_surrogates(title)
     with transaction.atomic():
         session = session_create(user=user, agent_id=agent_id)
         session.title = (title or _first_user_text(messages) or "Imported conversation")[:200]

@@ -27,6 +27,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agentloom.db_rows import rows_insert
+from context.surrogates import replace_lone_surrogates
 from sessions.models import Instance, ModelCall, Run, SentBlob, Session
 
 FULL_EVERY = 32
@@ -38,7 +39,11 @@ BLOB_FIELDS = ("system", "tools")
 def _canonical(content: Any) -> bytes:
     # Key order is kept: the same message written with its keys in another order was
     # another request, byte for byte.
-    return json.dumps(content, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    text = json.dumps(content, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # replaced as the request body itself is (chat_http.body_bytes)
+        return replace_lone_surrogates(text).encode()
 
 
 def blob_digest(content: Any) -> str:

@@ -10,6 +10,7 @@ from django.db import connection, transaction
 
 from agentloom.db_rows import rows_insert
 from agentloom.errors import ValidationFailed
+from context.surrogates import may_hold_surrogates, replace_lone_surrogate_escapes, replace_lone_surrogates
 from sessions.models import Instance, MessageKind, Run, Session, SessionMessage
 
 _KINDS = set(MessageKind.values)
@@ -30,9 +31,25 @@ def _json_safe(message: Any) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise ValidationFailed("A record's message must be a JSON object.", fields={"message": "not an object"})
     try:
-        return json.loads(json.dumps(message, allow_nan=False))
+        text = json.dumps(message, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValidationFailed("A record's message must be plain JSON.", fields={"message": str(exc)}) from None
+    plain = json.loads(text)
+    # The door of every record: whatever entry let a lone surrogate through, it is not
+    # stored. ``text`` is ASCII (every surrogate an escape, and one inside a tool call's
+    # arguments text an escaped escape), so the common record costs one scan for ``\u``.
+    return _surrogates_replaced(plain) if may_hold_surrogates(text) else plain
+
+
+def _surrogates_replaced(message: dict[str, Any]) -> dict[str, Any]:
+    message = replace_lone_surrogates(message)  # a fresh value (json.loads): changed in place below
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+            # JSON text kept as text: its escapes decode to lone surrogates wherever it is read.
+            function["arguments"] = replace_lone_surrogate_escapes(function["arguments"])
+    return message
 
 
 def records_append(

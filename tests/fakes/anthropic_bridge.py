@@ -18,7 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tests.fakes.anthropic import api_error, message_json, message_stream
-from tests.fakes.anthropic_rules import PromptCache, header_refusal, refusal, sign_thinking, size_refusal
+from tests.fakes.anthropic_rules import (
+    PromptCache,
+    header_refusal,
+    refusal,
+    sign_thinking,
+    size_refusal,
+    text_refusal,
+)
 from tests.fakes.responses import JSONResponse, RecordedRequest, ResponseSpec, SSEResponse
 
 _ERROR_KINDS = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -130,7 +137,7 @@ class AnthropicBridge:
         if problem is None and not (request.method == "POST" and request.path.endswith("/messages")):
             problem = (404, "not_found_error", f"{request.method} {request.path}: not found")
         if problem is None:
-            problem = size_refusal(request.body) or refusal(request.json)
+            problem = size_refusal(request.body) or text_refusal(request.body) or refusal(request.json)
         if problem is not None:
             status, kind, message = problem
             self.rejections.append((status, message))

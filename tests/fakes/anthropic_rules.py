@@ -238,6 +238,16 @@ def size_refusal(raw: bytes) -> Refusal | None:
     return None
 
 
+def text_refusal(raw: bytes) -> Refusal | None:
+    """400 for a body that is not UTF-8, or whose JSON holds a lone surrogate (a strict
+    parser refuses the unpaired escape): no valid text."""
+    try:
+        json.dumps(json.loads(raw.decode("utf-8")), ensure_ascii=False).encode("utf-8")
+    except ValueError:  # UnicodeError is one, and so is JSONDecodeError
+        return 400, "invalid_request_error", "There was an issue with the format of the request body: invalid JSON"
+    return None
+
+
 def header_refusal(headers: Mapping[str, str], api_key: str | None) -> Refusal | None:
     """401 / 400 for the headers every request needs (``x-api-key``, ``anthropic-version``)."""
     if api_key is not None:

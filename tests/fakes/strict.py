@@ -5,10 +5,12 @@ loop sends: 401 for a wrong key, 400 for a missing output-limit field, for a too
 message that does not answer the previous assistant's calls, for unanswered calls,
 for empty messages and duplicate call ids, and for function names OpenAI refuses.
 ``rejections`` lists every refusal so a test can assert the platform never sent an
-invalid request.
+invalid request. A body that is not UTF-8, or whose JSON holds a lone surrogate (a
+``\\ud800`` escape without its pair), is refused as OpenAI's parser refuses it.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -106,6 +108,16 @@ def request_image_problems(sizes: list[int]) -> list[str]:
     return problems
 
 
+def body_text_problems(raw: bytes) -> list[str]:
+    """OpenAI's refusal of a body its JSON parser cannot read as text: not UTF-8, or a
+    string holding a lone surrogate (strict parsers refuse the unpaired escape)."""
+    try:
+        json.dumps(json.loads(raw.decode("utf-8")), ensure_ascii=False).encode("utf-8")
+    except ValueError:  # UnicodeError is one, and so is JSONDecodeError
+        return ["We could not parse the JSON body of your request."]
+    return []
+
+
 def protocol_problems(body: Any) -> list[str]:
     if not isinstance(body, dict):
         return ["body is not an object"]
@@ -162,7 +174,7 @@ class StrictProvider:
             self.rejections.append((401, ["wrong key"]))
             return error(401, "Incorrect API key provided", code="invalid_api_key")
         if request.path.endswith("/chat/completions"):
-            problems = protocol_problems(request.json)
+            problems = body_text_problems(request.body) or protocol_problems(request.json)
             if problems:
                 self.rejections.append((400, problems))
                 return error(400, "; ".join(problems), code="invalid_request_error")

@@ -1,6 +1,7 @@
 """Small helpers for history tests: drive runs the way the loop does, read views as text."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sessions.models import Run
@@ -71,3 +72,20 @@ def shape(messages: list[dict]) -> list[tuple[str, str]]:
 
 def seen_by(run: Run) -> list[tuple[str, str]]:
     return shape(context_project(run=run, instance=main_instance(run=run)).messages)
+
+
+def stored_plaintext(model: Any, pk: int, column: str) -> bytes:
+    """What a row's encrypted column holds, decrypted by hand, past the read that replaces
+    lone surrogates (``agentloom.crypto``): whether they were replaced before storing."""
+    from django.db import connection
+
+    field = model._meta.get_field(column)
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT "{field.column}" FROM "{model._meta.db_table}" WHERE "id" = %s', [pk])
+        raw = cursor.fetchone()[0]
+    return field._fernet.decrypt(bytes(raw), None)
+
+
+def stores_a_surrogate(model: Any, pk: int, column: str) -> bool:
+    # Pickle writes strings as UTF-8 with ``surrogatepass``: a surrogate is ED A0..BF, never valid UTF-8.
+    return re.search(rb"\xed[\xa0-\xbf]", stored_plaintext(model, pk, column)) is not None
