@@ -4,7 +4,9 @@ Arguments are checked against the tool's JSON Schema by the ``jsonschema`` libra
 keyword (a server tool's frozen schema and the built-ins' alike) before the tool runs; a
 mismatch is a result with ``status: error`` that says which argument and why, so the model
 can correct itself. Any exception a tool raises is caught, so a broken tool gives a result
-with ``status: error`` and never crashes the run.
+with ``status: error`` and never crashes the run — but for the ownership check's (a tool's
+write found the run taken over by another attempt), which ends the execution as it does
+for every write (``sessions.services.ownership``).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from agentloom.agents.tool_registry import (
 )
 from agentloom.runloop.log_redaction import secrets_held, secrets_hold, secrets_release
 from context.truncation import cap_for_storage
+from sessions.services.ownership import RunNotOwned
 
 logger = logging.getLogger("agentloom.tools")
 
@@ -101,6 +104,8 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
             box["unknown"] = exc.message
         except ToolError as exc:
             box["error"] = str(exc)
+        except RunNotOwned:  # a write of the tool found the run taken over: not the tool's failure
+            box["lost"] = True
         except Exception as exc:  # a broken tool must not crash the run (LOOP-4)
             logger.exception("tool %s raised", tool.name)
             box["error"] = f"The tool failed: {type(exc).__name__}."
@@ -128,6 +133,8 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
             context.cancel_event.set()
             note = "" if tool.idempotent else UNKNOWN_AFTER_TIMEOUT
             return ToolOutcome("timeout", f"The tool did not finish within {tool.timeout_seconds:g} seconds.{note}")
+    if box.get("lost"):
+        raise RunNotOwned()  # the loop's RunLost: this worker writes nothing more of the run
     if "unknown" in box:
         return None if cancelled_at is not None or not box["unknown"] else ToolOutcome("unknown", box["unknown"])
     if box.get("cancelled") or (cancelled_at is not None and "content" not in box):

@@ -144,7 +144,11 @@ def run_claim(*, run_id: int) -> Run | None:
             attempt, last_seq = claimed
             events_write(run_id=run_id, events=[("run_started", {"attempt": attempt})], last_seq=last_seq)
     if claimed is not None:
-        return _claimed(run_id=run_id)
+        run = _claimed(run_id=run_id)
+        # The worker is the writer of the attempt it claimed, whatever the row says by the
+        # time it is read back (every write checks that attempt, sessions.services.ownership).
+        run.attempt = claimed[0]
+        return run
     queued = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).select_related("session").first()
     if queued is not None and not session_creator_is_member(session=queued.session):
         run_finish(run=queued, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error=NOT_A_MEMBER)
