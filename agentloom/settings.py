@@ -372,3 +372,10 @@ AGENTLOOM_TOKEN_DAYS = env_int("AGENTLOOM_TOKEN_DAYS", 30, minimum=1, maximum=36
 # Event streams (SSE) one person may have open at once in one web process; 429 beyond.
 # A chat tab holds one while a run works; the cap bounds what one account can pin open.
 AGENTLOOM_MAX_STREAMS_PER_USER = env_int("AGENTLOOM_MAX_STREAMS_PER_USER", 8, minimum=1, maximum=1000)
+# Runs one person may have running at once, across every worker and machine: a further
+# question (in another session) is accepted and waits queued, saying so in the chat, until
+# one of them ends, so no account holds every worker thread (issue #44). 0: no bound.
+AGENTLOOM_MAX_RUNNING_RUNS_PER_USER = env_int("AGENTLOOM_MAX_RUNNING_RUNS_PER_USER", 3, minimum=0, maximum=100_000)
+# The same for all the people of one space together (0, the default: no bound): for
+# deployments whose spaces are tenants that must not take each other's threads.
+AGENTLOOM_MAX_RUNNING_RUNS_PER_SPACE = env_int("AGENTLOOM_MAX_RUNNING_RUNS_PER_SPACE", 0, minimum=0, maximum=100_000)

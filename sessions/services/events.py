@@ -32,6 +32,8 @@ EVENT_TYPES = frozenset({
     "tool_progress",  # a server tool's progress notification (TOOL-4), shown on its step
     # CTX-45: a summary is being prepared in the background / is ready for the trigger.
     "compaction_preparing", "compaction_prepared",
+    # A queued run waits for its person's (or space's) earlier runs to end (issue #44).
+    "run_waiting",
 })
 # A browser's EventSource dispatches an event named ``error``, ``open`` or ``message`` to
 # its own handlers too (``onerror`` is the connection-lost handler): no event of ours may
