@@ -296,8 +296,9 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
                                      changes={"error": stored, "finished_at": timezone.now(), "waiting_reason": ""})
         if not moved:
             return False
-        if waiting:
-            transaction.on_commit(lambda: run_slots.runs_wake(user_id=run.user_id, space_id=run.space_id))
+        if waiting:  # robust: a wake that fails is logged, the end stands, and the reaper's round wakes it
+            transaction.on_commit(lambda: run_slots.runs_wake(user_id=run.user_id, space_id=run.space_id),
+                                  robust=True)
         main = _main_instance_for_finish(run=run, main_steps=main_steps)
         if status == Run.Status.COMPLETED:
             # supplement_add locks the run row before queueing, and the UPDATE above holds
