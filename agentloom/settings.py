@@ -409,3 +409,10 @@ AGENTLOOM_RUN_HTML_CACHE_BYTES = env_int("AGENTLOOM_RUN_HTML_CACHE_BYTES", 64 * 
 # Chat pages and run fragments one person may have rendering at once in one web process
 # (agentloom/slow_work.py): 429 beyond, with Retry-After; the chat's script tries again.
 AGENTLOOM_RENDERS_PER_PERSON = env_int("AGENTLOOM_RENDERS_PER_PERSON", 4, minimum=1, maximum=1000)
+# Runs one person may have running at once, across every worker and machine: a further
+# question (in another session) is accepted and waits queued, saying so in the chat, until
+# one of them ends, so no account holds every worker thread (issue #44). 0: no bound.
+AGENTLOOM_MAX_RUNNING_RUNS_PER_USER = env_int("AGENTLOOM_MAX_RUNNING_RUNS_PER_USER", 3, minimum=0, maximum=100_000)
+# The same for all the people of one space together (0, the default: no bound): for
+# deployments whose spaces are tenants that must not take each other's threads.
+AGENTLOOM_MAX_RUNNING_RUNS_PER_SPACE = env_int("AGENTLOOM_MAX_RUNNING_RUNS_PER_SPACE", 0, minimum=0, maximum=100_000)

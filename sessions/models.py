@@ -10,6 +10,8 @@ from django.db import models
 from django.db.models import Q
 
 from agentloom.crypto import encrypt
+from sessions.models_call_log import ModelCall as ModelCall  # the call log lives beside the run's tables
+from sessions.models_call_log import SentBlob as SentBlob
 
 
 class Session(models.Model):
@@ -63,6 +65,10 @@ class Run(models.Model):
     At most one run per session is active (queued or running): a conditional unique
     constraint in the database enforces it (RUN-1), not a read-then-write check.
     ``error`` is structured: ``{"code": ..., "message": ..., "retryable": bool}``.
+
+    A queued run a worker could not claim because its person (or its space) already has as
+    many runs running as allowed stays ``queued`` with a ``waiting_reason`` until one of
+    them ends (``sessions.services.run_slots``).
     """
 
     class Status(models.TextChoices):
@@ -75,7 +81,21 @@ class Run(models.Model):
 
     ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
 
+    class Waiting(models.TextChoices):
+        """Why a queued run waits while workers have threads for it."""
+
+        USER_LIMIT = "user_limit", "Its person's earlier runs are still running"
+        SPACE_LIMIT = "space_limit", "Its space's runs are at their bound"
+
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs", db_index=False)
+    # The session's person and space, copied when the run is made (they never change): the
+    # claim counts running runs by them in indexes of running runs alone (issue #44). No
+    # constraint of their own: the session's cascade removes the run with either.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DO_NOTHING, db_constraint=False, null=True,
+                             blank=True, related_name="+", db_index=False)
+    space = models.ForeignKey("spaces.Space", on_delete=models.DO_NOTHING, db_constraint=False, null=True,
+                              blank=True, related_name="+", db_index=False)
+    waiting_reason = models.CharField(max_length=16, choices=Waiting.choices, blank=True, default="")
     version = models.ForeignKey("agents.AgentVersion", on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     # Frozen at creation (RUN-4): window figures, policy, limits. Editing the connection
@@ -115,6 +135,11 @@ class Run(models.Model):
             # A session's latest run, found in the index whatever the table holds (issue #29):
             # with the session's index alone, PostgreSQL may walk every run back from the newest.
             models.Index(fields=["session", "id"], name="run_session_latest"),
+            # The claim's counts of a person's and a space's running runs, and the runs waiting
+            # for one of them to end (issue #44): each index holds only those rows.
+            models.Index(fields=["user"], condition=Q(status="running"), name="run_running_user"),
+            models.Index(fields=["space"], condition=Q(status="running"), name="run_running_space"),
+            models.Index(fields=["id"], condition=Q(status="queued") & ~Q(waiting_reason=""), name="run_waiting"),
         ]
 
     def __str__(self) -> str:
@@ -346,68 +371,6 @@ class AccessAudit(models.Model):
 
     class Meta:
         ordering = ["-at"]
-
-
-class SentBlob(models.Model):
-    """One distinct piece of what was sent to a model — a message, the system text, the
-    tool schemas — stored once per session (encrypted), so logging every call costs only
-    what is new in it (O(new), not a copy of the whole history per call).
-
-    ``digest`` is a keyed hash (HMAC with a key derived from the encryption key) of the
-    piece's canonical JSON: it finds an identical piece without decrypting anything, and
-    reveals nothing to someone who can read the column but not the key.
-    """
-
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="sent_blobs", db_index=False)
-    digest = models.CharField(max_length=64)
-    content = encrypt(models.JSONField())
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["session", "digest"], name="sentblob_unique_digest")]
-
-
-class ModelCall(models.Model):
-    """What one model call received and what it cost — the context inspector's source.
-
-    ``request`` (encrypted) says exactly what was sent, by reference: the body's fields in
-    order, the system text and tool schemas as ``SentBlob`` ids, and the messages as a
-    list of blob ids written as a delta of an earlier call's list (``base``, ``keep``,
-    ``add``), with our estimate per message the same way, and ``output``: what the call
-    answered (redacted like the records). ``usage`` is the provider's own count when it
-    came back (CTX-25). Written by ``sessions.services.model_calls``; read
-    back, byte for byte, through ``sessions.selectors`` (``model_call_body``,
-    ``model_call_entries``).
-    """
-
-    class Purpose(models.TextChoices):
-        ACTION = "action"
-        COMPACTION = "compaction"
-        VERIFICATION = "verification"
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls", db_index=False)
-    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="model_calls")
-    purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.ACTION)
-    provider = models.CharField(max_length=32)
-    model = models.CharField(max_length=200)
-    request = encrypt(models.JSONField(default=dict))
-    estimator_id = models.CharField(max_length=64)
-    estimated_tokens = models.PositiveIntegerField(default=0)
-    # Our estimate of the answer (None for calls logged before it was kept, or that got no
-    # answer): with ``estimated_tokens``, what the usage page counts for a call whose
-    # provider reported no usage, marked estimated.
-    estimated_output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    usage = models.JSONField(null=True, blank=True)
-    outcome = models.CharField(max_length=32, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    # Set when retention dropped the copy of what was sent (``request`` is encrypted, so
-    # the hourly prune finds what is left to drop by this column alone).
-    pruned_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["run_id", "id"]
-        indexes = [models.Index(fields=["run", "id"], name="modelcall_run")]
 
 
 class SessionFile(models.Model):

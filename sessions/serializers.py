@@ -65,8 +65,8 @@ class RunOut(serializers.ModelSerializer):
 
     class Meta:
         model = Run
-        fields = ["id", "session", "version", "status", "error", "counters", "attempt", "cancel_requested",
-                  "created_at", "started_at", "finished_at"]
+        fields = ["id", "session", "version", "status", "waiting_reason", "error", "counters", "attempt",
+                  "cancel_requested", "created_at", "started_at", "finished_at"]
 
 
 class SessionOut(serializers.ModelSerializer):

@@ -10,13 +10,14 @@ the context inspector before it is sent and closed with its outcome and usage.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
 from agentloom.db_rows import rows_insert
-from agentloom.runloop.errors import ContextRefused, RunStopped
+from agentloom.runloop.errors import ContextRefused, RunLost, RunStopped
 from agentloom.runloop.state import RunState
 from context import Send, usage_prompt_tokens
 from context.truncation import answer_bound
@@ -34,7 +35,7 @@ from models_catalog.errors import ContextOverflowError, ProviderError
 from models_catalog.target import ModelTarget
 from sessions.models import Instance, ModelCall
 from sessions.run_errors import RunError
-from sessions.services.events import DeltaBuffer, event_emit
+from sessions.services.events import DeltaBuffer
 from sessions.services.model_calls import (
     PreparedCall,
     model_call_close,
@@ -75,12 +76,28 @@ class _Attempt:
 
 
 @dataclass
+class CallLog:
+    """An action call's log, made when the step that saves its answer commits: what it sent
+    is stored (the pieces the session did not have yet) inside that transaction, so a
+    worker that lost the run meanwhile stores none of it. ``call`` makes the row (for
+    ``step_commit``); ``prepared`` is then what the call chain advances to."""
+
+    make: Callable[[], PreparedCall]
+    usage: dict[str, Any] | None
+    prepared: PreparedCall | None = None
+
+    def call(self) -> ModelCall:
+        self.prepared = self.make()
+        return self.prepared.call
+
+
+@dataclass
 class ActionAnswer:
     """An action call's answer, with what the step saves alongside it: the call's log (not
-    yet saved) and the last buffered text, as events."""
+    yet made) and the last buffered text, as events."""
 
     end: StreamEnd
-    log: PreparedCall
+    log: CallLog
     events: list[tuple[str, dict[str, Any]]]
 
 
@@ -92,8 +109,9 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
     """
     state.bump("model_calls")
     if not state.model_noted:  # the session's next runs learn where its calls went (CTX-11)
-        session_action_model_note(session_id=state.run.session_id, provider=state.target.provider,
-                                  model=state.target.model, other_models=state.other_models)
+        with state.owned():
+            session_action_model_note(session_id=state.run.session_id, provider=state.target.provider,
+                                      model=state.target.model, other_models=state.other_models)
         state.model_noted = True
     source = {"instance": "main" if instance.parent_id is None else str(instance.pk)}
     attempt = _Attempt()
@@ -101,9 +119,8 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
 
     def on_retry(number: int, error: ProviderError, delay: float) -> None:
         # The run error's shape, plus what a retry adds: the screen says "retrying in …".
-        event_emit(run_id=state.run.pk, type="run_error",
-                   data=RunError.from_provider(error).event(retrying_in=round(delay, 1), attempt=number, reset=True,
-                                                            **source))
+        state.emit("run_error", RunError.from_provider(error).event(retrying_in=round(delay, 1), attempt=number,
+                                                                    reset=True, **source))
 
     try:
         end = call_with_retries(lambda: _stream_once(state, request.body, source, attempt, bound),
@@ -119,7 +136,7 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
     outcome = ("cancelled" if end.finish_reason == "cancelled"
                else OUTPUT_LIMIT if attempt.over_bound or end.finish_reason == "length"
                else EMPTY if answer_is_empty(end) else "ok")
-    log = _log(state, instance, request, outcome, usage, end=end)
+    log = CallLog(lambda: _log(state, instance, request, outcome, usage, end=end), usage=usage)
     state.learn_usage(estimate=request.estimate, provider_count=usage_prompt_tokens(usage))
     return ActionAnswer(end=end, log=log, events=attempt.tail)
 
@@ -143,8 +160,9 @@ def _log(state: RunState, instance: Instance, request: Send, outcome: str,
 
 
 def _log_failed(state: RunState, instance: Instance, request: Send, outcome: str) -> None:
-    prepared = _log(state, instance, request, outcome, None)
-    rows_insert([prepared.call])
+    with state.owned():  # what it sent, and the row, only while the run is this worker's
+        prepared = _log(state, instance, request, outcome, None)
+        rows_insert([prepared.call])
     state.call_chain(instance, ModelCall.Purpose.ACTION).advance(prepared)
 
 
@@ -161,11 +179,13 @@ def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], 
     """
     attempt.tail.clear()
     attempt.over_bound = False
-    redaction = {"redact": state.redactor.text, "hold": state.redactor.hold}
-    # Each flush of streamed text reads the Stop flag with its seqs: no poll of its own while text flows.
-    stop_flag = state.watch.stop_flag_read
-    text = DeltaBuffer(state.run.pk, "message_delta", extra=source, stop_flag=stop_flag, **redaction)
-    thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source, stop_flag=stop_flag, **redaction)
+    # Each flush of streamed text reads the Stop flag with its seqs (no poll of its own while
+    # text flows), which the ownership check takes: a worker that lost the run streams no more.
+    owner = state.run.attempt if state.executes else None
+    text = DeltaBuffer(state.run.pk, "message_delta", extra=source, redact=state.redactor.text,
+                       hold=state.redactor.hold, stop_flag=state.watch.stop_flag_read, of_attempt=owner)
+    thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source, redact=state.redactor.text,
+                           hold=state.redactor.hold, stop_flag=state.watch.stop_flag_read, of_attempt=owner)
     pieces: list[str] = []
     reasoning: list[str] = []
     room = bound  # characters the answer may still stream
@@ -187,6 +207,8 @@ def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], 
                 elif isinstance(event, StreamEnd):
                     end = event
                 state.watch.beat()
+                if state.watch.lost:  # the beat found the run taken over: stop paying for its answer
+                    raise RunLost()
                 if end is None and room < 0:
                     attempt.over_bound = True
                     attempt.tail.extend([*thinking.take(), *text.take()])
@@ -217,9 +239,10 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
     """
     chain = (copy.copy(state.call_chain(instance, ModelCall.Purpose.ACTION)) if extends_action
              else state.call_chain(instance, purpose))
-    log = model_call_open(run=state.run, instance=instance, purpose=purpose, provider=state.target.provider,
-                          model=state.target.model, estimator_id=estimator_id, estimated_tokens=estimate,
-                          body=body, chain=chain)
+    with state.owned():  # the log, opened and closed, only while the run is the caller's to write
+        log = model_call_open(run=state.run, instance=instance, purpose=purpose, provider=state.target.provider,
+                              model=state.target.model, estimator_id=estimator_id, estimated_tokens=estimate,
+                              body=body, chain=chain)
     if counts_as_model_call:
         state.bump("model_calls")
 
@@ -231,10 +254,12 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
         end = call_with_retries(attempt, max_attempts=max_attempts, base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY,
                                 max_delay=max_delay)
     except ProviderError as exc:
-        model_call_close(call=log, outcome=exc.code)
+        with state.owned():
+            model_call_close(call=log, outcome=exc.code)
         raise
     usage = end.usage.raw if end.usage else None
     output, output_estimate = call_output(state, end)
-    model_call_close(call=log, outcome="ok", usage=usage, output=output, estimated_output_tokens=output_estimate)
+    with state.owned():
+        model_call_close(call=log, outcome="ok", usage=usage, output=output, estimated_output_tokens=output_estimate)
     state.learn_usage(estimate=estimate, provider_count=usage_prompt_tokens(usage))
     return end

@@ -10,9 +10,8 @@ import logging
 import time
 from typing import Any
 
-from django.db import transaction
-
 from agentloom.runloop.calls import collected_call
+from agentloom.runloop.errors import RunLost
 from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import context_measured
 from agentloom.runloop.state import RunState, run_state_build, system_message
@@ -91,15 +90,16 @@ def step_request(state: RunState, instance: Instance, pipeline: ContextPipeline,
                                   force=force, failure=frame.get("compaction_failure"), now=time.time())
     if isinstance(action, Send):
         if action.throttled:
-            event_emit(run_id=state.run.pk, type="compaction_skipped",
-                       data={"reason": "throttled_after_failure",
-                             **token_figures("before", estimated=action.estimate, calibrated=action.figure)})
+            state.emit("compaction_skipped", {"reason": "throttled_after_failure",
+                                              **token_figures("before", estimated=action.estimate,
+                                                              calibrated=action.figure)})
         elif action.prepare and depth == 0:
             prepare_maybe(state, instance, pipeline, system, schemas, figure=action.figure, estimate=action.estimate)
         return action
     prepared = None
     if depth == 0 and action.trigger != "manual" and force is None and pipeline.policy is not None:
-        prepared = preparation_open(session_id=state.run.session_id)
+        with state.owned():  # it ends a preparation whose worker went away: a write
+            prepared = preparation_open(session_id=state.run.session_id)
         waiting = _while_prepared(state, pipeline, action, prepared, frame.get("compaction_failure"))
         if waiting is not None:
             return waiting
@@ -125,15 +125,13 @@ def _while_prepared(state: RunState, pipeline: ContextPipeline, action: CompactF
             send = pipeline.without_compaction()
         except ContextTooLong:
             return None
-        event_emit(run_id=state.run.pk, type="compaction_skipped",
-                   data={"reason": "summary_being_prepared", **_before(action)})
+        state.emit("compaction_skipped", {"reason": "summary_being_prepared", **_before(action)})
         return send
     if prepared is None:
         latest = preparation_last_failure(session_id=state.run.session_id)
         if latest is not None and latest["at"] > (failure or {}).get("at", 0) and throttled(
                 latest, action.tokens, state.figures.budget, now=time.time()):
-            event_emit(run_id=state.run.pk, type="compaction_skipped",
-                       data={"reason": "throttled_after_failure", **_before(action)})
+            state.emit("compaction_skipped", {"reason": "throttled_after_failure", **_before(action)})
             return pipeline.without_compaction()
     return None
 
@@ -162,11 +160,11 @@ def prepare_maybe(state: RunState, instance: Instance, pipeline: ContextPipeline
     # What follows may take time (the session's lock, the broker; an inline summary when tasks
     # run eagerly): the answer's held wake-up goes first (issue #29).
     state.broadcasts.release()
-    asked = preparation_request(run=state.run, instance=instance, snapshot=snapshot, tokens=figure,
-                                policy=pipeline.policy.to_dict(), estimator_id=state.figures.estimator_id)
+    with state.owned():
+        asked = preparation_request(run=state.run, instance=instance, snapshot=snapshot, tokens=figure,
+                                    policy=pipeline.policy.to_dict(), estimator_id=state.figures.estimator_id)
     if asked is not None:
-        event_emit(run_id=state.run.pk, type="compaction_preparing",
-                   data=token_figures("before", estimated=estimate, calibrated=figure))
+        state.emit("compaction_preparing", token_figures("before", estimated=estimate, calibrated=figure))
 
 
 def prepare_at_end(state: RunState) -> None:
@@ -181,6 +179,8 @@ def prepare_at_end(state: RunState) -> None:
         estimate, figure, past = pipeline.measure(system, schemas)
         if past:
             prepare_maybe(state, main, pipeline, system, schemas, figure=figure, estimate=estimate)
+    except RunLost:
+        raise  # not a failure to ask: the run is not this worker's, which writes nothing more
     except Exception:
         logger.exception("run %s: a summary could not be asked for at its end", state.run.pk)
 
@@ -234,8 +234,8 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
     started = time.monotonic()
     trigger, tokens, projected = action.trigger, action.tokens, action.projected
     policy = pipeline.policy or ContextPolicy()
-    event_emit(run_id=state.run.pk, type="compaction_started",
-               data={"trigger": trigger, **token_figures("before", estimated=action.estimate, calibrated=tokens)})
+    state.emit("compaction_started",
+               {"trigger": trigger, **token_figures("before", estimated=action.estimate, calibrated=tokens)})
     remaining = state.limits["max_model_calls"] - state.counters.get("model_calls", 0) - 1
     calibration = state.figures.calibration
     request = compaction_request(
@@ -253,15 +253,15 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
                                                                * 1000) if prepared.ready_at else None}
             state.bump("model_calls", int(result.metrics.get("summary_calls") or 0))  # CTX-35: the run paid them
         else:  # no longer fits: discarded whole, and the summary is made now (the inline path)
-            preparations_end(prepared=prepared, status=PreparedCompaction.Status.DISCARDED, reason=result.reason)
+            with state.owned():
+                preparations_end(prepared=prepared, status=PreparedCompaction.Status.DISCARDED, reason=result.reason)
             note["prepared_discarded"] = result.reason
             result = None
 
     def summarize(call: SummaryCall) -> SummaryReply:
         reply = summary_call(state, instance, call)
-        event_emit(run_id=state.run.pk, type="compaction_progress",
-                   data={"segment": call.segment, "of": call.planned_segments, "attempt": call.attempt,
-                         "ok": bool(reply.text)})
+        state.emit("compaction_progress", {"segment": call.segment, "of": call.planned_segments,
+                                           "attempt": call.attempt, "ok": bool(reply.text)})
         return reply
 
     if result is None:
@@ -279,20 +279,20 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
             return _run_compaction(state, instance, pipeline, action, system, schemas, depth=depth)
         _requests_taken(state, instance, compaction_failure=None, compact_requested=None)
         if instance.parent_id is None:  # before ``compacted``: whoever waits for that reads the new size
-            event_emit(run_id=state.run.pk, type="context_measured",
-                       data=context_measured(state, tokens=metrics["tokens_after_calibrated"], measured_by="estimate"))
-        event_emit(run_id=state.run.pk, type="compacted", data={
+            state.emit("context_measured", context_measured(state, tokens=metrics["tokens_after_calibrated"],
+                                                            measured_by="estimate"))
+        state.emit("compacted", {
             "trigger": trigger, **{name: metrics.get(name) for name in TOKEN_FIGURES},
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
             "revision": committed.snapshot.revision, "prepared": metrics["prepared"], "stall_ms": waited})
         return list(result.messages or [])
     if result.outcome == "skipped":
         _requests_taken(state, instance, compact_requested=None)
-        event_emit(run_id=state.run.pk, type="compaction_skipped", data={"reason": result.reason, "metrics": metrics})
+        state.emit("compaction_skipped", {"reason": result.reason, "metrics": metrics})
     else:
         _requests_taken(state, instance, compact_requested=None,
                         compaction_failure={"tokens": tokens, "at": time.time(), "reason": result.reason})
-        event_emit(run_id=state.run.pk, type="compaction_failed", data={"reason": result.reason, "metrics": metrics})
+        state.emit("compaction_failed", {"reason": result.reason, "metrics": metrics})
     return None
 
 
@@ -302,7 +302,7 @@ def _checkpoint(state: RunState, instance: Instance, result: CompactionResult, c
     transaction, so it is used exactly when its checkpoint commits. None when it was not
     ready any more (nothing was written)."""
     trigger = metrics["trigger"]
-    with transaction.atomic():
+    with state.owned():  # RunLost, nothing written, when the run is not this worker's any more
         if prepared is not None and not preparation_take(prepared=prepared):
             return None
         return checkpoint_commit(
@@ -322,9 +322,10 @@ def projected_traces(projected: Projected) -> list[Trace] | None:
 
 def _requests_taken(state: RunState, instance: Instance, **frame: Any) -> None:
     """Write the frame's compaction state, and clear a manual request the run took."""
-    frame_update(instance=instance, **frame)
-    if instance.parent_id is None and state.signals.attention & RunAttention.COMPACT:
-        compaction_request_taken(run=state.run)
+    with state.owned():
+        frame_update(instance=instance, **frame)
+        if instance.parent_id is None and state.signals.attention & RunAttention.COMPACT:
+            compaction_request_taken(run=state.run)
 
 
 def summary_call(state: RunState, instance: Instance, call: SummaryCall) -> SummaryReply:
@@ -367,6 +368,7 @@ def _compaction_manual(run: Run) -> str:
         # into this older run now would put a foreign record inside the newer run's prefix.
         return "superseded"
     state = run_state_build(run)
+    state.executes = False  # a finished run's history, under the session's compaction hold
     # LOOP-8: the summary call sends the run's key and builds its tool servers' headers;
     # every log line of the process keeps them out meanwhile, as while a run executes.
     # What goes wrong is logged here, inside, never by the task runner outside (its log

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessions.run_errors import RunError, window_refused
+from sessions.services.ownership import RunNotOwned
 
 
 class RunCancelled(Exception):
@@ -29,9 +30,11 @@ class RunStopped(Exception):
         return cls(stopped.code, stopped.message, retryable=stopped.retryable)
 
 
-class RunLost(Exception):
-    """This worker no longer owns the run (reaped as interrupted, or resumed elsewhere):
-    it stops at once and writes nothing more."""
+# This worker no longer owns the run (reaped as interrupted, stopped, or resumed by another
+# attempt): it stops at once and writes nothing more. Raised by the ownership check every
+# write of an execution makes (``sessions.services.ownership``), wherever the write is, so
+# one name: the check's own exception, which the loop knows as this.
+RunLost = RunNotOwned
 
 
 class ContextRefused(Exception):

@@ -6,7 +6,9 @@
   while it holds the ``reaper`` lease: one reaper acts at a time across any number of
   workers and hosts, with no beat process to run, on SQLite as on PostgreSQL. A holder
   that dies loses the lease after three periods and another worker takes over, so an
-  orphaned run is ended within the stale interval plus about one period.
+  orphaned run is ended within the stale interval plus about one period. With the reaping
+  it wakes queued runs that waited for their person's (or space's) earlier runs and have
+  room now (``run_slots.runs_wake_waiting``): the net under the wake each end gives.
 - The lease holder also drops the context inspector's copies older than each agent's
   retention (``call_logs_prune``), at most once an hour — no beat process to run.
 - Shutting down (Ctrl-C, SIGTERM, ``make run`` stopping), it ends the runs it was
@@ -36,6 +38,7 @@ from agentloom.toolservers.selectors import operator_servers
 from agentloom.toolservers.services import operator_servers_sync
 from agentloom.warmup import worker_warm
 from sessions.services.retention import call_logs_prune
+from sessions.services.run_slots import runs_wake_waiting
 from sessions.services.runs import heartbeat_period
 
 logger = logging.getLogger("agentloom.worker")
@@ -66,6 +69,11 @@ class Housekeeper:
         reaped = runs_reap_interrupted()
         if reaped:
             logger.warning("ended runs whose worker stopped: %s (resumable)", ", ".join(map(str, reaped)))
+        # Runs waiting for their person's (or space's) earlier runs that have room now: each
+        # end wakes the next, this is the net under it (sessions/services/run_slots.py).
+        woken = runs_wake_waiting()
+        if woken:
+            logger.info("woke runs waiting for room: %s", ", ".join(map(str, woken)))
         if holds:
             workers_prune(older_than=FORGET_SILENT_WORKERS_AFTER)
             now = timezone.now()

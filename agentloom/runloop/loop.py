@@ -30,7 +30,6 @@ from context import ContextPipeline, ContextTooLong, PolicyError, RequestValidat
 from sessions.models import Instance, ModelCall, Run, RunAttention
 from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, INTERNAL_ERROR, RunError
 from sessions.selectors import main_instance
-from sessions.services.events import event_emit
 from sessions.services.history import (
     assistant_record,
     instance_steps_recount,
@@ -51,14 +50,17 @@ def run_execute(*, run_id: int) -> None:
     run = run_claim(run_id=run_id)
     if run is None:
         return
+    # Ended only from this attempt's working state: a run taken over meanwhile (reaped while
+    # this worker was slow to start it, then resumed) is not this worker's to fail.
+    mine = {"expected_from": (Run.Status.RUNNING,), "of_attempt": run.attempt}
     try:
         state = run_state_build(run)
     except RunStopped as stop:  # e.g. the connection moved to another endpoint (CAT-6)
-        run_finish(run=run, status=Run.Status.FAILED, error=stop.error)
+        run_finish(run=run, status=Run.Status.FAILED, error=stop.error, **mine)
         return
     except Exception:  # e.g. a key that no longer decrypts: fail clearly, never hang "running"
         logger.exception("run %s could not start", run.pk)
-        run_finish(run=run, status=Run.Status.FAILED, error=COULD_NOT_START)
+        run_finish(run=run, status=Run.Status.FAILED, error=COULD_NOT_START, **mine)
         return
     # The claim has just written the heartbeat, and the run read after it carries the Stop
     # flag: the first beat and Stop check are due one interval from now, not at the first
@@ -83,8 +85,9 @@ def _drive(state: RunState) -> None:
         # statement); a run claimed otherwise reads it now.
         main = state.main = getattr(run, "main_as_claimed", None) or main_instance(run=run)
         if run.attempt:
-            instance_steps_recount(run=run, instance=main)
-            run_reopen_record(run=run)
+            with state.owned():  # a worker that lost the run before it began writes nothing of it
+                instance_steps_recount(run=run, instance=main)
+                run_reopen_record(run=run)
             resolve_pending_calls(state, main)
         else:  # a first attempt: its main line (made with the run) has no step yet, nothing pending
             state.steps[main.pk] = 0
@@ -124,8 +127,8 @@ def _finish(state: RunState, status: str, *, error: RunError | None = None, reas
     if status != Run.Status.COMPLETED:
         state.broadcasts.release()  # a failing end may wait on a broken database: the answer goes first
     state.calibration_save()
-    if error is not None:
-        event_emit(run_id=state.run.pk, type="run_error", data=error.event())
+    if error is not None:  # only while the run is ours: a lost worker's failure is not the run's
+        state.emit("run_error", error.event())
     extra = {"verification": state.counters["verification"]} if "verification" in state.counters else None
     run_finish(run=state.run, status=status, error=error, reason=reason, event_data=extra,
                expected_from=(Run.Status.RUNNING,), of_attempt=state.run.attempt,
@@ -171,7 +174,9 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         state.broadcasts.release()  # a step after one that was held: what it waited for is out
         state.check()
         if instance.parent_id is None and state.signals.attention & RunAttention.SUPPLEMENT:
-            state.written(instance, supplements_take(run=state.run, instance=instance))
+            with state.owned():
+                taken = supplements_take(run=state.run, instance=instance)
+            state.written(instance, taken)
         pipeline = state.pipeline(instance, depth)  # loads its records at the first step and after a compaction
         try:
             request = _request(state, instance, pipeline, depth, schemas, refused=refused)
@@ -202,7 +207,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         # A cut answer is kept, with no step (CTX-6); an empty one is not kept at all (only
         # its call's log is), so asking again sends what was sent before.
         kept = [record] if not empty and (not end.cut or message.get("content")) else []
-        measured = [step_measured(state, estimate=request.estimate, usage=answer.log.call.usage, answer=message)
+        measured = [step_measured(state, estimate=request.estimate, usage=answer.log.usage, answer=message)
                     ] if instance.parent_id is None else []
         if calls or (instance.parent_id is None and not end.cut):
             # What follows this step at once goes out with it: the calls' ``tool_started``
@@ -210,7 +215,8 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
             state.broadcasts.hold()
         state.commit(instance, records=kept, events=[*answer.events, *measured, *tool_call_events(state, calls)],
                      model_steps=steps if kept else 0, model_call=answer.log.call)
-        state.call_chain(instance, ModelCall.Purpose.ACTION).advance(answer.log)
+        assert answer.log.prepared is not None  # made by the commit
+        state.call_chain(instance, ModelCall.Purpose.ACTION).advance(answer.log.prepared)
         if end.cut:
             raise RunCancelled()
         if not calls:

@@ -37,6 +37,7 @@ def compaction_prepare(*, prepared_id: int) -> str:
         return "not_claimed"
     try:
         state = run_state_build(Run.objects.select_related("session", "version").get(pk=prepared.run_id))
+        state.executes = False  # it writes for the run, not as it: its lease keeps its writes
     except Exception:
         logger.exception("prepared summary %s: its run's model could not be reached", prepared_id)
         preparation_failed(prepared=prepared, reason="could_not_start")

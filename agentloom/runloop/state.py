@@ -8,10 +8,13 @@ instance (``context.ContextPipeline``), which keep each step O(new).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
 from agentloom.agents.tool_registry import Tool, registry
 from agentloom.runloop.errors import RunCancelled, RunLost, RunStopped
@@ -48,10 +51,11 @@ from models_catalog.target import ModelTarget, model_target
 from sessions.frames import run_budget
 from sessions.models import Instance, Run, SessionMessage
 from sessions.selectors import SessionTraits, record_as_engine_dict, session_traits
-from sessions.services.events import BroadcastHold
+from sessions.services.events import BroadcastHold, events_write
 from sessions.services.history import context_load
 from sessions.services.model_calls import CallChain
-from sessions.services.steps import RunNotOwned, RunSignals, run_touch, step_announce, step_commit
+from sessions.services.ownership import RunSignals, run_owned, run_touch
+from sessions.services.steps import step_announce, step_commit
 
 CALIBRATION_SAVE_EVERY = 8
 DEFAULT_LIMITS = {"max_model_calls": 25, "max_tool_calls": 50, "max_wall_seconds": 900, "max_depth": MAX_DEPTH,
@@ -100,6 +104,12 @@ class RunState:
     # Wake-ups of streams held back for a moment (issue #29): a final answer's until the
     # run's end, a tool call's announcement until its ``tool_started``.
     broadcasts: BroadcastHold = field(default_factory=BroadcastHold)
+    # The run's execution, whose every write checks that its attempt still owns the run
+    # (``sessions.services.ownership``). False for the side writers that build a state to
+    # make summary calls for a run they do not execute — a manual compaction of a finished
+    # run, a summary prepared in the background — whose own guards keep their writes (the
+    # session's compaction hold, the preparation's lease).
+    executes: bool = True
 
     @property
     def figures(self) -> RunFigures:
@@ -192,11 +202,29 @@ class RunState:
 
     def touch(self) -> None:
         """Heartbeat, counters and ownership in one UPDATE; RunLost when it is not ours."""
-        try:
-            signals, _ = run_touch(run=self.run, counters=self.run.counters)
-        except RunNotOwned:
-            raise RunLost() from None
+        signals, _ = run_touch(run=self.run, counters=self.run.counters)
         self.noted(signals)
+
+    @contextmanager
+    def owned(self) -> Iterator[None]:
+        """The transaction every write of the execution that is not a step's commit goes in
+        (a checkpoint, a frame, a sub-instance, a call log, a record outside a step): it
+        opens with the ownership check (with the counters and heartbeat), so the block
+        writes only while this attempt owns the run, else RunLost and nothing is written.
+        A side writer's (``executes`` False) is a plain transaction."""
+        if not self.executes:
+            with transaction.atomic():
+                yield
+            return
+        with run_owned(run=self.run, counters=self.run.counters) as signals:
+            self.noted(signals)
+            yield
+
+    def emit(self, type: str, data: dict[str, Any] | None = None) -> None:
+        """An event of the execution on its own: its seq taken by the ownership check
+        (RunLost, nothing written, once the run is not ours), the Stop flag read back."""
+        events_write(run_id=self.run.pk, events=[(type, data)], stop_flag=self.watch.stop_flag_read,
+                     of_attempt=self.run.attempt if self.executes else None)
 
     def bump(self, name: str, by: int = 1) -> None:
         """Count in memory; the next write of the step saves the counters with it."""
@@ -205,10 +233,7 @@ class RunState:
     def commit(self, instance: Any, **step: Any) -> list[Any]:
         """Save a step (``sessions.services.steps.step_commit``) with the run's counters;
         RunLost when the run is not this worker's any more (then nothing was written)."""
-        try:
-            rows, signals = step_commit(run=self.run, instance=instance, counters=self.run.counters, **step)
-        except RunNotOwned:
-            raise RunLost() from None
+        rows, signals = step_commit(run=self.run, instance=instance, counters=self.run.counters, **step)
         self.noted(signals)
         self.written(instance, rows)
         return rows
@@ -222,10 +247,7 @@ class RunState:
 
     def announce(self, events: list[tuple[str, dict[str, Any]]]) -> None:
         """Events that go out on their own, with a fresh read of the Stop flag."""
-        try:
-            self.noted(step_announce(run=self.run, events=events, counters=self.run.counters))
-        except RunNotOwned:
-            raise RunLost() from None
+        self.noted(step_announce(run=self.run, events=events, counters=self.run.counters))
 
     def step_number(self, instance: Any) -> int:
         """The next assistant step of an instance (counted once, then kept)."""
@@ -237,6 +259,8 @@ class RunState:
     def check(self) -> None:
         """Between steps: a Stop request, then the per-run bounds (LOOP-2). Ownership and the
         Stop flag come back with every write; only a long quiet spell asks the row again."""
+        if self.watch.lost:  # the heartbeat found the run taken over meanwhile
+            raise RunLost()
         if time.monotonic() - self.touched_at >= self.watch.heartbeat_every:
             self.touch()
         if self.signals.cancel_requested:

@@ -21,8 +21,7 @@ from agentloom.runloop.state import RunState
 from agentloom.tools.invoke import tool_invoke
 from models_catalog.providers.events import ToolCall
 from sessions.models import Instance, SessionMessage
-from sessions.services.events import event_emit
-from sessions.services.records import NewRecord, record_append
+from sessions.services.records import NewRecord
 
 # Drives one instance until it answers: (state, instance, depth) -> the answer text.
 InstanceLoop = Callable[[RunState, Instance, int], str]
@@ -113,7 +112,7 @@ class ToolGroup:
         for index, call in enumerate(self.calls):
             if self._delegated(call):
                 self.started[index] = time.monotonic()
-                event_emit(run_id=self.state.run.pk, type="tool_started", data={"call_id": call.id, "name": call.name})
+                self.state.emit("tool_started", {"call_id": call.id, "name": call.name})
                 key = f"sub-{self.instance.pk}-{self.step}-{index}"
                 self.outcomes[index] = _delegate(self.state, self.instance, call, instance_loop, depth=depth, key=key)
                 self.save_finished()
@@ -155,9 +154,12 @@ def _redacted(state: RunState, outcome: ToolOutcome) -> ToolOutcome:
 def tool_context(state: RunState, instance: Instance, call: ToolCall) -> ToolContext:
     # ``redact``: for a tool that writes what the model gave it into the run's own storage
     # (the plan), so it is stored as every record is (LOOP-8).
+    # ``owned``: the transaction a tool that writes into the run's own storage (the plan)
+    # writes in, which checks that the run is still this attempt's (RunLost otherwise).
     return ToolContext(run_id=state.run.pk, session_id=state.run.session_id, instance_id=instance.pk, call_id=call.id,
                        services={"should_cancel": state.watch.cancel_requested_from_thread,
-                                 "progress": _progress_events(state, call), "redact": state.redactor.content})
+                                 "progress": _progress_events(state, call), "redact": state.redactor.content,
+                                 "owned": state.owned})
 
 
 def _progress_events(state: RunState, call: ToolCall) -> Callable[[float, float | None, str | None], None]:
@@ -169,9 +171,8 @@ def _progress_events(state: RunState, call: ToolCall) -> Callable[[float, float 
         if now - last[0] < PROGRESS_EVERY and (total is None or done < total):
             return
         last[0] = now
-        event_emit(run_id=state.run.pk, type="tool_progress", data={
-            "call_id": call.id, "name": call.name, "progress": done, "total": total,
-            "message": state.redactor.text(message or "")[:300]})
+        state.emit("tool_progress", {"call_id": call.id, "name": call.name, "progress": done, "total": total,
+                                     "message": state.redactor.text(message or "")[:300]})
 
     return progress
 
@@ -214,18 +215,19 @@ def _delegate(state: RunState, parent: Instance, call: ToolCall, instance_loop: 
         return ToolOutcome("error", f"This run may start at most {state.limits['max_sub_instances']} sub-agents.")
     state.sub_instances += 1
     # Keyed by the parent's step and the call's position, like its result: call ids repeat.
-    sub, _ = Instance.objects.get_or_create(run=state.run, key=key[:64],
-                                            defaults={"parent": parent, "depth": depth + 1})
-    record_append(session=state.run.session, run=state.run, instance=sub, kind="user", entry_key="task",
-                  message={"role": "user", "content": state.redactor.text(task)})  # LOOP-8
-    event_emit(run_id=state.run.pk, type="sub_instance_started", data={"instance": str(sub.pk), "call_id": call.id})
+    # Made, given its task and announced in one commit, only while the run is this worker's.
+    with state.owned():
+        sub, _ = Instance.objects.get_or_create(run=state.run, key=key[:64],
+                                                defaults={"parent": parent, "depth": depth + 1})
+        state.commit(sub, records=[NewRecord("user", {"role": "user", "content": state.redactor.text(task)},
+                                             "task")],  # LOOP-8
+                     events=[("sub_instance_started", {"instance": str(sub.pk), "call_id": call.id})])
     try:
         answer = instance_loop(state, sub, depth + 1)
     except RunStopped as stop:
-        event_emit(run_id=state.run.pk, type="sub_instance_finished",
-                   data={"instance": str(sub.pk), "status": "failed"})
+        state.emit("sub_instance_finished", {"instance": str(sub.pk), "status": "failed"})
         return ToolOutcome("error", f"The sub-agent could not finish: {stop.error.message}")
-    event_emit(run_id=state.run.pk, type="sub_instance_finished", data={"instance": str(sub.pk), "status": "completed"})
+    state.emit("sub_instance_finished", {"instance": str(sub.pk), "status": "completed"})
     return ToolOutcome("ok", answer or "(the sub-agent gave an empty answer)")
 
 
@@ -252,6 +254,7 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
                        or ToolOutcome("unknown", UNKNOWN_ON_RESUME))
         else:
             outcome = ToolOutcome("unknown", UNKNOWN_ON_RESUME)
-        record_append(session=state.run.session, run=state.run, instance=instance, kind="tool_result",
-                      entry_key=_result_key(step, index),
-                      message=result_message(call.id, call.name, _redacted(state, outcome)))  # LOOP-8
+        # Saved only while the run is this attempt's: a worker that lost it settles nothing.
+        state.commit(instance, records=[NewRecord("tool_result", result_message(call.id, call.name,
+                                                                                _redacted(state, outcome)),
+                                                  _result_key(step, index))])  # LOOP-8

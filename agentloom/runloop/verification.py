@@ -16,8 +16,8 @@ from context import build_body
 from context.records import content_text
 from models_catalog.errors import ProviderError
 from sessions.frames import plan_text
-from sessions.models import Instance, ModelCall, Run, SessionMessage
-from sessions.services.records import record_append
+from sessions.models import Instance, ModelCall, SessionMessage
+from sessions.services.records import NewRecord
 
 VERIFY_SYSTEM = ("You check a candidate answer against the evidence gathered while answering. Reply with the "
                  "first line exactly VERIFIED or NOT VERIFIED, then one short sentence saying why.")
@@ -71,11 +71,12 @@ def run_verify(state: RunState, instance: Instance, answer: str) -> dict[str, An
                        plan=plan_text((Instance.objects.get(pk=instance.pk).frame or {}).get("plan")),
                        evidence=evidence, candidate=answer)
     verdict = state.redactor.content(verdict)  # LOOP-8: the reason is the model's own words (and an error's)
-    state.run.counters["verification"] = verdict
-    Run.objects.filter(pk=state.run.pk).update(counters=state.run.counters)
     steps = SessionMessage.objects.filter(instance=instance, kind="assistant").count()
-    record_append(session=state.run.session, run=state.run, instance=instance, kind="context",
-                  entry_key=f"verification-{state.run.attempt}-{steps}", message={"verification": verdict})
+    state.run.counters["verification"] = verdict
+    # The verdict's counters and its record in one commit, which checks that the run is
+    # still this attempt's: a worker that lost the run meanwhile writes neither.
+    state.commit(instance, records=[NewRecord("context", {"verification": verdict},
+                                              f"verification-{state.run.attempt}-{steps}")])
     return verdict
 
 

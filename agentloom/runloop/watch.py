@@ -9,8 +9,8 @@ from django.db import DatabaseError, connections
 
 from agentloom.runloop.workers import executing_add, executing_remove
 from sessions.models import Run
+from sessions.services.ownership import RunNotOwned, attempt_touch
 from sessions.services.runs import heartbeat_period
-from sessions.services.steps import RunNotOwned, run_touch
 
 logger = logging.getLogger("agentloom.runloop")
 
@@ -36,8 +36,10 @@ class RunWatch:
         self._cancelled = False
 
     def cancel_requested(self, *, fresh: bool = False) -> bool:
-        """Whether Stop was pressed; ``fresh`` skips the throttle (used at safe points)."""
-        if self._cancelled:
+        """Whether Stop was pressed; ``fresh`` skips the throttle (used at safe points).
+        True too once the run is not ours (a beat found it taken over): what is streaming or
+        running for it stops, and the next write says why (RunLost)."""
+        if self._cancelled or self.lost:
             return True
         now = time.monotonic()
         if fresh or now - self._checked_at >= self.interval:
@@ -61,7 +63,7 @@ class RunWatch:
         if force or now - self._beat_at >= self.heartbeat_every:
             self._beat_at = now
             try:
-                signals, _ = run_touch(run=Run(pk=self.run_id, attempt=self.attempt))
+                signals, _ = attempt_touch(run_id=self.run_id, attempt=self.attempt)
             except RunNotOwned:
                 self.lost = True
                 return

@@ -5,7 +5,9 @@ keyword (a server tool's frozen schema and the built-ins' alike) before the tool
 references resolved within the schema only (``toolservers.schemas``, TOOL-6); a
 mismatch is a result with ``status: error`` that says which argument and why, so the model
 can correct itself. Any exception a tool raises is caught, so a broken tool gives a result
-with ``status: error`` and never crashes the run.
+with ``status: error`` and never crashes the run — but for the ownership check's (a tool's
+write found the run taken over by another attempt), which ends the execution as it does
+for every write (``sessions.services.ownership``).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from agentloom.runloop.log_redaction import secrets_held, secrets_hold, secrets_
 from agentloom.toolservers.schemas import SchemaReferenceError, arguments_error, schema_validator
 from context.surrogates import replace_lone_surrogate_escapes, replace_lone_surrogates
 from context.truncation import cap_for_storage, structured_for_storage
+from sessions.services.ownership import RunNotOwned
 
 logger = logging.getLogger("agentloom.tools")
 
@@ -116,6 +119,8 @@ def _outcome(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: floa
             box["unknown"] = exc.message
         except ToolError as exc:
             box["error"] = str(exc)
+        except RunNotOwned:  # a write of the tool found the run taken over: not the tool's failure
+            box["lost"] = True
         except Exception as exc:  # a broken tool must not crash the run (LOOP-4)
             logger.exception("tool %s raised", tool.name)
             box["error"] = f"The tool failed: {type(exc).__name__}."
@@ -143,6 +148,8 @@ def _outcome(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: floa
             context.cancel_event.set()
             note = "" if tool.idempotent else UNKNOWN_AFTER_TIMEOUT
             return ToolOutcome("timeout", f"The tool did not finish within {tool.timeout_seconds:g} seconds.{note}")
+    if box.get("lost"):
+        raise RunNotOwned()  # the loop's RunLost: this worker writes nothing more of the run
     if "unknown" in box:
         return None if cancelled_at is not None or not box["unknown"] else ToolOutcome("unknown", box["unknown"])
     if box.get("cancelled") or (cancelled_at is not None and "content" not in box):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
+
 from agentloom.agents.tool_registry import Tool, ToolError, register
 from sessions.frames import PLAN_STATUSES, PlanStep, plan_text
 from sessions.services.events import event_emit
@@ -47,8 +49,11 @@ def _steps(arguments: dict[str, Any]) -> list[PlanStep]:
 def _run(arguments: dict[str, Any], context) -> str:
     # Stored in the frame and announced: redacted like a record (LOOP-8).
     steps = _steps(context.services.get("redact", _unchanged)(arguments))
-    instance = plan_set(instance_id=context.instance_id, steps=steps)
-    event_emit(run_id=context.run_id, type="plan_updated", data={"instance": instance, "steps": steps})
+    # The frame and its event in the run's own transaction, which writes only while the run
+    # is still this worker's (RunLost otherwise, and nothing is written).
+    with context.services.get("owned", transaction.atomic)():
+        instance = plan_set(instance_id=context.instance_id, steps=steps)
+        event_emit(run_id=context.run_id, type="plan_updated", data={"instance": instance, "steps": steps})
     done = sum(step["status"] == "done" for step in steps)
     return f"Plan saved ({len(steps)} steps, {done} done):\n{plan_text(steps) or '(empty)'}"
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from context.surrogates import replace_lone_surrogates
 from sessions.models import Run, RunEvent
+from sessions.services.ownership import RunNotOwned, attempt_touch, touch_statement
 
 logger = logging.getLogger("agentloom.events")
 
@@ -32,6 +33,8 @@ EVENT_TYPES = frozenset({
     "tool_progress",  # a server tool's progress notification (TOOL-4), shown on its step
     # CTX-45: a summary is being prepared in the background / is ready for the trigger.
     "compaction_preparing", "compaction_prepared",
+    # A queued run waits for its person's (or space's) earlier runs to end (issue #44).
+    "run_waiting",
 })
 # A browser's EventSource dispatches an event named ``error``, ``open`` or ``message`` to
 # its own handlers too (``onerror`` is the connection-lost handler): no event of ours may
@@ -183,12 +186,19 @@ StopFlag = Callable[[bool], None]  # told the run's Stop flag as a write just re
 
 
 def events_write(*, run_id: int, events: Sequence[tuple[str, dict[str, Any] | None]],
-                 last_seq: int | None = None, stop_flag: StopFlag | None = None) -> list[RunEvent]:
+                 last_seq: int | None = None, stop_flag: StopFlag | None = None,
+                 of_attempt: int | None = None) -> list[RunEvent]:
     """Persist events with the run's next seqs (one INSERT), then hand them to the sinks
     after commit. ``last_seq``: seqs the caller already allocated in its own UPDATE of the
     run (a step's commit does), the last of them; else they are allocated here, and
     ``stop_flag`` is told the Stop flag that allocation read (the loop streaming an answer
-    then needs no query of its own for it, LOOP-7)."""
+    then needs no query of its own for it, LOOP-7).
+
+    ``of_attempt``: the writer is the run's execution under that attempt, and writes only
+    while it owns the run — the seqs are then taken by the ownership check itself
+    (``ownership.touch_statement``, which also beats), and ``RunNotOwned`` is raised, with
+    nothing written, once another attempt owns it. Without it (the API's
+    ``supplement_received``, the end of a run whoever ends it) the seqs are simply taken."""
     for type, _ in events:
         if type not in EVENT_TYPES:
             raise ValueError(f"unknown event type {type!r}")
@@ -200,12 +210,16 @@ def events_write(*, run_id: int, events: Sequence[tuple[str, dict[str, Any] | No
     events = [(type, replace_lone_surrogates(data)) for type, data in events]
     if (last_seq is None and len(events) == 1 and connection.vendor == "postgresql"
             and not connection.in_atomic_block):
-        return [_event_write_alone(run_id=run_id, type=events[0][0], data=events[0][1], stop_flag=stop_flag)]
+        return [_event_write_alone(run_id=run_id, type=events[0][0], data=events[0][1], stop_flag=stop_flag,
+                                   of_attempt=of_attempt)]
     # No savepoint: inside a step's transaction a failed INSERT fails the whole step anyway,
     # and a savepoint is two more round trips (SAVEPOINT, RELEASE) for every step.
     with transaction.atomic(savepoint=False):
         cancelled = None
-        if last_seq is None:
+        if last_seq is None and of_attempt is not None:
+            signals, last_seq = attempt_touch(run_id=run_id, attempt=of_attempt, events=len(events))
+            cancelled = signals.cancel_requested
+        elif last_seq is None:
             last_seq, cancelled = event_seqs_take(run_id=run_id, count=len(events))
         first = last_seq - len(events) + 1
         rows = [RunEvent(run_id=run_id, seq=first + offset, type=type, payload=data or {})
@@ -221,24 +235,32 @@ _EVENT_COLUMNS = ("run_id", "seq", "type", "payload", "created_at")
 
 
 def _event_write_alone(*, run_id: int, type: str, data: dict[str, Any] | None,
-                       stop_flag: StopFlag | None) -> RunEvent:
+                       stop_flag: StopFlag | None, of_attempt: int | None) -> RunEvent:
     """One event outside any transaction (streamed text on its way), on PostgreSQL: its seq
     taken and its row inserted by one statement, which commits by itself — one round trip
     where BEGIN, the seq's UPDATE, the INSERT and COMMIT were four, a few times a second
-    while an answer streams (issue #29). The same UPDATE and INSERT as ``events_write``."""
+    while an answer streams (issue #29). The same UPDATE and INSERT as ``events_write``:
+    for a run's execution (``of_attempt``), the ownership check's UPDATE, so a worker that
+    lost its run inserts nothing (the INSERT reads its seq from the UPDATE's row)."""
     payload, created = (RunEvent._meta.get_field(name) for name in _EVENT_COLUMNS[3:])
     row = RunEvent(run_id=run_id, type=type, payload=data or {}, created_at=timezone.now())
     columns = ", ".join(f'"{name}"' for name in _EVENT_COLUMNS)
+    if of_attempt is None:
+        seq_taken, params = (f'UPDATE "{Run._meta.db_table}" SET "event_seq" = "event_seq" + 1 WHERE "id" = %s '
+                             'RETURNING "event_seq", "cancel_requested"', [run_id])
+    else:
+        seq_taken, params = touch_statement(run_id=run_id, attempt=of_attempt, events=1)
     with connection.cursor() as cursor:
         cursor.execute(
-            f'WITH s AS (UPDATE "{Run._meta.db_table}" SET "event_seq" = "event_seq" + 1 WHERE "id" = %s '
-            'RETURNING "event_seq", "cancel_requested"), '
+            f'WITH s AS ({seq_taken}), '
             f'e AS (INSERT INTO "{RunEvent._meta.db_table}" ({columns}) '
             'SELECT %s, s."event_seq", %s, %s, %s FROM s RETURNING "seq") '
             'SELECT s."event_seq", s."cancel_requested" FROM s, e',
-            [run_id, run_id, type, payload.get_db_prep_save(row.payload, connection),
+            [*params, run_id, type, payload.get_db_prep_save(row.payload, connection),
              created.get_db_prep_save(row.created_at, connection)])
         written = cursor.fetchone()
+    if written is None and of_attempt is not None:
+        raise RunNotOwned()
     if written is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     row.seq = written[0]
@@ -271,9 +293,10 @@ def _events_insert(rows: Sequence[RunEvent]) -> None:
 
 
 def event_emit(*, run_id: int, type: str, data: dict[str, Any] | None = None,
-               stop_flag: StopFlag | None = None) -> RunEvent:
-    """Persist one event with the next per-run seq, then hand it to the sinks after commit."""
-    return events_write(run_id=run_id, events=[(type, data)], stop_flag=stop_flag)[0]
+               stop_flag: StopFlag | None = None, of_attempt: int | None = None) -> RunEvent:
+    """Persist one event with the next per-run seq, then hand it to the sinks after commit.
+    ``of_attempt`` as for ``events_write``."""
+    return events_write(run_id=run_id, events=[(type, data)], stop_flag=stop_flag, of_attempt=of_attempt)[0]
 
 
 class DeltaBuffer:
@@ -290,7 +313,7 @@ class DeltaBuffer:
     def __init__(self, run_id: int, type: str, *, flush_chars: int = 4_000, flush_seconds: float = 0.15,
                  clock: Callable[[], float] | None = None, extra: dict[str, Any] | None = None,
                  redact: Callable[[str], str] | None = None, hold: Callable[[str], int] | None = None,
-                 stop_flag: StopFlag | None = None) -> None:
+                 stop_flag: StopFlag | None = None, of_attempt: int | None = None) -> None:
         import time
 
         self.run_id, self.type, self.extra = run_id, type, extra or {}
@@ -299,6 +322,7 @@ class DeltaBuffer:
         self.redact = redact or (lambda text: text)
         self.hold = hold or (lambda text: 0)
         self.stop_flag = stop_flag
+        self.of_attempt = of_attempt  # the run's execution writes them: only while it owns the run
         self.text = ""
         self.flushed = False
         self.since = self.clock()
@@ -330,6 +354,6 @@ class DeltaBuffer:
         ready, self.text = self.text[:cut], self.text[cut:]
         if ready:
             event_emit(run_id=self.run_id, type=self.type, data={**self.extra, "text": self.redact(ready)},
-                       stop_flag=self.stop_flag)
+                       stop_flag=self.stop_flag, of_attempt=self.of_attempt)
             self.flushed = True
         self.since = self.clock()

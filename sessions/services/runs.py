@@ -18,7 +18,7 @@ from sessions.frames import RunBudget
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
 from sessions.run_errors import NOT_A_MEMBER, QUEUE_UNAVAILABLE, RunError
 from sessions.selectors import creator_is_member_sql, session_creator_is_member
-from sessions.services import dispatch
+from sessions.services import dispatch, run_slots
 from sessions.services.events import event_emit, events_write
 from sessions.services.manual_compaction import compaction_hold_check, session_lock
 from sessions.services.prepared import preparations_discard
@@ -58,6 +58,8 @@ def run_create_with_main(*, session: Session, main: dict[str, Any] | None = None
     with transaction.atomic(savepoint=False):
         run = Run(
             session=session,
+            user_id=session.user_id,  # whose runs the claim counts (run_slots)
+            space_id=session.space_id,
             version=version,
             status=Run.Status.QUEUED,
             budget=budget_freeze(version=version),
@@ -90,31 +92,43 @@ def run_transition(*, run: Run, to: str, expected_from: tuple[str, ...] | None =
     checked in the same statement, and so does ``of_attempt`` (the run's attempt must be
     this one). Returns False when the run did not match.
     """
+    return _transition(run=run, to=to, expected_from=expected_from, where=where, of_attempt=of_attempt,
+                       changes=changes)[0]
+
+
+def _transition(*, run: Run, to: str, expected_from: tuple[str, ...] | None, where: Q | None,
+                of_attempt: int | None, changes: dict[str, Any], probe: bool = False) -> tuple[bool, bool]:
+    """``run_transition``; with ``probe``, also whether a run of its person or space may be
+    waiting for the slot it frees (``run_slots``): asked in the same UPDATE (an index of
+    waiting runs alone), or taken as yes when the transition is the ORM's (the reaper's)."""
     sources = [status for status, targets in RUN_TRANSITIONS.items() if to in targets]
     if expected_from is not None:
         sources = [status for status in sources if status in expected_from]
+    probe = probe and Run.Status.RUNNING in sources and run_slots.bounded()
     if where is None:
-        updated = _transition_written_out(run_id=run.pk, sources=sources, attempt=of_attempt, to=to,
-                                          changes=changes)
+        updated, waiting = _transition_written_out(run_id=run.pk, sources=sources, attempt=of_attempt, to=to,
+                                                   changes=changes, probe=probe)
     else:
         query = Run.objects.filter(pk=run.pk, status__in=sources)
         if of_attempt is not None:
             query = query.filter(attempt=of_attempt)
         updated = query.filter(where).update(status=to, **changes)
+        waiting = probe
     if updated:
         run.status = to
         for name, value in changes.items():
             setattr(run, name, value)
-    return bool(updated)
+    return bool(updated), bool(updated) and waiting
 
 
 def _transition_written_out(*, run_id: int, sources: list[str], attempt: int | None, to: str,
-                            changes: dict[str, Any]) -> int:
+                            changes: dict[str, Any], probe: bool = False) -> tuple[int, bool]:
     """``run_transition``'s UPDATE without a ``where``, written out: every run ends through
     it, and composing the ORM's form cost more than the rest of the finish (issue #29).
-    Each value prepared as ``save`` prepares it (the error is JSON)."""
+    Each value prepared as ``save`` prepares it (the error is JSON). Returns the rows moved
+    and, with ``probe``, what ``run_slots.WAITING_PROBE`` says of the moved run."""
     if not sources:
-        return 0
+        return 0, False
     fields = [Run._meta.get_field(name) for name in ("status", *changes)]
     values = [field.get_db_prep_save(value, connection) for field, value in zip(fields, (to, *changes.values()))]
     assignments = ", ".join(f'"{field.column}" = %s' for field in fields)
@@ -123,9 +137,13 @@ def _transition_written_out(*, run_id: int, sources: list[str], attempt: int | N
     if attempt is not None:
         condition += ' AND "attempt" = %s'
         params.append(attempt)
+    returning = f" RETURNING {run_slots.WAITING_PROBE}" if probe else ""
     with connection.cursor() as cursor:
-        cursor.execute(f'UPDATE "{Run._meta.db_table}" SET {assignments} WHERE {condition}', params)
-        return cursor.rowcount
+        cursor.execute(f'UPDATE "{Run._meta.db_table}" SET {assignments} WHERE {condition}{returning}', params)
+        if not probe:
+            return cursor.rowcount, False
+        row = cursor.fetchone()
+    return (1, bool(row[0])) if row is not None else (0, False)
 
 
 def run_claim(*, run_id: int) -> Run | None:
@@ -137,18 +155,43 @@ def run_claim(*, run_id: int) -> Run | None:
     The claim writes the attempt's ``run_started`` event in its own transaction: the
     event says a worker has the run, and was a transaction of its own, with its own seq
     taken apart, on every question (issue #29).
+
+    A run whose person (or space) has as many runs running as allowed is not claimed
+    either: it stays queued, marked waiting, until one of them ends (``run_slots``).
     """
-    with transaction.atomic():
-        claimed = _claim_if_creator_is_member(run_id=run_id)
+    for _ in range(2):  # once more when a slot freed as the run was being marked waiting
+        with transaction.atomic():
+            claimed = _claim_if_creator_is_member(run_id=run_id)
+            if claimed is not None:
+                attempt, last_seq = claimed
+                events_write(run_id=run_id, events=[("run_started", {"attempt": attempt})], last_seq=last_seq)
         if claimed is not None:
-            attempt, last_seq = claimed
-            events_write(run_id=run_id, events=[("run_started", {"attempt": attempt})], last_seq=last_seq)
-    if claimed is not None:
-        return _claimed(run_id=run_id)
-    queued = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).select_related("session").first()
-    if queued is not None and not session_creator_is_member(session=queued.session):
-        run_finish(run=queued, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error=NOT_A_MEMBER)
+            run = _claimed(run_id=run_id)
+            # The worker is the writer of the attempt it claimed, whatever the row says by
+            # the time it is read back (every write checks it, sessions.services.ownership).
+            run.attempt = claimed[0]
+            return run
+        if not _not_claimed(run_id=run_id):
+            return None
     return None
+
+
+def _not_claimed(*, run_id: int) -> bool:
+    """Why the claim took nothing, acted on: a queued run of someone who left its space
+    fails; one without room waits, marked. True when it has room after all (claim again)."""
+    queued = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).select_related("session").first()
+    if queued is None:  # another delivery has it, or it ended
+        return False
+    if not session_creator_is_member(session=queued.session):
+        run_finish(run=queued, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error=NOT_A_MEMBER)
+        return False
+    reason = run_slots.waiting_reason_now(run=queued)
+    if reason is None:
+        return True
+    run_slots.run_wait(run=queued, reason=reason)
+    # A slot freed between the count and the mark was freed by an end that saw no run
+    # waiting: look once more (the reaper's sweep is the net under what is left).
+    return run_slots.waiting_reason_now(run=queued) is None
 
 
 _CLAIMED_LAYOUT = ((Run, "r"), (Session, "s"), (AgentVersion, "v"), (ModelConnection, "c"), (Instance, "i"))
@@ -184,17 +227,23 @@ def _claim_if_creator_is_member(*, run_id: int) -> tuple[int, int] | None:
     a member of its space, and takes the seq of the attempt's ``run_started`` event: every
     question comes here, and the ORM's form of this UPDATE (an EXISTS over two joins,
     rewritten as a subquery) cost more CPU to compose than the rest of the claim. Returns
-    the attempt and the seq taken, or None when the run was not claimed."""
+    the attempt and the seq taken, or None when the run was not claimed.
+
+    It also checks that the run's person and space have room for one more running run
+    (``run_slots.room_sql``), having locked them first (``run_slots.room_lock``: claims of
+    one person take turns, so each counts the other's)."""
     now = timezone.now()
     runs, sessions = Run._meta.db_table, Session._meta.db_table
+    run_slots.room_lock(run_id=run_id)
+    room, room_params = run_slots.room_sql(f'"{runs}"')
     with connection.cursor() as cursor:
         cursor.execute(
-            f'UPDATE "{runs}" SET "status" = %s, "started_at" = %s, "heartbeat_at" = %s, '
+            f'UPDATE "{runs}" SET "status" = %s, "started_at" = %s, "heartbeat_at" = %s, "waiting_reason" = %s, '
             f'"event_seq" = "event_seq" + 1 '
             f'WHERE "id" = %s AND "status" = %s AND EXISTS (SELECT 1 FROM "{sessions}" s '
-            f'WHERE s."id" = "{runs}"."session_id" AND {creator_is_member_sql("s")}) '
+            f'WHERE s."id" = "{runs}"."session_id" AND {creator_is_member_sql("s")}){room} '
             'RETURNING "attempt", "event_seq"',
-            [Run.Status.RUNNING, now, now, run_id, Run.Status.QUEUED])
+            [Run.Status.RUNNING, now, now, "", run_id, Run.Status.QUEUED, *room_params])
         row = cursor.fetchone()
     return (row[0], row[1]) if row is not None else None
 
@@ -236,13 +285,20 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
     ``main_steps``: the model steps the loop counted for the main instance, saved in the
     same transaction (not a commit of its own before it). ``where`` and ``of_attempt`` as for
     ``run_transition``.
+
+    A run that ends frees its slot: once the end commits, a run of the same person or space
+    that waits for one is woken (``run_slots.runs_wake``), when the UPDATE said one waits.
     """
     stored = error.to_dict() if error is not None else None
     with transaction.atomic():
-        moved = run_transition(run=run, to=status, expected_from=expected_from, where=where, of_attempt=of_attempt,
-                               error=stored, finished_at=timezone.now())
+        moved, waiting = _transition(run=run, to=status, expected_from=expected_from, where=where,
+                                     of_attempt=of_attempt, probe=True,
+                                     changes={"error": stored, "finished_at": timezone.now(), "waiting_reason": ""})
         if not moved:
             return False
+        if waiting:  # robust: a wake that fails is logged, the end stands, and the reaper's round wakes it
+            transaction.on_commit(lambda: run_slots.runs_wake(user_id=run.user_id, space_id=run.space_id),
+                                  robust=True)
         main = _main_instance_for_finish(run=run, main_steps=main_steps)
         if status == Run.Status.COMPLETED:
             # supplement_add locks the run row before queueing, and the UPDATE above holds
@@ -335,7 +391,7 @@ def run_resume(*, run: Run) -> Run:
             session_lock(session_id=run.session_id)  # not while a manual compaction holds the session
             compaction_hold_check(session_id=run.session_id)
             moved = run_transition(run=run, to=Run.Status.QUEUED, cancel_requested=False,
-                                   attempt=run.attempt + 1, error=None, finished_at=None)
+                                   attempt=run.attempt + 1, error=None, finished_at=None, waiting_reason="")
     except IntegrityError:
         raise ActiveRunConflict("Another run of this session is in progress.") from None
     if not moved:

@@ -6,9 +6,10 @@ handful of statements that do everything at once:
 
 - the records: seqs taken with one UPDATE of the session row, rows in with one INSERT;
 - the run row: one UPDATE that writes the heartbeat and the counters, takes the event
-  seqs, and *checks ownership* (only a ``running`` run of this worker's attempt matches)
-  — returning whether Stop was pressed and what the API asked meanwhile, so the loop
-  needs no other read to know it;
+  seqs, and *checks ownership* (only a ``running`` run of this worker's attempt matches:
+  ``sessions.services.ownership``, the check every write of an execution makes) —
+  returning whether Stop was pressed and what the API asked meanwhile, so the loop needs
+  no other read to know it;
 - the events: one INSERT; and the step's model-call log: one INSERT;
 - no savepoint: the services it calls join its transaction without one
   (``atomic(savepoint=False)``), since a failure fails the whole step anyway and each
@@ -28,61 +29,31 @@ when the run resumes (``history.instance_steps_recount``).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
-from django.utils import timezone
+from django.db import IntegrityError, transaction
 
 from agentloom.db_rows import rows_insert
 from sessions.models import Instance, ModelCall, Run, SessionMessage
 from sessions.services.events import events_write
+from sessions.services.ownership import RunSignals, run_touch
 from sessions.services.records import NewRecord, records_append, records_append_new
 
-
-class RunNotOwned(Exception):
-    """The run is no longer this worker's (finished, reaped, resumed by another attempt):
-    nothing of the step was written."""
-
-
-@dataclass(frozen=True)
-class RunSignals:
-    """What the run row said at the last write: Stop pressed, and ``RunAttention`` bits."""
-
-    cancel_requested: bool = False
-    attention: int = 0
-
-
-def run_touch(*, run: Run, counters: dict[str, Any] | None = None, events: int = 0) -> tuple[RunSignals, int]:
-    """Heartbeat (and counters, and ``events`` event seqs) for a run this worker owns, in
-    one UPDATE. Returns the signals and the last event seq taken; RunNotOwned when the
-    run is not ``running`` under this attempt any more."""
-    table = Run._meta.db_table
-    sets = ['"heartbeat_at" = %s', '"event_seq" = "event_seq" + %s']
-    params: list[Any] = [timezone.now(), events]
-    if counters is not None:
-        sets.append('"counters" = %s')
-        params.append(Run._meta.get_field("counters").get_db_prep_value(counters, connection))
-    params += [run.pk, Run.Status.RUNNING, run.attempt]
-    with connection.cursor() as cursor:
-        cursor.execute(f'UPDATE "{table}" SET {", ".join(sets)} WHERE "id" = %s AND "status" = %s AND "attempt" = %s '
-                       'RETURNING "event_seq", "cancel_requested", "attention"', params)
-        row = cursor.fetchone()
-    if row is None:
-        raise RunNotOwned()
-    return RunSignals(cancel_requested=bool(row[1]), attention=row[2]), row[0]
+CallLogRow = ModelCall | Callable[[], ModelCall]
 
 
 def step_commit(*, run: Run, instance: Instance, records: Sequence[NewRecord] = (),
                 events: Sequence[tuple[str, dict[str, Any] | None]] = (), counters: dict[str, Any] | None = None,
-                model_steps: int = 0, model_call: ModelCall | None = None) -> tuple[list[SessionMessage], RunSignals]:
+                model_steps: int = 0, model_call: CallLogRow | None = None) -> tuple[list[SessionMessage], RunSignals]:
     """Save one step: its records, its events, the counters and heartbeat and the call
-    log, atomically, and only while this worker owns the run.
+    log, atomically, and only while this worker owns the run. ``model_call``: the log's
+    row, or what makes it — then made inside the transaction (again, if it is retried), so
+    what the log stores besides its row commits with the step or not at all.
 
     ``model_steps`` is added to the caller's instance (in memory) only if the records were
-    new. Returns the rows inserted and the run's signals; RunNotOwned (nothing written)
-    when the run is not ours any more.
+    new. Returns the rows inserted and the run's signals; ``ownership.RunNotOwned``
+    (nothing written) when the run is not ours any more.
     """
     try:
         with transaction.atomic():
@@ -106,12 +77,12 @@ def step_announce(*, run: Run, events: Sequence[tuple[str, dict[str, Any] | None
 
 
 def _rest(run: Run, instance: Instance, events: Sequence[tuple[str, dict[str, Any] | None]],
-          counters: dict[str, Any] | None, model_steps: int, model_call: ModelCall | None) -> RunSignals:
+          counters: dict[str, Any] | None, model_steps: int, model_call: CallLogRow | None) -> RunSignals:
     signals, last_seq = run_touch(run=run, counters=counters, events=len(events))
     if events:
         events_write(run_id=run.pk, events=events, last_seq=last_seq)
     if model_call is not None:
-        rows_insert([model_call])
+        rows_insert([model_call() if callable(model_call) else model_call])
     if model_steps:
         instance.model_steps += model_steps
     return signals

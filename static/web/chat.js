@@ -16,7 +16,7 @@
     "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
     "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped", "compaction_failed",
     "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "run_error", "plan_updated",
-    "context_measured", "tool_progress", "compaction_preparing", "compaction_prepared"
+    "context_measured", "tool_progress", "compaction_preparing", "compaction_prepared", "run_waiting"
   ];
   var COMPACTION_ENDS = ["compacted", "compaction_failed", "compaction_skipped"];
   var COMPACTION_WATCH_MS = 120000;
@@ -418,10 +418,23 @@
     this.watchdog = null;
   }
 
+  // A queued run a worker could not start yet because its person (or space) has as many
+  // answers in progress as allowed: it starts by itself as soon as one of them ends.
+  function waitingWords(reason, limit) {
+    var many = limit ? limit + (limit === 1 ? " answer" : " answers") : "as many answers as allowed";
+    if (reason === "space_limit") {
+      return "Waiting: this space already has " + many + " in progress at once. " +
+        "This question starts as soon as one of them ends.";
+    }
+    return "Waiting for your earlier questions: you already have " + many + " in progress at once. " +
+      "This one starts as soon as one of them ends.";
+  }
+
   LiveRun.prototype.start = function (events) {
     this.section.setAttribute("data-live", "1");
     var queued = this.section.getAttribute("data-status") === "queued";
-    setStatus(queued ? "Waiting for a worker…" : "Working…", true);
+    var waiting = this.section.getAttribute("data-waiting");
+    setStatus(queued ? (waiting ? waitingWords(waiting, 0) : "Waiting for a worker…") : "Working…", true);
     if (events) this.read(events); else this.connect();
     var self = this;
     this.watchdog = setInterval(function () { self.check(); }, WATCHDOG_MS);
@@ -541,7 +554,11 @@
   LiveRun.prototype.apply = function (type, data, seq) {
     var main = !data.instance || data.instance === "main";
     switch (type) {
+      case "run_waiting":
+        if (this.section.getAttribute("data-status") === "queued") setStatus(waitingWords(data.reason, data.limit), true);
+        break;
       case "run_started":
+        this.section.removeAttribute("data-waiting");
         this.section.setAttribute("data-status", "running");
         setStatus(data.attempt ? "Resumed — working…" : "Working…", true);
         break;

@@ -40,7 +40,9 @@ ASK_STATEMENTS = 8
 # first words of an answer streamed in pieces are written as soon as more follow (their
 # seqs and their row), not with the next flush 0.15 s later (time to first token); then
 # 23: the main instance read apart from the claim; then 22: the seq of run_started taken
-# apart from the claim (and its commit, too).
+# apart from the claim (and its commit, too). On PostgreSQL that was 21 until the claim
+# locked its person's row first (issue #44: one person's running runs are bounded, and
+# claims of one person take turns); SQLite's transactions serialize claims without it.
 RUN_STATEMENTS = 22
 
 
