@@ -18,6 +18,7 @@ from agentloom.env import (
     env_int,
     env_list,
     env_networks,
+    env_rate,
     env_str,
     redis_url_checked,
 )
@@ -66,6 +67,10 @@ HTTPS = env_bool("AGENTLOOM_HTTPS", False)
 # Empty by default: the peer of the TCP connection is the client, so nobody can pick
 # their own address — and their own rate-limit bucket — by sending the header.
 AGENTLOOM_TRUSTED_PROXIES = env_networks("AGENTLOOM_TRUSTED_PROXIES")
+# Failed logins allowed per client address and per username in a window, counted over the
+# chat's /login/, the console's /admin/login/ and the API's token endpoint together
+# (agentloom/accounts/login_limit.py): (failures, seconds).
+AGENTLOOM_LOGIN_LIMIT = env_rate("AGENTLOOM_LOGIN_RATE", "10/min")
 
 DATABASES = {
     "default": database_from_url(
@@ -235,7 +240,6 @@ REST_FRAMEWORK = {
     # calls its own get_ident uses the peer address, never the header.
     "NUM_PROXIES": 0,
     "DEFAULT_THROTTLE_RATES": {
-        "login": env_str("AGENTLOOM_LOGIN_RATE", "10/min"),
         "ask": env_str("AGENTLOOM_ASK_RATE", "30/min"),
         "supplement": env_str("AGENTLOOM_SUPPLEMENT_RATE", "20/min"),
         "upload": env_str("AGENTLOOM_UPLOAD_RATE", "30/min"),
