@@ -338,8 +338,11 @@ LOGGING = {
         # record's arguments, which the filter replaces with the redacted message.
         "uvicorn.access": {"level": "INFO", "propagate": True},
         "django.db.backends": {"level": "WARNING"},
-        # The MCP SDK's HTTP client logs every request at INFO; a request line is noise here
-        # (and a URL may carry what its admin typed into it).
+        # httpx (discovery, the chat client, http_fetch) and the MCP SDK's HTTP client log every
+        # request's URL at INFO: noise here, and a URL may carry what an admin typed into it
+        # (`https://host/v1?key=sk-…`). Whatever still logs a URL loses its user name, password
+        # and query values to the secrets filter (log_redaction.url_credentials_scrub).
+        "httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"}, "httpcore2": {"level": "WARNING"}, "mcp": {"level": "WARNING"},
     },
 }

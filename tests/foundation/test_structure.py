@@ -4,7 +4,8 @@
   ``if TYPE_CHECKING:``: a cycle hidden from the interpreter is still a cycle to a reader.
 - No private name (``_name``) imported from another module.
 - The floors: ``context`` < common (errors, API fields, parsers, upload bounds and client addresses,
-  accounts, spaces, crypto, env, the database pool and row inserts, the read-only admin mixin) <
+  accounts, spaces, crypto, env, the database pool and row inserts, the read-only admin mixin,
+  the redactor of known secrets) <
   ``models_catalog`` and ``agentloom.toolservers`` < ``agentloom.agents`` < ``sessions`` < the run loop, tools, web and
   the project's wiring. A module never imports from a floor above its own.
 - No module over 450 lines.
@@ -30,7 +31,7 @@ FLOORS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, ("agentloom.errors", "agentloom.api.fields", "agentloom.api.errors", "agentloom.api.pages",
          "agentloom.api.clients", "agentloom.api.parsers", "agentloom.api.uploads", "agentloom.accounts",
          "agentloom.crypto", "agentloom.env", "agentloom.db_pool", "agentloom.db_rows", "agentloom.spaces",
-         "agentloom.readonly_admin")),
+         "agentloom.readonly_admin", "agentloom.redaction")),
     (2, ("models_catalog", "agentloom.toolservers")),
     (3, ("agentloom.agents",)),
     (4, ("sessions",)),
