@@ -23,6 +23,7 @@ from agentloom.env import (
     redis_url_checked,
 )
 from agentloom.toolservers.config import ServersFileError, servers_read
+from models_catalog.http import PrivateHosts, private_hosts_parse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AGENTLOOM_VAR_DIR", str(BASE_DIR / "var")))
@@ -114,10 +115,28 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 
 REDIS_URL = redis_url_checked("REDIS_URL")
 
-# Self-hosted endpoints (Ollama, vLLM on localhost or the LAN) are legitimate model
-# connections, so admins may point at private addresses unless the operator turns it off.
-# Link-local and metadata addresses are refused always; http_fetch never goes private.
-ALLOW_PRIVATE_MODEL_ENDPOINTS = env_bool("AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS", True)
+def _private_endpoints() -> bool | PrivateHosts:
+    """Self-hosted endpoints (Ollama, vLLM on localhost or the LAN) are legitimate model
+    connections, so admins may point at private addresses unless the operator turns it off.
+    Link-local and metadata addresses are refused always; http_fetch never goes private.
+    With AGENTLOOM_PRIVATE_ENDPOINT_HOSTS, only the private hosts it lists: the value is then
+    the list (models_catalog.http.PrivateHosts), which the URL guard takes where it takes
+    the switch (docs/operations.md, *Private endpoints*)."""
+    allowed = env_bool("AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS", True)
+    entries = env_list("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS", [])
+    if not entries:
+        return allowed
+    if not allowed:
+        raise ConfigError("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS", "lists private endpoints, but "
+                          "AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS is false: set it to true to allow the hosts listed")
+    try:
+        return private_hosts_parse(entries)
+    except ValueError as exc:
+        raise ConfigError("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS",
+                          f"must list host names (*.lan allowed), addresses or networks, got {exc.args[0]!r}") from None
+
+
+ALLOW_PRIVATE_MODEL_ENDPOINTS = _private_endpoints()
 
 INSTALLED_APPS = [
     "django.contrib.admin",

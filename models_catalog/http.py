@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
+import re
 import socket
 import ssl
 import time
@@ -182,7 +183,66 @@ def address_problem(address: str, *, allow_private: bool) -> str | None:
     return "a private, loopback or reserved address (allowed only when private endpoints are enabled)"
 
 
-def check_url(url: str | httpx.URL, *, allow_private: bool = False, resolver: Resolver | None = None) -> GuardedTarget:
+@dataclass(frozen=True)
+class PrivateHosts:
+    """The operator's list of the private endpoints that may be reached
+    (``AGENTLOOM_PRIVATE_ENDPOINT_HOSTS``): host names (``ollama.lan``, or ``*.lan`` for every
+    name under it) and addresses or networks (``10.0.0.7``, ``10.1.0.0/16``). Passed where
+    ``allow_private`` is: private endpoints are on, but a private, loopback or reserved
+    address is allowed only when the name typed or the address it resolved to is listed.
+    Public addresses are not affected; link-local and metadata ones stay refused."""
+
+    names: frozenset[str] = frozenset()
+    suffixes: tuple[str, ...] = ()  # ".lan" for "*.lan"
+    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+
+    def allows(self, host: str, address: str) -> bool:
+        host = host.rstrip(".").lower()
+        if host in self.names or any(host.endswith(suffix) for suffix in self.suffixes):
+            return True
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip.version == network.version and ip in network for network in self.networks)
+
+
+_HOST_NAME = re.compile(r"(?:\*\.)?(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def private_hosts_parse(entries: list[str]) -> PrivateHosts:
+    """The list from its entries; ValueError naming the first entry that is neither a host
+    name (``*.`` allowed in front) nor an address or network."""
+    names, suffixes, networks = set(), [], []
+    for entry in entries:
+        item = entry.strip().rstrip(".").lower()
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+            continue
+        except ValueError:
+            pass
+        if not _HOST_NAME.fullmatch(item):
+            raise ValueError(entry)
+        if item.startswith("*."):
+            suffixes.append(item[1:])
+        else:
+            names.add(item)
+    return PrivateHosts(names=frozenset(names), suffixes=tuple(suffixes), networks=tuple(networks))
+
+
+def private_host_problem(host: str, address: str, allow_private: bool | PrivateHosts) -> str | None:
+    """Why a private ``address`` of ``host`` is refused by the operator's list, or None (no
+    list, a public address, or a listed one). Called for addresses ``address_problem`` let
+    through."""
+    if not isinstance(allow_private, PrivateHosts) or address_problem(address, allow_private=False) is None:
+        return None
+    if allow_private.allows(host, address):
+        return None
+    return "a private address that is not on the operator's list of private endpoints"
+
+
+def check_url(url: str | httpx.URL, *, allow_private: bool | PrivateHosts = False,
+              resolver: Resolver | None = None) -> GuardedTarget:
     """Validate ``url`` and resolve its host; raise :class:`UnsafeURLError` if refused."""
     try:
         parsed = url if isinstance(url, httpx.URL) else httpx.URL(str(url))
@@ -210,7 +270,8 @@ def check_url(url: str | httpx.URL, *, allow_private: bool = False, resolver: Re
     if not addresses:
         raise ProviderUnavailableError(f"The host name {host!r} could not be resolved.")
     for address in addresses:
-        problem = address_problem(address, allow_private=allow_private)
+        problem = address_problem(address, allow_private=bool(allow_private)) or private_host_problem(
+            host, address, allow_private)
         if problem:
             # Any refused address refuses the name: a mixed answer is a rebinding trick.
             raise UnsafeURLError(f"The host {host!r} points to {problem}, which is refused.")

@@ -146,7 +146,8 @@ def run_tool_sessions(*, version: Any) -> RunToolSessions:
     for entry in entries:
         server = servers.get(entry["server_id"])
         usable = server is not None and server_usable_by(server=server, space_id=space_id)
-        endpoints[entry["server_id"]] = (entry["server"], toolserver_endpoint(server=server) if usable else None)
+        endpoints[entry["server_id"]] = (entry["server"], toolserver_endpoint(server=server)
+                                         if server is not None and usable else None)
     return RunToolSessions(endpoints)
 
 
