@@ -23,7 +23,7 @@ from agentloom.env import (
     redis_url_checked,
 )
 from agentloom.toolservers.config import ServersFileError, servers_read
-from models_catalog.http import PrivateHosts, private_hosts_parse
+from models_catalog.private_hosts import PrivateHosts, private_hosts_parse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AGENTLOOM_VAR_DIR", str(BASE_DIR / "var")))
@@ -120,8 +120,8 @@ def _private_endpoints() -> bool | PrivateHosts:
     connections, so admins may point at private addresses unless the operator turns it off.
     Link-local and metadata addresses are refused always; http_fetch never goes private.
     With AGENTLOOM_PRIVATE_ENDPOINT_HOSTS, only the private hosts it lists: the value is then
-    the list (models_catalog.http.PrivateHosts), which the URL guard takes where it takes
-    the switch (docs/operations.md, *Private endpoints*)."""
+    the list (models_catalog.private_hosts.PrivateHosts), which the URL guard takes where it
+    takes the switch (docs/operations.md, *Private endpoints*)."""
     allowed = env_bool("AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS", True)
     entries = env_list("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS", [])
     if not entries:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
-import re
 import socket
 import ssl
 import time
@@ -43,6 +42,7 @@ from models_catalog.errors import (
     UnsafeURLError,
     error_from_status,
 )
+from models_catalog.private_hosts import PrivateHosts
 
 Resolver = Callable[[str, int], list[str]]
 USER_AGENT = "AgentLoom/0.1 (+self-hosted)"
@@ -181,53 +181,6 @@ def address_problem(address: str, *, allow_private: bool) -> str | None:
     if allow_private and (ip.is_loopback or (ip.is_private or ip in _SHARED_ADDRESS_SPACE) and not ip.is_reserved):
         return None  # ::1 sits inside the reserved ::/8, hence loopback is checked first
     return "a private, loopback or reserved address (allowed only when private endpoints are enabled)"
-
-
-@dataclass(frozen=True)
-class PrivateHosts:
-    """The operator's list of the private endpoints that may be reached
-    (``AGENTLOOM_PRIVATE_ENDPOINT_HOSTS``): host names (``ollama.lan``, or ``*.lan`` for every
-    name under it) and addresses or networks (``10.0.0.7``, ``10.1.0.0/16``). Passed where
-    ``allow_private`` is: private endpoints are on, but a private, loopback or reserved
-    address is allowed only when the name typed or the address it resolved to is listed.
-    Public addresses are not affected; link-local and metadata ones stay refused."""
-
-    names: frozenset[str] = frozenset()
-    suffixes: tuple[str, ...] = ()  # ".lan" for "*.lan"
-    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
-
-    def allows(self, host: str, address: str) -> bool:
-        host = host.rstrip(".").lower()
-        if host in self.names or any(host.endswith(suffix) for suffix in self.suffixes):
-            return True
-        try:
-            ip = ipaddress.ip_address(address)
-        except ValueError:
-            return False
-        return any(ip.version == network.version and ip in network for network in self.networks)
-
-
-_HOST_NAME = re.compile(r"(?:\*\.)?(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-
-
-def private_hosts_parse(entries: list[str]) -> PrivateHosts:
-    """The list from its entries; ValueError naming the first entry that is neither a host
-    name (``*.`` allowed in front) nor an address or network."""
-    names, suffixes, networks = set(), [], []
-    for entry in entries:
-        item = entry.strip().rstrip(".").lower()
-        try:
-            networks.append(ipaddress.ip_network(item, strict=False))
-            continue
-        except ValueError:
-            pass
-        if not _HOST_NAME.fullmatch(item):
-            raise ValueError(entry)
-        if item.startswith("*."):
-            suffixes.append(item[1:])
-        else:
-            names.add(item)
-    return PrivateHosts(names=frozenset(names), suffixes=tuple(suffixes), networks=tuple(networks))
 
 
 def private_host_problem(host: str, address: str, allow_private: bool | PrivateHosts) -> str | None:

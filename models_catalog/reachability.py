@@ -19,8 +19,9 @@ still says so to every space admin.
 from __future__ import annotations
 
 from models_catalog.errors import ProviderError, ProviderUnavailableError, ResponseTooLargeError, UnsafeURLError
-from models_catalog.http import PrivateHosts, check_url
+from models_catalog.http import check_url
 from models_catalog.manifest import load_manifest
+from models_catalog.private_hosts import PrivateHosts
 from models_catalog.providers import find_provider
 
 UNREACHED_CODE = "unreachable"

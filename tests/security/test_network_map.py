@@ -14,7 +14,8 @@ import pytest
 
 from agentloom.spaces.services import space_bootstrap_for_user
 from agentloom.toolservers.models import ToolServer
-from models_catalog.http import check_url, private_hosts_parse
+from models_catalog.http import check_url
+from models_catalog.private_hosts import private_hosts_parse
 from models_catalog.reachability import UNREACHED_MODELS, UNREACHED_TOOLS
 from models_catalog.services import models_discover
 from tests.catalog.support import public_resolver
