@@ -359,9 +359,10 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
         # httpx (discovery, the chat client, http_fetch) and the MCP SDK's HTTP client log every
         # request's URL at INFO: noise here, and a URL may carry what an admin typed into it
-        # (`https://host/v1?key=sk-…`). Whatever still logs a URL loses its user name, password
-        # and query values to the secrets filter (log_redaction.url_credentials_scrub).
-        "httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
+        # (`https://host/v1?key=sk-…`). httpcore's DEBUG lines (LOG_LEVEL=DEBUG) name no URL.
+        # Whatever still logs a URL loses its user name, password and query values to the
+        # secrets filter (log_redaction.url_credentials_scrub).
+        "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"}, "httpcore2": {"level": "WARNING"}, "mcp": {"level": "WARNING"},
     },
 }
