@@ -7,7 +7,7 @@ resolves to a refused address, nothing listens at the port, no answer in time, H
 and ports are alive behind the firewall, one request at a time, by reading the words, the
 status or the code. So a person who is not an operator (staff) gets one answer for every
 such failure: the same message, status (400) and code (``unreachable``), naming the URL
-field. Operators read the details, and the details always go to the log (``models_catalog``
+field. Operators read the details, and the details always go to the log (``agentloom.catalog``
 and ``agentloom.toolservers`` loggers, never a key or a header value).
 
 What the input alone decides is said to everyone, since it tells nothing about the network:
