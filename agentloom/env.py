@@ -15,6 +15,7 @@ __all__ = [
     "env_int",
     "env_list",
     "env_networks",
+    "env_rate",
     "env_str",
     "database_from_url",
     "redis_url_checked",
@@ -101,6 +102,21 @@ def env_networks(name: str) -> list[str]:
         except ValueError:
             raise ConfigError(name, f"must list IP addresses or networks, got {item!r}") from None
     return items
+
+
+_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def env_rate(name: str, default: str) -> tuple[int, int]:
+    """A rate as DRF writes one (``10/min``, ``5/s``, ``100/hour``, ``1000/day``): (count, seconds)."""
+    raw = os.environ.get(name)
+    text = default if raw is None or raw.strip() == "" else raw.strip()
+    count, _, period = text.partition("/")
+    seconds = _PERIODS.get(period.strip()[:1].lower())
+    if not count.strip().isascii() or not count.strip().isdigit() or int(count) < 1 or seconds is None:
+        raise ConfigError(name, f"must be a rate such as 10/min (a count of at least 1 per s, min, hour or day), "
+                                f"got {text!r}")
+    return int(count), seconds
 
 
 _DB_SCHEMES = {"sqlite", "postgres", "postgresql", "pgsql"}

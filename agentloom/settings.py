@@ -18,10 +18,12 @@ from agentloom.env import (
     env_int,
     env_list,
     env_networks,
+    env_rate,
     env_str,
     redis_url_checked,
 )
 from agentloom.toolservers.config import ServersFileError, servers_read
+from models_catalog.private_hosts import PrivateHosts, private_hosts_parse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AGENTLOOM_VAR_DIR", str(BASE_DIR / "var")))
@@ -66,6 +68,10 @@ HTTPS = env_bool("AGENTLOOM_HTTPS", False)
 # Empty by default: the peer of the TCP connection is the client, so nobody can pick
 # their own address — and their own rate-limit bucket — by sending the header.
 AGENTLOOM_TRUSTED_PROXIES = env_networks("AGENTLOOM_TRUSTED_PROXIES")
+# Failed logins allowed per client address and per username in a window, counted over the
+# chat's /login/, the console's /admin/login/ and the API's token endpoint together
+# (agentloom/accounts/login_limit.py): (failures, seconds).
+AGENTLOOM_LOGIN_LIMIT = env_rate("AGENTLOOM_LOGIN_RATE", "10/min")
 
 DATABASES = {
     "default": database_from_url(
@@ -119,10 +125,28 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 
 REDIS_URL = redis_url_checked("REDIS_URL")
 
-# Self-hosted endpoints (Ollama, vLLM on localhost or the LAN) are legitimate model
-# connections, so admins may point at private addresses unless the operator turns it off.
-# Link-local and metadata addresses are refused always; http_fetch never goes private.
-ALLOW_PRIVATE_MODEL_ENDPOINTS = env_bool("AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS", True)
+def _private_endpoints() -> bool | PrivateHosts:
+    """Self-hosted endpoints (Ollama, vLLM on localhost or the LAN) are legitimate model
+    connections, so admins may point at private addresses unless the operator turns it off.
+    Link-local and metadata addresses are refused always; http_fetch never goes private.
+    With AGENTLOOM_PRIVATE_ENDPOINT_HOSTS, only the private hosts it lists: the value is then
+    the list (models_catalog.private_hosts.PrivateHosts), which the URL guard takes where it
+    takes the switch (docs/operations.md, *Private endpoints*)."""
+    allowed = env_bool("AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS", True)
+    entries = env_list("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS", [])
+    if not entries:
+        return allowed
+    if not allowed:
+        raise ConfigError("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS", "lists private endpoints, but "
+                          "AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS is false: set it to true to allow the hosts listed")
+    try:
+        return private_hosts_parse(entries)
+    except ValueError as exc:
+        raise ConfigError("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS",
+                          f"must list host names (*.lan allowed), addresses or networks, got {exc.args[0]!r}") from None
+
+
+ALLOW_PRIVATE_MODEL_ENDPOINTS = _private_endpoints()
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -265,7 +289,6 @@ REST_FRAMEWORK = {
     # calls its own get_ident uses the peer address, never the header.
     "NUM_PROXIES": 0,
     "DEFAULT_THROTTLE_RATES": {
-        "login": env_str("AGENTLOOM_LOGIN_RATE", "10/min"),
         "ask": env_str("AGENTLOOM_ASK_RATE", "30/min"),
         "supplement": env_str("AGENTLOOM_SUPPLEMENT_RATE", "20/min"),
         "upload": env_str("AGENTLOOM_UPLOAD_RATE", "30/min"),
@@ -365,8 +388,12 @@ LOGGING = {
         # record's arguments, which the filter replaces with the redacted message.
         "uvicorn.access": {"level": "INFO", "propagate": True},
         "django.db.backends": {"level": "WARNING"},
-        # The MCP SDK's HTTP client logs every request at INFO; a request line is noise here
-        # (and a URL may carry what its admin typed into it).
+        # httpx (discovery, the chat client, http_fetch) and the MCP SDK's HTTP client log every
+        # request's URL at INFO: noise here, and a URL may carry what an admin typed into it
+        # (`https://host/v1?key=sk-…`). httpcore's DEBUG lines (LOG_LEVEL=DEBUG) name no URL.
+        # Whatever still logs a URL loses its user name, password and query values to the
+        # secrets filter (log_redaction.url_credentials_scrub).
+        "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"}, "httpcore2": {"level": "WARNING"}, "mcp": {"level": "WARNING"},
     },
 }

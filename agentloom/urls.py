@@ -6,12 +6,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from agentloom.accounts import api as accounts_api
 from agentloom.health import healthz
-from agentloom.web.security import limited_login, with_csp
+from agentloom.web.security import LimitedAdminAuthenticationForm, limited_login, with_csp
 from models_catalog.api import models_discover_view
 
 admin.site.site_header = "AgentLoom console"
 admin.site.site_title = "AgentLoom"
 admin.site.index_title = "Models, agents, sessions"
+# The console's door counts failed logins with the chat's and the API's (SPEC §11).
+admin.site.login_form = LimitedAdminAuthenticationForm
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),

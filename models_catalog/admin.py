@@ -16,6 +16,7 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
+from agentloom.accounts.selectors import user_is_operator
 from agentloom.console_lists import ConsoleListMixin
 from agentloom.errors import DomainError
 from context import Calibration
@@ -204,7 +205,7 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         form = DiscoverForm(request.POST or None, initial=request.GET.dict())
         context: dict[str, Any] = {"form": form, "result": None, "error": None}
         if request.method == "POST" and form.is_valid():
-            context.update(self._discover(form, by=request.user))
+            context.update(self._discover(form, by=request.user, detailed=user_is_operator(user=request.user)))
         if request.headers.get("X-Requested-With") == "XMLHttpRequest":
             return TemplateResponse(request, DISCOVER_RESULTS_TEMPLATE, context)
         context.update(
@@ -227,12 +228,12 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
             return key, "the stored key" if key else "no key"
         return "", "no key"
 
-    def _discover(self, form: DiscoverForm, *, by) -> dict[str, Any]:
+    def _discover(self, form: DiscoverForm, *, by, detailed: bool) -> dict[str, Any]:
         values = form.cleaned_data
         provider, base_url = values["provider"], values.get("base_url") or ""
         try:
             key, _ = self._key_for(values)
-            result = models_discover(provider=provider, base_url=base_url, api_key=key, by=by)
+            result = models_discover(provider=provider, base_url=base_url, api_key=key, by=by, detailed=detailed)
         except DomainError as exc:
             return {"error": exc.message, "error_fields": exc.fields}
         data = discovery_data(result)
@@ -257,11 +258,12 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         if request.method != "POST":
             return HttpResponse(status=405, headers={"Allow": "POST"})
         form = ConnectionTestForm(request.POST)
-        outcome = self._test(form.cleaned_data, by=request.user) if form.is_valid() else {
+        outcome = self._test(form.cleaned_data, by=request.user,
+                             detailed=user_is_operator(user=request.user)) if form.is_valid() else {
             "ok": False, "message": "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())}
         return TemplateResponse(request, TEST_RESULT_TEMPLATE, outcome)
 
-    def _test(self, values: dict[str, Any], *, by) -> dict[str, Any]:
+    def _test(self, values: dict[str, Any], *, by, detailed: bool) -> dict[str, Any]:
         provider, model = values["provider"], (values.get("model") or "").strip()
         spec = find_provider(provider)
         if spec is not None and spec.offline:
@@ -269,7 +271,7 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         try:
             key, key_used = self._key_for(values)
             result = models_discover(provider=provider, base_url=values.get("base_url") or "", api_key=key,
-                                     limits=self.connection_test_limits, by=by)
+                                     limits=self.connection_test_limits, by=by, detailed=detailed)
         except DomainError as exc:
             return {"ok": False, "message": f"The connection does not work yet. {exc.message}"}
         label, ids = provider_label(provider), [item.id for item in result.models]

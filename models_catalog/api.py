@@ -14,6 +14,7 @@ from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
+from agentloom.accounts.selectors import user_is_operator
 from agentloom.api.clients import ClientThrottle
 from agentloom.api.fields import id_from_text
 from agentloom.errors import ValidationFailed
@@ -61,7 +62,9 @@ def models_discover_view(request):
 
     Space admins only. A refused key is a 400 with code ``auth`` naming ``api_key``; a
     provider that is down, rate limiting or over quota is a 502; neither body carries
-    the key or the provider's own message.
+    the key or the provider's own message. Those details are for operators (staff) and for
+    a provider's official endpoint: any other space admin gets one 400 ``unreachable``
+    naming ``base_url`` for every failure that depends on what answered at the address.
     """
     data = DiscoverIn(data=request.data)
     data.is_valid(raise_exception=True)
@@ -71,7 +74,7 @@ def models_discover_view(request):
         api_key=values.get("api_key"), resource_id=values.get("resource_id"), space_id=values.get("space"),
     )
     result = models_discover(provider=values["provider"], base_url=values.get("base_url"), api_key=key,
-                             by=request.user)
+                             by=request.user, detailed=user_is_operator(user=request.user))
     return Response(discovery_data(result))
 
 

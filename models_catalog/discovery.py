@@ -224,14 +224,15 @@ class Attempt:
 class Attempts:
     """Records a listing's requests through the client's event hooks, so a failure can say
     which URLs were tried and how each ended: refused, timed out, an HTTP status, not JSON.
-    The URL is recorded before the guard pins it to an address; keys travel in headers,
+    The URL is recorded before the guard pins it to an address, without its user name,
+    password, query or fragment (where a pasted key would be); keys travel in headers,
     which are never recorded."""
 
     limits: HttpLimits
     tried: list[Attempt] = field(default_factory=list)
 
     def on_request(self, request: httpx.Request) -> None:
-        url = request.url.copy_with(query=None, fragment=None)
+        url = request.url.copy_with(userinfo=b"", query=None, fragment=None)
         self.tried.append(Attempt(method=request.method, url=str(url)))
 
     def on_response(self, response: httpx.Response) -> None:

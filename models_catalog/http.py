@@ -42,6 +42,7 @@ from models_catalog.errors import (
     UnsafeURLError,
     error_from_status,
 )
+from models_catalog.private_hosts import PrivateHosts
 from models_catalog.url_syntax import MalformedURL, url_parse
 
 Resolver = Callable[[str, int], list[str]]
@@ -183,7 +184,19 @@ def address_problem(address: str, *, allow_private: bool) -> str | None:
     return "a private, loopback or reserved address (allowed only when private endpoints are enabled)"
 
 
-def check_url(url: str | httpx.URL, *, allow_private: bool = False, resolver: Resolver | None = None) -> GuardedTarget:
+def private_host_problem(host: str, address: str, allow_private: bool | PrivateHosts) -> str | None:
+    """Why a private ``address`` of ``host`` is refused by the operator's list, or None (no
+    list, a public address, or a listed one). Called for addresses ``address_problem`` let
+    through."""
+    if not isinstance(allow_private, PrivateHosts) or address_problem(address, allow_private=False) is None:
+        return None
+    if allow_private.allows(host, address):
+        return None
+    return "a private address that is not on the operator's list of private endpoints"
+
+
+def check_url(url: str | httpx.URL, *, allow_private: bool | PrivateHosts = False,
+              resolver: Resolver | None = None) -> GuardedTarget:
     """Validate ``url`` and resolve its host; raise :class:`UnsafeURLError` if refused."""
     try:
         parsed = url_parse(url)
@@ -209,7 +222,8 @@ def check_url(url: str | httpx.URL, *, allow_private: bool = False, resolver: Re
     if not addresses:
         raise ProviderUnavailableError(f"The host name {host!r} could not be resolved.")
     for address in addresses:
-        problem = address_problem(address, allow_private=allow_private)
+        problem = address_problem(address, allow_private=bool(allow_private)) or private_host_problem(
+            host, address, allow_private)
         if problem:
             # Any refused address refuses the name: a mixed answer is a rebinding trick.
             raise UnsafeURLError(f"The host {host!r} points to {problem}, which is refused.")

@@ -44,6 +44,12 @@ from models_catalog.maxima import maxima_stored_in_space
 from models_catalog.models import (
     ModelConnection,
 )
+from models_catalog.reachability import (
+    UNREACHED_CODE,
+    UNREACHED_MODELS,
+    discovery_failure_is_the_networks,
+    official_endpoint,
+)
 from models_catalog.selectors import connection_in_use_by
 from models_catalog.validation import connection_validate
 
@@ -100,6 +106,7 @@ def models_discover(
     provider: str,
     base_url: str | None,
     api_key: str | None,
+    detailed: bool = False,
     transport: httpx.BaseTransport | None = None,
     resolver: Resolver | None = None,
     limits: HttpLimits | None = None,
@@ -113,7 +120,10 @@ def models_discover(
 
     Saves nothing. Provider failures become domain errors with a user-safe message:
     a refused key, an unknown provider or an unusable URL is the caller's input (400,
-    naming the field); anything on the provider's side is a 502. ``transport`` and
+    naming the field); anything on the provider's side is a 502. Unless ``detailed`` (the
+    caller is an operator) or the URL is a provider's official endpoint, a failure whose
+    words depend on what answered at the URL is one 400 ``unreachable`` for all of them
+    (``models_catalog.reachability``); the details are logged. ``transport`` and
     ``resolver`` replace the network in tests and benchmarks; the URL guard still runs.
     Makes network calls: never call it inside a database transaction.
     """
@@ -130,7 +140,12 @@ def models_discover(
             )
     except ProviderError as exc:
         message = _scrub(exc.message, api_key)
-        logger.info("discovery failed: provider=%s code=%s status=%s", provider, exc.code, exc.status)
+        logger.info("discovery failed: provider=%s code=%s status=%s: %s", provider, exc.code, exc.status, message)
+        if not detailed and not official_endpoint(provider=provider, base_url=base_url) and \
+                discovery_failure_is_the_networks(exc, url=base_url or "",
+                                                  allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS):
+            raise ValidationFailed(UNREACHED_MODELS, code=UNREACHED_CODE, fields={"base_url": UNREACHED_MODELS}) \
+                from None
         if isinstance(exc, (AuthenticationError, InvalidRequestError, UnsafeURLError)):
             field = _FIELD_FOR_CODE.get(exc.code, "base_url")
             raise ValidationFailed(message, code=exc.code, fields={field: message}) from None

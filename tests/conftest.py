@@ -162,6 +162,15 @@ def mallory(django_user_model):
 
 
 @pytest.fixture
+def alice_is_staff(alice):
+    """Alice also runs the installation (staff): she reads why a connection to an address
+    failed, which other space admins get as one answer (models_catalog/reachability.py)."""
+    alice.is_staff = True
+    alice.save(update_fields=["is_staff"])
+    return alice
+
+
+@pytest.fixture
 def olivia(django_user_model):
     """The operator: a staff superuser who reads other people's sessions in the console."""
     return django_user_model.objects.create_superuser(username="olivia", password="olivia-password-1",

@@ -5,13 +5,14 @@ from __future__ import annotations
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.decorators import api_view, authentication_classes, permission_classes, throttle_classes
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
+from rest_framework.exceptions import Throttled
 from rest_framework.response import Response
 
+from agentloom.accounts.login_limit import LOCKED_MESSAGE, login_attempt_start, login_attempt_succeeded
 from agentloom.accounts.models import ApiToken
 from agentloom.accounts.selectors import token_get_for_user, token_list_for_user
 from agentloom.accounts.services import token_issue, token_revoke
-from agentloom.api.clients import ClientThrottle
 from agentloom.api.fields import StrictCharField
 from agentloom.errors import DomainError, NotFound
 
@@ -40,15 +41,6 @@ class TokenOut(serializers.ModelSerializer):
         return token.pk == getattr(self.context.get("current"), "pk", None)
 
 
-class LoginThrottle(ClientThrottle):
-    """Rate limit on login attempts per client address (SPEC §11)."""
-
-    scope = "login"
-
-    def get_cache_key(self, request, view):
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
-
-
 @extend_schema(
     request=LoginSerializer,
     responses={200: inline_serializer("TokenResponse", {"token": serializers.CharField(),
@@ -58,19 +50,26 @@ class LoginThrottle(ClientThrottle):
 @api_view(["POST"])
 @authentication_classes([])
 @permission_classes([])
-@throttle_classes([LoginThrottle])
 def obtain_token(request):
     """Exchange a username and password for an API token (`Authorization: Token <key>`).
 
     The key is shown this once. It expires after `AGENTLOOM_TOKEN_DAYS`, is replaced when
-    the same `client` logs in again, and dies with a password change.
+    the same `client` logs in again, and dies with a password change. Failed logins count
+    with the chat's and the console's login pages, per address and per username; past
+    `AGENTLOOM_LOGIN_RATE` every attempt is refused with 429 until the window has passed.
     """
     data = LoginSerializer(data=request.data)
-    data.is_valid(raise_exception=True)
+    data.is_valid(raise_exception=True)  # a malformed body checks no password and counts for nothing
     values = data.validated_data
+    attempt = login_attempt_start(request=request, username=values["username"])
+    if attempt.refused:
+        refused = Throttled(detail=LOCKED_MESSAGE)
+        refused.wait = attempt.retry_after - 1  # the handler's Retry-After is wait + 1; the message stays as is
+        raise refused
     user = authenticate(request, username=values["username"], password=values["password"])
     if user is None or not user.is_active:
         raise BadCredentials("Wrong username or password.")
+    login_attempt_succeeded(attempt=attempt)
     token, key = token_issue(user=user, client=values["client"])
     return Response({"token": key, "client": token.client, "expires_at": token.expires_at})
 

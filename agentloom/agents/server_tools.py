@@ -17,9 +17,16 @@ from typing import Any
 
 from agentloom.agents.models import Agent
 from agentloom.errors import ValidationFailed
+from agentloom.toolservers.endpoints import Endpoint
 from agentloom.toolservers.listing import drift_text, tool_drift
 from agentloom.toolservers.models import ToolServer
-from agentloom.toolservers.selectors import server_tool_resolve, servers_for_space
+from agentloom.toolservers.selectors import (
+    server_tool_resolve,
+    server_usable_by,
+    servers_for_space,
+    toolserver_endpoint,
+)
+from agentloom.toolservers.sessions import RunToolSessions
 from context.tool_names import function_names
 
 OVERRIDE_KEYS = {"idempotent": "re-run it on resume (RUN-6)", "observes_screen": "its images are screenshots (CTX-8)"}
@@ -139,3 +146,31 @@ def drafts_using_server(server: ToolServer) -> list[str]:
     return [agent.name for agent in agents.only("name", "tools", "space_id")
             if agent.space_id not in shadowed and any(isinstance(t, str) and t.startswith(prefix)
                                                       for t in agent.tools or [])]
+
+
+def run_tool_sessions(*, version: Any) -> RunToolSessions:
+    """The sessions a run of ``version`` may open: one per server its tools use, each only
+    if the version's space may still use it (a server moved out of reach is not called)."""
+    entries = frozen_server_tools(version)
+    if not entries:
+        return RunToolSessions({})
+    servers = {s.pk: s for s in ToolServer.objects.filter(pk__in={e["server_id"] for e in entries})}
+    space_id = version.agent.space_id
+    endpoints: dict[int, tuple[str, Endpoint | None]] = {}
+    for entry in entries:
+        server = servers.get(entry["server_id"])
+        usable = server is not None and server_usable_by(server=server, space_id=space_id)
+        endpoints[entry["server_id"]] = (entry["server"], toolserver_endpoint(server=server)
+                                         if server is not None and usable else None)
+    return RunToolSessions(endpoints)
+
+
+def version_credentials(*, version: Any, sessions: RunToolSessions | None = None) -> list[str]:
+    """The credentials a run of ``version`` holds, to be redacted wherever it writes (LOOP-8):
+    its connection's API key and its tool servers' header and env values. ``sessions``: the
+    run's own, when it has opened them already."""
+    connection = version.model_connection
+    key = connection.api_key if connection is not None else ""
+    if sessions is None:
+        sessions = run_tool_sessions(version=version)
+    return [key, *sessions.secrets()]

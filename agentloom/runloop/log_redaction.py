@@ -11,6 +11,11 @@ is executing, in every form the redactor knows (``secrets_kept_from_logs``, held
 and by a manual compaction for as long as they execute, and by a tool's thread for as long
 as it runs, which may be past its run's end: ``secrets_hold``).
 
+Every record also loses the credentials an absolute URL in it may carry, known or not: its
+user name and password (``https://user:sk-…@host``) and the values of its query and fragment
+(``?key=sk-…``), where people paste keys and libraries print them (``url_credentials_scrub``).
+Only a record that holds such a URL is changed.
+
 The record is changed in place (the traceback is formatted once, then kept as text), so
 every handler after the first sees it redacted too. With no run under way the filter costs
 one global read per record.
@@ -24,12 +29,13 @@ was and never dropped.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from agentloom.runloop.redaction import Redactor
+from agentloom.redaction import REDACTED, Redactor
 
 WITHHELD = "[log line withheld: it could not be checked for secrets]"
 
@@ -116,6 +122,54 @@ def record_redact(record: logging.LogRecord, redactor: Redactor) -> None:
         record.stack_info = redactor.text(record.stack_info)
 
 
+# An absolute URL as log lines write one: a scheme, then anything up to a space or a quote.
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
+_USERINFO = re.compile(r"^([^:/?#]+://)[^/?#]*@")
+
+
+def _values_redacted(part: str, *, bare: bool) -> str:
+    """``a=1&key=sk-…`` → ``a=[REDACTED]&key=[REDACTED]``; a bare item too when ``bare``
+    (in a query it is a value, ``?sk-…``; in a fragment, an anchor)."""
+    items = []
+    for item in part.split("&"):
+        name, equals, value = item.partition("=")
+        items.append(f"{name}={REDACTED}" if equals and value else REDACTED if bare and item and not equals else item)
+    return "&".join(items)
+
+
+def _url_scrubbed(match: re.Match[str]) -> str:
+    url = _USERINFO.sub(rf"\1{REDACTED}@", match.group(), count=1)
+    url, hashed, fragment = url.partition("#")
+    url, asked, query = url.partition("?")
+    return (url + asked + _values_redacted(query, bare=True) + hashed + _values_redacted(fragment, bare=False))
+
+
+def url_credentials_scrub(text: str) -> str:
+    """``text`` with each absolute URL's user name and password and its query and fragment
+    values replaced by ``[REDACTED]`` (names, hosts and paths are kept)."""
+    return _URL.sub(_url_scrubbed, text) if "://" in text else text
+
+
+def record_scrub_urls(record: logging.LogRecord) -> None:
+    """Scrub the URLs of one record in place (``url_credentials_scrub``), its traceback's
+    too; a record without one is left as it was."""
+    try:
+        message = record.getMessage()
+    except Exception:  # a broken format string: its parts, as record_redact keeps them
+        message = f"{record.msg!r} % {record.args!r}"
+    if "://" in message:
+        scrubbed = url_credentials_scrub(message)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+    exception = _exception(record.exc_info)
+    if exception is not None and not record.exc_text:
+        record.exc_text = _TRACEBACKS.formatException(exception)  # type: ignore[arg-type]
+    if record.exc_text and "://" in record.exc_text:
+        scrubbed = url_credentials_scrub(record.exc_text)
+        if scrubbed != record.exc_text:
+            record.exc_text, record.exc_info = scrubbed, None  # the exception still holds the URL
+
+
 def _withhold(record: logging.LogRecord) -> None:
     """What is left of a record that could not be checked: when, where and how grave it
     was (the formatter's fields), and that its text was withheld."""
@@ -125,16 +179,17 @@ def _withhold(record: logging.LogRecord) -> None:
 
 
 class SecretsFilter(logging.Filter):
-    """A handler's filter that lets every record through, redacted (LOOP-8). It never
-    raises and never drops a record."""
+    """A handler's filter that lets every record through, redacted (LOOP-8), its URLs
+    without credentials. It never raises and never drops a record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         redactor = _redactor
-        if redactor is not None:
-            try:
+        try:
+            if redactor is not None:
                 record_redact(record, redactor)
-            except Exception:
-                _withhold(record)
+            record_scrub_urls(record)
+        except Exception:
+            _withhold(record)
         return True
 
 

@@ -16,13 +16,14 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from agentloom.agents.server_tools import run_tool_sessions, version_credentials
 from agentloom.agents.tool_registry import Tool, registry
+from agentloom.redaction import Redactor
 from agentloom.runloop.errors import RunCancelled, RunLost, RunStopped
-from agentloom.runloop.redaction import Redactor
 from agentloom.runloop.watch import RunWatch
 from agentloom.tools.delegate import MAX_DEPTH
 from agentloom.tools.read_file import files_in_view
-from agentloom.tools.server_tools import run_tool_sessions, server_tools_build
+from agentloom.tools.server_tools import server_tools_build
 from agentloom.toolservers.sessions import RunToolSessions
 from context import (
     Budget,
@@ -312,7 +313,7 @@ def run_state_build(run: Run) -> RunState:
         tools=[*(registry[name] for name in version.tools if name in registry), *_file_tools(run, version, traits),
                *server_tools_build(version=version, sessions=sessions)],
         watch=RunWatch(run.pk, attempt=run.attempt),
-        redactor=Redactor([api_key, *sessions.secrets()]),
+        redactor=Redactor(version_credentials(version=version, sessions=sessions)),
         target=target,
         tool_sessions=sessions,
     )

@@ -3,8 +3,9 @@
 A published version froze each server tool (``agents.server_tools``); here each becomes a
 ``Tool`` of the registry's shape, named by its frozen function name, described and
 schema'd byte for byte as frozen, idempotent as frozen, with its server's time-out. Calling
-it goes through the run's ``RunToolSessions`` (one protocol session per server), and the
-images of its result through the upload rules (``tools.server_images``).
+it goes through the run's ``RunToolSessions`` (one protocol session per server, opened by
+``agentloom.agents.server_tools.run_tool_sessions``), and the images of its result through
+the upload rules (``tools.server_images``).
 """
 from __future__ import annotations
 
@@ -13,29 +14,10 @@ from typing import Any
 from agentloom.agents.server_tools import frozen_server_tools
 from agentloom.agents.tool_registry import Tool, ToolCancelled, ToolContext, ToolError, ToolOutcomeUnknown, ToolResult
 from agentloom.tools.server_images import server_images_check
-from agentloom.toolservers.endpoints import Endpoint
-from agentloom.toolservers.models import ToolServer
-from agentloom.toolservers.selectors import server_usable_by, toolserver_endpoint
 from agentloom.toolservers.sessions import CallRefused, CallStopped, CallUnknown, RunToolSessions
 
 # Past the server's own time-out the SDK gives up first and cancels; ours is the backstop.
 TIMEOUT_MARGIN = 5.0
-
-
-def run_tool_sessions(*, version: Any) -> RunToolSessions:
-    """The sessions a run of ``version`` may open: one per server its tools use, each only
-    if the version's space may still use it (a server moved out of reach is not called)."""
-    entries = frozen_server_tools(version)
-    if not entries:
-        return RunToolSessions({})
-    servers = {s.pk: s for s in ToolServer.objects.filter(pk__in={e["server_id"] for e in entries})}
-    space_id = version.agent.space_id
-    endpoints: dict[int, tuple[str, Endpoint | None]] = {}
-    for entry in entries:
-        server = servers.get(entry["server_id"])
-        usable = server is not None and server_usable_by(server=server, space_id=space_id)
-        endpoints[entry["server_id"]] = (entry["server"], toolserver_endpoint(server=server) if usable else None)
-    return RunToolSessions(endpoints)
 
 
 def server_tools_build(*, version: Any, sessions: RunToolSessions) -> list[Tool]:

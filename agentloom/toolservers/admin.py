@@ -14,6 +14,7 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.debug import sensitive_post_parameters
 
+from agentloom.accounts.selectors import user_is_operator
 from agentloom.console_lists import ConsoleListMixin
 from agentloom.errors import DomainError
 from agentloom.toolservers.forms import ToolServerAdminForm
@@ -140,7 +141,8 @@ class ToolServerAdmin(ConsoleListMixin, admin.ModelAdmin):
                                            "(manage.py toolservers_sync).", messages.WARNING)
                 continue
             try:
-                _, changes = toolserver_refresh(server=server, by=request.user)
+                _, changes = toolserver_refresh(server=server, by=request.user,
+                                                detailed=user_is_operator(user=request.user))
             except DomainError as exc:
                 self.message_user(request, f"{server.name}: {exc.message}", messages.ERROR)
             else:

@@ -15,6 +15,7 @@ from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.exceptions import Throttled
 from rest_framework.response import Response
 
+from agentloom.accounts.selectors import user_is_operator
 from agentloom.api.fields import id_from_text
 from agentloom.errors import ValidationFailed
 from agentloom.spaces.selectors import space_default_for_admin, space_get_for_admin
@@ -70,7 +71,8 @@ def toolservers_collection(request):
     space_id = values.pop("space", None)
     space = (space_get_for_admin(user=request.user, space_id=space_id) if space_id is not None
              else space_default_for_admin(user=request.user))
-    server, _ = toolserver_register(space=space, data=values, created_by=request.user)
+    server, _ = toolserver_register(space=space, data=values, created_by=request.user,
+                                    detailed=user_is_operator(user=request.user))
     return Response(ToolServerOut(server, context=_reader(request)).data, status=status.HTTP_201_CREATED)
 
 
@@ -92,7 +94,8 @@ def toolserver_detail(request, server_id: int):
     data.is_valid(raise_exception=True)
     if "url" in data.validated_data or "headers" in data.validated_data:
         _throttle(request)
-    return Response(ToolServerOut(toolserver_update(server=server, data=data.validated_data, by=request.user),
+    return Response(ToolServerOut(toolserver_update(server=server, data=data.validated_data, by=request.user,
+                                                    detailed=user_is_operator(user=request.user)),
                                   context=_reader(request)).data)
 
 
@@ -102,5 +105,5 @@ def toolserver_detail(request, server_id: int):
 def toolserver_refresh_view(request, server_id: int):
     """List the server's tools again and say what changed (the space's admins)."""
     server = toolserver_get_for_admin(server_id=server_id, user=request.user)
-    server, changes = toolserver_refresh(server=server, by=request.user)
+    server, changes = toolserver_refresh(server=server, by=request.user, detailed=user_is_operator(user=request.user))
     return Response(RefreshOut(server, context={"changes": changes, **_reader(request)}).data)

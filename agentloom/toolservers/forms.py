@@ -12,6 +12,7 @@ from typing import Any
 
 from django import forms
 
+from agentloom.accounts.selectors import user_is_operator
 from agentloom.errors import DomainError
 from agentloom.toolservers.models import ToolServer
 from agentloom.toolservers.services import toolserver_register, toolserver_update
@@ -89,9 +90,10 @@ class ToolServerAdminForm(forms.ModelForm):
             if self.instance.pk:
                 changed = {k: v for k, v in data.items() if k == "headers" or getattr(self.instance, k) != v}
                 self.saved = toolserver_update(server=ToolServer.objects.get(pk=self.instance.pk), data=changed,
-                                               by=self.user)
+                                               by=self.user, detailed=user_is_operator(user=self.user))
             else:
-                self.saved, _ = toolserver_register(space=cleaned["space"], data=data, created_by=self.user)
+                self.saved, _ = toolserver_register(space=cleaned["space"], data=data, created_by=self.user,
+                                                    detailed=user_is_operator(user=self.user))
         except DomainError as exc:
             for field, message in (exc.fields or {None: exc.message}).items():
                 target = {"headers": "header_lines"}.get(field, field)

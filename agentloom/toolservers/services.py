@@ -3,11 +3,13 @@
 
 Every write that touches the URL or the headers connects first (initialize, then every
 page of ``tools/list``) and saves only when the server answered: a refused token, a dead
-port, a metadata address or a protocol error is a 400 naming the cause, and nothing is
-saved. The connection happens before any transaction opens (STYLE 10), with the request's
-database connection given back meanwhile, one of a bounded number of probes per process
-and per person (``agentloom/slow_work.py``). Header values are
-written to the encrypted column and never returned, logged or put into a message.
+port, a metadata address or a protocol error is a 400 naming the cause — to an operator;
+anyone else gets one ``unreachable`` for every cause the network decided
+(``models_catalog.reachability``) — and nothing is saved. The connection happens before
+any transaction opens (STYLE 10), with the request's database connection given back
+meanwhile, one of a bounded number of probes per process and per person
+(``agentloom/slow_work.py``). Header values are written to the encrypted column and
+never returned, logged or put into a message.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from agentloom.toolservers.listing import listing_changes
 from agentloom.toolservers.models import ToolServer
 from agentloom.toolservers.selectors import operator_servers, servers_for_space
 from agentloom.toolservers.validation import header_hints, headers_check, name_check, timeout_check, url_check
+from models_catalog.reachability import UNREACHED_CODE, UNREACHED_TOOLS, refused_by_input
 
 logger = logging.getLogger("agentloom.toolservers")
 
@@ -51,16 +54,22 @@ def _probe(endpoint: Endpoint) -> Listing:
     return probe(endpoint)
 
 
-def _listing(endpoint: RemoteEndpoint, *, by) -> Listing:
-    """Connect and list, or a 400 naming the cause (``url`` or ``headers``). One of the
-    process's and ``by``'s bounded probes (429/503 past them), holding no database
-    connection while the server answers (``agentloom/slow_work.py``)."""
+def _listing(endpoint: RemoteEndpoint, *, by, detailed: bool) -> Listing:
+    """Connect and list, or a 400 naming the cause (``url`` or ``headers``). Unless
+    ``detailed`` (the caller is an operator), every cause but a URL the guard refuses by its
+    spelling is one answer, ``unreachable`` (``models_catalog.reachability``); the log has it.
+    One of the process's and ``by``'s bounded probes (429/503 past them), holding no
+    database connection while the server answers (``agentloom/slow_work.py``)."""
     try:
         with slow_work("probe", person=getattr(by, "pk", None)):
             return _probe(endpoint)
     except ToolServerError as exc:
         message = _scrub(exc.message, endpoint.headers)
-        logger.info("tool server refused: code=%s", exc.code)  # never the URL's query or a header
+        # The message names host and port at most: never the URL's query or a header.
+        logger.info("tool server refused: code=%s: %s", exc.code, message)
+        if not detailed and not (exc.code == "unsafe_url" and
+                                 refused_by_input(endpoint.url, allow_private=endpoint.allow_private)):
+            raise ValidationFailed(UNREACHED_TOOLS, code=UNREACHED_CODE, fields={"url": UNREACHED_TOOLS}) from None
         raise ValidationFailed(message, code=exc.code, fields={exc.field: message}) from None
 
 
@@ -85,15 +94,17 @@ def toolserver_in_use_by(*, server: ToolServer) -> list[str]:
     return sorted({name for check in IN_USE_CHECKS for name in check(server)})
 
 
-def toolserver_register(*, space, data: Mapping[str, Any], created_by=None) -> tuple[ToolServer, Listing]:
-    """Register a remote server in ``space`` (the caller checked they administer it)."""
+def toolserver_register(*, space, data: Mapping[str, Any], created_by=None,
+                        detailed: bool = False) -> tuple[ToolServer, Listing]:
+    """Register a remote server in ``space`` (the caller checked they administer it).
+    ``detailed``: the caller is an operator, who reads why a connection failed."""
     name = name_check(data.get("name"))
     url = url_check(data.get("url"))
     headers = headers_check(data.get("headers"))
     timeout = timeout_check(data.get("timeout_seconds", ToolServer._meta.get_field("timeout_seconds").default))
     _name_free(space_id=space.pk, name=name)
     listing = _listing(RemoteEndpoint(url=url, headers=headers, allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
-                                      timeout=float(timeout)), by=created_by)
+                                      timeout=float(timeout)), by=created_by, detailed=detailed)
     server = ToolServer(space=space, kind=ToolServer.Kind.REMOTE, name=name, url=url,
                         headers=json.dumps(headers) if headers else "", header_hints=header_hints(headers),
                         timeout_seconds=timeout, created_by=created_by)
@@ -108,7 +119,8 @@ def toolserver_register(*, space, data: Mapping[str, Any], created_by=None) -> t
     return server, listing
 
 
-def toolserver_update(*, server: ToolServer, data: Mapping[str, Any], by=None) -> ToolServer:
+def toolserver_update(*, server: ToolServer, data: Mapping[str, Any], by=None,
+                      detailed: bool = False) -> ToolServer:
     """Change a remote server. A new URL or new headers connect again first (a probe of
     ``by``'s); a new URL needs its headers again, because headers go only to the URL they
     were entered for (CAT-6)."""
@@ -134,7 +146,7 @@ def toolserver_update(*, server: ToolServer, data: Mapping[str, Any], by=None) -
         listing = _listing(RemoteEndpoint(url=url, headers=headers,
                                           allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
                                           timeout=float(changes.get("timeout_seconds", server.timeout_seconds))),
-                           by=by)
+                           by=by, detailed=detailed)
         _keep_listing(server, listing)
         changes.update(url=url, headers=json.dumps(headers) if headers else "", header_hints=header_hints(headers))
     for name, value in changes.items():
@@ -144,13 +156,13 @@ def toolserver_update(*, server: ToolServer, data: Mapping[str, Any], by=None) -
     return server
 
 
-def toolserver_refresh(*, server: ToolServer, by=None) -> tuple[ToolServer, dict[str, Any]]:
+def toolserver_refresh(*, server: ToolServer, by=None, detailed: bool = False) -> tuple[ToolServer, dict[str, Any]]:
     """List the tools again (a probe of ``by``'s) and say what changed since the last listing (TOOL-1)."""
     endpoint = RemoteEndpoint(url=server.url, headers=server.header_values(), transport=server.transport,
                               allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS,
                               timeout=float(server.timeout_seconds))
     before = server.tools
-    listing = _listing(endpoint, by=by)
+    listing = _listing(endpoint, by=by, detailed=detailed)
     _keep_listing(server, listing)
     server.save()
     return server, listing_changes(before, listing.tools)

@@ -1,6 +1,6 @@
 """Browser-side defences of the chat pages and the console: a strict Content-Security-Policy,
-a limit on failed logins, console list filters held to ids a column can hold, and no NUL
-character in a query string or a console form (SPEC §11).
+the failed-login limit in both login forms, console list filters held to ids a column can
+hold, and no NUL character in a query string or a console form (SPEC §11).
 
 The CSP is a second wall behind the Markdown sanitiser: the pages load scripts and
 styles only from our own origin and carry no inline script, so even markup that slipped
@@ -14,14 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 
+from django.conf import settings
 from django.contrib import messages
-from django.core.cache import cache
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
-from agentloom.api.clients import client_address
+from agentloom.accounts.login_limit import LOCKED_MESSAGE, login_attempt_start, login_attempt_succeeded
 from agentloom.api.fields import id_from_text
 from agentloom.api.pages import bad_request_saying
+
+LOCKED_CODE = "login_locked"
 
 CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'self'",
@@ -36,9 +41,6 @@ CONTENT_SECURITY_POLICY = "; ".join([
     "form-action 'self'",
     "frame-ancestors 'none'",
 ])
-
-LOGIN_FAILURES_ALLOWED = 10
-LOGIN_FAILURE_WINDOW_SECONDS = 60
 
 
 def _add_csp(response):
@@ -129,38 +131,54 @@ class NulRefusedMiddleware:
         return self.get_response(request)
 
 
-def _client_key(request) -> str:
-    return f"web-login-failures:{client_address(request) or '?'}"
+class _LimitedLogin:
+    """The one failed-login limit (agentloom/accounts/login_limit.py) inside a login form.
+
+    The form is where a page checks the password, so the attempt is counted there: after
+    the fields are valid (a form missing one checks nothing), before ``authenticate``. A
+    locked address or username gets :data:`LOCKED_MESSAGE` as the form's error, with code
+    ``login_locked``, and its password is never checked; :func:`limited_login` then
+    answers 429. A right password gives the attempt's slot back, even when the door then
+    refuses the account (an inactive one; a member at the console's door): it was no guess.
+    """
+
+    def clean(self):
+        username, password = self.cleaned_data.get("username"), self.cleaned_data.get("password")
+        if username is None or not password:
+            return super().clean()  # no password to check: nothing to count
+        attempt = login_attempt_start(request=self.request, username=username)
+        if attempt.refused:
+            raise ValidationError(LOCKED_MESSAGE, code=LOCKED_CODE)
+        try:
+            return super().clean()
+        finally:
+            if self.user_cache is not None:
+                login_attempt_succeeded(attempt=attempt)
 
 
-def login_blocked(request) -> bool:
-    """True after too many failed logins from this address within the window."""
-    return (cache.get(_client_key(request)) or 0) >= LOGIN_FAILURES_ALLOWED
+class LimitedAuthenticationForm(_LimitedLogin, AuthenticationForm):
+    """The chat's login form."""
 
 
-def login_failed(request) -> None:
-    key = _client_key(request)
-    if cache.add(key, 1, LOGIN_FAILURE_WINDOW_SECONDS):
-        return
-    try:
-        cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.set(key, 1, LOGIN_FAILURE_WINDOW_SECONDS)
+class LimitedAdminAuthenticationForm(_LimitedLogin, AdminAuthenticationForm):
+    """The console's login form (``admin.site.login_form``)."""
+
+
+def login_locked(form) -> bool:
+    """Whether a bound login form was refused by the failed-login limit."""
+    return form is not None and form.is_bound and form.has_error(NON_FIELD_ERRORS, LOCKED_CODE)
 
 
 def limited_login(view: Callable) -> Callable:
-    """The same failed-login limit for any login view (the admin console's included)."""
-    from django.http import HttpResponse
+    """A login page whose form was refused by the failed-login limit answers 429 with
+    ``Retry-After``, showing the refusal as the form's error (the console's page included)."""
 
     @wraps(view)
     def wrapped(request, *args, **kwargs):
-        if request.method == "POST" and login_blocked(request):
-            return HttpResponse("Too many failed logins from this address; wait a minute and try again.\n",
-                                status=429, content_type="text/plain; charset=utf-8",
-                                headers={"Retry-After": str(LOGIN_FAILURE_WINDOW_SECONDS)})
         response = view(request, *args, **kwargs)
-        if request.method == "POST" and not request.user.is_authenticated:
-            login_failed(request)
+        if request.method == "POST" and login_locked((getattr(response, "context_data", None) or {}).get("form")):
+            response.status_code = 429
+            response["Retry-After"] = str(settings.AGENTLOOM_LOGIN_LIMIT[1])
         return response
 
     return wrapped

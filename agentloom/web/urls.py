@@ -8,7 +8,7 @@ app_name = "web"
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", views.ChatLoginView.as_view(), name="login"),
+    path("login/", views.chat_login, name="login"),
     path("logout/", views.chat_logout, name="logout"),
     path("sessions/new", views.session_new, name="session-new"),
     path("sessions/new/questions", start.session_start_view, name="session-start"),

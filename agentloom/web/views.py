@@ -21,7 +21,7 @@ from agentloom.slow_work import slow_work
 from agentloom.web.errors import error_table
 from agentloom.web.presenters import meter_label
 from agentloom.web.rendered_runs import runs_rendered
-from agentloom.web.security import LOGIN_FAILURE_WINDOW_SECONDS, login_blocked, login_failed, with_csp
+from agentloom.web.security import LimitedAuthenticationForm, limited_login, login_locked, with_csp
 from agentloom.web.selectors import (
     RunsPage,
     agents_startable,
@@ -43,33 +43,27 @@ _ID = 987654321  # a placeholder id, replaced by "{id}" in the URL templates han
 
 @method_decorator(with_csp, name="dispatch")
 class ChatLoginView(LoginView):
-    """Django's login, our template, a limit on failed attempts per address (SPEC §11)."""
+    """Django's login, our template, the failed-login limit every login door shares (SPEC §11).
+
+    The limit lives in the form (:class:`LimitedAuthenticationForm`); the URL wraps the view
+    in :func:`limited_login`, which turns a refused form into 429 with ``Retry-After``.
+    """
 
     template_name = "registration/login.html"
+    authentication_form = LimitedAuthenticationForm
     redirect_authenticated_user = True
     next_page = reverse_lazy("web:home")
-
-    def post(self, request, *args, **kwargs):
-        if login_blocked(request):
-            # An unbound form: the password is not even checked while the address is blocked.
-            form = self.get_form_class()(request)
-            response = self.render_to_response(self.get_context_data(form=form, blocked=True), status=429)
-            response["Retry-After"] = str(LOGIN_FAILURE_WINDOW_SECONDS)
-            return response
-        return super().post(request, *args, **kwargs)
-
-    def form_invalid(self, form):
-        login_failed(self.request)
-        return super().form_invalid(form)
 
     def get_context_data(self, **kwargs):
         # The first-time hint says where the admin's password came from: `make run` prints a
         # generated one only when DJANGO_SUPERUSER_PASSWORD did not set it.
         context = super().get_context_data(**kwargs)
         context["admin_password_from_env"] = bool(os.environ.get("DJANGO_SUPERUSER_PASSWORD"))
+        context["blocked"] = login_locked(context.get("form"))
         return context
 
 
+chat_login = limited_login(ChatLoginView.as_view())
 chat_logout = LogoutView.as_view(next_page=reverse_lazy("web:login"))
 
 

@@ -31,6 +31,7 @@ from sessions.services.files import attachment_of, attachments_mark, attachments
 from sessions.services.frames import frame_locked
 from sessions.services.manual_compaction import compaction_request as compaction_request  # its old home
 from sessions.services.manual_compaction import session_lock_to_ask
+from sessions.services.pasted import pasted_redactor
 from sessions.services.prepared import preparations_discard
 from sessions.services.records import NewRecord, record_append, records_append, records_append_new
 from sessions.services.runs import run_create_with_main, run_dispatch_on_commit
@@ -71,7 +72,7 @@ def question_ask(*, session: Session, content: Any, files: Any = None) -> Run:
     CompactionRunning (409) while a manual compaction holds the session, and
     NotFound once the session's creator has left its space (RUN-11).
     """
-    content = _clean_content(content)
+    content = pasted_redactor(version=session.version).text(_clean_content(content))  # LOOP-8; the title too
     file_ids = file_ids_clean(files)
     with transaction.atomic():
         # One thing at a time per session: not while a manual compaction holds it.
@@ -170,7 +171,7 @@ def answer_continue(*, run: Run) -> Run:
 def supplement_add(*, run: Run, content: Any) -> dict[str, Any]:
     """Queue a supplement for a working run (RUN-5). It enters the context only at a safe
     point — never between a tool call and its result — when the loop takes the queue."""
-    content = _clean_content(content)
+    content = pasted_redactor(version=run.version).text(_clean_content(content))  # LOOP-8
     _creator_still_member(run.session)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)

@@ -20,6 +20,7 @@ from agentloom.slow_work import slow_work
 from context import get_estimator, project_records
 from context.surrogates import replace_lone_surrogates
 from sessions.models import Instance, Run, Session, SessionView
+from sessions.services.pasted import pasted_redactor
 from sessions.services.records import NewRecord, records_append
 from sessions.services.runs import budget_freeze
 from sessions.services.sessions import session_create
@@ -153,7 +154,9 @@ def _session_import(*, user, agent_id: int, transcript: Any, title: str) -> Sess
     title = replace_lone_surrogates(title)
     with transaction.atomic():
         session = session_create(user=user, agent_id=agent_id)
-        session.title = (title or _first_user_text(messages) or "Imported conversation")[:200]
+        redactor = pasted_redactor(version=session.version)  # LOOP-8: a key in the transcript or its title
+        messages = [redactor.message(message) for message in messages]
+        session.title = redactor.text(title or _first_user_text(messages) or "Imported conversation")[:200]
         session.save(update_fields=["title"])
         now = timezone.now()
         run = Run.objects.create(session=session, version=session.version, status=Run.Status.COMPLETED,

@@ -22,6 +22,7 @@ def test_cat7_an_admin_discovers_claude_models_with_their_figures(api, alice, sp
     assert_no_secret(response.content.decode())
 
 
+@pytest.mark.usefixtures("alice_is_staff")  # an operator reads the cause (models_catalog/reachability.py)
 def test_cat7_a_refused_anthropic_key_is_a_400_on_the_key_that_echoes_nothing(api, alice, space, fake_provider):
     fake_provider.handler = AnthropicFake(api_key="sk-ant-the-right-one")
     response = api(alice).post("/api/models/discover", {"provider": "anthropic", "base_url": fake_provider.base_url,

@@ -68,6 +68,7 @@ def test_cat2_the_openai_official_endpoint_gets_manifest_figures_at_the_service_
     assert fake_provider.requests[0].headers["host"] == "api.openai.com"
 
 
+@pytest.mark.usefixtures("alice_is_staff")  # an operator reads the cause (models_catalog/reachability.py)
 def test_cat5_a_wrong_key_is_a_400_auth_without_the_key_or_the_providers_words(api, alice, space, fake_provider,
                                                                                all_logs):
     fake_provider.handler = lambda request: error(401, f"{PROVIDER_SECRET}: bad key {API_KEY}", code="invalid_api_key")
@@ -80,6 +81,7 @@ def test_cat5_a_wrong_key_is_a_400_auth_without_the_key_or_the_providers_words(a
     assert_logs_clean(all_logs, API_KEY, PROVIDER_SECRET)
 
 
+@pytest.mark.usefixtures("alice_is_staff")  # an operator reads the cause (models_catalog/reachability.py)
 @pytest.mark.parametrize(("reply", "code"), [
     (error(500, PROVIDER_SECRET), "provider_unavailable"),
     (error(429, PROVIDER_SECRET, retry_after=3), "rate_limited"),

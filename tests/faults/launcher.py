@@ -83,9 +83,15 @@ class Api:
 
 
 class MakeRun:
-    """One ``make run`` (the launcher) with its output in ``var_dir/launch.log``."""
+    """One ``make run`` (the launcher) with its output in ``var_dir/launch.log``.
 
-    def __init__(self, var_dir: Path, *, env: dict[str, str] | None = None) -> None:
+    By default it runs this checkout with the test's own interpreter; ``python`` and ``app``
+    run another install on another copy of the code (the compose image's, in
+    ``test_runtime_install.py``), with that copy first on ``PYTHONPATH``.
+    """
+
+    def __init__(self, var_dir: Path, *, env: dict[str, str] | None = None, python: str = sys.executable,
+                 app: Path = REPO) -> None:
         self.var_dir = var_dir
         self.port = free_port()
         environment = {k: v for k, v in os.environ.items()
@@ -94,10 +100,12 @@ class MakeRun:
         environment.update({"PORT": str(self.port), "AGENTLOOM_VAR_DIR": str(var_dir),
                             "DJANGO_SUPERUSER_USERNAME": ADMIN, "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
                             "AGENTLOOM_WORKER_CONCURRENCY": "2", **(env or {})})
+        if app != REPO:
+            environment["PYTHONPATH"] = str(app)
         self.log_path = var_dir / f"launch-{self.port}.log"
         self._log = open(self.log_path, "w")
         self.started = time.monotonic()
-        self.process = subprocess.Popen([sys.executable, "-m", "agentloom.launch"], cwd=REPO, env=environment,
+        self.process = subprocess.Popen([python, "-m", "agentloom.launch"], cwd=app, env=environment,
                                         stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self.api = Api(f"http://127.0.0.1:{self.port}")
 

@@ -5,6 +5,10 @@
 - Every module and test a row lists exists, still cites the row's id, and sits in its
   column (tests under ``tests/``, modules outside it and outside the docs).
 - A row marked *not cited yet* is cited nowhere, and every other row is cited somewhere.
+- A row shows "—" for tests (or modules) only when no file of that kind cites its id.
+
+A file cites an id by writing it out (``CTX-8``, ``CTX-21/22``, ``LOOP-1..8``); a test file also
+by a test's name that spells it in lower case as one of its words (``test_ctx8_…``).
 
 One pass over the repository's text files reads the citations; the table and this file are
 left out of it, and so are virtual environments, hidden folders (``.ci`` excepted),
@@ -29,7 +33,12 @@ UNCITED = "not cited yet"
 # An id written out, then optional shorthand second halves: "/22" (a pair) or "..8", "…11",
 # "–23" (a range, whose two ends are cited and nothing between).
 CITATION = re.compile(rf"\b({'|'.join(PREFIXES)})-(\d+)\b((?:(?:/|\.\.|…|–)\d+\b)*)")
+# A test's name cites ids in lower case without the dash, anywhere among its words:
+# ``test_ctx8_only_the_newest_screenshot_stays``, ``test_loop3_cat3_a_run_over…``.
+TEST_NAME = re.compile(r"\bdef (test_\w+)")
+TEST_NAME_WORD = re.compile(rf"({'|'.join(prefix.lower() for prefix in PREFIXES)})(\d+)")
 ROW = re.compile(r"^\|\s*([A-Z]+-\d+)\s*\|")
+NONE = "—"  # a cell of the table: no file of that kind cites the id
 SKIPPED_DIRS = frozenset({"var", "node_modules", "__pycache__"})
 SKIPPED_PATHS = frozenset({"context/vocab", DOC, THIS})
 
@@ -42,6 +51,24 @@ def citations_in(text: str) -> set[str]:
         for number in (match.group(2), *re.findall(r"\d+", match.group(3))):
             found.add(f"{prefix}-{int(number)}")
     return found
+
+
+def citations_in_test_names(text: str) -> set[str]:
+    """The requirement ids the names of the tests defined in ``text`` cite."""
+    found: set[str] = set()
+    for name in TEST_NAME.findall(text):
+        for word in name.split("_")[1:]:
+            if match := TEST_NAME_WORD.fullmatch(word):
+                found.add(f"{match.group(1).upper()}-{int(match.group(2))}")
+    return found
+
+
+def _test_file(path: str) -> bool:
+    return path.startswith("tests/")
+
+
+def _module_file(path: str) -> bool:
+    return not path.startswith(("tests/", "docs/")) and not path.endswith(".md")
 
 
 def _skipped_dir(name: str, path: str) -> bool:
@@ -68,7 +95,10 @@ def citations() -> dict[str, frozenset[str]]:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 continue
-            for requirement in citations_in(text):
+            found = citations_in(text)
+            if _test_file(path) and path.endswith(".py"):
+                found |= citations_in_test_names(text)
+            for requirement in found:
                 cited[requirement].add(path)
     return {requirement: frozenset(paths) for requirement, paths in cited.items()}
 
@@ -116,6 +146,16 @@ def test_it_reads_written_ids_pairs_and_range_ends_and_nothing_else():
     assert citations_in("CTX-7 and CTX-21/22; LOOP-1..8, CTX-1…11, CTX-20–23 (RUN-11)") == {
         "CTX-7", "CTX-21", "CTX-22", "LOOP-1", "LOOP-8", "CTX-1", "CTX-11", "CTX-20", "CTX-23", "RUN-11"}
     assert citations_in("UTF-8, XCTX-3, CTX-3a, SPEC-2, ctx-4, CTX-") == set()
+
+
+def test_a_tests_name_cites_the_ids_it_spells_in_lower_case_as_whole_words():
+    text = ("def test_ctx8_only_the_newest_screenshot_stays():\n"
+            "async def test_loop3_cat3_a_run_learns_its_window():\n"
+            "def test_ctx42_cut_to_fit_with_the_ctx7_marker():\n"
+            "def test_loop3_429_honours_retry_after():\n"
+            "def helper_ctx9_not_a_test():\n"
+            "def test_ctx10x_run_twice_rerun2_and_runner5_tool():\n")
+    assert citations_in_test_names(text) == {"CTX-8", "LOOP-3", "CAT-3", "CTX-42", "CTX-7"}
 
 
 def test_the_table_has_a_row_of_four_cells_for_every_prefix():
@@ -172,3 +212,19 @@ def test_a_row_marked_not_cited_yet_is_cited_nowhere_and_every_other_row_is_cite
     assert not now_cited, f"rows of {DOC} marked '{UNCITED}' that are cited now; list their carriers: {now_cited}"
     never_cited = [row.requirement for row in rows() if not row.uncited and row.requirement not in cited]
     assert not never_cited, f"rows of {DOC} that nothing cites any more; mark them '{UNCITED}': {never_cited}"
+
+
+def test_a_dash_stands_only_where_no_file_of_its_kind_cites_the_id():
+    """A row showing "—" for tests while a test cites the id (a test's name included) hides
+    where the rule is checked; the same for modules."""
+    cited = citations()
+    hidden = []
+    for row in rows():
+        if len(row.cells) != 4 or row.uncited:
+            continue
+        carriers = sorted(cited.get(row.requirement, ()))
+        for column, kind, of_kind in ((2, "modules", _module_file), (3, "tests", _test_file)):
+            found = [path for path in carriers if of_kind(path)]
+            if row.cells[column] == NONE and found:
+                hidden.append(f"{row.requirement} ({kind}: {', '.join(found[:4])})")
+    assert not hidden, f"rows of {DOC} showing '{NONE}' where files cite the id; list them: {hidden}"

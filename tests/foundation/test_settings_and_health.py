@@ -32,6 +32,11 @@ SETUP = "import django; django.setup()"
         ({"REDIS_URL": "http://127.0.0.1:6379"}, "REDIS_URL"),
         ({"SECRET_KEY": ""}, "SECRET_KEY"),
         ({"AGENTLOOM_ENCRYPTION_KEY": ""}, "AGENTLOOM_ENCRYPTION_KEY"),
+        ({"AGENTLOOM_LOGIN_RATE": "ten/min"}, "AGENTLOOM_LOGIN_RATE"),
+        ({"AGENTLOOM_LOGIN_RATE": "10/fortnight"}, "AGENTLOOM_LOGIN_RATE"),
+        ({"AGENTLOOM_PRIVATE_ENDPOINT_HOSTS": "ollama.lan,not a host!"}, "AGENTLOOM_PRIVATE_ENDPOINT_HOSTS"),
+        ({"AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS": "false", "AGENTLOOM_PRIVATE_ENDPOINT_HOSTS": "ollama.lan"},
+         "AGENTLOOM_PRIVATE_ENDPOINT_HOSTS"),
     ],
 )
 def test_a_bad_or_missing_variable_stops_start_up_with_one_line_naming_it(env, variable):

@@ -5,7 +5,7 @@
 - No private name (``_name``) imported from another module.
 - The floors: ``context`` < common (errors, API fields, parsers, upload bounds and client addresses,
   accounts, spaces, crypto, env, the database pool and row inserts, the console's admin mixins, the
-  bound on slow work, child processes and the image check) <
+  bound on slow work, child processes and the image check, the redactor of known secrets) <
   ``models_catalog`` and ``agentloom.toolservers`` < ``agentloom.agents`` < ``sessions`` < the run loop, tools, web and
   the project's wiring. A module never imports from a floor above its own.
 - No module over 450 lines.
@@ -32,7 +32,7 @@ FLOORS: tuple[tuple[int, tuple[str, ...]], ...] = (
          "agentloom.api.clients", "agentloom.api.parsers", "agentloom.api.uploads", "agentloom.accounts",
          "agentloom.crypto", "agentloom.env", "agentloom.db_pool", "agentloom.db_rows", "agentloom.spaces",
          "agentloom.readonly_admin", "agentloom.console_lists", "agentloom.slow_work", "agentloom.child_process",
-         "agentloom.images", "agentloom.image_decode")),
+         "agentloom.images", "agentloom.image_decode", "agentloom.redaction")),
     (2, ("models_catalog", "agentloom.toolservers")),
     (3, ("agentloom.agents",)),
     (4, ("sessions",)),

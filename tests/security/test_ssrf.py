@@ -70,6 +70,7 @@ def names(outbound):
     return outbound
 
 
+@pytest.mark.usefixtures("alice_is_staff")  # an operator reads the cause (models_catalog/reachability.py)
 @pytest.mark.parametrize("url", METADATA_AND_LINK_LOCAL + EMBEDDED_METADATA)
 def test_discovery_refuses_metadata_and_link_local_targets_even_with_private_endpoints_allowed(
         api, alice, space, names, url, settings):
@@ -82,6 +83,7 @@ def test_discovery_refuses_metadata_and_link_local_targets_even_with_private_end
     assert names.attempts == []  # nothing even tried to connect
 
 
+@pytest.mark.usefixtures("alice_is_staff")  # an operator reads the cause (models_catalog/reachability.py)
 @pytest.mark.parametrize("url", PRIVATE + EMBEDDED_PRIVATE)
 def test_discovery_refuses_private_targets_when_the_operator_turns_them_off(api, alice, space, names, url, settings):
     settings.ALLOW_PRIVATE_MODEL_ENDPOINTS = False

@@ -45,6 +45,7 @@ def test_tool1_a_server_that_speaks_only_http_sse_is_registered_on_that_transpor
     assert response.json()["transport"] == "sse" and len(response.json()["tools"]) == len(TOOL_NAMES)
 
 
+@pytest.mark.usefixtures("alice_is_staff")  # an operator reads the cause (models_catalog/reachability.py)
 @pytest.mark.parametrize("headers, code", [
     ({"Authorization": "Bearer not-the-token-at-all"}, "auth"),
     ({}, "auth"),
@@ -58,6 +59,7 @@ def test_tool1_a_refused_token_is_a_400_naming_the_headers_and_nothing_is_saved(
     assert not ToolServer.objects.exists()
 
 
+@pytest.mark.usefixtures("alice_is_staff")  # an operator reads the cause (models_catalog/reachability.py)
 def test_tool1_a_dead_port_is_a_400_naming_the_url(as_alice):
     with ToolServerApp() as gone:
         url = gone.url
@@ -76,6 +78,7 @@ def test_tool1_a_metadata_address_is_refused_before_anything_is_sent(as_alice, u
     assert not ToolServer.objects.exists()
 
 
+@pytest.mark.usefixtures("alice_is_staff")  # an operator reads the cause (models_catalog/reachability.py)
 def test_tool1_a_url_that_is_no_mcp_endpoint_is_a_protocol_error(as_alice, mcp_server):
     response = as_alice.post(URL, {"name": "tests", "url": mcp_server.url.replace("/mcp", "/elsewhere"),
                                    "headers": mcp_server.headers}, format="json")
@@ -83,6 +86,7 @@ def test_tool1_a_url_that_is_no_mcp_endpoint_is_a_protocol_error(as_alice, mcp_s
     assert "404" in response.json()["error"]["message"]
 
 
+@pytest.mark.usefixtures("alice_is_staff")  # an operator reads the cause (models_catalog/reachability.py)
 def test_tool1_a_web_page_that_is_not_mcp_is_a_protocol_error(as_alice):
     from tests.fakes.fake_provider import RawResponse
 
@@ -93,6 +97,7 @@ def test_tool1_a_web_page_that_is_not_mcp_is_a_protocol_error(as_alice):
     assert "Welcome" not in json.dumps(response.json())
 
 
+@pytest.mark.usefixtures("alice_is_staff")  # an operator reads the cause (models_catalog/reachability.py)
 def test_tool1_a_redirect_is_not_followed_and_the_headers_go_nowhere_else(as_alice, mcp_server):
     with FakeProvider(lambda request: redirect(mcp_server.url, status=307)) as hop:
         response = as_alice.post(URL, {"name": "hop", "url": hop.url + "/mcp", "headers": mcp_server.headers},
@@ -165,6 +170,7 @@ def test_tool1_headers_go_only_to_the_url_they_were_entered_for(as_alice, regist
         assert with_headers.status_code == 200 and with_headers.json()["url"] == other.url
 
 
+@pytest.mark.usefixtures("alice_is_staff")  # an operator reads the cause (models_catalog/reachability.py)
 def test_tool1_new_headers_that_the_server_refuses_change_nothing(as_alice, registered, mcp_server):
     response = as_alice.patch(f"{URL}/{registered.pk}", {"headers": {"Authorization": "Bearer wrong-wrong-wrong"}},
                               format="json")

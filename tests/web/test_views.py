@@ -10,7 +10,6 @@ import re
 import pytest
 from django.test import Client
 
-from agentloom.web.security import LOGIN_FAILURES_ALLOWED
 from sessions.models import Run, Session
 from tests.web.conftest import finished_run
 
@@ -61,9 +60,9 @@ def test_a_wrong_password_is_refused_with_a_clear_message(alice):
     assert b"Wrong username or password." in response.content
 
 
-def test_failed_logins_are_limited_per_address_and_the_limit_holds_for_a_right_password(alice):
+def test_failed_logins_are_limited_per_address_and_the_limit_holds_for_a_right_password(alice, settings):
     client = Client()
-    for _ in range(LOGIN_FAILURES_ALLOWED):
+    for _ in range(settings.AGENTLOOM_LOGIN_LIMIT[0]):
         client.post("/login/", {"username": "alice", "password": "guess"})
     blocked = client.post("/login/", {"username": "alice", "password": "alice-password-1"})
     assert blocked.status_code == 429
