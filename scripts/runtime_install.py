@@ -48,7 +48,8 @@ INSTALL_TIMEOUT = 900  # seconds; a cold pip cache on a slow index, not a hang
 def dockerfile_copies(root: Path = ROOT) -> list[tuple[list[str], str]]:
     """The Dockerfile's ``COPY <source>... <dest>`` lines, as (sources, dest), in order."""
     copies = []
-    for line in (root / "Dockerfile").read_text().splitlines():
+    # A line ending in a backslash goes on in the next (the CMD's long argument list does).
+    for line in (root / "Dockerfile").read_text().replace("\\\n", " ").splitlines():
         words = shlex.split(line, comments=True)
         if words and words[0].upper() == "COPY":
             if any(word.startswith("--") for word in words[1:]) or len(words) < 3:

@@ -94,7 +94,7 @@ def tool_invoke(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: f
     # Every tool's result enters the run here (built-in, server, http_fetch): text from
     # outside, with no lone surrogate past this point. The same objects when there is none.
     return ToolOutcome(outcome.status, replace_lone_surrogates(outcome.content),
-                       replace_lone_surrogates(outcome.structured))
+                       replace_lone_surrogates(outcome.structured), outcome.structured_omitted)
 
 
 def _outcome(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: float,

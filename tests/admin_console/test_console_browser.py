@@ -72,11 +72,13 @@ def test_an_operator_pages_through_500_records_and_every_console_page_is_inert(
     page.goto(f"{base}/admin/agent_sessions/session/{session.pk}/change/")
     page.get_by_role("link", name="Records").first.click()
     page.get_by_label("Per page").select_option("100")
-    page.get_by_role("button", name="Show").click()
+    # The records page streams: each click waits for the next page's whole document, never
+    # reading the page it leaves or the first records of one still arriving (a busy machine).
+    with page.expect_navigation(wait_until="load"):
+        page.get_by_role("button", name="Show").click()
     seen: list[int] = []
     pages = 0
     while True:
-        page.wait_for_selector("ol.records li.record")
         seen += [int(re.sub(r"\D", "", i)) for i in page.locator("ol.records li.record").evaluate_all(
             "items => items.map(item => item.id)")]
         pages += 1
@@ -84,7 +86,8 @@ def test_an_operator_pages_through_500_records_and_every_console_page_is_inert(
             shoot(page, "records")
         if page.locator('a[rel="next"]').count() == 0:
             break
-        page.locator('a[rel="next"]').first.click()
+        with page.expect_navigation(wait_until="load"):
+            page.locator('a[rel="next"]').first.click()
     assert seen == list(range(1, 501)) and pages == 5
 
     record = page.locator("#seq-450")  # on the last page

@@ -185,6 +185,7 @@ def test_two_hundred_event_streams_open_at_once_hold_no_more_connections_than_th
     # All 200 arrive at once; the door's bound on waiting requests (64) would shed some
     # with 503 — this case is about what the streams hold once open, so the door lets all in.
     monkeypatch.setattr(door, "limit", 1000)
+    monkeypatch.setattr(door, "per_client", 0)  # and all 200 come from one address: no bound per client either
     runs = [question_ask(session=make_session(alice), content=f"Question {n}") for n in range(20)]
     for run in runs:
         event_emit(run_id=run.pk, type="run_started", data={"attempt": 0})

@@ -80,10 +80,11 @@ def test_the_operator_reads_how_each_address_failed(api, operator, loopback):
 
 
 def test_what_the_url_alone_decides_is_said_to_everyone(api, alice, space, outbound):
-    for url, words in (("http://169.254.169.254", "metadata"), ("http://127.0.0.1:22", "non-HTTP service"),
-                       ("ftp://127.0.0.1", "Only http")):
+    for url, code, words in (("http://169.254.169.254", "unsafe_url", "metadata"),
+                             ("http://127.0.0.1:22", "unsafe_url", "non-HTTP service"),
+                             ("ftp://127.0.0.1", "invalid_url", "only http")):  # refused as it is read (url_syntax)
         error = assert_error_shape(_discover(api, alice, url), 400)
-        assert error["code"] == "unsafe_url" and words in error["message"], error
+        assert error["code"] == code and words in error["message"], error
     assert outbound.attempts == []
 
 
