@@ -61,7 +61,7 @@ def test_a_cut_answer_says_at_how_many_tokens_and_continue_writes_the_rest_under
     assert answer_text(page) == "".join(words(6)).strip()
     # Never "Answer complete." for an answer that is not.
     expect(page.locator("#chat-status")).to_have_text(
-        "The answer was cut at its output limit — Continue to get the rest.")
+        "The answer stopped before its end (the note under it says why) — Continue to get the rest.")
     screenshot(page, "chat-cut-answer")
 
     cut.get_by_role("button", name="Continue").click()
