@@ -3,7 +3,8 @@
 llama-cpp-python's server (the strict fake of tests/fakes/servers.py, on a real socket)
 publishes no window: Discover shows the one its refusal of the probe names, and a
 connection saved without a discovery result or a typed window asks the server first,
-instead of keeping the platform's 32,768.
+instead of keeping the platform's 32,768. An output limit that window cannot hold is
+refused with a 400 naming ``max_output_tokens`` (CAT-3, CAT-12).
 """
 from __future__ import annotations
 
