@@ -45,7 +45,7 @@ from models_catalog.providers.window_probe import (
     PROBE_REFUSAL,
     PROBE_TRUNCATION,
     is_private_endpoint,
-    probe_window,
+    probe_unknown_window,
 )
 from models_catalog.url_syntax import MalformedURL, url_parse
 
@@ -199,8 +199,9 @@ def discover_models(
         except ProviderError as exc:
             raise trace.explained(exc) from exc
         if probe and spec.window_probe and allow_private and is_private_endpoint(base, resolver=resolver):
-            probe_unknown_window(ctx, listing.models, manifest=manifest, base_url=base, prefer=probe_model,
-                                 limits=probe_limits or PROBE_LIMITS)
+            probe_unknown_window(ctx, listing.models, prefer=probe_model, limits=probe_limits or PROBE_LIMITS,
+                                 unknown=lambda raw: manifest.lookup(base_url=base, model_id=raw.id) is None
+                                 and raw.chat_capable is not False and non_chat_reason(raw.id) is None)
     models = [
         resolve_figures(raw, entry=manifest.lookup(base_url=base, model_id=raw.id), manifest_version=manifest.version)
         for raw in listing.models
@@ -219,29 +220,6 @@ def discover_models(
         warnings=tuple(warnings),
         suggested_base_url=listing.suggested_base_url,  # what to enter instead; a completed form needs nothing
     )
-
-
-def probe_unknown_window(ctx: ListingContext, models: list[RawModel], *, manifest: Manifest, base_url: str,
-                         prefer: str | None, limits: HttpLimits) -> None:
-    """CAT-8: ask the server, with one probe, the window of the one model whose window no
-    list, native API or manifest gave (``prefer`` when it is one of them); the others are
-    told they were not asked. The figure is kept as what the server keeps per request."""
-    unknown = [raw for raw in models
-               if not raw.context_window and not raw.server_context_window
-               and manifest.lookup(base_url=base_url, model_id=raw.id) is None
-               and raw.chat_capable is not False and non_chat_reason(raw.id) is None]
-    if not unknown:
-        return
-    chosen = next((raw for raw in unknown if raw.id == prefer), unknown[0])
-    outcome = probe_window(ctx, chosen.id, limits=limits)
-    if outcome.window:
-        chosen.server_context_window, chosen.server_context_source = outcome.window, outcome.source
-    else:
-        chosen.notes.append(outcome.note)
-    for raw in unknown:
-        if raw is not chosen:
-            raw.notes.append("This server publishes no window and only one model is probed per discovery: "
-                             "saving a connection to this model asks the server for its own.")
 
 
 # --- what was tried, for the admin reading a failure ------------------------------------

@@ -34,6 +34,7 @@ probed.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,7 @@ import httpx
 
 from models_catalog.errors import ContextOverflowError, ProviderError, UnsafeURLError, error_from_status
 from models_catalog.http import HttpLimits, Resolver, address_problem, check_url
-from models_catalog.providers.base import ListingContext
+from models_catalog.providers.base import ListingContext, RawModel
 from models_catalog.providers.events import as_dict
 from models_catalog.providers.model_lists import positive_int
 
@@ -143,3 +144,24 @@ def probe_window(ctx: ListingContext, model: str, *, units: int = PROBE_UNITS,
                             f"its window is {prompt:,}.")
     return ProbeOutcome(None, None, "The server answered the window probe without saying its window; "
                                     "it was not learned.")
+
+
+def probe_unknown_window(ctx: ListingContext, models: list[RawModel], *, unknown: Callable[[RawModel], bool],
+                         prefer: str | None, limits: HttpLimits) -> None:
+    """Ask the server, with one probe, the window of the one model whose window no list or
+    native API gave and that ``unknown`` says nothing else knows (no manifest entry, a chat
+    model) — ``prefer`` when it is one of them, else the first; the others are told they
+    were not asked. The figure is kept as what the server keeps per request."""
+    candidates = [raw for raw in models if not raw.context_window and not raw.server_context_window and unknown(raw)]
+    if not candidates:
+        return
+    chosen = next((raw for raw in candidates if raw.id == prefer), candidates[0])
+    outcome = probe_window(ctx, chosen.id, limits=limits)
+    if outcome.window:
+        chosen.server_context_window, chosen.server_context_source = outcome.window, outcome.source
+    else:
+        chosen.notes.append(outcome.note)
+    for raw in candidates:
+        if raw is not chosen:
+            raw.notes.append("This server publishes no window and only one model is probed per discovery: "
+                             "saving a connection to this model asks the server for its own.")

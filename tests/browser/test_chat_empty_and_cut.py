@@ -49,7 +49,10 @@ def test_an_empty_answer_says_so_and_ask_again_gets_an_answer(page, server, fake
 def test_a_cut_answer_says_at_how_many_tokens_and_continue_writes_the_rest_under_it(page, server, fake_session,
                                                                                    fake_provider):
     session = fake_session()
-    fake_provider.handler = sequence(chat_stream(words(6), finish_reason="length"),
+    # The provider counts the whole limit written (a short answer ended by length with no
+    # count is the server's context filling, CAT-12, said differently).
+    fake_provider.handler = sequence(chat_stream(words(6), finish_reason="length",
+                                                 usage={"prompt_tokens": 60, "completion_tokens": 1_024}),
                                      chat_stream(["and ", "the rest."], delay=0.05))
     log_in(page, server, next_path=f"/sessions/{session.pk}/")
     ask(page, "Tell me everything.")
