@@ -46,6 +46,7 @@ from models_catalog.models import (
     ModelConnection,
 )
 from models_catalog.providers import find_provider
+from models_catalog.providers.window_probe import is_private_endpoint
 from models_catalog.reachability import (
     UNREACHED_CODE,
     UNREACHED_MODELS,
@@ -171,8 +172,8 @@ def _window_from_server(*, connection: ModelConnection | None, data: ConnectionD
     asks the server first — discovery of that model: its list or native API, else one
     probe — and returns the write with the discovery token of what it said, as if the
     admin had used that result (None: nothing to add). Nothing is asked when the write
-    carries a token or a typed window, for a hosted provider, or at a public address
-    (``discover_models``). When the server cannot be read, the save goes on with the
+    carries a token or a typed window, for a hosted provider, or at a public address (not
+    even the list is read). When the server cannot be read, the save goes on with the
     platform default (flagged for the admin, as before).
     """
     if data.get("discovery_token") or "context_window" in data:
@@ -182,6 +183,8 @@ def _window_from_server(*, connection: ModelConnection | None, data: ConnectionD
     spec = find_provider(fields.get("provider"))
     if spec is None or not spec.window_probe or not fields.get("base_url"):
         return None
+    if not settings.ALLOW_PRIVATE_MODEL_ENDPOINTS or not is_private_endpoint(fields["base_url"]):
+        return None  # a public address is a hosted service: its window is never asked this way
     key = fields["api_key"] if "api_key" in fields else (connection.api_key if connection is not None else "")
     try:
         result = models_discover(provider=fields["provider"], base_url=fields["base_url"], api_key=key or None,

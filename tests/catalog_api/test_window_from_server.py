@@ -95,3 +95,13 @@ def test_the_consoles_discover_panel_shows_the_servers_window_and_its_source(ope
                          HTTP_X_REQUESTED_WITH="XMLHttpRequest").content.decode()
     assert "source-server" in html and "The server" in html
     assert "server keeps 2048" in html and "one probe" in html
+
+
+def test_a_save_at_a_public_address_asks_nothing(api, alice, space, llama_cpp_python, caplog):
+    # A public address is a hosted service: not even its list is read (no request is tried,
+    # so none fails and none is logged).
+    caplog.set_level("INFO", logger="agentloom.catalog")
+    saved = api(alice).post(URL, {"name": "Hosted", "provider": "openai_compatible",
+                                  "base_url": "http://93.184.216.34:8000/v1", "model": MODEL}, format="json").json()
+    assert saved["context_window_source"] == "platform_default"
+    assert not [r for r in caplog.records if "discovery" in r.getMessage() or "window could not" in r.getMessage()]
