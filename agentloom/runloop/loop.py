@@ -143,7 +143,8 @@ def _length_named(state: RunState, message: dict[str, Any], *, request: Send, us
     shape = state.target.shape
     sent = request.body.get("max_tokens" if shape.native else shape.output_limit_field)
     limit = sent if isinstance(sent, int) and not isinstance(sent, bool) else state.figures.budget.max_output_tokens
-    counted = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    # OpenAI-style ``completion_tokens``; Anthropic's ``output_tokens``.
+    counted = (usage.get("completion_tokens", usage.get("output_tokens")) if isinstance(usage, dict) else None)
     if not isinstance(counted, int) or isinstance(counted, bool):
         counted = state.figures.figure(state.figures.estimates.message(message))
     message["output_limit"] = limit
