@@ -173,6 +173,16 @@
     return { code: code, title: text.title, hint: text.hint, message: (error && error.message) || "" };
   }
 
+  function retryStatus(data) {
+    // Worded as agentloom/web/errors.py's retry_status: what happened, what is done about it.
+    var code = (data && data.code) || "";
+    var what = (config.errors.retries || {})[code] || explain(data).title;
+    var seconds = Number(data.retrying_in) || 0;
+    var when = code === "empty_answer" && !seconds ? "asking once more…"
+      : !seconds ? "asking again now…" : "asking again in " + seconds + " s…";
+    return what + " — " + when + " Nothing is lost.";
+  }
+
   function errorBox(error) {
     var e = explain(error);
     var node = el("div", "error-box");
@@ -797,7 +807,7 @@
         this.block.bubble.textContent = "";
         this.block.from = seq;
       }
-      setStatus(e.title + " — retrying in " + data.retrying_in + " s…", true);
+      setStatus(retryStatus(data), true);
       return;
     }
     this.closeText(seq, true);
