@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 
 from agentloom.db_rows import rows_insert
-from agentloom.runloop.errors import ContextRefused, RunLost, RunStopped
+from agentloom.runloop.errors import ContextRefused, RunLost, RunStopped, WaitForServer
 from agentloom.runloop.state import RunState
 from context import Send, usage_prompt_tokens
 from context.truncation import answer_bound
@@ -50,11 +50,6 @@ def chat_client(target: ModelTarget) -> ChatClient:
     return get_chat_client(provider=target.provider, base_url=target.base_url, api_key=target.api_key,
                            allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=target.limits)
 
-
-# The longest wait between two attempts of one call, and so the longest ``Retry-After`` waited
-# out in place, holding the worker (LOOP-3): a longer one sends the run back to the queue
-# until then (``RetryLater``), freeing the worker meanwhile.
-RETRY_MAX_DELAY = 30.0
 
 # The call log's outcome of an answer its output limit stopped: the provider's own
 # (finish reason ``length``, stop reason ``max_tokens``) or the platform's bound on a
@@ -130,13 +125,16 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
     try:
         end = call_with_retries(lambda: _stream_once(state, request.body, source, attempt, bound),
                                 max_attempts=settings.AGENTLOOM_PROVIDER_ATTEMPTS,
-                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, max_delay=RETRY_MAX_DELAY,
+                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, max_delay=settings.AGENTLOOM_PROVIDER_MAX_WAIT_SECONDS,
                                 on_retry=on_retry)
     except ContextOverflowError as exc:
         _log_failed(state, instance, request, "context_overflow")
         raise ContextRefused(exc, estimate=request.estimate) from None
     except ProviderError as exc:
         _log_failed(state, instance, request, exc.code)
+        if exc.transient and exc.retry_after is not None \
+                and exc.retry_after > settings.AGENTLOOM_PROVIDER_MAX_WAIT_SECONDS:
+            raise WaitForServer(exc, seconds=exc.retry_after) from None  # not waited out holding this thread
         raise RunStopped.from_provider(exc) from None
     usage = end.usage.raw if end.usage else None
     outcome = ("cancelled" if end.finish_reason == "cancelled"
@@ -268,7 +266,7 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
 
     try:
         end = call_with_retries(attempt, max_attempts=settings.AGENTLOOM_PROVIDER_ATTEMPTS,
-                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, max_delay=RETRY_MAX_DELAY,
+                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, max_delay=settings.AGENTLOOM_PROVIDER_MAX_WAIT_SECONDS,
                                 on_retry=on_retry)
     except ProviderError as exc:
         with state.owned():

@@ -20,7 +20,7 @@ from django.db import connection as db_connection
 
 from agentloom.runloop import compaction
 from agentloom.runloop.calls import action_call, answer_is_empty
-from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped
+from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped, WaitForServer
 from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import step_measured
 from agentloom.runloop.state import RunState, run_state_build, system_message
@@ -35,7 +35,13 @@ from sessions.services.history import (
     instance_steps_recount,
     supplements_take,
 )
-from sessions.services.runs import SupplementsPending, run_claim, run_finish, run_reopen_record
+from sessions.services.runs import (
+    SupplementsPending,
+    run_claim,
+    run_finish,
+    run_reopen_record,
+    run_wait_for_server,
+)
 
 logger = logging.getLogger("agentloom.runloop")
 
@@ -109,6 +115,14 @@ def _drive(state: RunState) -> None:
         _finish(state, Run.Status.CANCELLED, reason="stopped by user")
     except RunStopped as stop:
         _finish(state, Run.Status.FAILED, error=stop.error)
+    except WaitForServer as wait:
+        # LOOP-3: back to the queue until the server's time, freeing this thread; a worker
+        # takes it up then (the reaper's sweep), as a new attempt from the last saved step.
+        state.broadcasts.release()
+        state.calibration_save()
+        if run_wait_for_server(run=run, attempt=run.attempt, seconds=wait.seconds,
+                               error=RunError.from_provider(wait.error)):
+            logger.info("run %s waits %.0f s for its model's server (Retry-After)", run.pk, wait.seconds)
     except Exception:
         logger.exception("run %s failed unexpectedly", run.pk)
         _drop_dead_connection()

@@ -430,7 +430,19 @@
 
   // A queued run a worker could not start yet because its person (or space) has as many
   // answers in progress as allowed: it starts by itself as soon as one of them ends.
+  function serverWaitWords(data) {
+    var until = data.until ? new Date(data.until) : null;
+    if (!until || isNaN(until.getTime())) return String(data.text || waitingWords("model_server", 0));
+    var hhmm = until.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    return "Waiting for the model server until " + hhmm + ": it asked us to wait before asking again. " +
+      "Nothing is lost; the answer goes on by itself then.";
+  }
+
   function waitingWords(reason, limit) {
+    if (reason === "model_server") {
+      return "Waiting for the model server: it asked us to wait before asking again. " +
+        "Nothing is lost; the answer goes on by itself then.";
+    }
     var many = limit ? limit + (limit === 1 ? " answer" : " answers") : "as many answers as allowed";
     if (reason === "space_limit") {
       return "Waiting: this space already has " + many + " in progress at once. " +
@@ -565,7 +577,15 @@
     var main = !data.instance || data.instance === "main";
     switch (type) {
       case "run_waiting":
-        if (this.section.getAttribute("data-status") === "queued") setStatus(waitingWords(data.reason, data.limit), true);
+        if (data.reason === "model_server") {
+          // Back in the queue until the model's server's time (LOOP-3): said with the time
+          // in the reader's own zone; the answer goes on by itself then.
+          this.section.setAttribute("data-status", "queued");
+          this.section.setAttribute("data-waiting", "model_server");
+          setStatus(serverWaitWords(data), true);
+        } else if (this.section.getAttribute("data-status") === "queued") {
+          setStatus(waitingWords(data.reason, data.limit), true);
+        }
         break;
       case "run_started":
         this.section.removeAttribute("data-waiting");
