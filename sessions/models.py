@@ -163,7 +163,7 @@ class RunAttention:
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     Run.Status.QUEUED: frozenset({Run.Status.RUNNING, Run.Status.CANCELLED, Run.Status.FAILED}),
     Run.Status.RUNNING: frozenset(
-        {Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INTERRUPTED, Run.Status.QUEUED}
+        {Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INTERRUPTED, str(Run.Status.QUEUED)}
     ),
     Run.Status.INTERRUPTED: frozenset({Run.Status.QUEUED, Run.Status.FAILED}),
     Run.Status.CANCELLED: frozenset({Run.Status.QUEUED}),

@@ -125,15 +125,15 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
     try:
         end = call_with_retries(lambda: _stream_once(state, request.body, source, attempt, bound),
                                 max_attempts=settings.AGENTLOOM_PROVIDER_ATTEMPTS,
-                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, max_delay=settings.AGENTLOOM_PROVIDER_MAX_WAIT_SECONDS,
-                                on_retry=on_retry)
+                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY,
+                                max_delay=settings.AGENTLOOM_PROVIDER_RETRY_MAX_DELAY, on_retry=on_retry)
     except ContextOverflowError as exc:
         _log_failed(state, instance, request, "context_overflow")
         raise ContextRefused(exc, estimate=request.estimate) from None
     except ProviderError as exc:
         _log_failed(state, instance, request, exc.code)
-        if exc.transient and exc.retry_after is not None \
-                and exc.retry_after > settings.AGENTLOOM_PROVIDER_MAX_WAIT_SECONDS:
+        if exc.transient and exc.retry_after is not None and \
+                settings.AGENTLOOM_PROVIDER_RETRY_MAX_DELAY < exc.retry_after <= settings.AGENTLOOM_PROVIDER_MAX_WAIT:
             raise WaitForServer(exc, seconds=exc.retry_after) from None  # not waited out holding this thread
         raise RunStopped.from_provider(exc) from None
     usage = end.usage.raw if end.usage else None
@@ -266,8 +266,8 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
 
     try:
         end = call_with_retries(attempt, max_attempts=settings.AGENTLOOM_PROVIDER_ATTEMPTS,
-                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, max_delay=settings.AGENTLOOM_PROVIDER_MAX_WAIT_SECONDS,
-                                on_retry=on_retry)
+                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY,
+                                max_delay=settings.AGENTLOOM_PROVIDER_RETRY_MAX_DELAY, on_retry=on_retry)
     except ProviderError as exc:
         with state.owned():
             model_call_close(call=log, outcome=exc.code)

@@ -39,7 +39,7 @@ RunLost = RunNotOwned
 
 class WaitForServer(Exception):
     """The model's server asked for a wait (``Retry-After``) longer than a worker thread is
-    held for (``AGENTLOOM_PROVIDER_MAX_WAIT_SECONDS``): the run goes back to the queue until
+    held for (``AGENTLOOM_PROVIDER_RETRY_MAX_DELAY``): the run goes back to the queue until
     then and the loop lets go of it (LOOP-3, ``runs.run_wait_for_server``)."""
 
     def __init__(self, error: Any, *, seconds: float) -> None:

@@ -25,7 +25,7 @@ question is claimed by the next free thread, whatever the first person has asked
   each that has room now, clear its mark (one conditional UPDATE: two wakers never both
   send it) and hand it to a worker once the end commits.
 - **Waiting for the model's server** (LOOP-3): a run whose model's server asked for a long
-  wait (``Retry-After`` over ``AGENTLOOM_PROVIDER_MAX_WAIT_SECONDS``) is back ``queued``,
+  wait (``Retry-After`` over ``AGENTLOOM_PROVIDER_RETRY_MAX_DELAY``) is back ``queued``,
   marked ``model_server`` with a ``not_before``; the sweep below sends it once due.
 - **The safety net.** A run may begin to wait at the moment a slot frees, unseen by the end
   that freed it, and a broker may refuse a woken run: the reaper's schedule wakes every

@@ -344,7 +344,8 @@ def run_wait_for_server(*, run: Run, attempt: int, seconds: float, error: RunErr
     alive then. Only from this attempt's ``running``; False when the run was not ours."""
     until = timezone.now() + timedelta(seconds=seconds)
     with transaction.atomic():
-        moved, waiting = _transition(run=run, to=Run.Status.QUEUED, expected_from=(Run.Status.RUNNING,), where=None,
+        moved, waiting = _transition(run=run, to=str(Run.Status.QUEUED), expected_from=(str(Run.Status.RUNNING),),
+                                     where=None,
                                      of_attempt=attempt, probe=True, changes={
                                          "attempt": attempt + 1, "waiting_reason": Run.Waiting.MODEL_SERVER,
                                          "not_before": until, "heartbeat_at": None})
@@ -423,7 +424,8 @@ def run_resume(*, run: Run) -> Run:
             session_lock(session_id=run.session_id)  # not while a manual compaction holds the session
             compaction_hold_check(session_id=run.session_id)
             # From a stopped run only: ``running -> queued`` is the wait for the model's server.
-            moved = run_transition(run=run, to=Run.Status.QUEUED, expected_from=RESUMABLE, cancel_requested=False,
+            moved = run_transition(run=run, to=Run.Status.QUEUED, expected_from=tuple(map(str, RESUMABLE)),
+                                   cancel_requested=False,
                                    attempt=run.attempt + 1, error=None, finished_at=None, waiting_reason="",
                                    not_before=None)
     except IntegrityError:

@@ -84,7 +84,8 @@ def test_a_cut_answer_is_asked_again_and_the_chat_says_the_server_interrupted_it
     [answer] = SessionMessage.objects.filter(run=run, kind="assistant")
     assert answer.message["content"] == "Paris is the capital."
     retries = [e.payload for e in RunEvent.objects.filter(run=run, type="run_error").order_by("seq")]
-    assert [(r["code"], r["attempt"], r["reset"]) for r in retries] == [("stream_cut", 1, True), ("stream_cut", 2, True)]
+    assert [(r["code"], r["attempt"], r["reset"]) for r in retries] == [
+        ("stream_cut", 1, True), ("stream_cut", 2, True)]
     assert retry_status(retries[0]) == ("The model server interrupted the answer (it serves one request at a time) "
                                         "— asking again now… Nothing is lost.")  # the tests' back-off is 0.01 s
     assert retry_status({**retries[0], "retrying_in": 4.0}).endswith("— asking again in 4 s… Nothing is lost.")

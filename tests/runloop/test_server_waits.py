@@ -1,7 +1,7 @@
 """LOOP-3: a model server that asks for a wait (``Retry-After``).
 
 A short wait is waited out in place and the call asked again. A wait longer than
-``AGENTLOOM_PROVIDER_MAX_WAIT_SECONDS`` holds no worker thread: the run goes back to the
+``AGENTLOOM_PROVIDER_RETRY_MAX_DELAY`` holds no worker thread: the run goes back to the
 queue until then (``Run.not_before``), the chat says until when and that nothing is lost,
 and whichever worker is alive when it is due takes it up -- the one that let go of it may
 be gone by then.
@@ -45,7 +45,7 @@ def wait_until(moment, *, bound: float = 15.0) -> None:
 
 def test_a_long_retry_after_frees_the_worker_and_another_worker_takes_the_run_up_when_due(
         fake_session, fake, strict, settings, sent, alice):
-    settings.AGENTLOOM_PROVIDER_MAX_WAIT_SECONDS = 0.5
+    settings.AGENTLOOM_PROVIDER_RETRY_MAX_DELAY = 0.5
     strict.handler = sequence(error(429, "Rate limit reached, retry later.", type="rate_limit_error",
                                     code="rate_limit_exceeded", retry_after=2),
                               chat_stream(["Back, with the answer."]))
@@ -91,7 +91,7 @@ def test_a_long_retry_after_frees_the_worker_and_another_worker_takes_the_run_up
 def test_a_run_waiting_for_the_server_can_be_stopped(fake_session, strict, settings, alice):
     from rest_framework.test import APIClient
 
-    settings.AGENTLOOM_PROVIDER_MAX_WAIT_SECONDS = 0.5
+    settings.AGENTLOOM_PROVIDER_RETRY_MAX_DELAY = 0.5
     strict.handler = sequence(error(503, "busy", retry_after=600))
     run = question_ask(session=fake_session(), content="Anything?")
     run_execute(run_id=run.pk)
