@@ -410,11 +410,8 @@ except ServersFileError as exc:
 # The run loop (SPEC §7).
 AGENTLOOM_PROVIDER_ATTEMPTS = env_int("AGENTLOOM_PROVIDER_ATTEMPTS", 4, minimum=1, maximum=10)
 AGENTLOOM_RETRY_BASE_DELAY = env_float("AGENTLOOM_RETRY_BASE_DELAY", 1.0)
-# LOOP-3: the longest wait between two attempts of a model call, and so the longest
-# ``Retry-After`` waited out in place, holding a worker thread. A longer one, up to
-# ``AGENTLOOM_PROVIDER_MAX_WAIT`` seconds, sends the run back to the queue until then
-# (``Run.not_before``): the thread serves others meanwhile. Longer still, the run ends
-# ``rate_limited`` (resumable), saying how long the provider asked for.
+# LOOP-3: the longest ``Retry-After`` waited out in place, holding a worker thread; a longer
+# one, up to MAX_WAIT, sends the run back to the queue until then (``Run.not_before``).
 AGENTLOOM_PROVIDER_RETRY_MAX_DELAY = env_float("AGENTLOOM_PROVIDER_RETRY_MAX_DELAY", 30.0)
 AGENTLOOM_PROVIDER_MAX_WAIT = env_float("AGENTLOOM_PROVIDER_MAX_WAIT", 600.0)
 # Longest silence between two bytes of a model answer before the call counts as timed out

@@ -61,7 +61,8 @@ EMPTY = "empty"
 
 
 def answer_is_empty(end: StreamEnd) -> bool:
-    """No text, no complete tool call, and neither a Stop nor the output limit ended it."""
+    """No text, no complete tool call, and neither a Stop nor the output limit ended it
+    (LOOP-10: asked once more, then the run ends ``empty_answer``; a cut is never empty)."""
     return (end.finish_reason not in ("cancelled", "length") and not end.cut and not end.text.strip()
             and not any(call.complete for call in end.tool_calls))
 

@@ -53,7 +53,7 @@ RETRY_TEXTS: dict[str, str] = {
     "stream_cut": "The model server interrupted the answer (it serves one request at a time)",
     "provider_unavailable": "The model server did not answer",
     "rate_limited": "The model provider asked us to slow down",
-    "empty_answer": "The model returned an empty answer",
+    "empty_answer": "The model returned an empty answer",  # LOOP-10: asked once more
 }
 FALLBACK = ErrorText("The run failed", "Resume the run to try again; if it keeps failing, tell an admin.")
 

@@ -1,4 +1,5 @@
-"""LOOP-3 on a server that answers one request at a time (issue #45, items 7 and 8).
+"""LOOP-3 on a server that answers one request at a time (issue #45, items 7 and 8); a cut
+is never an empty answer (LOOP-10).
 
 llama-cpp-python's server ends the running stream with ``[DONE]`` and no finish reason
 when another request waits: that answer was cut, not finished -- for an action answer, a
