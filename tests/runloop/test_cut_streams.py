@@ -138,3 +138,20 @@ def test_a_cut_summary_is_asked_again_and_never_logged_ok(fake_session, strict, 
         assert result == "not_compacted" and logged and set(logged) == {"stream_cut"}
         assert calls["summary"] == 4 * len(logged)
     assert strict.rejections == []
+
+
+@pytestmark_db
+def test_a_run_refused_by_the_closing_server_ends_on_the_window_never_as_an_outage(fake_session, strict):
+    from agentloom.agents.models import AgentVersion
+    from models_catalog.models import ModelConnection
+
+    session = fake_session(tools=())
+    with ClosingKeepAliveServer(window=300) as server:
+        # The agent's connection points at the one-at-a-time server (as saved and as published).
+        ModelConnection.objects.filter(pk=session.version.model_connection_id).update(base_url=server.base_url)
+        AgentVersion.objects.filter(pk=session.version_id).update(base_url=server.base_url)
+        run = ask(session, f"Question 1. {LONG}")
+    assert run.status == Run.Status.FAILED
+    assert run.error["code"] == "context_window" and "keeps 300 tokens of context" in run.error["message"]
+    assert [streamed for streamed, _, _ in server.asked] == [True, False]  # asked once plainly, never again
+    assert list(ModelCall.objects.filter(run=run).values_list("outcome", flat=True)) == ["context_overflow"]
