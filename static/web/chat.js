@@ -456,7 +456,10 @@
     this.section.setAttribute("data-live", "1");
     var queued = this.section.getAttribute("data-status") === "queued";
     var waiting = this.section.getAttribute("data-waiting");
-    setStatus(queued ? (waiting ? waitingWords(waiting, 0) : "Waiting for a worker…") : "Working…", true);
+    var notBefore = this.section.getAttribute("data-not-before");
+    var words = waiting === "model_server" && notBefore ? serverWaitWords({ until: notBefore })
+      : waiting ? waitingWords(waiting, 0) : "Waiting for a worker…";
+    setStatus(queued ? words : "Working…", true);
     if (events) this.read(events); else this.connect();
     var self = this;
     this.watchdog = setInterval(function () { self.check(); }, WATCHDOG_MS);

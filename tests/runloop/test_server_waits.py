@@ -12,6 +12,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from agentloom.runloop.housekeeping import Housekeeper
@@ -66,6 +67,14 @@ def test_a_long_retry_after_frees_the_worker_and_another_worker_takes_the_run_up
                                "before asking again. Nothing is lost; the answer goes on by itself then.")
     assert len(fake.requests) == 1 and sent == []
     assert list(ModelCall.objects.filter(run=run).values_list("outcome", flat=True)) == ["rate_limited"]
+    # The API says until when; a reloaded chat page carries it for its words.
+    client = Client()
+    client.force_login(alice)
+    body = client.get(f"/api/v1/runs/{run.pk}").json()
+    assert (body["status"], body["waiting_reason"]) == ("queued", "model_server") and body["not_before"]
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert (f'data-status="queued" data-waiting="model_server" data-not-before="{run.not_before.isoformat()}"'
+            in page)
 
     # Too early: a stray delivery claims nothing, and the sweep sends nothing.
     run_execute(run_id=run.pk)
