@@ -10,7 +10,12 @@ streaming goes out on a connection of its own and reads the 400 that names the w
 """
 from __future__ import annotations
 
+import json
+
+import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentloom.runloop.compaction import compaction_manual
 from agentloom.runloop.loop import run_execute
@@ -155,3 +160,32 @@ def test_a_run_refused_by_the_closing_server_ends_on_the_window_never_as_an_outa
     assert run.error["code"] == "context_window" and "keeps 300 tokens of context" in run.error["message"]
     assert [streamed for streamed, _, _ in server.asked] == [True, False]  # asked once plainly, never again
     assert list(ModelCall.objects.filter(run=run).values_list("outcome", flat=True)) == ["context_overflow"]
+
+
+# -- a property: no stream without a finish reason is ever a finished answer ---------------
+
+def _stream_bytes(pieces: list[str], *, done: bool) -> bytes:
+    chunks = list(cut_stream(pieces).events)
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+    return body + (b"data: [DONE]\n\n" if done else b"")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.text(min_size=0, max_size=12), max_size=6), done=st.booleans())
+def test_a_stream_without_a_finish_reason_is_never_a_finished_answer(pieces, done):
+    """Whatever came before it, ``[DONE]`` or a clean close with no finish reason is a cut:
+    raised (nothing came) or an answer marked cut by ``stream_cut`` -- never complete."""
+    raw = _stream_bytes(pieces, done=done)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=raw)
+
+    with get_chat_client(provider="openai_compatible", base_url="http://127.0.0.1:9/v1", api_key="sk-local",
+                         allow_private=True, transport=httpx.MockTransport(answer)) as client:
+        try:
+            end = collect(client.stream_chat(body("Hello")))
+        except StreamCutError:
+            assert not "".join(pieces)
+            return
+    assert end.cut and end.error is not None and end.error.code == "stream_cut"
+    assert end.text == "".join(pieces)
