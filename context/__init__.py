@@ -19,7 +19,9 @@ from context.calibration import (
 )
 from context.estimators import (
     BYTES_V1,
+    DENSE_V1,
     BytesEstimator,
+    DenseEstimator,
     EstimateCache,
     Estimator,
     TiktokenEstimator,
@@ -102,6 +104,7 @@ __all__ = [
     "request_builder",
     "throttled",
     "BYTES_V1",
+    "DENSE_V1",
     "CalibratedEstimator",
     "Calibration",
     "calibrated",
@@ -119,6 +122,7 @@ __all__ = [
     "Budget",
     "ImageBudget",
     "BytesEstimator",
+    "DenseEstimator",
     "CommitDecision",
     "CompactionRequest",
     "CompactionResult",
