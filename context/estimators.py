@@ -255,12 +255,15 @@ class DenseEstimator(TiktokenEstimator):
                 while begin > start and text[begin - 1] in _WORD_CHARS:  # back to the word's start
                     begin -= 1
                 found = text[begin:end]
-                if len(found) >= 8 and _HEX_WORD.fullmatch(found):
-                    units += len(found) * DENSE_WEIGHTS["hex"]
-                elif _BASE64_WORD.fullmatch(found):
-                    units += len(found) * DENSE_WEIGHTS["base64"]
+                digits = sum(len(d) for d in _DIGITS.findall(found)) * DENSE_WEIGHTS["digit"]
+                kind = ("hex" if len(found) >= 8 and _HEX_WORD.fullmatch(found)
+                        else "base64" if _BASE64_WORD.fullmatch(found) else "")
+                if kind:
+                    # Never less than the same word counted as an ordinary word with digits,
+                    # so a word that grows into hex or base64 never costs less than before.
+                    units += max(len(found) * DENSE_WEIGHTS[kind], digits + super()._count(_DIGITS.sub(" ", found)))
                 else:  # an ordinary word with digits: the digits per digit, the rest as text
-                    units += sum(len(d) for d in _DIGITS.findall(found)) * DENSE_WEIGHTS["digit"]
+                    units += digits
                     plain.append(text[start:begin])
                     plain.append(_DIGITS.sub(" ", found))
                     start = end
