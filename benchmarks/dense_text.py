@@ -12,6 +12,9 @@
    200 KB, a mixed chat of every class, and the code-and-English control alone; time per
    MB and the ratio new / old (the best of ``--repeat`` runs, so a busy machine's noise
    shows as little as it can). Not a timed test: nothing fails on speed.
+3. The cost on ordinary work: every conversation of the shared corpus (tau-bench, Claude
+   Code, the pi session, SWE-agent, ToolBench), its whole projected history estimated by
+   both; new / old per conversation (p50, p95, max) per source. Skipped without the corpus.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from context.calibration import PROXY_PRIOR, calibrated  # noqa: E402
 from context.estimators import dense_estimator, tiktoken_estimator  # noqa: E402
 
 DATA = REPO / "tests" / "context" / "data" / "dense_counts.json"
+CORPUS_DIR = REPO.parent / "shared" / "corpus"
 
 
 def error_table(data: dict) -> str:
@@ -75,6 +79,28 @@ def speed(data: dict, repeat: int) -> str:
     return "\n".join(lines)
 
 
+def corpus_cost() -> str:
+    if not CORPUS_DIR.is_dir():
+        return f"skipped: no corpus at {CORPUS_DIR}"
+    from benchmarks._transcripts import conversations
+    from context import project_records
+
+    old, new = tiktoken_estimator("o200k_base"), dense_estimator()
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for conversation in conversations(CORPUS_DIR):
+        messages = [{"role": "system", "content": conversation.system},
+                    *project_records(conversation.records, open_runs=set())]
+        before = old.request(messages, conversation.tools)
+        if before:
+            ratios[conversation.source].append(new.request(messages, conversation.tools) / before)
+    lines = ["| source | conversations | new / old p50 | p95 | max |", "|---|---|---|---|---|"]
+    for source, values in sorted(ratios.items()):
+        values.sort()
+        pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]  # noqa: E731
+        lines.append(f"| {source} | {len(values)} | {pick(0.5):.3f} | {pick(0.95):.3f} | {values[-1]:.3f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
@@ -85,6 +111,8 @@ def main() -> None:
     print(error_table(data))
     print("\n2. speed, the same texts in the same run (best of", args.repeat, "runs)\n")
     print(speed(data, args.repeat))
+    print("\n3. the cost on ordinary work: whole conversations of the corpus, new estimate / old\n")
+    print(corpus_cost())
 
 
 if __name__ == "__main__":
