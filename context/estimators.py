@@ -39,6 +39,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from context.dense_text import dense_runs
 from context.records import is_image_part, is_text_part
 
 log = logging.getLogger(__name__)
@@ -62,48 +63,7 @@ TIKTOKEN_TOOL_OVERHEAD = 8
 TIKTOKEN_REQUEST_OVERHEAD = 3
 TIKTOKEN_IMAGE_TOKENS = 1_105
 
-DENSE_V1 = "dense-o200k-v1"
-# dense-o200k-v1's weights, in tokens per character *of the proxy*: a figure is an
-# estimate times the proxy prior (1.3, ``context.calibration.PROXY_PRIOR``), so a weight
-# is about the largest rate measured on any real tokenizer divided by 1.3 (the spaces and
-# punctuation around a run are counted by o200k besides; the tests check every measured
-# sample's figure against its real counts: tests/context/test_ctx24_dense.py). The
-# rates (tokens per character of the class, worst tokenizer; docs/context-engine.md
-# "Dense text"): Hangul 2.83 per syllable and other CJK 1.86 (SmolLM2's byte-level BPE:
-# a 3-byte character is 2 or 3 tokens), Cyrillic 0.89 per letter (SmolLM2), digits 1.0
-# (every tokenizer but Llama 3's and DeepSeek's splits digits one by one), hex and UUIDs
-# 0.94, base64 0.81 (SmolLM2, Mistral's SentencePiece). Characters of scripts nobody
-# measured (3- and 4-byte: Devanagari, Thai, emoji...) weigh their UTF-8 bytes, which no
-# byte-level or byte-fallback tokenizer exceeds. Part of the id: changing one means v2.
-DENSE_WEIGHTS = {"hangul": 2.15, "cjk": 1.50, "script2": 0.70, "digit": 0.82, "hex": 0.75, "base64": 0.65}
-DENSE_BYTE_WEIGHT = 1 / 1.3  # per UTF-8 byte of an unmeasured script's character
-
-_CJK = "\u2e80-\u2fdf\u3000-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
-_HANGUL = "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"
-_WORD = "0-9A-Za-z+/=_-"
-# One pass finds every dense run, skipping ordinary ASCII text at C speed (Latin letters
-# with accents too, left to o200k): a run of word characters is looked
-# at only from its first digit (and then extended back to the word's start), which finds
-# every hex word and every base64 run with a digit. Base64 without any digit (one run in
-# fifteen of 16 characters) is left to o200k, which splits base64 about as finely as its
-# weight (docs/context-engine.md "Dense text").
-# No named groups here: with them the regex engine tries every alternative at every
-# position (six times slower on English); the kind of a run is read from its first
-# character, and a non-Latin run is split by script with ``_SCRIPTS``, which reads only it.
-_DENSE = re.compile(f"[0-9][{_WORD}]*|[^\\x00-\\u036f]+")
-_SCRIPTS = re.compile(
-    f"(?P<hangul>[{_HANGUL}]+)"
-    f"|(?P<cjk>[{_CJK}]+)"
-    # Two-byte scripts: Greek, Cyrillic, Armenian, Hebrew, Arabic, Syriac, Thaana.
-    r"|(?P<script2>[\u0370-\u07ff]+)"
-    # Anything else from three bytes up: scripts nobody measured, emoji.
-    f"|(?P<wide>[^\\x00-\\u07ff{_HANGUL}{_CJK}]+)"
-)
-_WORD_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+/=_-")
-_HEX_WORD = re.compile(r"(?=.*[a-fA-F])[0-9a-fA-F]+(?:-[0-9a-fA-F]+)*")
-_BASE64_WORD = re.compile(r"(?=.*[a-z])(?=.*[A-Z])[A-Za-z0-9+/]{16,}={0,2}")
-_DIGITS = re.compile(r"[0-9]+")
-_DIGIT_CHARS = frozenset("0123456789")
+DENSE_V1 = "dense-o200k-v1"  # its weights: context/dense_text.py
 
 _O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o\d)(\b|[-.:_]|$)")
 _CL100K_MODELS = re.compile(r"^(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embedding-ada-002)(\b|[-.:_]|$)")
@@ -236,7 +196,7 @@ class TiktokenEstimator:
 class DenseEstimator(TiktokenEstimator):
     """``dense-o200k-v1``: the proxy for an unknown tokenizer. Ordinary text is counted
     with o200k_base; dense runs (hex, base64, digits, CJK, other non-Latin scripts) by
-    their characters times ``DENSE_WEIGHTS``. Framing and overheads are tiktoken-v1's."""
+    their characters times ``DENSE_WEIGHTS`` (``context.dense_text``). Framing and overheads are tiktoken-v1's."""
 
     def __init__(self, encoding: Any) -> None:
         super().__init__(encoding)
@@ -245,41 +205,9 @@ class DenseEstimator(TiktokenEstimator):
         self.id = DENSE_V1
 
     def _count(self, text: str) -> int:
-        units = 0.0
-        plain: list[str] = []
-        start = 0
-        for run in _DENSE.finditer(text):
-            begin, end = run.start(), run.end()
-            found = run.group()
-            if found[0] in _DIGIT_CHARS:
-                while begin > start and text[begin - 1] in _WORD_CHARS:  # back to the word's start
-                    begin -= 1
-                found = text[begin:end]
-                digits = sum(len(d) for d in _DIGITS.findall(found)) * DENSE_WEIGHTS["digit"]
-                kind = ("hex" if len(found) >= 8 and _HEX_WORD.fullmatch(found)
-                        else "base64" if _BASE64_WORD.fullmatch(found) else "")
-                if kind:
-                    # Never less than the same word counted as an ordinary word with digits,
-                    # so a word that grows into hex or base64 never costs less than before.
-                    units += max(len(found) * DENSE_WEIGHTS[kind], digits + super()._count(_DIGITS.sub(" ", found)))
-                else:  # an ordinary word with digits: the digits per digit, the rest as text
-                    units += digits
-                    plain.append(text[start:begin])
-                    plain.append(_DIGITS.sub(" ", found))
-                    start = end
-                    continue
-            else:
-                for part in _SCRIPTS.finditer(found):
-                    kind = part.lastgroup or ""
-                    if kind == "wide":
-                        units += len(part.group().encode("utf-8")) * DENSE_BYTE_WEIGHT
-                    else:
-                        units += len(part.group()) * DENSE_WEIGHTS[kind]
-            plain.append(text[start:begin])
-            start = end
-        if not plain:
+        plain, units = dense_runs(text, lambda part: TiktokenEstimator._count(self, part))
+        if plain is None:
             return super()._count(text)  # nothing dense: exactly tiktoken's count
-        plain.append(text[start:])
         # What is left is counted as one text, each dense run standing as one space, so a
         # word's tokens do not depend on where the dense runs around it were cut.
         return super()._count(" ".join(plain)) + math.ceil(units)

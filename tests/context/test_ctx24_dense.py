@@ -143,7 +143,7 @@ def test_ctx24_ordinary_english_and_code_cost_what_o200k_counts(dense, o200k) ->
     ("Здравствуйте", "script2"),
 ])
 def test_ctx24_each_class_is_counted_by_its_characters(dense, o200k, text, kind) -> None:
-    from context.estimators import DENSE_WEIGHTS
+    from context.dense_text import DENSE_WEIGHTS
 
     letters = sum(1 for ch in text if not ch.isspace())
     # At least the class weight per character, and never less than o200k alone would say
