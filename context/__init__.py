@@ -19,7 +19,9 @@ from context.calibration import (
 )
 from context.estimators import (
     BYTES_V1,
+    DENSE_V1,
     BytesEstimator,
+    DenseEstimator,
     EstimateCache,
     Estimator,
     TiktokenEstimator,
@@ -106,6 +108,7 @@ __all__ = [
     "request_builder",
     "throttled",
     "BYTES_V1",
+    "DENSE_V1",
     "CalibratedEstimator",
     "Calibration",
     "calibrated",
@@ -123,6 +126,7 @@ __all__ = [
     "Budget",
     "ImageBudget",
     "BytesEstimator",
+    "DenseEstimator",
     "CommitDecision",
     "CompactionRequest",
     "CompactionResult",
