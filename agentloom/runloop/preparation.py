@@ -22,6 +22,7 @@ from agentloom.runloop.state import RunState, run_state_build
 from context import ContextPolicy
 from context.compaction import SummaryCall, SummaryReply, compact, drive, prepared_from
 from context.traces import traces_from_json
+from models_catalog.slots import BACKGROUND
 from sessions.models import PreparedCompaction, Run
 from sessions.services.events import event_emit
 from sessions.services.prepared import preparation_claim, preparation_failed, preparation_ready, preparation_renew
@@ -38,6 +39,7 @@ def compaction_prepare(*, prepared_id: int) -> str:
     try:
         state = run_state_build(Run.objects.select_related("session", "version").get(pk=prepared.run_id))
         state.executes = False  # it writes for the run, not as it: its lease keeps its writes
+        state.slot_kind = BACKGROUND  # CAT-11: it yields the model server to the runs' own calls
     except Exception:
         logger.exception("prepared summary %s: its run's model could not be reached", prepared_id)
         preparation_failed(prepared=prepared, reason="could_not_start")

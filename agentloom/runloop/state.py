@@ -111,6 +111,9 @@ class RunState:
     # run, a summary prepared in the background — whose own guards keep their writes (the
     # session's compaction hold, the preparation's lease).
     executes: bool = True
+    # CAT-11: whose turn a call of this state takes for a slot of the model server: the
+    # run's own calls (``action``) go before summaries prepared in the background.
+    slot_kind: str = "action"
 
     @property
     def figures(self) -> RunFigures:
@@ -297,6 +300,7 @@ def run_state_build(run: Run) -> RunState:
         # One set of limits for every call of the run: action, summary and verification.
         limits=replace(CHAT_LIMITS, read_timeout=settings.AGENTLOOM_PROVIDER_READ_TIMEOUT),
         connection_id=connection.pk if connection is not None else None,
+        concurrency=connection.concurrency if connection is not None else None,
     )
     sessions = run_tool_sessions(version=version)
     traits = session_traits(session_id=run.session_id, provider=target.provider, model=target.model)
