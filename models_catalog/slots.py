@@ -50,6 +50,10 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 T = TypeVar("T")
 
 
+class ServerBusy(Exception):
+    """No slot came within the caller's ``max_wait`` (discovery asked while a person waits)."""
+
+
 def server_key(base_url: str | None) -> str:
     """The server a base URL reaches: lower-case scheme, host and port (paths share it)."""
     text = (base_url or "").strip()
@@ -141,9 +145,11 @@ def _take(server: str, limit: int, kind: str, holder: str, waiter_id: int | None
 
 
 def slot_acquire(*, base_url: str | None, concurrency: int | None, kind: str = ACTION,
-                 waiting: Waiting | None = None, lifetime: float = LEASE_SECONDS) -> Lease | None:
+                 waiting: Waiting | None = None, lifetime: float = LEASE_SECONDS,
+                 max_wait: float | None = None) -> Lease | None:
     """A slot of the server at ``base_url`` (None when its concurrency is unknown: no
-    bound). Waits as long as it takes; ``waiting.on_poll`` may raise to give up."""
+    bound). Waits as long as it takes, or ``max_wait`` seconds (then ServerBusy);
+    ``waiting.on_poll`` may raise to give up."""
     if not concurrency or concurrency < 1:
         return None
     server = server_key(base_url)
@@ -169,6 +175,8 @@ def slot_acquire(*, base_url: str | None, concurrency: int | None, kind: str = A
             lease = _take(server, concurrency, kind, holder, waiter.pk, lifetime)
             if lease is not None:
                 break
+            if max_wait is not None and time.monotonic() - started >= max_wait:
+                raise ServerBusy()
     finally:
         ModelSlotWaiter.objects.filter(pk=waiter.pk).delete()
     if waiting.on_waited:
@@ -178,9 +186,11 @@ def slot_acquire(*, base_url: str | None, concurrency: int | None, kind: str = A
 
 @contextmanager
 def model_slot(*, base_url: str | None, concurrency: int | None, kind: str = ACTION,
-               waiting: Waiting | None = None, lifetime: float = LEASE_SECONDS) -> Iterator[Lease | None]:
+               waiting: Waiting | None = None, lifetime: float = LEASE_SECONDS,
+               max_wait: float | None = None) -> Iterator[Lease | None]:
     """Hold a slot of the server for the block (nothing when the concurrency is unknown)."""
-    lease = slot_acquire(base_url=base_url, concurrency=concurrency, kind=kind, waiting=waiting, lifetime=lifetime)
+    lease = slot_acquire(base_url=base_url, concurrency=concurrency, kind=kind, waiting=waiting, lifetime=lifetime,
+                         max_wait=max_wait)
     try:
         yield lease
     finally:
