@@ -37,7 +37,6 @@ from models_catalog.models import (
     PLATFORM_DEFAULT_CONTEXT_WINDOW,
     PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS,
     PLATFORM_DEFAULT_SAFETY_MARGIN,
-    ConcurrencySource,
     FigureSource,
     ModelConnection,
     api_key_hint,
@@ -341,12 +340,12 @@ def _concurrency(*, connection: ModelConnection | None, current: Mapping[str, An
         if isinstance(figure, bool) or not isinstance(figure, int) or not 1 <= figure <= CONCURRENCY_MAX:
             errors["concurrency"] = f"must be a whole number from 1 to {CONCURRENCY_MAX}, or empty (no bound)"
             return None, ""
-        return figure, ConcurrencySource.MANUAL
+        return figure, "manual"
     kept = connection is not None and out["model"] == current["model"] and not _endpoint_moved(connection, out)
-    if kept and current["concurrency_source"] == ConcurrencySource.MANUAL:
+    if kept and current["concurrency_source"] == "manual":
         return current["concurrency"], current["concurrency_source"]
     if token is not None and _token_attests(token, out) and token.get("cc"):
-        return token["cc"], token.get("ccs") or ConcurrencySource.SERVER
+        return token["cc"], token.get("ccs") or "server"
     if kept:
         return current["concurrency"], current["concurrency_source"]
     return None, ""
