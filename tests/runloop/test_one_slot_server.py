@@ -94,3 +94,23 @@ def test_without_a_known_concurrency_the_second_request_cuts_the_first_answer(on
     _ask_both(one_slot, space, alice, bob, concurrency=None)
     assert one_slot.most_at_once == 2
     assert one_slot.interrupted >= 1
+
+
+def test_stop_while_waiting_for_the_server_ends_the_run_without_asking_it(one_slot, space, alice):
+    from models_catalog.slots import slot_acquire
+    from sessions.services.runs import run_cancel
+
+    session = _session_on(one_slot, space, alice, concurrency=1, by=alice)
+    busy = slot_acquire(base_url=one_slot.base_url, concurrency=1)  # another worker's call is streaming
+    run = question_ask(session=session, content="alice asks while the server is busy")
+    thread = threading.Thread(target=_execute, args=(run.pk,))
+    thread.start()
+    try:
+        wait_for(lambda: RunEvent.objects.filter(run=run, type="model_waiting").exists(), timeout=60)
+        run_cancel(run=Run.objects.get(pk=run.pk))
+    finally:
+        thread.join(timeout=60)
+        assert busy is not None
+        busy.release()
+    assert Run.objects.get(pk=run.pk).status == "cancelled"
+    assert one_slot.streams == 0 and one_slot.most_at_once == 0  # the server was never asked
