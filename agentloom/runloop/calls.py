@@ -77,6 +77,8 @@ def server_slot(state: RunState, *, purpose: str, source: dict[str, str] | None 
 
     def on_poll() -> None:
         if not state.executes:  # a side writer (a background summary): no heartbeat of the run's to keep
+            if state.slot_poll is not None:
+                state.slot_poll()
             return
         state.watch.beat()
         if state.watch.lost:

@@ -8,7 +8,7 @@ instance (``context.ContextPipeline``), which keep each step O(new).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -114,6 +114,9 @@ class RunState:
     # CAT-11: whose turn a call of this state takes for a slot of the model server: the
     # run's own calls (``action``) go before summaries prepared in the background.
     slot_kind: str = "action"
+    # What a side writer does at each look while its call waits for the model server: a
+    # background summary keeps its preparation's lease, and gives up once it was discarded.
+    slot_poll: Callable[[], None] | None = None
 
     @property
     def figures(self) -> RunFigures:
