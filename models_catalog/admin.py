@@ -188,9 +188,11 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         """Save through the services (key, figures' source); then refresh the admin's copy."""
         data = form.service_data()
         if change:
-            saved = connection_update(connection=ModelConnection.objects.get(pk=obj.pk), data=data)
+            # Saved inside the console's transaction: no network here (CAT-8's server window
+            # is shown before saving by Discover and Test connection).
+            saved = connection_update(connection=ModelConnection.objects.get(pk=obj.pk), data=data, ask_server=False)
         else:
-            saved = connection_create(space=form.cleaned_data["space"], data=data)
+            saved = connection_create(space=form.cleaned_data["space"], data=data, ask_server=False)
         obj.pk = saved.pk
         obj.refresh_from_db()
 
@@ -280,7 +282,8 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         try:
             key, key_used = self._key_for(values)
             result = models_discover(provider=provider, base_url=values.get("base_url") or "", api_key=key,
-                                     limits=self.connection_test_limits, by=by, detailed=detailed)
+                                     limits=self.connection_test_limits, by=by, detailed=detailed,
+                                     probe_model=model or None, probe_limits=self.connection_test_limits)
         except DomainError as exc:
             return {"ok": False, "message": f"The connection does not work yet. {exc.message}"}
         label, ids = provider_label(provider), [item.id for item in result.models]
@@ -292,10 +295,21 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
             slots = next((item.concurrency for item in result.models if item.id == model), None)
             at_once = (f" It answers {'one request' if slots == 1 else f'{slots} requests'} at a time: "
                        "further calls wait their turn." if slots else "")
-            return {"ok": True, "message": f"{reached}, {model} among them.{at_once} Save to keep these settings."}
+            return {"ok": True, "message": f"{reached}, {model} among them.{_window_said(result, model)}{at_once} "
+                                           "Save to keep these settings."}
         close = difflib.get_close_matches(model, ids, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else " Discover models shows the ids it lists."
         return {"ok": False, "message": f"{reached}, but not {model}.{hint}"}
+
+
+def _window_said(result: Any, model: str) -> str:
+    """CAT-8: the window the server said for ``model``, in words, before anything is saved."""
+    found = next((m for m in result.models if m.id == model), None)
+    if found is None or found.context_window_source != FigureSource.SERVER:
+        return ""
+    return (f" Its server keeps a window of {found.context_window:,} tokens "
+            f"({server_context_label(found.server_context_source)}): use it with Discover models, "
+            "or type it into the context window.")
 
 
 def _figures_typed(obj: ModelConnection) -> bool:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('models_catalog', '0007_figure_sources_and_maxima'),
+        ('models_catalog', '0008_cat8_window_source_server'),
     ]
 
     operations = [
