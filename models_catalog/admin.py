@@ -30,7 +30,7 @@ from models_catalog.forms import (
 )
 from models_catalog.http import HttpLimits
 from models_catalog.maxima import maxima_of
-from models_catalog.models import FigureSource, ModelConnection, ModelPrice
+from models_catalog.models import ConcurrencySource, FigureSource, ModelConnection, ModelPrice
 from models_catalog.providers import find_provider, provider_label
 from models_catalog.selectors import connection_stored_key_for_discovery
 from models_catalog.serializers import discovery_data
@@ -75,7 +75,8 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
     # own api_key input replaces the model field, so the form never writes it directly.
     exclude = ["api_key"]
     readonly_fields = ["stored_key", "window_source", "output_source", "manifest_version", "server_context",
-                       "learned_window", "effective_input", "calibration", "created_at", "updated_at"]
+                       "learned_window", "effective_input", "calibration", "concurrency_from", "created_at",
+                       "updated_at"]
     fieldsets = [
         (None, {"fields": ["space", "name", "provider", "base_url"]}),
         ("API key", {"fields": ["api_key", "stored_key", "clear_api_key"]}),
@@ -85,6 +86,7 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
             "safety_margin_tokens", "supports_images", "manifest_version", "server_context", "learned_window",
             "effective_input", "calibration", "discovery_token",
         ]}),
+        ("Model server", {"fields": [("concurrency", "concurrency_from")]}),
         ("Record", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]
 
@@ -145,6 +147,13 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
             return "No provider counts yet: estimates carry a safety factor until the first answer."
         return "; ".join(f"{row.estimator_id}: the provider counts ×{Calibration(ratios=tuple(row.ratios)).ratio:.2f} "
                          f"of our estimate ({row.samples} answers)" for row in rows)
+
+    @admin.display(description="Known from")
+    def concurrency_from(self, obj: ModelConnection) -> str:
+        """Where the figure of requests at once came from (CAT-11)."""
+        if not obj.concurrency:
+            return "Unknown: no bound (calls are sent as they come)."
+        return dict(ConcurrencySource.choices).get(obj.concurrency_source, obj.concurrency_source or "—")
 
     @admin.display(description="Server keeps")
     def server_context(self, obj: ModelConnection) -> str:
@@ -283,7 +292,10 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         if not model:
             return {"ok": True, "message": f"{reached}. Enter a model id, or pick one with Discover models."}
         if model in ids:
-            return {"ok": True, "message": f"{reached}, {model} among them.{_window_said(result, model)} "
+            slots = next((item.concurrency for item in result.models if item.id == model), None)
+            at_once = (f" It answers {'one request' if slots == 1 else f'{slots} requests'} at a time: "
+                       "further calls wait their turn." if slots else "")
+            return {"ok": True, "message": f"{reached}, {model} among them.{_window_said(result, model)}{at_once} "
                                            "Save to keep these settings."}
         close = difflib.get_close_matches(model, ids, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else " Discover models shows the ids it lists."

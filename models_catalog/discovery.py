@@ -108,6 +108,8 @@ class DiscoveredModel:
     model_context_window: int | None = None
     server_context_window: int | None = None
     server_context_source: str | None = None
+    concurrency: int | None = None  # CAT-11: requests the server answers at once (None: unknown)
+    concurrency_source: str | None = None
 
     @property
     def source(self) -> str:
@@ -400,6 +402,8 @@ def resolve_figures(raw: RawModel, *, entry: ManifestEntry | None, manifest_vers
         model_context_window=model_window,
         server_context_window=served,
         server_context_source=raw.server_context_source if served else None,
+        concurrency=raw.concurrency,
+        concurrency_source=raw.concurrency_source if raw.concurrency else None,
     )
 
 

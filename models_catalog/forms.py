@@ -24,7 +24,7 @@ from models_catalog.validation import MAX_KEY_LENGTH, connection_validate
 
 CURRENCY = re.compile(r"[A-Z]{3}")  # ISO 4217's shape
 FORM_FIELDS = ["name", "provider", "base_url", "model", "context_window", "max_output_tokens",
-               "safety_margin_tokens", "supports_images"]
+               "safety_margin_tokens", "supports_images", "concurrency"]
 
 
 def _provider_input() -> forms.ChoiceField:
@@ -79,6 +79,12 @@ class ModelConnectionAdminForm(forms.ModelForm):
             self.fields["supports_images"].help_text = (
                 "Tick when this model takes image input: images people attach are sent to it. Unticked, the model "
                 "gets a note naming each image instead. Discovery fills this in when the provider says.")
+        if "concurrency" in self.fields:  # CAT-11
+            self.fields["concurrency"].label = "Requests at once"
+            self.fields["concurrency"].help_text = (
+                "How many requests the model server answers at once (1 to 64); calls beyond it wait their turn. "
+                "Discovery fills it in from llama.cpp's /props (total_slots); llama-cpp-python's server answers "
+                "one. Blank: unknown, no bound (hosted providers queue requests themselves).")
         if "base_url" in self.fields:
             self.fields["base_url"].label = "Base URL"
             self.fields["base_url"].help_text = _default_endpoint_help()
@@ -90,6 +96,12 @@ class ModelConnectionAdminForm(forms.ModelForm):
         for name in ("context_window", "max_output_tokens", "safety_margin_tokens"):
             if data.get(name) is None:
                 data.pop(name, None)  # left empty: platform default, or the discovered figure
+        if "concurrency" in data:
+            # Unchanged keeps the figure and where it came from (a discovered one stays the
+            # server's); blank on a new connection lets discovery's figure apply.
+            stored = self.instance.concurrency if self.instance.pk else None
+            if data["concurrency"] == stored:
+                data.pop("concurrency")
         if cleaned.get("clear_api_key"):
             data["api_key"] = ""
         elif cleaned.get("api_key"):

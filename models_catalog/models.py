@@ -22,6 +22,17 @@ class FigureSource(models.TextChoices):
     SERVER = "server", "The server"
 
 
+class ConcurrencySource(models.TextChoices):
+    """Where a connection's concurrency (CAT-11) came from; blank: unknown (unlimited)."""
+
+    SERVER = "server", "The server's /props (total_slots)"
+    SERVER_KIND = "server_kind", "llama-cpp-python's server answers one request at a time"
+    MANUAL = "manual", "Set by an admin"
+
+
+CONCURRENCY_MAX = 64  # what an admin may set; no local server runs more slots usefully
+
+
 class ModelConnection(models.Model):
     """A configured model. The key is encrypted and write-only (CAT-6): only the hint is shown.
 
@@ -77,6 +88,12 @@ class ModelConnection(models.Model):
     learned_context_window = models.PositiveIntegerField(null=True, blank=True)
     learned_window_at = models.DateTimeField(null=True, blank=True)
     learned_window_note = models.CharField(max_length=300, blank=True, default="")
+    # CAT-11: how many calls the server answers at once (llama.cpp's /props total_slots,
+    # 1 for llama-cpp-python's server, or the admin's figure), with where it came from
+    # (``ConcurrencySource``). Null is unknown, which means unlimited: hosted providers
+    # queue or refuse with 429 themselves, and a guessed bound would throttle them.
+    concurrency = models.PositiveSmallIntegerField(null=True, blank=True)
+    concurrency_source = models.CharField(max_length=32, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -165,3 +182,36 @@ class ModelPrice(models.Model):
 
     def __str__(self) -> str:
         return f"{provider_label(self.provider)}: {self.model}"
+
+
+class ModelSlotLease(models.Model):
+    """One of a model server's request slots, held by one call (CAT-11, ``models_catalog.slots``).
+
+    ``server`` is the server's normalised base URL, so every connection to one server
+    shares its slots. ``slot`` is below the server's concurrency; the unique pair is what
+    makes two processes racing for the last slot get one each at most, on SQLite and
+    PostgreSQL alike. A lease expires unless its holder renews it: a killed worker's slot
+    frees itself.
+    """
+
+    server = models.CharField(max_length=500)
+    slot = models.PositiveSmallIntegerField()
+    holder = models.CharField(max_length=64)
+    kind = models.CharField(max_length=16)  # "action" or "background"
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["server", "slot"], name="slot_lease_unique")]
+
+
+class ModelSlotWaiter(models.Model):
+    """A call waiting for a slot (CAT-11): action calls go before background summaries, and
+    each in the order it came. Renewed while it waits; one that stops being renewed (its
+    worker died) stops counting when it expires."""
+
+    server = models.CharField(max_length=500)
+    kind = models.CharField(max_length=16)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["server", "kind"], name="slot_waiter_server")]

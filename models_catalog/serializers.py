@@ -101,6 +101,10 @@ class ConnectionUpdateIn(RejectUnknownFields):
     max_output_tokens = serializers.IntegerField(required=False)
     safety_margin_tokens = serializers.IntegerField(required=False)
     supports_images = serializers.BooleanField(required=False)
+    concurrency = serializers.IntegerField(
+        required=False, allow_null=True,
+        help_text="CAT-11: how many requests the server answers at once, 1 to 64; null: unknown (no bound). "
+                  "Discovery learns it from llama.cpp's /props (total_slots); llama-cpp-python's server: 1.")
     discovery_token = StrictCharField(required=False, allow_blank=True, max_length=4_000,
                                       help_text="From a discovery result: keeps the figures' source "
                                                 "unless you change them.")
@@ -149,7 +153,8 @@ class ConnectionOut(serializers.ModelSerializer):
             "max_output_tokens_source", "max_output_tokens_maximum", "max_output_tokens_maximum_source",
             "safety_margin_tokens", "server_context_window", "server_context_source", "learned_context_window",
             "learned_window_at", "effective_context_window", "effective_input_tokens",
-            "manifest_version", "supports_images", "api_key_hint", "has_api_key", "created_at", "updated_at",
+            "manifest_version", "supports_images", "concurrency", "concurrency_source", "api_key_hint",
+            "has_api_key", "created_at", "updated_at",
         ]
         read_only_fields = ["learned_context_window", "learned_window_at"]
 
@@ -183,6 +188,9 @@ class DiscoveredModelOut(serializers.Serializer):
     server_context_window = serializers.IntegerField(
         allow_null=True, help_text="What the server keeps per request, when it says; context_window never exceeds it.")
     server_context_source = serializers.CharField(allow_null=True)
+    concurrency = serializers.IntegerField(
+        allow_null=True, help_text="CAT-11: requests the server answers at once, when known (null: no bound).")
+    concurrency_source = serializers.CharField(allow_null=True)
     discovery_token = serializers.CharField(
         help_text="Send it with the connection to keep these figures' source (else they count as manual)."
     )

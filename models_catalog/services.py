@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import transaction
 from django.views.decorators.debug import sensitive_variables
 
-from agentloom.errors import Conflict, DomainError, ValidationFailed
+from agentloom.errors import Conflict, DomainError, TryLater, ValidationFailed
 from agentloom.slow_work import slow_work
 from models_catalog.discovery import DiscoveryResult, discover_models
 from models_catalog.errors import (
@@ -54,9 +54,14 @@ from models_catalog.reachability import (
     official_endpoint,
 )
 from models_catalog.selectors import connection_in_use_by
+from models_catalog.slots import ServerBusy, model_slot, server_concurrency
 from models_catalog.validation import connection_validate, discovery_token_make
 
 logger = logging.getLogger("agentloom.catalog")
+# CAT-11: how long discovery waits for a busy one-slot server while the admin watches,
+# and when to try again after that.
+DISCOVERY_SLOT_WAIT = 20.0
+RETRY_BUSY_SERVER = 10
 
 
 
@@ -82,6 +87,7 @@ class ConnectionData(TypedDict, total=False):
     max_output_tokens: int
     safety_margin_tokens: int
     supports_images: bool
+    concurrency: int | None
     discovery_token: str
 
 
@@ -133,7 +139,11 @@ def models_discover(
     Makes network calls: never call it inside a database transaction.
     """
     try:
-        with slow_work("probe", person=getattr(by, "pk", None)):
+        # CAT-11: a one-slot server's list call is a request like any other (llama-cpp-python
+        # ends the stream it is answering when another request comes): it waits its turn.
+        with slow_work("probe", person=getattr(by, "pk", None)), \
+                model_slot(base_url=base_url, concurrency=server_concurrency(base_url) if base_url else None,
+                           max_wait=DISCOVERY_SLOT_WAIT):
             result = discover_models(
                 provider=provider,
                 base_url=base_url or None,
@@ -145,6 +155,9 @@ def models_discover(
                 probe_model=probe_model,
                 probe_limits=probe_limits,
             )
+    except ServerBusy:
+        raise TryLater("The model server is answering other requests (it answers only so many at once): "
+                       "try again in a moment.", retry_after=RETRY_BUSY_SERVER, code="model_server_busy") from None
     except ProviderError as exc:
         message = _scrub(exc.message, api_key)
         logger.info("discovery failed: provider=%s code=%s status=%s: %s", provider, exc.code, exc.status, message)

@@ -31,6 +31,8 @@ class ModelTarget:
     connection_id: int | None = None  # what is learned about the model is kept per connection
     stream_usage: bool = True  # the provider reads ``stream_options.include_usage`` (CTX-25)
     prompt_cache: bool = False  # summaries ride the provider's prompt cache (CTX-46)
+    # CAT-11: how many calls the server answers at once; None is unknown (no bound).
+    concurrency: int | None = None
 
     @property
     def shape(self) -> RequestShape:
@@ -41,11 +43,11 @@ class ModelTarget:
 
 def model_target(*, provider: str, model: str, base_url: str | None, api_key: str | None,
                  supports_images: bool = False, limits: HttpLimits = CHAT_LIMITS,
-                 connection_id: int | None = None) -> ModelTarget:
+                 connection_id: int | None = None, concurrency: int | None = None) -> ModelTarget:
     """The target for ``model`` of ``provider`` (an unknown provider raises its 400 error)."""
     spec = get_provider(provider)
     return ModelTarget(provider=spec.name, dialect=spec.dialect, output_limit_field=spec.output_limit_field,
                        exact_tokenizer=spec.exact_tokenizer, model=model, base_url=base_url or None,
                        api_key=api_key or None, supports_images=supports_images, limits=limits,
                        connection_id=connection_id, stream_usage=spec.stream_usage_option,
-                       prompt_cache=spec.prompt_cache)
+                       prompt_cache=spec.prompt_cache, concurrency=concurrency)

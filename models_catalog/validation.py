@@ -33,6 +33,7 @@ from models_catalog.maxima import (
     maxima_of,
 )
 from models_catalog.models import (
+    CONCURRENCY_MAX,
     PLATFORM_DEFAULT_CONTEXT_WINDOW,
     PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS,
     PLATFORM_DEFAULT_SAFETY_MARGIN,
@@ -76,6 +77,8 @@ def discovery_token_make(*, provider: str, base_url: str | None, model: Discover
         "img": bool(model.supports_images),
         "sc": model.server_context_window,
         "ss": model.server_context_source or "",
+        "cc": model.concurrency,  # CAT-11
+        "ccs": model.concurrency_source or "",
         # The model's maxima, when the provider or the manifest said, and which of them
         # did (CAT-3 refuses figures above them, on this write and every later one).
         "mx": model.provider_max_output_tokens,
@@ -170,7 +173,8 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
         current = {name: getattr(connection, name) for name in (
             "name", "provider", "base_url", "model", "context_window", "max_output_tokens",
             "safety_margin_tokens", "context_window_source", "max_output_tokens_source", "manifest_version",
-            "supports_images", "server_context_window", "server_context_source")}
+            "supports_images", "server_context_window", "server_context_source", "concurrency",
+            "concurrency_source")}
 
     def value(name: str, default: Any = None) -> Any:
         return data[name] if name in data else current.get(name, default)
@@ -261,6 +265,8 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
                                    token=token, moved=moved, figures={"context_window": window,
                                                                       "max_output_tokens": output}))
 
+    out["concurrency"], out["concurrency_source"] = _concurrency(connection=connection, current=current, data=data,
+                                                                 token=token, out=out, errors=errors)
     _validate_key(connection=connection, spec=spec, data=data, out=out, errors=errors)
     if errors:
         raise ValidationFailed("The model connection is not valid.", fields=errors)
@@ -324,6 +330,31 @@ def _server_context(*, connection: ModelConnection | None, current: Mapping[str,
         return token.get("sc") or None, token.get("ss") or ""
     if connection is not None and out["model"] == current["model"] and not _endpoint_moved(connection, out):
         return current["server_context_window"], current["server_context_source"]
+    return None, ""
+
+
+def _concurrency(*, connection: ModelConnection | None, current: Mapping[str, Any], data: Mapping[str, Any],
+                 token: Mapping[str, Any] | None, out: Mapping[str, Any],
+                 errors: dict[str, str]) -> tuple[int | None, str]:
+    """CAT-11: how many calls the server takes at once. The admin's figure (1 … 64; null
+    clears it: unknown, no bound), else the token's when it attests this endpoint and
+    model, else the stored one while neither changes (a figure the admin set stays when a
+    new discovery token comes), else unknown."""
+    if "concurrency" in data:
+        figure = data["concurrency"]
+        if figure is None or figure == "":
+            return None, ""
+        if isinstance(figure, bool) or not isinstance(figure, int) or not 1 <= figure <= CONCURRENCY_MAX:
+            errors["concurrency"] = f"must be a whole number from 1 to {CONCURRENCY_MAX}, or empty (no bound)"
+            return None, ""
+        return figure, "manual"
+    kept = connection is not None and out["model"] == current["model"] and not _endpoint_moved(connection, out)
+    if kept and current["concurrency_source"] == "manual":
+        return current["concurrency"], current["concurrency_source"]
+    if token is not None and _token_attests(token, out) and token.get("cc"):
+        return token["cc"], token.get("ccs") or "server"
+    if kept:
+        return current["concurrency"], current["concurrency_source"]
     return None, ""
 
 

@@ -32,6 +32,7 @@ from models_catalog.client import (
     get_chat_client,
 )
 from models_catalog.errors import ContextOverflowError, ProviderError
+from models_catalog.slots import ACTION, Waiting, model_slot
 from models_catalog.target import ModelTarget
 from sessions.models import Instance, ModelCall
 from sessions.run_errors import RunError
@@ -49,6 +50,44 @@ def chat_client(target: ModelTarget) -> ChatClient:
     """Open a chat client for ``target`` — the only place the run loop opens one."""
     return get_chat_client(provider=target.provider, base_url=target.base_url, api_key=target.api_key,
                            allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=target.limits)
+
+
+class _StopWhileWaiting(Exception):
+    """Stop was asked while the action call waited for the model server: nothing was sent."""
+
+
+def server_slot(state: RunState, *, purpose: str, source: dict[str, str] | None = None, stoppable: bool = False):
+    """A slot of the model server for one call of the run (CAT-11), held for the block.
+
+    While it waits the run's heartbeat goes on (the reaper must not take a waiting run for
+    a dead one) and a run taken over gives up (RunLost). The run's own calls say so in the
+    chat: ``model_waiting`` when the wait starts, ``model_waited`` when the slot comes;
+    a summary prepared in the background waits silently, behind every action call.
+    """
+    announce = state.executes and state.slot_kind == ACTION
+    where = source or {"instance": "main"}
+
+    def on_wait() -> None:
+        if announce:
+            state.emit("model_waiting", {**where, "purpose": purpose, "concurrency": state.target.concurrency})
+
+    def on_waited(seconds: float) -> None:
+        if announce:
+            state.emit("model_waited", {**where, "purpose": purpose, "seconds": round(seconds, 1)})
+
+    def on_poll() -> None:
+        if not state.executes:  # a side writer (a background summary): no heartbeat of the run's to keep
+            if state.slot_poll is not None:
+                state.slot_poll()
+            return
+        state.watch.beat()
+        if state.watch.lost:
+            raise RunLost()
+        if stoppable and state.watch.cancel_requested():
+            raise _StopWhileWaiting()
+
+    return model_slot(base_url=state.target.base_url, concurrency=state.target.concurrency, kind=state.slot_kind,
+                      waiting=Waiting(on_wait=on_wait, on_waited=on_waited, on_poll=on_poll))
 
 
 # The call log's outcome of an answer its output limit stopped: the provider's own
@@ -191,14 +230,25 @@ def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], 
                        hold=state.redactor.hold, stop_flag=state.watch.stop_flag_read, of_attempt=owner)
     thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source, redact=state.redactor.text,
                            hold=state.redactor.hold, stop_flag=state.watch.stop_flag_read, of_attempt=owner)
+    try:
+        with server_slot(state, purpose=ModelCall.Purpose.ACTION, source=source, stoppable=True) as lease:
+            return _stream_held(state, body, attempt, bound, text, thinking, lease)
+    except _StopWhileWaiting:  # LOOP-7 while waiting for the server: nothing was asked, the run stops
+        return StreamEnd(finish_reason="cancelled", usage=None, cut=True, text="")
+
+
+def _stream_held(state: RunState, body: dict[str, Any], attempt: _Attempt, bound: int, text: DeltaBuffer,
+                 thinking: DeltaBuffer, lease: Any) -> StreamEnd:
+    """``_stream_once`` with the server's slot held (CAT-11; ``lease`` None: no bound)."""
     pieces: list[str] = []
     reasoning: list[str] = []
     room = bound  # characters the answer may still stream
     end: StreamEnd | None = None
     with chat_client(state.target) as client:
         stream = client.stream_chat(body)
+        events = lease.kept(stream) if lease is not None else stream
         try:
-            for event in stream:
+            for event in events:
                 if isinstance(event, TextDelta):
                     pieces.append(event.text[:max(room, 0)])
                     text.add(pieces[-1])
@@ -257,8 +307,10 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
         state.bump("model_calls")
 
     def attempt() -> StreamEnd:
-        with chat_client(state.target) as client:
-            return collect(client.stream_chat(body)).raise_if_cut()
+        # CAT-11: each attempt takes its slot, so a retry's pause leaves the server to others.
+        with server_slot(state, purpose=purpose) as lease, chat_client(state.target) as client:
+            stream = client.stream_chat(body)
+            return collect(lease.kept(stream) if lease is not None else stream).raise_if_cut()
 
     def on_retry(number: int, error: ProviderError, delay: float) -> None:
         if state.executes:  # a manual compaction has no live run to speak in

@@ -22,6 +22,8 @@ from agentloom.runloop.state import RunState, run_state_build
 from context import ContextPolicy
 from context.compaction import SummaryCall, SummaryReply, compact, drive, prepared_from
 from context.traces import traces_from_json
+from models_catalog.errors import ProviderError
+from models_catalog.slots import BACKGROUND
 from sessions.models import PreparedCompaction, Run
 from sessions.services.events import event_emit
 from sessions.services.prepared import preparation_claim, preparation_failed, preparation_ready, preparation_renew
@@ -38,6 +40,7 @@ def compaction_prepare(*, prepared_id: int) -> str:
     try:
         state = run_state_build(Run.objects.select_related("session", "version").get(pk=prepared.run_id))
         state.executes = False  # it writes for the run, not as it: its lease keeps its writes
+        state.slot_kind = BACKGROUND  # CAT-11: it yields the model server to the runs' own calls
     except Exception:
         logger.exception("prepared summary %s: its run's model could not be reached", prepared_id)
         preparation_failed(prepared=prepared, reason="could_not_start")
@@ -70,6 +73,16 @@ def _prepare(state: RunState, prepared: PreparedCompaction) -> str:
         sources=[tuple(source) if source else None for source in snapshot["sources"]], tools=snapshot["tools"],
         policy=policy, trigger="budget", max_calls=policy.max_compaction_calls, headroom=headroom,
         traces=traces_from_json(snapshot.get("traces"), len(snapshot["messages"])))
+
+    def keep_lease() -> None:
+        # CAT-11: waiting for the model server behind the runs' own calls may take longer
+        # than the preparation's lease: it is kept meanwhile, and the wait ends once the
+        # summary is no longer wanted (discarded: the summary call fails with that code).
+        if not preparation_renew(prepared=prepared):
+            raise ProviderError("The prepared summary was discarded while it waited for the model server.",
+                                permanent=True, code="discarded")
+
+    state.slot_poll = keep_lease
 
     def summarize(call: SummaryCall) -> SummaryReply:
         if not preparation_renew(prepared=prepared):  # discarded meanwhile: stop paying for it

@@ -8,7 +8,7 @@ instance (``context.ContextPipeline``), which keep each step O(new).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -111,6 +111,12 @@ class RunState:
     # run, a summary prepared in the background — whose own guards keep their writes (the
     # session's compaction hold, the preparation's lease).
     executes: bool = True
+    # CAT-11: whose turn a call of this state takes for a slot of the model server: the
+    # run's own calls (``action``) go before summaries prepared in the background.
+    slot_kind: str = "action"
+    # What a side writer does at each look while its call waits for the model server: a
+    # background summary keeps its preparation's lease, and gives up once it was discarded.
+    slot_poll: Callable[[], None] | None = None
 
     @property
     def figures(self) -> RunFigures:
@@ -297,6 +303,7 @@ def run_state_build(run: Run) -> RunState:
         # One set of limits for every call of the run: action, summary and verification.
         limits=replace(CHAT_LIMITS, read_timeout=settings.AGENTLOOM_PROVIDER_READ_TIMEOUT),
         connection_id=connection.pk if connection is not None else None,
+        concurrency=connection.concurrency if connection is not None else None,
     )
     sessions = run_tool_sessions(version=version)
     traits = session_traits(session_id=run.session_id, provider=target.provider, model=target.model)

@@ -41,6 +41,10 @@ class RawModel:
     notes: list[str] = field(default_factory=list)
     server_context_window: int | None = None
     server_context_source: str | None = None
+    # CAT-11: how many requests the server answers at once, when it says (llama.cpp's
+    # total_slots) or its kind is known to answer one (llama-cpp-python), and how we know.
+    concurrency: int | None = None
+    concurrency_source: str | None = None
 
 
 @dataclass

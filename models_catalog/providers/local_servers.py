@@ -40,6 +40,11 @@ def props_context(payload: Any) -> int | None:
     return min((f for f in figures if f), default=None)
 
 
+def props_slots(payload: Any) -> int | None:
+    """``GET /props`` → ``total_slots``: the requests the server answers at once (CAT-11)."""
+    return positive_int(as_dict(payload).get("total_slots"))
+
+
 def add_llamacpp_contexts(ctx: ListingContext, listing: Listing) -> None:
     """Ask llama.cpp's ``/props`` what context each listed model is served with."""
     root = server_root(ctx.base_url)
@@ -50,11 +55,15 @@ def add_llamacpp_contexts(ctx: ListingContext, listing: Listing) -> None:
             return
         path = "/props?" + urlencode({"model": model.id, "autoload": "false"}) if router else "/props"
         try:
-            served = props_context(ctx.get_json(path, root=root))
+            props = ctx.get_json(path, root=root)
         except UnsafeURLError:
             raise
         except ProviderError:
-            served = None
+            props = None
+        served = props_context(props)
+        slots = props_slots(props)
+        if slots:
+            model.concurrency, model.concurrency_source = slots, "server"
         if served:
             model.server_context_window, model.server_context_source = served, LLAMACPP_PROPS
             continue

@@ -106,7 +106,12 @@ def parse_model_item(item: dict[str, Any]) -> tuple[RawModel | None, str]:
             max_output_tokens=positive_int(item.get("max_completion_tokens")),
         )
         return model, "groq"
-    return _generic(item, model_id), "openai"
+    generic = _generic(item, model_id)
+    if item.get("owned_by") == "me" and "permissions" in item:
+        # llama-cpp-python's server (llama_cpp/server/app.py lists every alias so): it answers
+        # one request at a time, and ends the running stream when a second one comes (CAT-11).
+        generic.concurrency, generic.concurrency_source = 1, "server_kind"
+    return generic, "openai"
 
 
 def _generic(item: dict[str, Any], model_id: str) -> RawModel:

@@ -16,7 +16,8 @@
     "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
     "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped", "compaction_failed",
     "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "run_error", "plan_updated",
-    "context_measured", "tool_progress", "compaction_preparing", "compaction_prepared", "run_waiting"
+    "context_measured", "tool_progress", "compaction_preparing", "compaction_prepared", "run_waiting",
+    "model_waiting", "model_waited"
   ];
   var COMPACTION_ENDS = ["compacted", "compaction_failed", "compaction_skipped"];
   var COMPACTION_WATCH_MS = 120000;
@@ -452,6 +453,13 @@
       "This one starts as soon as one of them ends.";
   }
 
+  // CAT-11: a call waits for the model server, which answers only so many requests at once.
+  function modelWaitingWords(concurrency) {
+    var n = Number(concurrency) || 1;
+    var at_once = n === 1 ? "one request" : n + " requests";
+    return "Waiting for the model server (it answers " + at_once + " at a time)…";
+  }
+
   LiveRun.prototype.start = function (events) {
     this.section.setAttribute("data-live", "1");
     var queued = this.section.getAttribute("data-status") === "queued";
@@ -589,6 +597,12 @@
         } else if (this.section.getAttribute("data-status") === "queued") {
           setStatus(waitingWords(data.reason, data.limit), true);
         }
+        break;
+      case "model_waiting":
+        setStatus(modelWaitingWords(data.concurrency), true);
+        break;
+      case "model_waited":
+        setStatus("Working…", true);
         break;
       case "run_started":
         this.section.removeAttribute("data-waiting");

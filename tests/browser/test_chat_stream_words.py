@@ -93,3 +93,26 @@ def test_an_unreachable_server_says_the_connection_is_lost_until_it_comes_back(p
     assert "Reconnected. Working…" in seen, seen
     expect(page.locator(STATUS)).to_have_text("Answer complete.")
     assert answer_text(page) == "".join(words(12)).strip()
+
+
+def test_cat11_a_question_waiting_for_a_one_slot_model_server_says_so_then_is_answered(page, server, fake_session,
+                                                                                       fake_provider):
+    from models_catalog.models import ModelConnection
+    from models_catalog.slots import slot_acquire
+
+    session = fake_session()
+    ModelConnection.objects.filter(pk=session.agent.model_connection_id).update(concurrency=1,
+                                                                               concurrency_source="server_kind")
+    fake_provider.handler = sequence(chat_stream(["Your turn came."]))
+    busy = slot_acquire(base_url=fake_provider.base_url, concurrency=1)  # someone else's answer is streaming
+    log_in(page, server, next_path=f"/sessions/{session.pk}/")
+    page.evaluate(RECORD_STATUS)
+    ask(page, "Hello?")
+    expect(page.locator(STATUS)).to_have_text("Waiting for the model server (it answers one request at a time)…")
+    assert fake_provider.requests == []
+    assert busy is not None
+    busy.release()
+    page.wait_for_selector(SETTLED, timeout=20_000)
+    assert answer_text(page) == "Your turn came."
+    expect(page.locator(STATUS)).to_have_text("Answer complete.")
+    assert page.script_errors == []
