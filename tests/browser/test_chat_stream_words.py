@@ -1,5 +1,5 @@
 """LOOP-5 in the browser: what a person reads under the chat while the stream has trouble: a provider
-retry says "retrying in N s" (its event is never taken for a lost connection), a dropped
+retry says "asking again in N s" (its event is never taken for a lost connection), a dropped
 stream says it reconnects and then that it did, and an unreachable server says so after a
 few tries, for as long as it is, and that nothing is lost."""
 from __future__ import annotations
@@ -30,8 +30,8 @@ RECORD_STATUS = """() => {
 }"""
 
 
-@pytest.mark.parametrize(("status", "title"), [(429, "Rate-limited by the model provider"),
-                                               (503, "The model provider is down or not answering")])
+@pytest.mark.parametrize(("status", "title"), [(429, "The model provider asked us to slow down"),
+                                               (503, "The model server did not answer")])
 def test_a_provider_retry_says_retrying_in_n_seconds_and_never_connection_lost(page, server, fake_session,
                                                                                 fake_provider, status, title):
     session = fake_session()
@@ -40,7 +40,7 @@ def test_a_provider_retry_says_retrying_in_n_seconds_and_never_connection_lost(p
     page.evaluate(RECORD_STATUS)
     ask(page, "Hello?")
 
-    expect(page.locator(STATUS)).to_have_text(f"{title} — retrying in 2 s…")
+    expect(page.locator(STATUS)).to_have_text(f"{title} — asking again in 2 s… Nothing is lost.")
     page.wait_for_selector(SETTLED, timeout=15_000)
     assert answer_text(page) == "Here it is."
     expect(page.locator(STATUS)).to_have_text("Answer complete.")
