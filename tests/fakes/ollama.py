@@ -1,4 +1,4 @@
-"""A fake Ollama server that truncates silently, as the real one does (issue #45, CAT-10).
+"""A fake Ollama server that truncates silently, as the real one does (issue #45).
 
 A FAKE: Ollama cannot run here (a Go binary, no registry package), so its behaviour is
 copied from its source (``runner``: "truncating input prompt" limit/prompt/keep/new) and
