@@ -51,22 +51,25 @@ SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-contro
 HOLD_SECONDS = 60.0  # a held stream goes on by itself after this, so a broken test cannot hang
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
-# Measured on SmolLM2's tokenizer (a 49k-entry BPE): English words are one token each,
-# longer ones two; digits one each; CJK about one per character; punctuation one each.
+# Measured on SmolLM2's tokenizer (a 49k-entry BPE, English-heavy) through the real server:
+# English words are one token each, longer ones two; digits one each; a CJK character
+# about 1.6 (most are one or two byte-level tokens); punctuation one each.
 _PIECES = re.compile(r"[A-Za-z]+|\d|[\u3400-\u9fff\uf900-\ufaff]|\s+|[^\sA-Za-z\d]")
 
 
 def count_text(text: str) -> int:
     """Tokens SmolLM2's tokenizer makes of ``text``, by character class (close, not exact)."""
-    count = 0
+    count = 0.0
     for piece in _PIECES.findall(text):
         if piece[0].isalpha() and piece.isascii():
             count += 1 + len(piece) // 9
         elif piece.isspace():
             count += 0 if piece == " " else max(1, len(piece) // 4)
+        elif "\u3400" <= piece <= "\ufaff":
+            count += 1.6
         else:
             count += 1
-    return count
+    return round(count)
 
 
 def _text(content: Any) -> str:
@@ -77,14 +80,14 @@ def _text(content: Any) -> str:
 
 def count_prompt(messages: list[dict[str, Any]]) -> int:
     """The prompt tokens of a chat request: SmolLM2's ChatML template (``<|im_start|>role\\n
-    text<|im_end|>\\n`` per turn, 4 tokens of frame; the default system turn first when
-    there is none; ``<|im_start|>assistant\\n`` to open the answer, 3 tokens)."""
+    text<|im_end|>\\n`` per turn, 5 tokens of frame; the default system turn first when
+    there is none; ``<|im_start|>assistant\\n`` to open the answer, 4 tokens)."""
     turns = list(messages)
     if not turns or turns[0].get("role") != "system":
         turns = [{"role": "system", "content": DEFAULT_SYSTEM}, *turns]
-    total = 3
+    total = 4
     for message in turns:
-        total += 4 + count_text(_text(message.get("content")))
+        total += 5 + count_text(_text(message.get("content")))
         for call in message.get("tool_calls") or []:
             total += count_text(json.dumps(call.get("function", {})))
     return total
@@ -239,6 +242,13 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._json(422, {"detail": [{"type": "missing", "loc": ["body", "messages"], "msg": "Field required"}]})
             return
+        why = unreadable(body["messages"])
+        if why:
+            # Its request types reject the message (pydantic, inside the route): a 500 whose
+            # message lists the validation errors, streamed or not, before any stream begins.
+            self._json(500, {"error": {"message": f"validation errors: {why}", "type": "internal_server_error",
+                                       "param": None, "code": None}})
+            return
         if body.get("stream") is True:
             self._stream(body)
         else:
@@ -248,10 +258,6 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.owner
         fake._acquire()
         try:
-            if unreadable(body["messages"]):
-                self._json(500, {"error": {"message": "Internal Server Error", "type": "internal_server_error",
-                                           "param": None, "code": None}})
-                return
             prompt = fake.over_window(body)
             if prompt is not None:
                 fake.refused.append((False, prompt))
@@ -282,9 +288,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         fake._acquire()
         try:
-            if unreadable(body["messages"]):
-                self._end_refused()
-                return
             prompt = fake.over_window(body)
             if prompt is not None:
                 fake.refused.append((True, prompt))
