@@ -147,3 +147,15 @@ def test_what_else_its_request_types_reject_is_a_500_streamed_or_not(server, mes
     assert answer.status == 500
     error = answer.json()["error"]
     assert error["type"] == "internal_server_error" and "validation errors" in error["message"]
+
+
+def test_an_answer_that_reaches_the_window_ends_with_length_and_the_room_left(server):
+    # ~1,900 tokens of prompt and 1,000 asked for: max_tokens is cut to what the window leaves.
+    prompt = "Say the word apple. " * 355
+    with Connection(server.port) as connection:
+        answer = connection.request("POST", "/v1/chat/completions",
+                                    chat(server.model, prompt, max_tokens=1000, logit_bias={SMOLLM2_IM_END: -100}))
+    assert answer.status == 200
+    body = answer.json()
+    assert body["choices"][0]["finish_reason"] == "length"
+    assert body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] == 2048

@@ -62,3 +62,18 @@ def test_a_stream_ends_with_a_finish_reason_usage_and_done(server):
     last = answer.chunks()[-1]
     assert last["choices"][0]["finish_reason"] in ("stop", "length")
     assert last["usage"]["prompt_tokens"] > 0
+
+
+def test_an_answer_that_reaches_the_slots_window_ends_with_length_not_an_error(server):
+    # ~1,900 tokens of prompt and room asked for 1,000 more: the slot fills first.
+    prompt = "Say the word apple. " * 355
+    with Connection(server.port) as connection:
+        answer = connection.request("POST", "/v1/chat/completions",
+                                    chat(server.model, prompt, stream=True, max_tokens=1000, ignore_eos=True))
+    assert answer.status == 200 and answer.finished
+    assert not any("error" in chunk for chunk in answer.chunks())
+    last = answer.chunks()[-1]
+    assert last["choices"][0]["finish_reason"] == "length"
+    usage = last["usage"]
+    assert usage["prompt_tokens"] + usage["completion_tokens"] <= 2048
+    assert usage["completion_tokens"] < 1000
