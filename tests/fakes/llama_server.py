@@ -17,9 +17,10 @@ llama-cpp-python's pinned release vendors):
 * An error after the stream began is one more event, ``data: {"error": {"code": 500,
   "message": …, "type": "server_error"}}``, and the stream ends there — **no** ``[DONE]``
   (``error_after``: that many content chunks first).
-* Streams carry ``usage`` and ``timings`` in their last chunk (llama.cpp sends them
-  whatever ``stream_options`` says); the answer stops at the slot's window with
-  ``finish_reason: "length"``.
+* A stream's finishing chunk carries ``timings`` (``prompt_n``, ``predicted_n``); ``usage``
+  comes only when ``stream_options.include_usage`` asks, as one more chunk with empty
+  ``choices``, before ``[DONE]``. The answer stops at the slot's window with
+  ``finish_reason: "length"`` (measured: 1,806 + 242 = 2,048), never an error.
 
 Tokens are counted as ``tests.fakes.windowed.provider_count`` counts them.
 Use it as a ``FakeProvider`` handler: ``fake.handler = LlamaServer(n_ctx=2048, slots=2)``.
@@ -106,6 +107,8 @@ class LlamaServer:
             events.append({"error": {"code": 500, "message": self.error_message, "type": "server_error"}})
             return SSEResponse(events=events, done=False)
         events += [chunk({"content": p}) for p in pieces]
-        events.append({**chunk({}, finish), "usage": usage,
-                       "timings": {"prompt_n": prompt, "predicted_n": usage["completion_tokens"]}})
+        events.append({**chunk({}, finish),
+                       "timings": {"cache_n": 0, "prompt_n": prompt, "predicted_n": usage["completion_tokens"]}})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            events.append({**common, "choices": [], "usage": usage})
         return SSEResponse(events=events)

@@ -53,15 +53,19 @@ def test_a_prompt_over_the_slot_window_is_refused_with_400_and_its_figures_strea
     assert "exceeds the available context size (2048 tokens)" in error["message"]
 
 
-def test_a_stream_ends_with_a_finish_reason_usage_and_done(server):
+def test_a_stream_ends_with_a_finish_reason_and_timings_then_usage_only_when_asked(server):
     with Connection(server.port) as connection:
-        answer = connection.request("POST", "/v1/chat/completions",
-                                    chat(server.model, "Name a colour.", stream=True, max_tokens=8))
-    assert answer.status == 200 and answer.finished
-    assert answer.sse_data()[-1] == "[DONE]"
-    last = answer.chunks()[-1]
+        plain = connection.request("POST", "/v1/chat/completions",
+                                   chat(server.model, "Name a colour.", stream=True, max_tokens=8))
+    with Connection(server.port) as connection:
+        asked = connection.request("POST", "/v1/chat/completions", chat(
+            server.model, "Name a colour.", stream=True, max_tokens=8, stream_options={"include_usage": True}))
+    assert plain.status == 200 and plain.finished and plain.sse_data()[-1] == "[DONE]"
+    last = plain.chunks()[-1]
     assert last["choices"][0]["finish_reason"] in ("stop", "length")
-    assert last["usage"]["prompt_tokens"] > 0
+    assert last["timings"]["prompt_n"] > 0 and not any("usage" in c for c in plain.chunks())
+    usage = asked.chunks()[-1]
+    assert usage["choices"] == [] and usage["usage"]["prompt_tokens"] > 0
 
 
 def test_an_answer_that_reaches_the_slots_window_ends_with_length_not_an_error(server):
@@ -74,6 +78,6 @@ def test_an_answer_that_reaches_the_slots_window_ends_with_length_not_an_error(s
     assert not any("error" in chunk for chunk in answer.chunks())
     last = answer.chunks()[-1]
     assert last["choices"][0]["finish_reason"] == "length"
-    usage = last["usage"]
-    assert usage["prompt_tokens"] + usage["completion_tokens"] <= 2048
-    assert usage["completion_tokens"] < 1000
+    timings = last["timings"]
+    assert timings["cache_n"] + timings["prompt_n"] + timings["predicted_n"] <= 2048
+    assert timings["predicted_n"] < 1000
