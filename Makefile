@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint install install-dev bench
+.PHONY: run test lint install install-dev bench local-models
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ install-dev: $(VENV)/.installed-dev
 
 run: install
 	$(BIN)/python -m agentloom.launch
+
+# The real llama-cpp-python server, llama.cpp's llama-server and the small models they serve,
+# built once into ~/.cache/agentloom/local-models (docs/local-servers.md); `make test` runs the
+# tests marked local_server against them, and skips them with the reason when they are not built.
+local-models: install-dev
+	$(BIN)/python scripts/local_models.py build
 
 test: install-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -13,6 +13,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
+# The real local model servers (llama-cpp-python's, llama.cpp's llama-server) as fixtures
+# any test can ask for: tests/local_servers/fixtures.py.
+pytest_plugins = ["tests.local_servers.fixtures"]
+
 
 
 def pytest_generate_tests(metafunc):
