@@ -1,4 +1,4 @@
-"""People at once on a one-slot real local server (issue #45, CAT-11): run
+"""People at once on a one-slot real local server (issue #45): run
 ``.venv/bin/python benchmarks/local_server.py [--people 1,2,4,8] [--output 128]``.
 
 Starts llama-cpp-python's real server (``python -m llama_cpp.server``, SmolLM2-135M-Instruct,
