@@ -18,6 +18,7 @@ status, error codes, compaction records, answer text), never timings.
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -30,7 +31,9 @@ from tests.local_servers.product import RealServerChat, real_connection
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.local_server]
 
-OUTPUT = 192  # tokens an answer may take: long answers, bounded on two busy cores
+# Tokens an answer may take: long answers, bounded on two busy cores. A machine much slower
+# than that (SmolLM2 at one token a second under a load of 11) may lower it for a look.
+OUTPUT = int(os.environ.get("AGENTLOOM_REAL_SERVER_OUTPUT", "192"))
 WINDOW = 2048  # what the real server keeps (n_ctx): tests/local_servers/fixtures.py
 LONG = 14  # the issue's long chat
 TOPICS = ("the Roman Empire", "photosynthesis", "the French Revolution", "black holes", "the printing press",
@@ -46,9 +49,20 @@ CHINESE_INSTRUCTIONS = "你是一位耐心的老师。请用中文详细回答�
 INSTRUCTIONS = "You are a patient teacher. Answer every question at length, in several paragraphs."
 
 
+NOTES = ("My notes so far, to build on: people first wrote about it long ago, and each generation added "
+         "something; the early accounts disagree about dates, places and names; later work measured what the "
+         "early accounts only described; the changes it brought reached trade, farming, travel, medicine, law and "
+         "everyday life; some of those changes were welcomed and some were resisted for a long time; today "
+         "teachers, engineers and historians still argue about what mattered most, and why it happened where and "
+         "when it did, and not somewhere else or sooner. Please use these notes, correct them where they are wrong, "
+         "and add what they leave out.")
+
+
 def long_question(topic: str) -> str:
+    """A long question asking for a long answer: the window fills from both sides, as a
+    person pasting notes and asking for an essay fills it."""
     return (f"Write a long, detailed essay about {topic}: its history, how it works, the people involved, "
-            "and why it matters today. Use several long paragraphs and give many examples.")
+            f"and why it matters today. Use several long paragraphs and give many examples. {NOTES}")
 
 
 def run_to_end(run_id: int) -> Run:
