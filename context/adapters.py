@@ -187,6 +187,30 @@ def _flatten(messages: list[dict[str, Any]]) -> None:
             message["content"] = "\n".join(p["text"] for p in content) if content else None
 
 
+def string_contents(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` as servers that render them through a chat template read them (issue #45).
+
+    llama-cpp-python's server answers **500** to an assistant turn whose ``content`` is
+    null (the turn that only calls tools, OpenAI's own form), to the ``developer`` role
+    and to a list of parts outside a user turn: its templates concatenate strings and know
+    the classic roles only. Such a turn is sent with ``""``, ``developer`` as ``system``, a
+    text-only list as its joined text (a list with images stays: only a user turn carries
+    one, and that the servers read). New dicts where something changes; the others are
+    the caller's own (read-only, as everywhere in this module)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content, role = message.get("content"), message.get("role")
+        changed = dict(message)
+        if content is None:
+            changed["content"] = ""
+        elif isinstance(content, list) and all(is_text_part(p) for p in content):
+            changed["content"] = "\n".join(p["text"] for p in content)
+        if role == "developer":
+            changed["role"] = "system"
+        out.append(changed)
+    return out
+
+
 def adapt_messages(
     messages: Sequence[Mapping[str, Any]],
     *,

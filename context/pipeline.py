@@ -23,7 +23,7 @@ from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from context.adapters import RequestBuilder
+from context.adapters import RequestBuilder, string_contents
 from context.anthropic import AnthropicBuilder
 from context.attachments import DEFAULT_IMAGE_BUDGET, apply_image_budget
 from context.calibration import CalibratedEstimator, Calibration, ratio_sample
@@ -49,6 +49,9 @@ class RequestShape:
     output_limit_field: str = "max_tokens"
     supports_images: bool = False
     stream_usage: bool = True  # ask for usage in a stream's last chunk (CTX-25)
+    # Every message's content a string and only the classic roles (``string_contents``):
+    # what local servers' chat templates can read (llama-cpp-python answers 500 otherwise).
+    string_content: bool = False
 
     @property
     def native(self) -> bool:
@@ -77,9 +80,12 @@ def build_body(shape: RequestShape, messages: Sequence[Mapping[str, Any]], *, ma
     if isinstance(builder, AnthropicBuilder):
         return builder.build(messages, model=shape.model, max_tokens=max_output_tokens, tools=tools or None,
                              supports_images=shape.supports_images, keep_thinking=keep_thinking)
-    return builder.build(messages, dialect=shape.dialect, output_limit_field=shape.output_limit_field,
+    body = builder.build(messages, dialect=shape.dialect, output_limit_field=shape.output_limit_field,
                          model=shape.model, max_output_tokens=max_output_tokens, tools=tools or None,
                          supports_images=shape.supports_images, stream_usage=shape.stream_usage)
+    if shape.string_content:
+        body["messages"] = string_contents(body["messages"])
+    return body
 
 
 def answer_limit(budget: Budget) -> int:

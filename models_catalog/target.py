@@ -31,12 +31,14 @@ class ModelTarget:
     connection_id: int | None = None  # what is learned about the model is kept per connection
     stream_usage: bool = True  # the provider reads ``stream_options.include_usage`` (CTX-25)
     prompt_cache: bool = False  # summaries ride the provider's prompt cache (CTX-46)
+    string_content: bool = False  # string contents and classic roles only (local servers)
 
     @property
     def shape(self) -> RequestShape:
         """What the context engine needs to build this target's requests."""
         return RequestShape(model=self.model, dialect=self.dialect, output_limit_field=self.output_limit_field,
-                            supports_images=self.supports_images, stream_usage=self.stream_usage)
+                            supports_images=self.supports_images, stream_usage=self.stream_usage,
+                            string_content=self.string_content)
 
 
 def model_target(*, provider: str, model: str, base_url: str | None, api_key: str | None,
@@ -48,4 +50,4 @@ def model_target(*, provider: str, model: str, base_url: str | None, api_key: st
                        exact_tokenizer=spec.exact_tokenizer, model=model, base_url=base_url or None,
                        api_key=api_key or None, supports_images=supports_images, limits=limits,
                        connection_id=connection_id, stream_usage=spec.stream_usage_option,
-                       prompt_cache=spec.prompt_cache)
+                       prompt_cache=spec.prompt_cache, string_content=spec.string_content)

@@ -151,6 +151,9 @@ def _sdist(folder: Path, python: Path, log: Path) -> Path:
 
 
 def _build_llama_server(folder: Path, python: Path, log: Path) -> Path:
+    kept = folder / "bin" / "llama-server"
+    if kept.is_file() and subprocess.run([str(kept), "--version"], capture_output=True, timeout=60).returncode == 0:
+        return kept  # built by a run that stopped before its manifest
     sdist = _sdist(folder, python, log)
     source = folder / "llama.cpp"
     # A build cut short is taken up where it stopped (cmake builds what is missing).
@@ -168,7 +171,6 @@ def _build_llama_server(folder: Path, python: Path, log: Path) -> Path:
     binary = build / "bin" / "llama-server"
     if not binary.is_file():
         raise SystemExit(f"local_models: cmake built no {binary}")
-    kept = folder / "bin" / "llama-server"
     kept.parent.mkdir(exist_ok=True)
     shutil.copy2(binary, kept)
     shutil.rmtree(source, ignore_errors=True)  # two hundred megabytes of objects

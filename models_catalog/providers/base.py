@@ -148,6 +148,7 @@ class ProviderSpec:
     ``prompt_cache``: the provider reads a repeated prompt prefix from its cache
     (Anthropic's ``cache_control``, OpenAI's and DeepSeek's automatic prefix caching), so
     a summary is asked for as the action request itself plus an instruction (CTX-46).
+    ``string_content``: see the field.
     Nothing outside this package compares a provider's name: it reads these fields.
     """
 
@@ -164,6 +165,10 @@ class ProviderSpec:
     chat_factory: ChatFactory | None = None
     api_path: str = ""
     prompt_cache: bool = False
+    # Requests carry string contents and the classic roles only (``context.string_contents``):
+    # the local servers behind ``openai_compatible`` render messages through chat templates
+    # that fail (llama-cpp-python: 500) on a null content, ``developer`` or a list of parts.
+    string_content: bool = False
 
     def base_url_form(self, base_url: str) -> str:
         """``base_url`` as this provider's API is called at: without trailing slashes, and
