@@ -37,8 +37,17 @@ from _django import REPO, setup, table
 sys.path.insert(0, str(REPO))
 
 WINDOW = 2048
+# A long question asking for a long answer (the notes a person pastes fill the window too):
+# the same as tests/local_servers/test_done_when.py asks.
 QUESTION = ("Write a long, detailed essay about {topic}: its history, how it works, the people involved, "
-            "and why it matters today. Use several long paragraphs.")
+            "and why it matters today. Use several long paragraphs and give many examples. My notes so far, to "
+            "build on: people first wrote about it long ago, and each generation added something; the early "
+            "accounts disagree about dates, places and names; later work measured what the early accounts only "
+            "described; the changes it brought reached trade, farming, travel, medicine, law and everyday life; "
+            "some of those changes were welcomed and some were resisted for a long time; today teachers, engineers "
+            "and historians still argue about what mattered most, and why it happened where and when it did, and "
+            "not somewhere else or sooner. Please use these notes, correct them where they are wrong, and add what "
+            "they leave out.")
 TOPICS = ("the Roman Empire", "photosynthesis", "the French Revolution", "black holes", "the printing press",
           "plate tectonics", "the Silk Road", "vaccines", "the steam engine", "coral reefs", "the Moon landing",
           "volcanoes", "the Renaissance", "honey bees", "the Internet", "glaciers")
