@@ -72,7 +72,7 @@ class Bench:
         from agentloom.agents.services import agent_create, agent_publish
         from agentloom.spaces.models import Membership
         from agentloom.spaces.services import membership_add, space_bootstrap_for_user
-        from models_catalog.models import ModelConnection
+        from models_catalog.services import connection_create
 
         users = get_user_model()
         self.owner = users.objects.create_user(username=f"bench-owner-{time.time_ns()}", password="x-bench-pass-1")
@@ -82,9 +82,10 @@ class Bench:
             person = users.objects.create_user(username=f"bench-{number}-{time.time_ns()}", password="x-bench-pass-1")
             membership_add(space=self.space, user=person, role=Membership.Role.MEMBER)
             self.people.append(person)
-        connection = ModelConnection.objects.create(
-            space=self.space, name="Real llama-cpp-python", provider="openai_compatible", base_url=server.base_url,
-            api_key="", model=server.model, context_window=WINDOW, max_output_tokens=output)
+        # As an admin enters it (the service the API and console use: it picks the margin for the window).
+        connection = connection_create(space=self.space, data={
+            "name": "Real llama-cpp-python", "provider": "openai_compatible", "base_url": server.base_url,
+            "api_key": "", "model": server.model, "context_window": WINDOW, "max_output_tokens": output})
         self.agent = agent_create(space=self.space, name="Bench", model_connection=connection,
                                   instructions="Answer every question at length, in several paragraphs.", tools=[],
                                   created_by=self.owner)

@@ -27,7 +27,7 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from sessions.models import PreparedCompaction, Run, SessionMessage
-from tests.local_servers.product import RealServerChat, real_connection
+from tests.local_servers.product import RealServerChat
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.local_server]
 
@@ -162,6 +162,18 @@ def assert_nothing_lost(user, chat: RealServerChat, questions: list[str]) -> Non
         assert said, f"no answer on record for {outcome(run)}"
 
 
+def entered(server, *, space, window: int | None = WINDOW):
+    """A connection as an admin enters it (``connection_create``: the API's and the console's
+    path, which picks the margin for the window entered), with the test's output limit."""
+    from models_catalog.services import connection_create
+
+    data = {"name": "Entered by hand", "provider": "openai_compatible", "base_url": server.base_url, "api_key": "",
+            "model": server.model, "max_output_tokens": OUTPUT}
+    if window is not None:
+        data["context_window"] = window
+    return connection_create(space=space, data=data)
+
+
 def long_chat(chat: RealServerChat, questions: list[str]) -> list[Run]:
     """Ask each question in turn; stop at the first run that does not complete (the chat
     would be stuck there), saying how it ended."""
@@ -208,8 +220,8 @@ def test_alice_discovers_the_server_accepts_its_figures_and_gets_fourteen_long_a
 
 
 def test_with_the_window_entered_fourteen_long_answers_complete_with_compactions(real_llama_cpp_python, space, alice):
-    chat = RealServerChat.open(real_llama_cpp_python, space=space, user=alice, window=WINDOW,
-                               max_output_tokens=OUTPUT, instructions=INSTRUCTIONS)
+    chat = RealServerChat.open(real_llama_cpp_python, space=space, user=alice,
+                               connection=entered(real_llama_cpp_python, space=space), instructions=INSTRUCTIONS)
     questions = [long_question(topic) for topic in TOPICS[:LONG]]
 
     long_chat(chat, questions)
@@ -223,8 +235,8 @@ def test_with_the_window_entered_fourteen_long_answers_complete_with_compactions
 
 def test_alice_and_bob_asking_at_once_on_the_one_slot_server_both_get_whole_answers(real_llama_cpp_python, space,
                                                                                     alice, bob):
-    chat = RealServerChat.open(real_llama_cpp_python, space=space, user=alice, window=WINDOW,
-                               max_output_tokens=OUTPUT, instructions=INSTRUCTIONS)
+    chat = RealServerChat.open(real_llama_cpp_python, space=space, user=alice,
+                               connection=entered(real_llama_cpp_python, space=space), instructions=INSTRUCTIONS)
     chats = {"alice": chat, "bob": chat.for_user(bob)}
     rounds = 3
     ended: dict[str, list[Run]] = {"alice": [], "bob": []}
@@ -263,8 +275,9 @@ def test_alice_and_bob_asking_at_once_on_the_one_slot_server_both_get_whole_answ
 
 
 def test_a_chinese_conversation_completes_with_compactions(real_llama_cpp_python, space, alice):
-    chat = RealServerChat.open(real_llama_cpp_python, space=space, user=alice, window=WINDOW,
-                               max_output_tokens=OUTPUT, instructions=CHINESE_INSTRUCTIONS)
+    chat = RealServerChat.open(real_llama_cpp_python, space=space, user=alice,
+                               connection=entered(real_llama_cpp_python, space=space),
+                               instructions=CHINESE_INSTRUCTIONS)
     questions = list(CHINESE)
 
     long_chat(chat, questions)
@@ -280,7 +293,7 @@ def test_a_session_stuck_on_the_default_window_answers_after_resume_and_its_next
                                                                                          space, alice):
     # The newcomer's connection without a window: the platform's default, 32,768, on a server
     # that keeps 2,048. Today a run fails after some eight long answers and stays failed.
-    connection = real_connection(real_llama_cpp_python, space=space, max_output_tokens=OUTPUT)
+    connection = entered(real_llama_cpp_python, space=space, window=None)
     assert connection.context_window == 32_768
     chat = RealServerChat.open(real_llama_cpp_python, space=space, user=alice, connection=connection,
                                instructions=INSTRUCTIONS)
@@ -317,8 +330,8 @@ def test_a_summary_prepared_in_the_background_does_not_cut_the_answer_being_stre
 
     preparations = Preparations()
     preparation_dispatcher_set(preparations)  # each summary made at once beside the run, as a worker would
-    chat = RealServerChat.open(real_llama_cpp_python, space=space, user=alice, window=WINDOW,
-                               max_output_tokens=OUTPUT, instructions=INSTRUCTIONS)
+    chat = RealServerChat.open(real_llama_cpp_python, space=space, user=alice,
+                               connection=entered(real_llama_cpp_python, space=space), instructions=INSTRUCTIONS)
     try:
         for number, topic in enumerate(TOPICS[:8], start=1):
             run = ask(chat, long_question(topic))
