@@ -146,7 +146,7 @@ def window_share(bench: Bench, deadline: float) -> tuple[int | None, str, int, i
     """Long questions in one session until its first compaction: the largest prompt sent
     before it (the server's count, ``usage.prompt_tokens``; our estimate where the server
     reported none), where that figure came from, the questions asked, the compactions seen."""
-    from sessions.models import SessionMessage
+    from sessions.models import CompactionSnapshot
     from sessions.models_call_log import ModelCall
 
     session = bench.session(bench.people[0])
@@ -156,7 +156,7 @@ def window_share(bench: Bench, deadline: float) -> tuple[int | None, str, int, i
             break
         ask(session, QUESTION.format(topic=topic))
         asked += 1
-        if SessionMessage.objects.filter(session=session, kind="compaction").exists():
+        if CompactionSnapshot.objects.filter(instance__session=session).exists():
             break
     counted: list[int] = []
     estimated: list[int] = []
@@ -167,7 +167,7 @@ def window_share(bench: Bench, deadline: float) -> tuple[int | None, str, int, i
         if prompt:
             counted.append(prompt)
         estimated.append(call.estimated_tokens)
-    compactions = SessionMessage.objects.filter(session=session, kind="compaction").count()
+    compactions = CompactionSnapshot.objects.filter(instance__session=session).count()
     if counted:
         return max(counted), "the server's count", asked, compactions
     return (max(estimated) if estimated else None), "our estimate", asked, compactions

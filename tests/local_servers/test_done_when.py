@@ -97,7 +97,10 @@ def outcome(run: Run) -> str:
 
 
 def compactions(session) -> int:
-    return SessionMessage.objects.filter(session=session, kind="compaction").count()
+    """Compaction checkpoints of the session's instances (one snapshot each, RUN-10)."""
+    from sessions.models import CompactionSnapshot
+
+    return CompactionSnapshot.objects.filter(instance__session=session).count()
 
 
 def answers(run: Run) -> list[dict[str, Any]]:
