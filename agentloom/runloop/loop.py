@@ -20,22 +20,28 @@ from django.db import connection as db_connection
 
 from agentloom.runloop import compaction
 from agentloom.runloop.calls import action_call, answer_is_empty
-from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped
+from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped, WaitForServer
 from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import step_measured
 from agentloom.runloop.state import RunState, run_state_build, system_message
 from agentloom.runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_events
 from agentloom.runloop.verification import run_verify
-from context import ContextPipeline, ContextTooLong, PolicyError, RequestValidationError, Send
+from context import ContextPipeline, ContextTooLong, PolicyError, RequestValidationError, Send, length_cause
 from sessions.models import Instance, ModelCall, Run, RunAttention
-from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, INTERNAL_ERROR, RunError
+from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, EMPTY_ANSWER_RETRY, INTERNAL_ERROR, RunError
 from sessions.selectors import main_instance
 from sessions.services.history import (
     assistant_record,
     instance_steps_recount,
     supplements_take,
 )
-from sessions.services.runs import SupplementsPending, run_claim, run_finish, run_reopen_record
+from sessions.services.runs import (
+    SupplementsPending,
+    run_claim,
+    run_finish,
+    run_reopen_record,
+    run_wait_for_server,
+)
 
 logger = logging.getLogger("agentloom.runloop")
 
@@ -109,6 +115,14 @@ def _drive(state: RunState) -> None:
         _finish(state, Run.Status.CANCELLED, reason="stopped by user")
     except RunStopped as stop:
         _finish(state, Run.Status.FAILED, error=stop.error)
+    except WaitForServer as wait:
+        # LOOP-3: back to the queue until the server's time, freeing this thread; a worker
+        # takes it up then (the reaper's sweep), as a new attempt from the last saved step.
+        state.broadcasts.release()
+        state.calibration_save()
+        if run_wait_for_server(run=run, attempt=run.attempt, seconds=wait.seconds,
+                               error=RunError.from_provider(wait.error)):
+            logger.info("run %s waits %.0f s for its model's server (Retry-After)", run.pk, wait.seconds)
     except Exception:
         logger.exception("run %s failed unexpectedly", run.pk)
         _drop_dead_connection()
@@ -133,6 +147,23 @@ def _finish(state: RunState, status: str, *, error: RunError | None = None, reas
     run_finish(run=state.run, status=status, error=error, reason=reason, event_data=extra,
                expected_from=(Run.Status.RUNNING,), of_attempt=state.run.attempt,
                main_steps=state.main.model_steps if state.main is not None else None)
+
+
+def _length_named(state: RunState, message: dict[str, Any], *, request: Send, usage: Any) -> None:
+    """CAT-12: an answer ended by ``length`` keeps the output limit it was sent with and
+    its real cause: that limit, or the server's context filling long before it (a server
+    that stops when prompt + answer reach its window), told apart by what was written —
+    the provider's completion count, else our calibrated estimate of the text."""
+    shape = state.target.shape
+    sent = request.body.get("max_tokens" if shape.native else shape.output_limit_field)
+    limit = sent if isinstance(sent, int) and not isinstance(sent, bool) else state.figures.budget.max_output_tokens
+    # OpenAI-style ``completion_tokens``; Anthropic's ``output_tokens``.
+    counted = (usage.get("completion_tokens", usage.get("output_tokens")) if isinstance(usage, dict) else None)
+    if not isinstance(counted, int) or isinstance(counted, bool):
+        counted = state.figures.figure(state.figures.estimates.message(message))
+    message["output_limit"] = limit
+    message["answer_tokens"] = counted
+    message["length_cause"] = length_cause(output_limit=limit, answer_tokens=counted)
 
 
 def _learn_window(state: RunState, refusal: ContextRefused) -> None:
@@ -170,6 +201,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
     """Drive one instance until it answers; returns the answer text."""
     schemas = [tool.schema() for tool in state.tools_at(depth)]
     refused = False  # the provider refused the last request as too long (CAT-3)
+    empty_asked_again = False  # LOOP-10: one empty answer is asked once more, a second ends the run
     while True:
         state.broadcasts.release()  # a step after one that was held: what it waited for is out
         state.check()
@@ -190,11 +222,13 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
             continue
         refused = False
         end = answer.end
+        if not answer_is_empty(end):
+            empty_asked_again = False  # the rule is per answer: a later empty one is asked again too
         step = state.step_number(instance)
         message = end.assistant_message()
         if end.finish_reason == "length":  # stopped by its output limit: the chat says so and offers Continue
             message["finish_reason"] = "length"
-            message["output_limit"] = state.figures.budget.max_output_tokens
+            _length_named(state, message, request=request, usage=answer.log.usage)
         calls = [call for call in end.tool_calls if call.complete] if not end.cut else []
         if calls:
             message["tool_calls"] = [call.to_message_dict() for call in calls]
@@ -222,6 +256,15 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         if not calls:
             if instance.parent_id is None and state.signals.attention & RunAttention.SUPPLEMENT:
                 continue  # a supplement arrived while answering: take it and go on (RUN-5)
+            if empty and not empty_asked_again:
+                # LOOP-10: small local models answer nothing now and then, and a second ask
+                # usually answers. Nothing of the empty one was kept, so the same request
+                # goes again; the chat says so (a retry, not a failure yet).
+                empty_asked_again = True
+                state.emit("run_error", EMPTY_ANSWER_RETRY.event(retrying_in=0, attempt=1, reset=True,
+                                                                 instance="main" if instance.parent_id is None
+                                                                 else str(instance.pk)))
+                continue
             if empty:  # a sub-agent's empty answer fails its delegation with the same words
                 raise RunStopped.of(EMPTY_ANSWER)
             return message.get("content") or ""

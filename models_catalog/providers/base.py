@@ -169,6 +169,9 @@ class ProviderSpec:
     # the local servers behind ``openai_compatible`` render messages through chat templates
     # that fail (llama-cpp-python: 500) on a null content, ``developer`` or a list of parts.
     string_content: bool = False
+    # CAT-8: a self-hosted server of this kind may publish no window; at a loopback or
+    # private address, discovery asks it with one probe (``providers.window_probe``).
+    window_probe: bool = False
 
     def base_url_form(self, base_url: str) -> str:
         """``base_url`` as this provider's API is called at: without trailing slashes, and
