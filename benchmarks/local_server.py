@@ -156,7 +156,7 @@ def window_share(bench: Bench, deadline: float) -> tuple[int | None, str, int, i
             break
         ask(session, QUESTION.format(topic=topic))
         asked += 1
-        if CompactionSnapshot.objects.filter(instance__session=session).exists():
+        if CompactionSnapshot.objects.filter(instance__run__session=session).exists():
             break
     counted: list[int] = []
     estimated: list[int] = []
@@ -167,7 +167,7 @@ def window_share(bench: Bench, deadline: float) -> tuple[int | None, str, int, i
         if prompt:
             counted.append(prompt)
         estimated.append(call.estimated_tokens)
-    compactions = CompactionSnapshot.objects.filter(instance__session=session).count()
+    compactions = CompactionSnapshot.objects.filter(instance__run__session=session).count()
     if counted:
         return max(counted), "the server's count", asked, compactions
     return (max(estimated) if estimated else None), "our estimate", asked, compactions

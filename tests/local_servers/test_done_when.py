@@ -100,7 +100,7 @@ def compactions(session) -> int:
     """Compaction checkpoints of the session's instances (one snapshot each, RUN-10)."""
     from sessions.models import CompactionSnapshot
 
-    return CompactionSnapshot.objects.filter(instance__session=session).count()
+    return CompactionSnapshot.objects.filter(instance__run__session=session).count()
 
 
 def answers(run: Run) -> list[dict[str, Any]]:
