@@ -37,6 +37,7 @@ from context.policy import (
     Counters,
     PolicyError,
     TriggerResult,
+    budget_under_window,
     default_safety_margin,
     evaluate_triggers,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "CalibratedEstimator",
     "Calibration",
     "calibrated",
+    "budget_under_window",
     "default_safety_margin",
     "estimate_is_exact",
     "prior_ratio",

@@ -2,8 +2,11 @@
 
 - **Calibration** (CTX-25): every answer's real ``usage`` against our estimate for the same
   request, kept per connection, model and estimator, so a new session starts calibrated.
-- **The real window** (CAT-3): a context-overflow refusal below the configured window
-  lowers the connection's effective window, with provenance ``provider_refusal``.
+- **The real window** (CAT-3, CAT-9): a context-overflow refusal below the configured window
+  lowers the connection's effective window, with provenance ``provider_refusal``; it applies
+  at once to every version and run of the connection, frozen budgets included, with the
+  safety margin and output reserve recomputed for it unless an admin set them
+  (``budget_in_force``).
 
 Both only ever make figures safer: a calibration keeps the largest recent ratio, and a
 learned window only goes down.
@@ -16,9 +19,17 @@ from django.db import connection as db_connection
 from django.db import transaction
 from django.utils import timezone
 
-from context import Calibration, estimate_is_exact, get_estimator, prior_ratio
+from context import (
+    Budget,
+    Calibration,
+    budget_under_window,
+    default_safety_margin,
+    estimate_is_exact,
+    get_estimator,
+    prior_ratio,
+)
 from models_catalog.errors import ContextOverflowError
-from models_catalog.models import ModelConnection, TokenCalibration
+from models_catalog.models import FigureSource, ModelConnection, TokenCalibration
 from models_catalog.providers import get_provider
 
 PROVIDER_REFUSAL = "provider_refusal"
@@ -97,3 +108,25 @@ def window_learn(*, connection_id: int | None, window: int, note: str) -> int | 
         connection.learned_window_note = note[:300]
         connection.save(update_fields=["learned_context_window", "learned_window_at", "learned_window_note"])
     return window
+
+
+def figures_set(*, connection: ModelConnection | None, budget: Budget) -> tuple[bool, bool]:
+    """Whether an admin set the safety margin and the output reserve of ``budget`` (a
+    version's frozen figures over ``connection``): a margin other than the default for its
+    window was typed; an output reserve was set when its source is ``manual``. What was not
+    set follows a window the server proves (CAT-9)."""
+    margin_set = budget.safety_margin_tokens != default_safety_margin(budget.context_window)
+    output_set = connection is not None and connection.max_output_tokens_source == FigureSource.MANUAL
+    return margin_set, output_set
+
+
+def budget_in_force(*, connection: ModelConnection | None, budget: Budget) -> Budget:
+    """CAT-9, RUN-4 amended: a frozen budget under what the server proved about the window
+    (learned from a refusal, or read from the server): a smaller window lowers it at once,
+    for every version and run of the connection; a larger one changes nothing. PolicyError
+    when the figures an admin set leave no input in that window."""
+    if connection is None:
+        return budget
+    margin_set, output_set = figures_set(connection=connection, budget=budget)
+    return budget_under_window(budget, connection.effective_context_window(budget.context_window),
+                               margin_set=margin_set, output_set=output_set)

@@ -1,0 +1,63 @@
+"""CAT-9, RUN-4 amended: a window the server proved applies to a frozen budget -- only ever
+lowering it -- with the margin and output reserve that were not set by an admin following it."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from context import Budget, PolicyError, budget_under_window, default_safety_margin
+from context.policy import SAFETY_MARGIN_FLOOR
+
+
+@st.composite
+def budgets(draw: st.DrawFn) -> Budget:
+    window = draw(st.integers(min_value=64, max_value=2_000_000))
+    output = draw(st.integers(min_value=1, max_value=window - 1))
+    margin = draw(st.integers(min_value=0, max_value=window - output - 1))
+    return Budget(context_window=window, max_output_tokens=output, safety_margin_tokens=margin)
+
+
+@settings(max_examples=500, deadline=None)
+@given(budget=budgets(), window=st.integers(min_value=1, max_value=4_000_000),
+       margin_set=st.booleans(), output_set=st.booleans())
+def test_cat9_a_learned_window_only_ever_lowers_a_frozen_budget(budget, window, margin_set, output_set):
+    try:
+        lowered = budget_under_window(budget, window, margin_set=margin_set, output_set=output_set)
+    except PolicyError:  # only figures an admin set, or a window under the margin's floor, leave no input
+        assert margin_set or output_set or window < 2 * SAFETY_MARGIN_FLOOR
+        return
+    assert lowered.context_window == min(budget.context_window, window)
+    assert lowered.max_output_tokens <= budget.max_output_tokens
+    assert lowered.safety_margin_tokens <= budget.safety_margin_tokens
+    if window >= budget.context_window:  # a larger window needs a new version
+        assert lowered == budget
+    if margin_set:
+        assert lowered.safety_margin_tokens == budget.safety_margin_tokens
+    if output_set:
+        assert lowered.max_output_tokens == budget.max_output_tokens
+
+
+@settings(max_examples=300, deadline=None)
+@given(frozen_window=st.integers(min_value=4_096, max_value=1_000_000), window=st.integers(min_value=512,
+                                                                                          max_value=1_000_000))
+def test_cat9_figures_nobody_set_follow_the_proven_window_and_leave_it_most_of_its_input(frozen_window, window):
+    """The issue's 768 tokens of input: a 32k default's margin (1,024) and output (4,096)
+    kept under a 2,048 window. Unset figures follow the window instead."""
+    frozen = Budget(context_window=frozen_window, max_output_tokens=min(4_096, frozen_window // 2),
+                    safety_margin_tokens=default_safety_margin(frozen_window))
+    lowered = budget_under_window(frozen, window, margin_set=False, output_set=False)
+    if window < frozen_window:
+        assert lowered.safety_margin_tokens == min(frozen.safety_margin_tokens, default_safety_margin(window))
+        assert lowered.effective_input >= 0.6 * lowered.context_window
+
+
+def test_cat9_the_issues_2048_server_behind_the_platform_default():
+    lowered = budget_under_window(Budget.platform_default(), 2_048, margin_set=False, output_set=False)
+    assert (lowered.context_window, lowered.max_output_tokens, lowered.safety_margin_tokens) == (2_048, 512, 64)
+    assert lowered.effective_input == 1_472  # was 2,048 - 4,096 - 1,024: no budget at all
+
+
+def test_cat9_an_admins_figures_are_kept_and_said_not_to_fit():
+    with pytest.raises(PolicyError):
+        budget_under_window(Budget(32_768, 1_024, 1_100), 2_048, margin_set=True, output_set=True)
