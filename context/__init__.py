@@ -14,6 +14,7 @@ from context.calibration import (
     Calibration,
     calibrated,
     prior_ratio,
+    prompt_truncated,
     ratio_sample,
     usage_prompt_tokens,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "default_safety_margin",
     "estimate_is_exact",
     "prior_ratio",
+    "prompt_truncated",
     "ratio_sample",
     "usage_prompt_tokens",
     "DEFAULT_IMAGE_BUDGET",

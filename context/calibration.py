@@ -119,3 +119,30 @@ class CalibratedEstimator:
 
     def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> int:
         return calibrated(self.base.request(messages, tools), self.ratio)
+
+
+# CAT-10: a prompt the server counts more than this share under what was expected of it
+# was cut by the server (Ollama drops the start of a prompt longer than its context).
+TRUNCATION_SHARE = 0.9
+
+
+def prompt_truncated(*, estimate: int, counted: Any, calibration: Calibration, exact: bool,
+                     server_window: int | None) -> bool:
+    """CAT-10: did the server silently truncate a prompt we estimated at ``estimate`` and it
+    counted as ``counted``? Yes when its count reaches its own context size
+    (``server_window``, as far as it is known), or falls more than 10% under what the
+    request should have counted: our estimate itself when it is the model's own tokenizer,
+    else the estimate times the smallest ratio this model's real counts have shown. Before
+    any real count, a proxy's estimate is no evidence (a byte count is four times a real
+    one), so only the first rule applies."""
+    if isinstance(counted, bool) or not isinstance(counted, int) or counted <= 0 or estimate <= 0:
+        return False
+    if server_window and counted >= server_window:
+        return True
+    if exact:
+        ratio = 1.0
+    elif calibration.ratios:
+        ratio = min(calibration.ratios)
+    else:
+        return False
+    return counted < TRUNCATION_SHARE * estimate * ratio

@@ -33,6 +33,8 @@ from models_catalog.models import FigureSource, ModelConnection, TokenCalibratio
 from models_catalog.providers import get_provider
 
 PROVIDER_REFUSAL = "provider_refusal"
+# CAT-10: a window learned from a server's count of a prompt it cut without refusing.
+TRUNCATED_PROMPT = "truncated_prompt"
 # With no figure in the refusal, the window is taken to be this share of what was refused.
 UNCOUNTED_REFUSAL_SHARE = 0.9
 

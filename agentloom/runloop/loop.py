@@ -144,7 +144,7 @@ def _learn_window(state: RunState, refusal: ContextRefused) -> None:
     """The server keeps less than the configured window: learn what it keeps (CAT-3), then
     the next preparation compacts under the lowered budget and the call is tried once more."""
     try:
-        window = state.learn_refusal(refusal.error, estimate=refusal.estimate)
+        window = state.learn_refusal(refusal.error, estimate=refusal.estimate, truncated=refusal.truncated)
     except PolicyError:
         raise refusal.stop(connection=_connection_name(state), budget=state.figures.budget,
                            after_summary=False) from None

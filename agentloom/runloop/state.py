@@ -44,6 +44,7 @@ from models_catalog.errors import ContextOverflowError
 from models_catalog.http import CHAT_LIMITS
 from models_catalog.learning import (
     PROVIDER_REFUSAL,
+    TRUNCATED_PROMPT,
     budget_in_force,
     calibration_get,
     figures_set,
@@ -184,7 +185,14 @@ class RunState:
             calibration_record(connection_id=self.target.connection_id, model=self.target.model,
                                estimator_id=estimator_id, prior=self._prior(estimator_id), samples=samples)
 
-    def learn_refusal(self, error: ContextOverflowError, *, estimate: int) -> int:
+    @property
+    def estimate_exact(self) -> bool:
+        """Whether the run's estimator is the model's own tokenizer (CAT-10 reads its
+        estimate as the count to expect)."""
+        return estimate_is_exact(self.figures.estimator_id, self.target.model,
+                                 exact_tokenizer=self.target.exact_tokenizer)
+
+    def learn_refusal(self, error: ContextOverflowError, *, estimate: int, truncated: bool = False) -> int:
         """CAT-3: a context-overflow refusal. Keep its count as a calibration sample, lower
         the connection's window to what the server keeps, and this run's budget with it.
         Returns the window now in force."""
@@ -194,7 +202,8 @@ class RunState:
         window = window_from_refusal(error=error, refused_tokens=refused,
                                      max_output_tokens=figures.budget.max_output_tokens)
         window = min(window, figures.budget.context_window)
-        note = (f"{PROVIDER_REFUSAL}: refused a request of about {refused:,} tokens"
+        note = (f"{TRUNCATED_PROMPT}: kept {window:,} tokens of a request of about {refused:,}" if truncated else
+                f"{PROVIDER_REFUSAL}: refused a request of about {refused:,} tokens"
                 + (f" (it counted {error.prompt_tokens:,})" if error.prompt_tokens else "")
                 + (f"; its window is {error.window:,}" if error.window else ""))
         window_learn(connection_id=self.target.connection_id, window=window, note=note)

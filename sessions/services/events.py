@@ -35,6 +35,8 @@ EVENT_TYPES = frozenset({
     "compaction_preparing", "compaction_prepared",
     # A queued run waits for its person's (or space's) earlier runs to end (issue #44).
     "run_waiting",
+    # CAT-10: the server cut the prompt without refusing; the answer is dropped, asked again.
+    "prompt_truncated",
 })
 # A browser's EventSource dispatches an event named ``error``, ``open`` or ``message`` to
 # its own handlers too (``onerror`` is the connection-lost handler): no event of ours may

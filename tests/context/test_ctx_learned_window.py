@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context import Budget, PolicyError, budget_under_window, default_safety_margin
+from context import Budget, Calibration, PolicyError, budget_under_window, default_safety_margin, prompt_truncated
 from context.policy import SAFETY_MARGIN_FLOOR
 
 
@@ -61,3 +61,33 @@ def test_cat9_the_issues_2048_server_behind_the_platform_default():
 def test_cat9_an_admins_figures_are_kept_and_said_not_to_fit():
     with pytest.raises(PolicyError):
         budget_under_window(Budget(32_768, 1_024, 1_100), 2_048, margin_set=True, output_set=True)
+
+
+# CAT-10: a prompt the server cut, read from its own count.
+def test_cat10_a_count_at_the_servers_context_size_is_a_cut_prompt():
+    assert prompt_truncated(estimate=5_000, counted=2_048, calibration=Calibration(prior=1.3), exact=False,
+                            server_window=2_048)
+
+
+def test_cat10_a_count_more_than_a_tenth_under_the_expected_count_is_a_cut_prompt():
+    exact = dict(calibration=Calibration(), exact=True, server_window=32_768)
+    assert prompt_truncated(estimate=3_000, counted=2_048, **exact)
+    assert not prompt_truncated(estimate=2_200, counted=2_048, **exact)  # within a tenth: a tokenizer's error
+    # A proxy's estimate is read through what the model's real counts showed of it.
+    learned = Calibration(prior=1.3, ratios=(0.8, 0.82))
+    assert not prompt_truncated(estimate=3_000, counted=2_400, calibration=learned, exact=False,
+                                server_window=32_768)
+    assert prompt_truncated(estimate=3_000, counted=2_048, calibration=learned, exact=False, server_window=32_768)
+
+
+def test_cat10_before_any_real_count_a_proxys_estimate_is_no_evidence():
+    """A byte count is about four times a real one: without a real count to read it by,
+    a low count says nothing."""
+    assert not prompt_truncated(estimate=8_000, counted=2_048, calibration=Calibration(prior=0.4), exact=False,
+                                server_window=None)
+
+
+@pytest.mark.parametrize("counted", [None, 0, True, "2048"])
+def test_cat10_no_usable_count_is_no_cut(counted):
+    assert not prompt_truncated(estimate=8_000, counted=counted, calibration=Calibration(), exact=True,
+                                server_window=2_048)
