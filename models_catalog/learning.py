@@ -22,6 +22,7 @@ from django.utils import timezone
 from context import (
     Budget,
     Calibration,
+    PolicyError,
     budget_under_window,
     default_safety_margin,
     estimate_is_exact,
@@ -132,3 +133,16 @@ def budget_in_force(*, connection: ModelConnection | None, budget: Budget) -> Bu
     margin_set, output_set = figures_set(connection=connection, budget=budget)
     return budget_under_window(budget, connection.effective_context_window(budget.context_window),
                                margin_set=margin_set, output_set=output_set)
+
+
+def connection_input_tokens(connection: ModelConnection) -> int:
+    """CTX-21, CAT-9: what a request of this connection's figures may use, as runs use it:
+    within the window the server proved, with the margin and output reserve nobody set
+    following that window (the plain difference when the figures leave nothing)."""
+    plain = connection.effective_context_window() - connection.max_output_tokens - connection.safety_margin_tokens
+    try:
+        budget = Budget(context_window=connection.context_window, max_output_tokens=connection.max_output_tokens,
+                        safety_margin_tokens=connection.safety_margin_tokens)
+        return budget_in_force(connection=connection, budget=budget).effective_input
+    except PolicyError:
+        return plain
