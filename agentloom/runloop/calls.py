@@ -134,7 +134,7 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
         raise RunStopped.from_provider(exc) from None
     usage = end.usage.raw if end.usage else None
     counted = usage_prompt_tokens(usage)
-    if end.finish_reason != "cancelled" and prompt_truncated(
+    if counted is not None and end.finish_reason != "cancelled" and prompt_truncated(
             estimate=request.estimate, counted=counted, calibration=state.figures.calibration,
             exact=state.estimate_exact, server_window=state.figures.budget.context_window):
         raise _truncated(state, instance, request, end, usage, counted=counted, source=source)

@@ -47,8 +47,8 @@ from models_catalog.learning import (
     TRUNCATED_PROMPT,
     budget_in_force,
     calibration_get,
-    figures_set,
     calibration_record,
+    figures_set,
     window_from_refusal,
     window_learn,
 )

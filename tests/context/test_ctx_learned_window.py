@@ -70,7 +70,7 @@ def test_cat10_a_count_at_the_servers_context_size_is_a_cut_prompt():
 
 
 def test_cat10_a_count_more_than_a_tenth_under_the_expected_count_is_a_cut_prompt():
-    exact = dict(calibration=Calibration(), exact=True, server_window=32_768)
+    exact = {"calibration": Calibration(), "exact": True, "server_window": 32_768}
     assert prompt_truncated(estimate=3_000, counted=2_048, **exact)
     assert not prompt_truncated(estimate=2_200, counted=2_048, **exact)  # within a tenth: a tokenizer's error
     # A proxy's estimate is read through what the model's real counts showed of it.

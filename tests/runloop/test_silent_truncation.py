@@ -8,7 +8,6 @@ import pytest
 
 from agentloom.runloop.loop import run_execute
 from models_catalog.discovery import PLATFORM_DEFAULT_CONTEXT_WINDOW
-from models_catalog.models import ModelConnection
 from sessions.models import CompactionSnapshot, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from tests.fakes.ollama_chat import OllamaChatServer
