@@ -16,6 +16,7 @@ from context.calibration import (
     prior_ratio,
     prompt_truncated,
     ratio_sample,
+    truncation_confirmed,
     usage_prompt_tokens,
 )
 from context.estimators import (
@@ -112,6 +113,7 @@ __all__ = [
     "estimate_is_exact",
     "prior_ratio",
     "prompt_truncated",
+    "truncation_confirmed",
     "ratio_sample",
     "usage_prompt_tokens",
     "DEFAULT_IMAGE_BUDGET",

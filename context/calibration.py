@@ -124,25 +124,43 @@ class CalibratedEstimator:
 # CAT-10: a prompt the server counts more than this share under what was expected of it
 # was cut by the server (Ollama drops the start of a prompt longer than its context).
 TRUNCATION_SHARE = 0.9
+# What ``prompt_truncated`` says: the count reached the server's window / fell short.
+AT_WINDOW, UNDER_COUNT = "at_window", "under_count"
 
 
 def prompt_truncated(*, estimate: int, counted: Any, calibration: Calibration, exact: bool,
-                     server_window: int | None) -> bool:
+                     server_window: int | None) -> str | None:
     """CAT-10: did the server silently truncate a prompt we estimated at ``estimate`` and it
-    counted as ``counted``? Yes when its count reaches its own context size
-    (``server_window``, as far as it is known), or falls more than 10% under what the
-    request should have counted: our estimate itself when it is the model's own tokenizer,
-    else the estimate times the smallest ratio this model's real counts have shown. Before
-    any real count, a proxy's estimate is no evidence (a byte count is four times a real
-    one), so only the first rule applies."""
+    counted as ``counted``? ``AT_WINDOW`` when its count reaches its own context size
+    (``server_window``, as far as it is known); ``UNDER_COUNT`` when it falls more than 10%
+    under what the request should have counted: our estimate itself when it is the model's
+    own tokenizer, else the estimate times the smallest ratio this model's real counts have
+    shown, at most 1. Before any real count, a proxy's estimate is no evidence (a byte count is four
+    times a real one), so only the first rule applies. None otherwise.
+
+    ``UNDER_COUNT`` alone is a suspicion: a proxy's ratio moves with the text (a summary
+    reads differently from the conversation it replaced), so the caller confirms it with
+    :func:`truncation_confirmed` before acting on it."""
     if isinstance(counted, bool) or not isinstance(counted, int) or counted <= 0 or estimate <= 0:
-        return False
+        return None
     if server_window and counted >= server_window:
-        return True
+        return AT_WINDOW
     if exact:
         ratio = 1.0
     elif calibration.ratios:
-        ratio = min(calibration.ratios)
+        # Never above 1: a proxy's ratio moves with the text by more than a tenth (a model
+        # counting half again our figure on prose counts about ours on a repetitive log),
+        # so what it showed above our own figure is not relied on here.
+        ratio = min(1.0, *calibration.ratios)
     else:
-        return False
-    return counted < TRUNCATION_SHARE * estimate * ratio
+        return None
+    return UNDER_COUNT if counted < TRUNCATION_SHARE * estimate * ratio else None
+
+
+def truncation_confirmed(*, counted: int, largest_earlier: int | None) -> bool:
+    """CAT-10: an under-count is a cut only when the count is at the top of what the server
+    counted for this conversation before: a server that truncates caps every count at its
+    window, so a count below one it reported earlier is the estimate's error, not a cut.
+    With no earlier count there is nothing to compare: not a cut (the first prompt of a
+    conversation is small)."""
+    return largest_earlier is not None and counted >= largest_earlier

@@ -19,7 +19,8 @@ from django.conf import settings
 from agentloom.db_rows import rows_insert
 from agentloom.runloop.errors import ContextRefused, RunLost, RunStopped
 from agentloom.runloop.state import RunState
-from context import Send, prompt_truncated, usage_prompt_tokens
+from context import Send, prompt_truncated, truncation_confirmed, usage_prompt_tokens
+from context.calibration import UNDER_COUNT
 from context.truncation import answer_bound
 from models_catalog.client import (
     ChatClient,
@@ -35,6 +36,7 @@ from models_catalog.errors import ContextOverflowError, ProviderError
 from models_catalog.target import ModelTarget
 from sessions.models import Instance, ModelCall
 from sessions.run_errors import RunError
+from sessions.usage_selectors import session_largest_prompt_count
 from sessions.services.events import DeltaBuffer
 from sessions.services.model_calls import (
     PreparedCall,
@@ -134,9 +136,7 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
         raise RunStopped.from_provider(exc) from None
     usage = end.usage.raw if end.usage else None
     counted = usage_prompt_tokens(usage)
-    if counted is not None and end.finish_reason != "cancelled" and prompt_truncated(
-            estimate=request.estimate, counted=counted, calibration=state.figures.calibration,
-            exact=state.estimate_exact, server_window=state.figures.budget.context_window):
+    if counted is not None and end.finish_reason != "cancelled" and _cut_by_server(state, request, counted):
         raise _truncated(state, instance, request, end, usage, counted=counted, source=source)
     outcome = ("cancelled" if end.finish_reason == "cancelled"
                else OUTPUT_LIMIT if attempt.over_bound or end.finish_reason == "length"
@@ -148,6 +148,18 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
 
 # CAT-10: the call log's outcome of an answer to a prompt the server cut without saying so.
 TRUNCATED_PROMPT = "truncated_prompt"
+
+
+def _cut_by_server(state: RunState, request: Send, counted: int) -> bool:
+    """CAT-10: the server's own count says it cut the prompt. An under-count is confirmed
+    against the largest count the server gave for this session before (read only then: a
+    suspicion is rare, an answer is not)."""
+    said = prompt_truncated(estimate=request.estimate, counted=counted, calibration=state.figures.calibration,
+                            exact=state.estimate_exact, server_window=state.figures.budget.context_window)
+    if said != UNDER_COUNT:
+        return said is not None
+    return truncation_confirmed(counted=counted,
+                                largest_earlier=session_largest_prompt_count(session_id=state.run.session_id))
 
 
 def _truncated(state: RunState, instance: Instance, request: Send, end: StreamEnd, usage: dict[str, Any] | None,

@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context import Budget, Calibration, PolicyError, budget_under_window, default_safety_margin, prompt_truncated
+from context import (
+    Budget,
+    Calibration,
+    PolicyError,
+    budget_under_window,
+    default_safety_margin,
+    prompt_truncated,
+    truncation_confirmed,
+)
 from context.policy import SAFETY_MARGIN_FLOOR
 
 
@@ -91,3 +99,13 @@ def test_cat10_before_any_real_count_a_proxys_estimate_is_no_evidence():
 def test_cat10_no_usable_count_is_no_cut(counted):
     assert not prompt_truncated(estimate=8_000, counted=counted, calibration=Calibration(), exact=True,
                                 server_window=2_048)
+
+
+def test_cat10_an_under_count_is_a_cut_only_at_the_top_of_the_servers_earlier_counts():
+    """A proxy's ratio moves with the text: after a compaction the summary counted 683
+    where 933 was counted before, 13% under the ratio learned from the conversation. A
+    server that truncates caps every count at its window: a count under an earlier one is
+    the estimate's error."""
+    assert truncation_confirmed(counted=2_048, largest_earlier=1_904)
+    assert not truncation_confirmed(counted=683, largest_earlier=933)
+    assert not truncation_confirmed(counted=2_048, largest_earlier=None)
