@@ -363,6 +363,9 @@ def session_largest_prompt_count(*, session_id: int) -> int | None:
     caps every count at its window (CAT-10). Read only when a count looks short."""
     rows = (ModelCall.objects.filter(run__session_id=session_id, usage__isnull=False)
             .exclude(outcome="truncated_prompt").order_by("-id").values_list("usage", flat=True)[:RECENT_COUNTS])
-    counts = [usage.get("prompt_tokens") for usage in rows if isinstance(usage, dict)]
-    counts = [count for count in counts if isinstance(count, int) and not isinstance(count, bool) and count > 0]
+    counts: list[int] = []
+    for usage in rows:
+        count = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            counts.append(count)
     return max(counts) if counts else None
