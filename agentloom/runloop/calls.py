@@ -36,7 +36,6 @@ from models_catalog.errors import ContextOverflowError, ProviderError
 from models_catalog.target import ModelTarget
 from sessions.models import Instance, ModelCall
 from sessions.run_errors import RunError
-from sessions.usage_selectors import session_largest_prompt_count
 from sessions.services.events import DeltaBuffer
 from sessions.services.model_calls import (
     PreparedCall,
@@ -45,6 +44,7 @@ from sessions.services.model_calls import (
     model_call_prepare,
     session_action_model_note,
 )
+from sessions.usage_selectors import session_largest_prompt_count
 
 
 def chat_client(target: ModelTarget) -> ChatClient:
