@@ -124,6 +124,8 @@ class CalibratedEstimator:
 # CAT-10: a prompt the server counts more than this share under what was expected of it
 # was cut by the server (Ollama drops the start of a prompt longer than its context).
 TRUNCATION_SHARE = 0.9
+# No server keeps less than this: a smaller count is a short prompt, never a window's cap.
+SMALLEST_WINDOW = 512
 # What ``prompt_truncated`` says: the count reached the server's window / fell short.
 AT_WINDOW, UNDER_COUNT = "at_window", "under_count"
 
@@ -141,7 +143,7 @@ def prompt_truncated(*, estimate: int, counted: Any, calibration: Calibration, e
     ``UNDER_COUNT`` alone is a suspicion: a proxy's ratio moves with the text (a summary
     reads differently from the conversation it replaced), so the caller confirms it with
     :func:`truncation_confirmed` before acting on it."""
-    if isinstance(counted, bool) or not isinstance(counted, int) or counted <= 0 or estimate <= 0:
+    if isinstance(counted, bool) or not isinstance(counted, int) or counted < SMALLEST_WINDOW or estimate <= 0:
         return None
     if server_window and counted >= server_window:
         return AT_WINDOW
@@ -157,10 +159,16 @@ def prompt_truncated(*, estimate: int, counted: Any, calibration: Calibration, e
     return UNDER_COUNT if counted < TRUNCATION_SHARE * estimate * ratio else None
 
 
-def truncation_confirmed(*, counted: int, largest_earlier: int | None) -> bool:
+def truncation_confirmed(*, counted: int, largest_earlier: int | None, exact: bool) -> bool:
     """CAT-10: an under-count is a cut only when the count is at the top of what the server
     counted for this conversation before: a server that truncates caps every count at its
     window, so a count below one it reported earlier is the estimate's error, not a cut.
-    With no earlier count there is nothing to compare: not a cut (the first prompt of a
-    conversation is small)."""
-    return largest_earlier is not None and counted >= largest_earlier
+    With the model's own tokenizer, at or above the earlier counts is enough. With a proxy
+    the count must *be* the cap, met before: a proxy's error moves with the text by far
+    more than a tenth (digits, logs, a summary against prose), so only a count the server
+    gave twice for prompts of other sizes tells a cut (the first cut answer of such a
+    server goes by; the second is caught). With no earlier count there is nothing to
+    compare: not a cut (the first prompt of a conversation is small)."""
+    if largest_earlier is None:
+        return False
+    return counted >= largest_earlier if exact else counted == largest_earlier

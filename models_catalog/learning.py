@@ -113,14 +113,16 @@ def window_learn(*, connection_id: int | None, window: int, note: str) -> int | 
     return window
 
 
-def figures_set(*, connection: ModelConnection | None, budget: Budget) -> tuple[bool, bool]:
-    """Whether an admin set the safety margin and the output reserve of ``budget`` (a
-    version's frozen figures over ``connection``): a margin other than the default for its
-    window was typed; an output reserve was set when its source is ``manual``. What was not
-    set follows a window the server proves (CAT-9)."""
-    margin_set = budget.safety_margin_tokens != default_safety_margin(budget.context_window)
-    output_set = connection is not None and connection.max_output_tokens_source == FigureSource.MANUAL
-    return margin_set, output_set
+def figures_set(*, connection: ModelConnection | None) -> tuple[bool, bool]:
+    """Whether an admin set the safety margin and the output reserve of ``connection``'s
+    runs: a margin other than the default for the connection's window was typed (the rule
+    the connection's own validation follows, ``validation._safety_margin``); an output
+    reserve was set when its source is ``manual``. What was not set follows a window the
+    server proves (CAT-9)."""
+    if connection is None:
+        return False, False
+    margin_set = connection.safety_margin_tokens != default_safety_margin(connection.context_window)
+    return margin_set, connection.max_output_tokens_source == FigureSource.MANUAL
 
 
 def budget_in_force(*, connection: ModelConnection | None, budget: Budget) -> Budget:
@@ -130,18 +132,21 @@ def budget_in_force(*, connection: ModelConnection | None, budget: Budget) -> Bu
     when the figures an admin set leave no input in that window."""
     if connection is None:
         return budget
-    margin_set, output_set = figures_set(connection=connection, budget=budget)
+    margin_set, output_set = figures_set(connection=connection)
     return budget_under_window(budget, connection.effective_context_window(budget.context_window),
                                margin_set=margin_set, output_set=output_set)
 
 
 def connection_input_tokens(connection: ModelConnection) -> int:
-    """CTX-21, CAT-9: what a request of this connection's figures may use, as runs use it:
-    within the window the server proved, with the margin and output reserve nobody set
-    following that window (the plain difference when the figures leave nothing)."""
-    plain = connection.effective_context_window() - connection.max_output_tokens - connection.safety_margin_tokens
+    """CTX-21, CAT-9: what a request of this connection's figures may use, as the runs of a
+    version published now use it: the figures frozen within what the server keeps, then
+    lowered to a window a refusal or a cut prompt proved, with the margin and output
+    reserve nobody set following it (the plain difference when the figures leave nothing)."""
+    window = connection.effective_context_window()
+    plain = window - connection.max_output_tokens - connection.safety_margin_tokens
+    frozen = min(connection.context_window, connection.server_context_window or connection.context_window)
     try:
-        budget = Budget(context_window=connection.context_window, max_output_tokens=connection.max_output_tokens,
+        budget = Budget(context_window=frozen, max_output_tokens=connection.max_output_tokens,
                         safety_margin_tokens=connection.safety_margin_tokens)
         return budget_in_force(connection=connection, budget=budget).effective_input
     except PolicyError:

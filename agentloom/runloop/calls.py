@@ -158,7 +158,7 @@ def _cut_by_server(state: RunState, request: Send, counted: int) -> bool:
                             exact=state.estimate_exact, server_window=state.figures.budget.context_window)
     if said != UNDER_COUNT:
         return said is not None
-    return truncation_confirmed(counted=counted,
+    return truncation_confirmed(counted=counted, exact=state.estimate_exact,
                                 largest_earlier=session_largest_prompt_count(session_id=state.run.session_id))
 
 

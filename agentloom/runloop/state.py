@@ -311,7 +311,7 @@ def run_state_build(run: Run) -> RunState:
     api_key = connection.api_key if connection is not None else ""
     budget = Budget(context_window=frozen["context_window"], max_output_tokens=frozen["max_output_tokens"],
                     safety_margin_tokens=frozen["safety_margin_tokens"])
-    margin_set, output_set = figures_set(connection=connection, budget=budget)
+    margin_set, output_set = figures_set(connection=connection)
     try:  # what the server proved of its window applies to every version and run (CAT-9)
         budget = budget_in_force(connection=connection, budget=budget)
     except PolicyError:  # the figures an admin set leave no input in the window the server keeps

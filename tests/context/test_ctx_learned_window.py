@@ -103,9 +103,12 @@ def test_cat10_no_usable_count_is_no_cut(counted):
 
 def test_cat10_an_under_count_is_a_cut_only_at_the_top_of_the_servers_earlier_counts():
     """A proxy's ratio moves with the text: after a compaction the summary counted 683
-    where 933 was counted before, 13% under the ratio learned from the conversation. A
-    server that truncates caps every count at its window: a count under an earlier one is
-    the estimate's error."""
-    assert truncation_confirmed(counted=2_048, largest_earlier=1_904)
-    assert not truncation_confirmed(counted=683, largest_earlier=933)
-    assert not truncation_confirmed(counted=2_048, largest_earlier=None)
+    where 933 was counted before, 13% under the ratio learned from the conversation; a
+    log of digits counts 40% under prose. A server that truncates caps every count at its
+    window: a count under an earlier one is the estimate's error."""
+    assert truncation_confirmed(counted=2_048, largest_earlier=1_904, exact=True)
+    assert not truncation_confirmed(counted=683, largest_earlier=933, exact=True)
+    assert not truncation_confirmed(counted=2_048, largest_earlier=None, exact=True)
+    # With a proxy, only the cap met again: the second cut answer of the conversation.
+    assert not truncation_confirmed(counted=2_048, largest_earlier=1_904, exact=False)
+    assert truncation_confirmed(counted=2_048, largest_earlier=2_048, exact=False)
