@@ -410,6 +410,10 @@ except ServersFileError as exc:
 # The run loop (SPEC §7).
 AGENTLOOM_PROVIDER_ATTEMPTS = env_int("AGENTLOOM_PROVIDER_ATTEMPTS", 4, minimum=1, maximum=10)
 AGENTLOOM_RETRY_BASE_DELAY = env_float("AGENTLOOM_RETRY_BASE_DELAY", 1.0)
+# LOOP-3: the longest ``Retry-After`` waited out in place, holding a worker thread; a longer
+# one, up to MAX_WAIT, sends the run back to the queue until then (``Run.not_before``).
+AGENTLOOM_PROVIDER_RETRY_MAX_DELAY = env_float("AGENTLOOM_PROVIDER_RETRY_MAX_DELAY", 30.0)
+AGENTLOOM_PROVIDER_MAX_WAIT = env_float("AGENTLOOM_PROVIDER_MAX_WAIT", 600.0)
 # Longest silence between two bytes of a model answer before the call counts as timed out
 # (then retried, LOOP-3). A stream may pause while the model thinks; tests shorten it.
 AGENTLOOM_PROVIDER_READ_TIMEOUT = env_float("AGENTLOOM_PROVIDER_READ_TIMEOUT", 120.0, minimum=0.1)

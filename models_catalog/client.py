@@ -136,7 +136,8 @@ class HttpChatClient(GuardedChatClient):
             # ": ping" comment and a cut connection. Ask once without streaming to learn why
             # (both then refuse with the figures, CAT-3) before this counts as a provider fault.
             plain = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
-            return self._post_json(self.url, plain, headers=self._headers(stream=False), json_events=json_events)
+            return self._post_json(self.url, plain, headers=self._headers(stream=False), json_events=json_events,
+                                   fresh=True)
 
         return self._post_stream(self.url, body, headers=self._headers(stream=True), assembler=assembler, read=read,
                                  ended=lambda: assembler.finish_reason is not None, json_events=json_events,

@@ -89,6 +89,16 @@ class ProviderUnavailableError(ProviderError):
     default_permanent = False
 
 
+class StreamCutError(ProviderUnavailableError):
+    """The answer stream ended -- ``[DONE]`` or a clean close -- without the provider saying
+    the answer was complete (no finish reason). llama-cpp-python's server, which runs one
+    request at a time, ends the running stream exactly so when another request waits: the
+    answer was interrupted, not finished, and is asked again with back-off (LOOP-3). Read as
+    a complete answer it was an empty one, and a cut summary was logged ``ok`` (issue #45)."""
+
+    default_code = "stream_cut"
+
+
 class ResponseTooLargeError(ProviderError):
     """The response exceeded the size bound; asking again would return the same size."""
 

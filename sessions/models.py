@@ -57,6 +57,7 @@ class Run(models.Model):
 
         queued      -> running | cancelled | failed
         running     -> completed | failed | cancelled | interrupted
+                       | queued (the model's server asked to wait: ``not_before``)
         interrupted -> queued (resume) | failed
         cancelled   -> queued (resume)
         failed      -> queued (resume, when the error is resumable)
@@ -86,6 +87,9 @@ class Run(models.Model):
 
         USER_LIMIT = "user_limit", "Its person's earlier runs are still running"
         SPACE_LIMIT = "space_limit", "Its space's runs are at their bound"
+        # LOOP-3: the model's server asked for a wait (``Retry-After``) longer than a worker
+        # thread is held for: the run went back to the queue until ``not_before``.
+        MODEL_SERVER = "model_server", "The model's server asked to wait"
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs", db_index=False)
     # The session's person and space, copied when the run is made (they never change): the
@@ -96,6 +100,9 @@ class Run(models.Model):
     space = models.ForeignKey("spaces.Space", on_delete=models.DO_NOTHING, db_constraint=False, null=True,
                               blank=True, related_name="+", db_index=False)
     waiting_reason = models.CharField(max_length=16, choices=Waiting.choices, blank=True, default="")
+    # Not claimed before this time: set with ``Waiting.MODEL_SERVER`` (a long ``Retry-After``),
+    # cleared by the claim. The reaper's sweep wakes the run once it is due.
+    not_before = models.DateTimeField(null=True, blank=True)
     version = models.ForeignKey("agents.AgentVersion", on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     # Frozen at creation (RUN-4): window figures, policy, limits. Editing the connection
@@ -156,7 +163,7 @@ class RunAttention:
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     Run.Status.QUEUED: frozenset({Run.Status.RUNNING, Run.Status.CANCELLED, Run.Status.FAILED}),
     Run.Status.RUNNING: frozenset(
-        {Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INTERRUPTED}
+        {Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INTERRUPTED, str(Run.Status.QUEUED)}
     ),
     Run.Status.INTERRUPTED: frozenset({Run.Status.QUEUED, Run.Status.FAILED}),
     Run.Status.CANCELLED: frozenset({Run.Status.QUEUED}),

@@ -69,8 +69,12 @@ INTERRUPTED = RunError("interrupted", "The worker running this stopped; resume t
 SHUT_DOWN = RunError("interrupted", "The worker running this was shut down; resume to continue.", retryable=True)
 # Resuming sends the same question once more: the empty answer is not kept as a record
 # (the call log keeps it, outcome ``empty``), so the model reads what it read before.
-EMPTY_ANSWER = RunError("empty_answer", "The model returned an empty answer: no text and no tool call.",
-                        retryable=True)
+# LOOP-10: the first empty answer is asked once more at once (said in the chat with
+# ``EMPTY_ANSWER_RETRY``); only a second one ends the run, saying it was asked twice.
+EMPTY_ANSWER = RunError("empty_answer", "The model returned an empty answer twice (it was asked once more): "
+                        "no text and no tool call.", retryable=True)
+EMPTY_ANSWER_RETRY = RunError("empty_answer", "The model returned an empty answer; asking it once more.",
+                              retryable=True)
 NOT_A_MEMBER = RunError("not_a_member", "This session's owner is no longer a member of its space.")
 QUEUE_UNAVAILABLE = RunError("queue_unavailable",
                              "The task queue is unavailable, so this could not start; resume it in a moment.",

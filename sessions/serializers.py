@@ -65,7 +65,7 @@ class RunOut(serializers.ModelSerializer):
 
     class Meta:
         model = Run
-        fields = ["id", "session", "version", "status", "waiting_reason", "error", "counters", "attempt",
+        fields = ["id", "session", "version", "status", "waiting_reason", "not_before", "error", "counters", "attempt",
                   "cancel_requested", "created_at", "started_at", "finished_at"]
 
 

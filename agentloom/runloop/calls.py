@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 
 from agentloom.db_rows import rows_insert
-from agentloom.runloop.errors import ContextRefused, RunLost, RunStopped
+from agentloom.runloop.errors import ContextRefused, RunLost, RunStopped, WaitForServer
 from agentloom.runloop.state import RunState
 from context import Send, prompt_truncated, truncation_confirmed, usage_prompt_tokens
 from context.calibration import UNDER_COUNT
@@ -63,7 +63,8 @@ EMPTY = "empty"
 
 
 def answer_is_empty(end: StreamEnd) -> bool:
-    """No text, no complete tool call, and neither a Stop nor the output limit ended it."""
+    """No text, no complete tool call, and neither a Stop nor the output limit ended it
+    (LOOP-10: asked once more, then the run ends ``empty_answer``; a cut is never empty)."""
     return (end.finish_reason not in ("cancelled", "length") and not end.cut and not end.text.strip()
             and not any(call.complete for call in end.tool_calls))
 
@@ -127,12 +128,16 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
     try:
         end = call_with_retries(lambda: _stream_once(state, request.body, source, attempt, bound),
                                 max_attempts=settings.AGENTLOOM_PROVIDER_ATTEMPTS,
-                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY, max_delay=30.0, on_retry=on_retry)
+                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY,
+                                max_delay=settings.AGENTLOOM_PROVIDER_RETRY_MAX_DELAY, on_retry=on_retry)
     except ContextOverflowError as exc:
         _log_failed(state, instance, request, "context_overflow")
         raise ContextRefused(exc, estimate=request.estimate) from None
     except ProviderError as exc:
         _log_failed(state, instance, request, exc.code)
+        if exc.transient and exc.retry_after is not None and \
+                settings.AGENTLOOM_PROVIDER_RETRY_MAX_DELAY < exc.retry_after <= settings.AGENTLOOM_PROVIDER_MAX_WAIT:
+            raise WaitForServer(exc, seconds=exc.retry_after) from None  # not waited out holding this thread
         raise RunStopped.from_provider(exc) from None
     usage = end.usage.raw if end.usage else None
     counted = usage_prompt_tokens(usage)
@@ -271,11 +276,16 @@ def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], 
 
 
 def collected_call(state: RunState, instance: Instance, *, purpose: str, body: dict[str, Any], estimator_id: str,
-                   estimate: int, counts_as_model_call: bool, max_attempts: int = 1,
-                   max_delay: float = 5.0, extends_action: bool = False) -> StreamEnd:
+                   estimate: int, counts_as_model_call: bool, extends_action: bool = False) -> StreamEnd:
     """A summary or verification call: logged, sent, read to the end (no events).
     ``extends_action``: the body is the action request's plus more (CTX-46's cached form),
     so its log is a delta of the last action call's, and the action chain stays as it was.
+
+    Retried as an action call is (LOOP-3): the same attempts and back-off, a cut stream
+    (``stream_cut``) asked again -- a one-request-at-a-time server cuts a background
+    summary whenever an answer waits, and a single attempt was a failed summary. Only a
+    whole answer is logged ``ok``; each retry is said in the chat, without touching the
+    answer shown.
 
     Raises the ``ProviderError`` of the last attempt after closing the log with its code.
     """
@@ -292,9 +302,15 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
         with chat_client(state.target) as client:
             return collect(client.stream_chat(body)).raise_if_cut()
 
+    def on_retry(number: int, error: ProviderError, delay: float) -> None:
+        if state.executes:  # a manual compaction has no live run to speak in
+            state.emit("run_error", RunError.from_provider(error).event(retrying_in=round(delay, 1), attempt=number,
+                                                                        reset=False, purpose=purpose))
+
     try:
-        end = call_with_retries(attempt, max_attempts=max_attempts, base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY,
-                                max_delay=max_delay)
+        end = call_with_retries(attempt, max_attempts=settings.AGENTLOOM_PROVIDER_ATTEMPTS,
+                                base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY,
+                                max_delay=settings.AGENTLOOM_PROVIDER_RETRY_MAX_DELAY, on_retry=on_retry)
     except ProviderError as exc:
         with state.owned():
             model_call_close(call=log, outcome=exc.code)

@@ -37,6 +37,16 @@ class RunStopped(Exception):
 RunLost = RunNotOwned
 
 
+class WaitForServer(Exception):
+    """The model's server asked for a wait (``Retry-After``) longer than a worker thread is
+    held for (``AGENTLOOM_PROVIDER_RETRY_MAX_DELAY``): the run goes back to the queue until
+    then and the loop lets go of it (LOOP-3, ``runs.run_wait_for_server``)."""
+
+    def __init__(self, error: Any, *, seconds: float) -> None:
+        super().__init__(str(error))
+        self.error, self.seconds = error, seconds
+
+
 class ContextRefused(Exception):
     """The provider refused an action request as longer than its window (CAT-3): the loop
     learns the window, compacts and retries once before it gives up."""

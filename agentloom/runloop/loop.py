@@ -20,7 +20,7 @@ from django.db import connection as db_connection
 
 from agentloom.runloop import compaction
 from agentloom.runloop.calls import action_call, answer_is_empty
-from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped
+from agentloom.runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped, WaitForServer
 from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import step_measured
 from agentloom.runloop.state import RunState, run_state_build, system_message
@@ -28,14 +28,20 @@ from agentloom.runloop.tool_calls import resolve_pending_calls, run_tool_calls, 
 from agentloom.runloop.verification import run_verify
 from context import ContextPipeline, ContextTooLong, PolicyError, RequestValidationError, Send
 from sessions.models import Instance, ModelCall, Run, RunAttention
-from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, INTERNAL_ERROR, RunError
+from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, EMPTY_ANSWER_RETRY, INTERNAL_ERROR, RunError
 from sessions.selectors import main_instance
 from sessions.services.history import (
     assistant_record,
     instance_steps_recount,
     supplements_take,
 )
-from sessions.services.runs import SupplementsPending, run_claim, run_finish, run_reopen_record
+from sessions.services.runs import (
+    SupplementsPending,
+    run_claim,
+    run_finish,
+    run_reopen_record,
+    run_wait_for_server,
+)
 
 logger = logging.getLogger("agentloom.runloop")
 
@@ -114,6 +120,14 @@ def _drive(state: RunState) -> None:
         _finish(state, Run.Status.CANCELLED, reason="stopped by user")
     except RunStopped as stop:
         _finish(state, Run.Status.FAILED, error=stop.error)
+    except WaitForServer as wait:
+        # LOOP-3: back to the queue until the server's time, freeing this thread; a worker
+        # takes it up then (the reaper's sweep), as a new attempt from the last saved step.
+        state.broadcasts.release()
+        state.calibration_save()
+        if run_wait_for_server(run=run, attempt=run.attempt, seconds=wait.seconds,
+                               error=RunError.from_provider(wait.error)):
+            logger.info("run %s waits %.0f s for its model's server (Retry-After)", run.pk, wait.seconds)
     except Exception:
         logger.exception("run %s failed unexpectedly", run.pk)
         _drop_dead_connection()
@@ -176,6 +190,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
     schemas = [tool.schema() for tool in state.tools_at(depth)]
     refused = 0  # refusals of this step's request as too long (CAT-3, CAT-9)
     last_refusal: ContextRefused | None = None
+    empty_asked_again = False  # LOOP-10: one empty answer is asked once more, a second ends the run
     while True:
         state.broadcasts.release()  # a step after one that was held: what it waited for is out
         state.check()
@@ -211,6 +226,8 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
             continue
         refused = 0
         end = answer.end
+        if not answer_is_empty(end):
+            empty_asked_again = False  # the rule is per answer: a later empty one is asked again too
         step = state.step_number(instance)
         message = end.assistant_message()
         if end.finish_reason == "length":  # stopped by its output limit: the chat says so and offers Continue
@@ -243,6 +260,15 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         if not calls:
             if instance.parent_id is None and state.signals.attention & RunAttention.SUPPLEMENT:
                 continue  # a supplement arrived while answering: take it and go on (RUN-5)
+            if empty and not empty_asked_again:
+                # LOOP-10: small local models answer nothing now and then, and a second ask
+                # usually answers. Nothing of the empty one was kept, so the same request
+                # goes again; the chat says so (a retry, not a failure yet).
+                empty_asked_again = True
+                state.emit("run_error", EMPTY_ANSWER_RETRY.event(retrying_in=0, attempt=1, reset=True,
+                                                                 instance="main" if instance.parent_id is None
+                                                                 else str(instance.pk)))
+                continue
             if empty:  # a sub-agent's empty answer fails its delegation with the same words
                 raise RunStopped.of(EMPTY_ANSWER)
             return message.get("content") or ""

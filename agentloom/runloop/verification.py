@@ -94,7 +94,7 @@ def _verdict(state: RunState, instance: Instance, *, task: str, plan: str | None
     try:
         end = collected_call(state, instance, purpose=ModelCall.Purpose.VERIFICATION, body=body,
                              estimator_id=figures.estimator_id, estimate=figures.estimates.request(messages),
-                             counts_as_model_call=False, max_attempts=2)
+                             counts_as_model_call=False)
     except ProviderError as exc:
         return {"status": "not_done", "reason": f"the check could not run ({exc.code})"}
     return parse_verdict(state.redactor.text(end.text or ""))  # LOOP-8: before the reason is cut to length

@@ -32,6 +32,10 @@ ERROR_TEXTS: dict[str, ErrorText] = {
                               "admin: the model may need another output limit, or another model."),
     "provider_unavailable": ErrorText("The model provider is down or not answering",
                                       "Nothing is lost. Resume the run in a minute."),
+    "stream_cut": ErrorText("The model server interrupted the answer",
+                            "Servers that answer one request at a time cut an answer when another request "
+                            "waits. It was asked again several times; nothing is lost. Resume the run in a "
+                            "minute, when the server is less busy."),
     "provider_error": ErrorText("The model provider returned an error",
                                 "Resume the run to try again; if it keeps failing, tell an admin."),
     "auth": ErrorText("The model provider refused the API key",
@@ -42,6 +46,14 @@ ERROR_TEXTS: dict[str, ErrorText] = {
                                  "Nothing was sent to the model. This is a bug and has been logged."),
     "internal_error": ErrorText("Something went wrong on our side",
                                 "Nothing is lost. Resume the run to continue."),
+}
+# What the chat says while the loop retries (a ``run_error`` with ``retrying_in``): what
+# happened and what it does about it, in place of the failure's title.
+RETRY_TEXTS: dict[str, str] = {
+    "stream_cut": "The model server interrupted the answer (it serves one request at a time)",
+    "provider_unavailable": "The model server did not answer",
+    "rate_limited": "The model provider asked us to slow down",
+    "empty_answer": "The model returned an empty answer",  # LOOP-10: asked once more
 }
 FALLBACK = ErrorText("The run failed", "Resume the run to try again; if it keeps failing, tell an admin.")
 
@@ -68,4 +80,15 @@ def error_explain(error: dict[str, Any] | None) -> dict[str, str]:
 def error_table() -> dict[str, Any]:
     """Everything the browser needs to word errors exactly as the server does."""
     return {"runs": {code: asdict(text) for code, text in ERROR_TEXTS.items()}, "fallback": asdict(FALLBACK),
-            "requests": REQUEST_ERRORS}
+            "requests": REQUEST_ERRORS, "retries": RETRY_TEXTS}
+
+
+def retry_status(data: dict[str, Any]) -> str:
+    """The chat's status line while a call is retried (the browser words it the same way):
+    what happened, and that it is asked again -- at once, or in how many seconds."""
+    code = str(data.get("code") or "")
+    what = RETRY_TEXTS.get(code) or ERROR_TEXTS.get(code, FALLBACK).title
+    seconds = data.get("retrying_in") or 0
+    when = "asking once more…" if code == "empty_answer" and not seconds else \
+        "asking again now…" if not seconds else f"asking again in {seconds:g} s…"
+    return f"{what} — {when} Nothing is lost."

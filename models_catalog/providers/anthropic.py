@@ -167,7 +167,8 @@ class AnthropicChatClient(GuardedChatClient):
             # the same request says why — a "prompt is too long" refusal is how the window
             # is learned (CAT-3) — or simply answers.
             plain = body | {"stream": False}
-            return self._post_json(self.url, plain, headers=anthropic_headers(self._key()), json_events=json_events)
+            return self._post_json(self.url, plain, headers=anthropic_headers(self._key()), json_events=json_events,
+                                   fresh=True)
 
         return self._post_stream(self.url, body, headers=anthropic_headers(self._key(), accept="text/event-stream"),
                                  assembler=assembler, read=read, ended=lambda: assembler.stop_reason is not None,

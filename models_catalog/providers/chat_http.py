@@ -11,12 +11,14 @@ and :meth:`GuardedChatClient._post_json` do the rest the same way for every prov
 * a fault before any content raises (so ``call_with_retries`` can retry it);
 * a fault after content ends the iteration with ``StreamEnd(cut=True, error=...)`` so the
   partial answer is kept, and so does a stream that stops before the provider said it
-  was complete;
+  was complete -- ``[DONE]`` or a clean close with no finish reason is a cut
+  (``stream_cut``), never a complete answer;
 * a server that answers JSON to a streamed request is read as one answer;
 * a 200 whose stream ends before its first data event — an empty body, or only comments
   (``: ping``) and then a close, clean or cut — goes to the client's ``unstreamed`` when it
   has one: the same request once more without streaming, to learn why before it counts as
-  a provider fault. llama.cpp's server answers a streamed prompt over its window with an
+  a provider fault, on a connection of its own (the server may be closing the pooled
+  one). llama.cpp's server answers a streamed prompt over its window with an
   empty 200, llama-cpp-python's with a ping and a cut connection; asked plainly, both say
   it is too long, with the figures the loop learns the window from (CAT-3).
 """
@@ -30,7 +32,7 @@ from typing import Any, Protocol
 import httpx
 
 from context.surrogates import json_loads_clean, replace_lone_surrogates
-from models_catalog.errors import ProviderError, ProviderUnavailableError, error_from_status
+from models_catalog.errors import ProviderError, ProviderUnavailableError, StreamCutError, error_from_status
 from models_catalog.http import (
     CHAT_LIMITS,
     HttpLimits,
@@ -119,6 +121,10 @@ class GuardedChatClient:
         self._limits = limits or CHAT_LIMITS
         self._client = build_client(allow_private=allow_private, limits=self._limits,
                                     transport=transport, resolver=resolver)
+        # A client of its own for a question that must not ride a pooled connection (see
+        # ``_post_json``'s ``fresh``); a transport given by the caller is its own pool.
+        self._fresh_client: Callable[[], httpx.Client] | None = None if transport is not None else (
+            lambda: build_client(allow_private=allow_private, limits=self._limits, resolver=resolver))
 
     def __enter__(self) -> GuardedChatClient:
         return self
@@ -133,15 +139,26 @@ class GuardedChatClient:
         return self.__api_key
 
     def _post_json(self, url: str, body: dict[str, Any], *, headers: Mapping[str, str],
-                   json_events: JsonEvents) -> Iterator[ChatEvent]:
-        """One plain JSON request and its answer as events."""
+                   json_events: JsonEvents, fresh: bool = False) -> Iterator[ChatEvent]:
+        """One plain JSON request and its answer as events.
+
+        ``fresh``: on a new connection, closed after it, not on one of the pool. The
+        unstreamed question after a silent 200 uses it: llama-cpp-python's server ends a
+        refused stream with a clean, empty body on a keep-alive connection and closes that
+        connection a few milliseconds later, so a question sent on it is reset and the 400
+        that names the window is never read (issue #45: a refusal retried as an outage)."""
         deadline = time.monotonic() + self._limits.total_timeout
+        own = self._fresh_client() if fresh and self._fresh_client is not None else None
+        client = own or self._client
         try:
-            with self._client.stream("POST", url, headers=_json_headers(headers), content=body_bytes(body)) as response:
+            with client.stream("POST", url, headers=_json_headers(headers), content=body_bytes(body)) as response:
                 raise_for_status(response, provider_label=self.label)
                 raw = read_limited(response, max_bytes=self._limits.max_response_bytes, deadline=deadline)
         except httpx.HTTPError as exc:
             raise transport_error(exc, provider_label=self.label) from exc
+        finally:
+            if own is not None:
+                own.close()
         yield from json_events(parse_json(raw, provider_label=self.label))
 
     def _post_stream(
@@ -204,8 +221,11 @@ class GuardedChatClient:
         if unstreamed is not None and opened and messages == 0 and not assembler.emitted:
             yield from unstreamed()
             return
-        if not done and not ended():
-            cut_error = ProviderUnavailableError(f"The answer from {label} ended before it was complete.")
+        if not ended():
+            # ``[DONE]`` or a clean close without a finish reason: the server ended the answer
+            # before it was complete (llama-cpp-python's does so when another request waits).
+            # A cut, asked again -- never a complete, empty answer.
+            cut_error = StreamCutError(f"{label} ended its answer before it was complete.")
             if not assembler.emitted:
                 raise cut_error
             yield assembler.finish(cut=True, error=cut_error)

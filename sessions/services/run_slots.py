@@ -24,6 +24,9 @@ question is claimed by the next free thread, whatever the first person has asked
   alone, usually empty); only then does :func:`runs_wake` look for the oldest waiting run of
   each that has room now, clear its mark (one conditional UPDATE: two wakers never both
   send it) and hand it to a worker once the end commits.
+- **Waiting for the model's server** (LOOP-3): a run whose model's server asked for a long
+  wait (``Retry-After`` over ``AGENTLOOM_PROVIDER_RETRY_MAX_DELAY``) is back ``queued``,
+  marked ``model_server`` with a ``not_before``; the sweep below sends it once due.
 - **The safety net.** A run may begin to wait at the moment a slot frees, unseen by the end
   that freed it, and a broker may refuse a woken run: the reaper's schedule wakes every
   waiting run that has room (:func:`runs_wake_waiting`), so none waits longer than one
@@ -42,6 +45,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
+from django.utils import timezone
 
 from agentloom.spaces.models import Space
 from sessions.models import Run
@@ -55,6 +59,9 @@ _WAITING = f"w.\"status\" = '{Run.Status.QUEUED}' AND NOT (w.\"waiting_reason\" 
 # In the RETURNING of the UPDATE that ends a run: does a run of its person or space wait?
 WAITING_PROBE = (f'EXISTS (SELECT 1 FROM "{_RUNS}" w WHERE {_WAITING} AND (w."user_id" = "{_RUNS}"."user_id" '
                  f'OR w."space_id" = "{_RUNS}"."space_id"))')
+# A waiting run is sent to a worker only once due: at once when it waits for room, at its
+# ``not_before`` when it waits for the model's server (a long ``Retry-After``, LOOP-3).
+_DUE = ' AND (w."not_before" IS NULL OR w."not_before" <= %s)'
 SWEEP_LIMIT = 100  # waiting runs woken per beat at most: the next beat takes the rest
 
 
@@ -137,8 +144,8 @@ def runs_wake(*, user_id: int | None, space_id: int | None) -> list[int]:
         for column, value in (("user_id", user_id), ("space_id", space_id)):
             if value is None or (column == "space_id" and not bounds()[1]):
                 continue
-            cursor.execute(f'SELECT w."id" FROM "{_RUNS}" w WHERE {_WAITING} AND w."{column}" = %s{room} '
-                           'ORDER BY w."id" LIMIT 1', [value, *params])
+            cursor.execute(f'SELECT w."id" FROM "{_RUNS}" w WHERE {_WAITING} AND w."{column}" = %s{_DUE}{room} '
+                           'ORDER BY w."id" LIMIT 1', [value, timezone.now(), *params])
             found += [row[0] for row in cursor.fetchall() if row[0] not in found]
     return _wake(found)
 
@@ -148,8 +155,8 @@ def runs_wake_waiting(*, limit: int = SWEEP_LIMIT) -> list[int]:
     at most one per person and ``limit`` in all); returns their ids."""
     room, params = room_sql("w")
     with connection.cursor() as cursor:
-        cursor.execute(f'SELECT w."id", w."user_id" FROM "{_RUNS}" w WHERE {_WAITING}{room} ORDER BY w."id" LIMIT %s',
-                       [*params, limit])
+        cursor.execute(f'SELECT w."id", w."user_id" FROM "{_RUNS}" w WHERE {_WAITING}{_DUE}{room} '
+                       'ORDER BY w."id" LIMIT %s', [timezone.now(), *params, limit])
         rows = cursor.fetchall()
     people: set[Any] = set()
     first_of_each = []

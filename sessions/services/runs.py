@@ -184,6 +184,8 @@ def _not_claimed(*, run_id: int) -> bool:
     queued = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).select_related("session").first()
     if queued is None:  # another delivery has it, or it ended
         return False
+    if queued.not_before is not None and queued.not_before > timezone.now():
+        return False  # waits for the model's server; the sweep sends it when it is due
     if not session_creator_is_member(session=queued.session):
         run_finish(run=queued, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,), error=NOT_A_MEMBER)
         return False
@@ -241,11 +243,12 @@ def _claim_if_creator_is_member(*, run_id: int) -> tuple[int, int] | None:
     with connection.cursor() as cursor:
         cursor.execute(
             f'UPDATE "{runs}" SET "status" = %s, "started_at" = %s, "heartbeat_at" = %s, "waiting_reason" = %s, '
-            f'"event_seq" = "event_seq" + 1 '
-            f'WHERE "id" = %s AND "status" = %s AND EXISTS (SELECT 1 FROM "{sessions}" s '
+            f'"not_before" = NULL, "event_seq" = "event_seq" + 1 '
+            f'WHERE "id" = %s AND "status" = %s AND ("not_before" IS NULL OR "not_before" <= %s) '
+            f'AND EXISTS (SELECT 1 FROM "{sessions}" s '
             f'WHERE s."id" = "{runs}"."session_id" AND {creator_is_member_sql("s")}){room} '
             'RETURNING "attempt", "event_seq"',
-            [Run.Status.RUNNING, now, now, "", run_id, Run.Status.QUEUED, *room_params])
+            [Run.Status.RUNNING, now, now, "", run_id, Run.Status.QUEUED, now, *room_params])
         row = cursor.fetchone()
     return (row[0], row[1]) if row is not None else None
 
@@ -334,6 +337,36 @@ def _main_instance_for_finish(*, run: Run, main_steps: int | None) -> Instance:
     return rows[0]
 
 
+def run_wait_for_server(*, run: Run, attempt: int, seconds: float, error: RunError) -> bool:
+    """LOOP-3: the model's server asked for a wait longer than a worker thread is held for
+    (a long ``Retry-After``): the run goes back to ``queued`` until then, marked waiting for
+    the model server, and frees its worker. A new attempt, as a resume is: what it did is
+    saved step by step, so it goes on where it stopped. The reaper's sweep of every worker
+    (``run_slots.runs_wake_waiting``) sends it to a worker once due, whichever workers are
+    alive then. Only from this attempt's ``running``; False when the run was not ours."""
+    until = timezone.now() + timedelta(seconds=seconds)
+    with transaction.atomic():
+        moved, waiting = _transition(run=run, to=str(Run.Status.QUEUED), expected_from=(str(Run.Status.RUNNING),),
+                                     where=None,
+                                     of_attempt=attempt, probe=True, changes={
+                                         "attempt": attempt + 1, "waiting_reason": Run.Waiting.MODEL_SERVER,
+                                         "not_before": until, "heartbeat_at": None})
+        if not moved:
+            return False
+        event_emit(run_id=run.pk, type="run_waiting", data=server_wait_event(until=until, error=error))
+        if waiting:  # it held a slot of its person or space: a run waiting for one may go now
+            run_slots.runs_wake(user_id=run.user_id, space_id=run.space_id)
+    return True
+
+
+def server_wait_event(*, until: datetime, error: RunError) -> dict[str, Any]:
+    """The ``run_waiting`` event of a run waiting for its model's server: when it goes on,
+    and the words the chat shows (the browser puts the time in the reader's own zone)."""
+    text = (f"Waiting for the model server until {until:%H:%M} UTC: it asked us to wait before asking again. "
+            "Nothing is lost; the answer goes on by itself then.")
+    return {"reason": Run.Waiting.MODEL_SERVER, "until": until.isoformat(), "code": error.code, "text": text}
+
+
 def run_reopen_record(*, run: Run) -> None:
     """A resumed attempt starts again: say so in the records (once per attempt), so the
     projector reads the run as reopened — a call it left pending is pending again, and a
@@ -417,8 +450,11 @@ def run_resume(*, run: Run) -> Run:
         with transaction.atomic():
             session_lock(session_id=run.session_id)  # not while a manual compaction holds the session
             compaction_hold_check(session_id=run.session_id)
-            moved = run_transition(run=run, to=Run.Status.QUEUED, cancel_requested=False,
-                                   attempt=run.attempt + 1, error=None, finished_at=None, waiting_reason="")
+            # From a stopped run only: ``running -> queued`` is the wait for the model's server.
+            moved = run_transition(run=run, to=Run.Status.QUEUED, expected_from=tuple(map(str, RESUMABLE)),
+                                   cancel_requested=False,
+                                   attempt=run.attempt + 1, error=None, finished_at=None, waiting_reason="",
+                                   not_before=None)
     except IntegrityError:
         raise ActiveRunConflict("Another run of this session is in progress.") from None
     if not moved:

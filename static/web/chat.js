@@ -174,6 +174,16 @@
     return { code: code, title: text.title, hint: text.hint, message: (error && error.message) || "" };
   }
 
+  function retryStatus(data) {
+    // Worded as agentloom/web/errors.py's retry_status: what happened, what is done about it.
+    var code = (data && data.code) || "";
+    var what = (config.errors.retries || {})[code] || explain(data).title;
+    var seconds = Number(data.retrying_in) || 0;
+    var when = code === "empty_answer" && !seconds ? "asking once more…"
+      : !seconds ? "asking again now…" : "asking again in " + seconds + " s…";
+    return what + " — " + when + " Nothing is lost.";
+  }
+
   function errorBox(error) {
     var e = explain(error);
     var node = el("div", "error-box");
@@ -421,7 +431,19 @@
 
   // A queued run a worker could not start yet because its person (or space) has as many
   // answers in progress as allowed: it starts by itself as soon as one of them ends.
+  function serverWaitWords(data) {
+    var until = data.until ? new Date(data.until) : null;
+    if (!until || isNaN(until.getTime())) return String(data.text || waitingWords("model_server", 0));
+    var hhmm = until.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    return "Waiting for the model server until " + hhmm + ": it asked us to wait before asking again. " +
+      "Nothing is lost; the answer goes on by itself then.";
+  }
+
   function waitingWords(reason, limit) {
+    if (reason === "model_server") {
+      return "Waiting for the model server: it asked us to wait before asking again. " +
+        "Nothing is lost; the answer goes on by itself then.";
+    }
     var many = limit ? limit + (limit === 1 ? " answer" : " answers") : "as many answers as allowed";
     if (reason === "space_limit") {
       return "Waiting: this space already has " + many + " in progress at once. " +
@@ -435,7 +457,10 @@
     this.section.setAttribute("data-live", "1");
     var queued = this.section.getAttribute("data-status") === "queued";
     var waiting = this.section.getAttribute("data-waiting");
-    setStatus(queued ? (waiting ? waitingWords(waiting, 0) : "Waiting for a worker…") : "Working…", true);
+    var notBefore = this.section.getAttribute("data-not-before");
+    var words = waiting === "model_server" && notBefore ? serverWaitWords({ until: notBefore })
+      : waiting ? waitingWords(waiting, 0) : "Waiting for a worker…";
+    setStatus(queued ? words : "Working…", true);
     if (events) this.read(events); else this.connect();
     var self = this;
     this.watchdog = setInterval(function () { self.check(); }, WATCHDOG_MS);
@@ -556,7 +581,15 @@
     var main = !data.instance || data.instance === "main";
     switch (type) {
       case "run_waiting":
-        if (this.section.getAttribute("data-status") === "queued") setStatus(waitingWords(data.reason, data.limit), true);
+        if (data.reason === "model_server") {
+          // Back in the queue until the model's server's time (LOOP-3): said with the time
+          // in the reader's own zone; the answer goes on by itself then.
+          this.section.setAttribute("data-status", "queued");
+          this.section.setAttribute("data-waiting", "model_server");
+          setStatus(serverWaitWords(data), true);
+        } else if (this.section.getAttribute("data-status") === "queued") {
+          setStatus(waitingWords(data.reason, data.limit), true);
+        }
         break;
       case "run_started":
         this.section.removeAttribute("data-waiting");
@@ -808,7 +841,7 @@
         this.block.bubble.textContent = "";
         this.block.from = seq;
       }
-      setStatus(e.title + " — retrying in " + data.retrying_in + " s…", true);
+      setStatus(retryStatus(data), true);
       return;
     }
     this.closeText(seq, true);

@@ -11,7 +11,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from agentloom.runloop.loop import run_execute
-from agentloom.web.errors import error_explain
+from agentloom.web.errors import error_explain, retry_status
 from agentloom.web.presenters import run_views
 from agentloom.web.transcript import CONTINUED_NOTICE, Answer, Notice, items_from_records
 from context.adapters import CONTINUE_NOTE
@@ -49,16 +49,23 @@ def records(run: Run):
     return SessionMessage.objects.filter(run=run, in_main=True).order_by("seq")
 
 
-def test_an_empty_answer_is_recorded_as_empty_and_asking_again_sends_the_same_question(
+def test_an_empty_answer_is_asked_once_more_and_a_second_one_is_recorded_and_asking_again_sends_the_same_question(
         fake_session, fake, strict, alice):
-    strict.handler = sequence(chat_stream([]), chat_stream(["Here it is."]))
+    # LOOP-10: the first empty answer is asked once more at once; the second ends the run.
+    strict.handler = sequence(chat_stream([]), chat_stream([]), chat_stream(["Here it is."]))
     session = fake_session()
     run = ask(session, "What is the capital of France?")
 
     assert run.status == Run.Status.FAILED
     assert run.error == {"code": "empty_answer", "retryable": True,
-                         "message": "The model returned an empty answer: no text and no tool call."}
-    assert outcomes(run) == ["empty"]
+                         "message": "The model returned an empty answer twice (it was asked once more): "
+                                    "no text and no tool call."}
+    assert outcomes(run) == ["empty", "empty"]
+    retried = [e.payload for e in RunEvent.objects.filter(run=run, type="run_error").order_by("seq")]
+    assert retried[0] == {"code": "empty_answer", "retryable": True, "retrying_in": 0, "attempt": 1, "reset": True,
+                          "instance": "main",
+                          "message": "The model returned an empty answer; asking it once more."}
+    assert retry_status(retried[0]) == "The model returned an empty answer — asking once more… Nothing is lost."
     assert not records(run).filter(kind="assistant").exists()  # nothing to read back as an answer
     finished = RunEvent.objects.get(run=run, type="run_finished").payload
     assert finished["status"] == "failed" and finished["error"]["code"] == "empty_answer"
@@ -68,11 +75,20 @@ def test_an_empty_answer_is_recorded_as_empty_and_asking_again_sends_the_same_qu
     assert asked.status_code == 202
     again = executed(run.pk)
     assert again.status == Run.Status.COMPLETED, again.error
-    assert outcomes(again) == ["empty", "ok"]
-    first, second = (request.json["messages"] for request in fake.requests)
-    assert second == first and second[-1] == {"role": "user", "content": "What is the capital of France?"}
+    assert outcomes(again) == ["empty", "empty", "ok"]
+    first, second, third = (request.json["messages"] for request in fake.requests)
+    assert second == first == third and third[-1] == {"role": "user", "content": "What is the capital of France?"}
     assert [item.html for item in items_from_records(records(again)) if isinstance(item, Answer)] == [
         "<p>Here it is.</p>"]
+    assert strict.rejections == []
+
+
+def test_one_empty_answer_asked_once_more_completes_the_run(fake_session, fake, strict):
+    strict.handler = sequence(chat_stream([]), chat_stream(["Paris."]))
+    run = ask(fake_session(), "What is the capital of France?")
+    assert run.status == Run.Status.COMPLETED, run.error
+    assert outcomes(run) == ["empty", "ok"] and len(fake.requests) == 2
+    assert [item.html for item in items_from_records(records(run)) if isinstance(item, Answer)] == ["<p>Paris.</p>"]
     assert strict.rejections == []
 
 
