@@ -151,3 +151,23 @@ def connection_input_tokens(connection: ModelConnection) -> int:
         return budget_in_force(connection=connection, budget=budget).effective_input
     except PolicyError:
         return plain
+
+
+# Failures a window the server proved since can fix (CAT-9): a resumed run compacts under it.
+WINDOW_FAILURES = ("context_window", "context_overflow")
+
+
+def window_since_proven(*, code: str | None, connection: ModelConnection | None,
+                        frozen: tuple[int, int, int]) -> bool:
+    """CAT-9: whether a run that failed with ``code`` on its ``frozen`` (window, output,
+    margin) may be resumed: it failed on the window, and what the server proved of its
+    window since (learned from a refusal or a cut prompt, read from the server) gives it
+    other figures, with room for input -- a session is never stuck on an unknown window.
+    Runs stopped that way before this rule stored ``retryable: false``."""
+    if code not in WINDOW_FAILURES or connection is None:
+        return False
+    try:
+        budget = Budget(context_window=frozen[0], max_output_tokens=frozen[1], safety_margin_tokens=frozen[2])
+        return budget_in_force(connection=connection, budget=budget) != budget
+    except PolicyError:  # the figures an admin set leave no input: only the admin can fix that
+        return False

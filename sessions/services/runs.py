@@ -13,8 +13,7 @@ from django.utils import timezone
 from agentloom.agents.models import AgentVersion
 from agentloom.db_rows import models_from_row, row_insert_unless_conflict, rows_insert, select_list
 from agentloom.errors import ActiveRunConflict, Conflict, NotFound
-from context import Budget, PolicyError
-from models_catalog.learning import budget_in_force
+from models_catalog.learning import window_since_proven
 from models_catalog.models import ModelConnection
 from sessions.frames import RunBudget, run_budget
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
@@ -412,28 +411,13 @@ def run_cancel(*, run: Run) -> Run:
 RESUMABLE = (Run.Status.CANCELLED, Run.Status.INTERRUPTED, Run.Status.FAILED)
 
 
-# Failures a window the server proved since can fix (CAT-9): the resumed run compacts under it.
-WINDOW_FAILURES = ("context_window", "context_overflow")
-
-
 def _window_since_proven(run: Run) -> bool:
-    """CAT-9: a run that failed on the window is resumable once what the server proved of
-    its window (learned from a refusal, read from the server) gives the run other figures
-    than it froze, with room for input -- a session is never stuck on an unknown window.
-    Runs stopped that way before this rule stored ``retryable: false``."""
-    if (run.error or {}).get("code") not in WINDOW_FAILURES:
-        return False
-    version = run.version
-    connection = version.model_connection
-    if connection is None:
-        return False
-    frozen = run_budget(run.budget, version=version)
-    try:
-        budget = Budget(context_window=frozen["context_window"], max_output_tokens=frozen["max_output_tokens"],
-                        safety_margin_tokens=frozen["safety_margin_tokens"])
-        return budget_in_force(connection=connection, budget=budget) != budget
-    except PolicyError:  # the figures an admin set leave no input: only the admin can fix that
-        return False
+    """CAT-9: a run that failed on the window is resumable once the server proved a window
+    that gives it other figures than it froze (``models_catalog.learning.window_since_proven``)."""
+    frozen = run_budget(run.budget, version=run.version)
+    return window_since_proven(code=(run.error or {}).get("code"), connection=run.version.model_connection,
+                               frozen=(frozen["context_window"], frozen["max_output_tokens"],
+                                       frozen["safety_margin_tokens"]))
 
 
 def run_resume(*, run: Run) -> Run:
