@@ -21,7 +21,9 @@ from context.calibration import (
 )
 from context.estimators import (
     BYTES_V1,
+    DENSE_V1,
     BytesEstimator,
+    DenseEstimator,
     EstimateCache,
     Estimator,
     TiktokenEstimator,
@@ -42,6 +44,7 @@ from context.policy import (
     budget_under_window,
     default_safety_margin,
     evaluate_triggers,
+    length_cause,
 )
 from context.projector import CallStates, Projected, Projection, project_records, tool_call_states
 from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, answer_bound, truncate_content, truncate_text
@@ -86,11 +89,13 @@ from context.pipeline import (  # noqa: E402
     Start,
     answer_limit,
     build_body,
+    within_window,
     request_builder,
     throttled,
 )
 
 __all__ = [
+    "length_cause",
     "AnthropicBuilder",
     "CompactFirst",
     "ContextPipeline",
@@ -102,9 +107,11 @@ __all__ = [
     "Start",
     "answer_limit",
     "build_body",
+    "within_window",
     "request_builder",
     "throttled",
     "BYTES_V1",
+    "DENSE_V1",
     "CalibratedEstimator",
     "Calibration",
     "calibrated",
@@ -125,6 +132,7 @@ __all__ = [
     "Budget",
     "ImageBudget",
     "BytesEstimator",
+    "DenseEstimator",
     "CommitDecision",
     "CompactionRequest",
     "CompactionResult",

@@ -8,6 +8,15 @@ difference is corrected by calibration against the provider's own counts
 tiktoken's two vocabularies ship inside this package (``context/vocab/``), so this works
 offline on a fresh machine with nothing beside the repository.
 
+``dense-o200k-v1`` is that proxy for models whose tokenizer is unknown: o200k_base for
+ordinary text, but text a small or English-centred tokenizer splits much finer than o200k
+does -- CJK and other non-Latin scripts, digits, hex, base64 -- is counted per character
+class, with weights measured on the real tokenizers of self-hosted families (SmolLM2,
+Gemma 3, Llama 3, Qwen2.5, Mistral, DeepSeek; ``tests/context/data/dense_counts.json``).
+Without them o200k times the proxy prior under-counted CJK prose up to 3.3 times (SmolLM2
+on Korean) and digit strings 2 times, enough for a first request to overflow a small
+server's window.
+
 ``bytes-v1`` counts UTF-8 bytes of the JSON of each message and tool schema plus fixed
 overheads. Every token covers at least one byte, so it never undercounts a BPE tokenizer;
 it overcounts about four times on English text. It is the fallback when tiktoken cannot
@@ -22,6 +31,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -29,6 +39,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from context.dense_text import dense_runs
 from context.records import is_image_part, is_text_part
 
 log = logging.getLogger(__name__)
@@ -51,6 +62,8 @@ TIKTOKEN_CALL_OVERHEAD = 8
 TIKTOKEN_TOOL_OVERHEAD = 8
 TIKTOKEN_REQUEST_OVERHEAD = 3
 TIKTOKEN_IMAGE_TOKENS = 1_105
+
+DENSE_V1 = "dense-o200k-v1"  # its weights: context/dense_text.py
 
 _O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o\d)(\b|[-.:_]|$)")
 _CL100K_MODELS = re.compile(r"^(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embedding-ada-002)(\b|[-.:_]|$)")
@@ -117,6 +130,10 @@ class TiktokenEstimator:
         # Text that happens to spell a special token ("<|endoftext|>") is ordinary text here.
         return len(self._encoding.encode(text, disallowed_special=()))
 
+    def text(self, text: str) -> int:
+        """Units of one text alone, without any message framing."""
+        return self._count(text)
+
     def _content(self, content: Any) -> int:
         if content is None:
             return 0
@@ -140,10 +157,31 @@ class TiktokenEstimator:
             value = message.get(key)
             if isinstance(value, str):
                 total += self._count(value)
+        total += self._reasoning(message.get("reasoning"))
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             total += TIKTOKEN_CALL_OVERHEAD + self._count(str(call.get("id", "")))
             total += self._count(str(function.get("name", ""))) + self._count(str(function.get("arguments", "")))
+        return total
+
+    def _reasoning(self, reasoning: Any) -> int:
+        # Thinking sent back (an assistant message's opaque ``reasoning``: Anthropic's signed
+        # thinking blocks, or a provider's plain text) is input the model reads again: its
+        # text counts, and a redacted block's encrypted data counts as the text it is.
+        # Signatures are not read by the model and are not counted.
+        if isinstance(reasoning, str):
+            return self._count(reasoning)
+        if not isinstance(reasoning, list):
+            return 0
+        total = 0
+        for block in reasoning:
+            if isinstance(block, Mapping):
+                for key in ("thinking", "text", "data"):
+                    value = block.get(key)
+                    if isinstance(value, str):
+                        total += self._count(value)
+            elif isinstance(block, str):
+                total += self._count(block)
         return total
 
     def tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
@@ -153,6 +191,26 @@ class TiktokenEstimator:
     def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> int:
         """Sum over messages and tools plus the reply priming."""
         return TIKTOKEN_REQUEST_OVERHEAD + sum(self.message(m) for m in messages) + self.tools(tools or ())
+
+
+class DenseEstimator(TiktokenEstimator):
+    """``dense-o200k-v1``: the proxy for an unknown tokenizer. Ordinary text is counted
+    with o200k_base; dense runs (hex, base64, digits, CJK, other non-Latin scripts) by
+    their characters times ``DENSE_WEIGHTS`` (``context.dense_text``). Framing and overheads are tiktoken-v1's."""
+
+    def __init__(self, encoding: Any) -> None:
+        super().__init__(encoding)
+        if encoding.name != PROXY_ENCODING:
+            raise ValueError(f"{DENSE_V1} counts with {PROXY_ENCODING}, not {encoding.name}")
+        self.id = DENSE_V1
+
+    def _count(self, text: str) -> int:
+        plain, units = dense_runs(text, lambda part: TiktokenEstimator._count(self, part))
+        if plain is None:
+            return super()._count(text)  # nothing dense: exactly tiktoken's count
+        # What is left is counted as one text, each dense run standing as one space, so a
+        # word's tokens do not depend on where the dense runs around it were cut.
+        return super()._count(" ".join(plain)) + math.ceil(units)
 
 
 def encoding_for_model(model_id: str | None) -> str | None:
@@ -198,24 +256,34 @@ _encodings: dict[str, Any] = {}
 _warned: set[str] = set()
 
 
-def tiktoken_estimator(encoding_name: str) -> TiktokenEstimator:
-    """A tiktoken estimator for ``encoding_name``; raises if the vocabulary cannot load."""
+def _encoding(encoding_name: str) -> Any:
     if encoding_name not in _encodings:
         _encodings[encoding_name] = _load_encoding(encoding_name)
-    return TiktokenEstimator(_encodings[encoding_name])
+    return _encodings[encoding_name]
+
+
+def tiktoken_estimator(encoding_name: str) -> TiktokenEstimator:
+    """A tiktoken estimator for ``encoding_name``; raises if the vocabulary cannot load."""
+    return TiktokenEstimator(_encoding(encoding_name))
+
+
+def dense_estimator() -> DenseEstimator:
+    """``dense-o200k-v1``; raises if o200k_base's vocabulary cannot load."""
+    return DenseEstimator(_encoding(PROXY_ENCODING))
 
 
 def get_estimator(model_id: str | None = None, *, exact_tokenizer: bool = True) -> Estimator:
     """The estimator for a model: the tokenizer its id names when the provider counts
-    with it (``exact_tokenizer``, OpenAI), else the ``o200k_base`` proxy.
+    with it (``exact_tokenizer``, OpenAI), else the proxy ``dense-o200k-v1``.
 
     Whether a figure is exact or a proxy's is ``estimate_is_exact``; calibration decides
     how far to trust it (``context.calibration``). If tiktoken or its vocabulary cannot be
     loaded, one warning is logged and ``bytes-v1`` is returned.
     """
-    encoding = (encoding_for_model(model_id) if exact_tokenizer else None) or PROXY_ENCODING
+    exact = encoding_for_model(model_id) if exact_tokenizer else None
+    encoding = exact or PROXY_ENCODING
     try:
-        return tiktoken_estimator(encoding)
+        return tiktoken_estimator(encoding) if exact else dense_estimator()
     except Exception as exc:  # noqa: BLE001 - any loader failure must degrade, never crash
         if encoding not in _warned:
             _warned.add(encoding)
@@ -235,6 +303,8 @@ def estimator_by_id(estimator_id: str) -> Estimator:
     """Rebuild an estimator from the id stored with a checkpoint or view."""
     if estimator_id == BYTES_V1:
         return BytesEstimator()
+    if estimator_id == DENSE_V1:
+        return dense_estimator()
     found = re.fullmatch(r"tiktoken-(\w+)-v1", estimator_id)
     if found:
         return tiktoken_estimator(found.group(1))

@@ -82,6 +82,16 @@ def build_body(shape: RequestShape, messages: Sequence[Mapping[str, Any]], *, ma
                          supports_images=shape.supports_images, stream_usage=shape.stream_usage)
 
 
+def within_window(body: dict[str, Any], *, shape: RequestShape, room: int) -> dict[str, Any]:
+    """``body`` whose output limit asks for no more than ``room`` (CAT-12: what the window
+    leaves after the prompt, ``Budget.output_room``); the same body when it already does."""
+    field = "max_tokens" if shape.native else shape.output_limit_field
+    asked = body.get(field)
+    if isinstance(asked, int) and asked > room:
+        return {**body, field: room}
+    return body
+
+
 def answer_limit(budget: Budget) -> int:
     """Characters of one answer an instance's view shows (CTX-7, CTX-42): whole up to what
     the output limit lets a model write (``answer_bound``), and never more than twice the
@@ -354,9 +364,10 @@ class ContextPipeline:
         figure = figures.figure(pending.estimate)
         if not figures.budget.fits(figure):
             raise ContextTooLong(figure, figures.budget.max_output_tokens)
+        body = within_window(pending.body, shape=self.shape, room=figures.budget.output_room(figure))
         # A native body merges turns and moves the system text out: positions would mislead.
         repairs = [{**r, "position": None} for r in pending.repairs] if self.shape.native else pending.repairs
-        return Send(body=pending.body, estimate=pending.estimate, figure=figure, estimator_id=figures.estimator_id,
+        return Send(body=body, estimate=pending.estimate, figure=figure, estimator_id=figures.estimator_id,
                     per_message=pending.per_message, repairs=repairs)
 
 

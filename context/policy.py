@@ -169,6 +169,13 @@ class Budget:
         of a run (action, summary, completion check) and every throttle reads this."""
         return figure + self.max_output_tokens <= self.context_window - self.safety_margin_tokens
 
+    def output_room(self, figure: int) -> int:
+        """CAT-12: the ``max_tokens`` to send with a request of calibrated size ``figure``:
+        the output limit, never more than what the window leaves after the prompt (at least
+        1). Under CTX-39 (:meth:`fits`) it is the output limit itself; it is stated here
+        so that no body ever asks a server for more than its window can hold."""
+        return max(1, min(self.max_output_tokens, self.context_window - max(0, figure)))
+
     def trigger_threshold(self, policy: ContextPolicy) -> float:
         """effective_input x context_ratio, exactly; an estimate at or above it triggers."""
         return self.effective_input * policy.context_ratio
@@ -249,6 +256,23 @@ class TriggerResult:
 
     def __bool__(self) -> bool:
         return bool(self.fired)
+
+
+# CAT-12: an answer that ended with ``length`` having written less than this share of the
+# output limit it was sent with was not stopped by that limit: the server's context filled
+# (llama.cpp-style servers stop generating when prompt + answer reach their window).
+LENGTH_FAR_BELOW_SHARE = 0.5
+LENGTH_OUTPUT_LIMIT = "output_limit"
+LENGTH_CONTEXT_FILLED = "context_filled"
+
+
+def length_cause(*, output_limit: int, answer_tokens: int | None) -> str:
+    """Why an answer ended with finish reason ``length`` (CAT-12): ``context_filled`` when
+    it wrote far less than the ``output_limit`` it was sent with (``answer_tokens``: the
+    provider's completion count, else our calibrated estimate), else ``output_limit``."""
+    if answer_tokens is not None and answer_tokens < output_limit * LENGTH_FAR_BELOW_SHARE:
+        return LENGTH_CONTEXT_FILLED
+    return LENGTH_OUTPUT_LIMIT
 
 
 def evaluate_triggers(

@@ -184,9 +184,11 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         """Save through the services (key, figures' source); then refresh the admin's copy."""
         data = form.service_data()
         if change:
-            saved = connection_update(connection=ModelConnection.objects.get(pk=obj.pk), data=data)
+            # Saved inside the console's transaction: no network here (CAT-8's server window
+            # is shown before saving by Discover and Test connection).
+            saved = connection_update(connection=ModelConnection.objects.get(pk=obj.pk), data=data, ask_server=False)
         else:
-            saved = connection_create(space=form.cleaned_data["space"], data=data)
+            saved = connection_create(space=form.cleaned_data["space"], data=data, ask_server=False)
         obj.pk = saved.pk
         obj.refresh_from_db()
 
@@ -276,7 +278,8 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         try:
             key, key_used = self._key_for(values)
             result = models_discover(provider=provider, base_url=values.get("base_url") or "", api_key=key,
-                                     limits=self.connection_test_limits, by=by, detailed=detailed)
+                                     limits=self.connection_test_limits, by=by, detailed=detailed,
+                                     probe_model=model or None, probe_limits=self.connection_test_limits)
         except DomainError as exc:
             return {"ok": False, "message": f"The connection does not work yet. {exc.message}"}
         label, ids = provider_label(provider), [item.id for item in result.models]
@@ -285,10 +288,21 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         if not model:
             return {"ok": True, "message": f"{reached}. Enter a model id, or pick one with Discover models."}
         if model in ids:
-            return {"ok": True, "message": f"{reached}, {model} among them. Save to keep these settings."}
+            return {"ok": True, "message": f"{reached}, {model} among them.{_window_said(result, model)} "
+                                           "Save to keep these settings."}
         close = difflib.get_close_matches(model, ids, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else " Discover models shows the ids it lists."
         return {"ok": False, "message": f"{reached}, but not {model}.{hint}"}
+
+
+def _window_said(result: Any, model: str) -> str:
+    """CAT-8: the window the server said for ``model``, in words, before anything is saved."""
+    found = next((m for m in result.models if m.id == model), None)
+    if found is None or found.context_window_source != FigureSource.SERVER:
+        return ""
+    return (f" Its server keeps a window of {found.context_window:,} tokens "
+            f"({server_context_label(found.server_context_source)}): use it with Discover models, "
+            "or type it into the context window.")
 
 
 def _figures_typed(obj: ModelConnection) -> bool:

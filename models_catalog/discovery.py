@@ -40,6 +40,13 @@ from models_catalog.providers.model_lists import LMSTUDIO_LOADED
 from models_catalog.providers.ollama import SOURCE_DEFAULT as OLLAMA_DEFAULT
 from models_catalog.providers.ollama import SOURCE_LOADED as OLLAMA_LOADED
 from models_catalog.providers.ollama import SOURCE_NUM_CTX as OLLAMA_NUM_CTX
+from models_catalog.providers.window_probe import (
+    PROBE_LIMITS,
+    PROBE_REFUSAL,
+    PROBE_TRUNCATION,
+    is_private_endpoint,
+    probe_unknown_window,
+)
 from models_catalog.url_syntax import MalformedURL, url_parse
 
 PLATFORM_DEFAULT_CONTEXT_WINDOW = 32_768
@@ -48,7 +55,8 @@ START_MAX_OUTPUT_TOKENS = 4_096  # CAT-3: where max_output_tokens starts
 SOURCE_PROVIDER = "provider"
 SOURCE_MANIFEST = "official_manifest"
 SOURCE_DEFAULT = "platform_default"
-_RANK = {SOURCE_DEFAULT: 0, SOURCE_MANIFEST: 1, SOURCE_PROVIDER: 2}
+SOURCE_SERVER = "server"  # CAT-8: what the server itself keeps per request, as it said it
+_RANK = {SOURCE_DEFAULT: 0, SOURCE_MANIFEST: 1, SOURCE_PROVIDER: 2, SOURCE_SERVER: 2}
 
 # How a server's kept context was learned; stored with a connection, shown to the admin.
 SERVER_CONTEXT_SOURCES = {
@@ -57,6 +65,8 @@ SERVER_CONTEXT_SOURCES = {
     OLLAMA_DEFAULT: "Ollama's default context, as no num_ctx is set and the model is not loaded",
     LLAMACPP_PROPS: "llama.cpp /props: n_ctx",
     LMSTUDIO_LOADED: "LM Studio: the loaded context length",
+    PROBE_REFUSAL: "the server's refusal of a prompt longer than its window (one probe)",
+    PROBE_TRUNCATION: "the server's usage figures: it cut a prompt longer than its window to its window (one probe)",
 }
 
 UNVERIFIED_NOTE = "Chat compatibility of this model is unverified: try it before relying on it."
@@ -149,11 +159,17 @@ def discover_models(
     resolver: Resolver | None = None,
     limits: HttpLimits | None = None,
     manifest: Manifest | None = None,
+    probe: bool = True,
+    probe_model: str | None = None,
+    probe_limits: HttpLimits | None = None,
 ) -> DiscoveryResult:
     """List ``provider``'s models at ``base_url`` with figures, sources and notes.
 
     ``allow_private`` is the operator's "self-hosted endpoints" switch. ``transport`` and
     ``resolver`` replace the network and DNS (tests, benchmarks); the URL guard still runs.
+    ``probe`` (CAT-8): a model whose window would be the platform default, served by a
+    self-hosted kind of server at a loopback or private address, has its window asked of
+    the server with one probe — ``probe_model``'s when it is one of them, else the first.
     Raises a :class:`~models_catalog.errors.ProviderError` when the list cannot be read.
     """
     spec = get_provider(provider)
@@ -182,6 +198,10 @@ def discover_models(
             listing = spec.list_models(ctx)
         except ProviderError as exc:
             raise trace.explained(exc) from exc
+        if probe and spec.window_probe and allow_private and is_private_endpoint(base, resolver=resolver):
+            probe_unknown_window(ctx, listing.models, prefer=probe_model, limits=probe_limits or PROBE_LIMITS,
+                                 unknown=lambda raw: manifest.lookup(base_url=base, model_id=raw.id) is None
+                                 and raw.chat_capable is not False and non_chat_reason(raw.id) is None)
     models = [
         resolve_figures(raw, entry=manifest.lookup(base_url=base, model_id=raw.id), manifest_version=manifest.version)
         for raw in listing.models
@@ -306,7 +326,10 @@ def resolve_figures(raw: RawModel, *, entry: ManifestEntry | None, manifest_vers
         if entry and entry.context_window != raw.context_window:
             notes.append(_disagreement("context window", raw.context_window, entry.context_window, manifest_version))
     elif raw.server_context_window:
-        window, window_source = raw.server_context_window, SOURCE_PROVIDER
+        window, window_source = raw.server_context_window, SOURCE_SERVER
+        if raw.server_context_source in (PROBE_REFUSAL, PROBE_TRUNCATION):
+            notes.insert(0, f"The server said its window is {raw.server_context_window:,} tokens "
+                            f"({server_context_label(raw.server_context_source)}). Check it before saving.")
     elif entry:
         window, window_source, used_manifest = entry.context_window, SOURCE_MANIFEST, True
     else:
@@ -320,7 +343,7 @@ def resolve_figures(raw: RawModel, *, entry: ManifestEntry | None, manifest_vers
     served = raw.server_context_window
     if served and model_window and served < model_window:
         # What the server keeps bounds every request, whatever the model could take.
-        window = served
+        window, window_source = served, SOURCE_SERVER
         notes.insert(0, f"The server keeps {served:,} of the {model_window:,} tokens this model supports "
                         f"({server_context_label(raw.server_context_source)}): the window is {served:,}.")
     provider_max: int | None

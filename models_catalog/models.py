@@ -17,6 +17,9 @@ class FigureSource(models.TextChoices):
     OFFICIAL_MANIFEST = "official_manifest", "Official manifest"
     PLATFORM_DEFAULT = "platform_default", "Platform default (check it)"
     MANUAL = "manual", "Manual"
+    # CAT-8: what the server said it keeps per request (llama.cpp's /props, Ollama's
+    # num_ctx, LM Studio's loaded context, or one probe); ``server_context_source`` says how.
+    SERVER = "server", "The server"
 
 
 class ModelConnection(models.Model):

@@ -42,8 +42,11 @@ from models_catalog.errors import (
 from models_catalog.http import HttpLimits, Resolver
 from models_catalog.maxima import maxima_stored_in_space
 from models_catalog.models import (
+    FigureSource,
     ModelConnection,
 )
+from models_catalog.providers import find_provider
+from models_catalog.providers.window_probe import is_private_endpoint
 from models_catalog.reachability import (
     UNREACHED_CODE,
     UNREACHED_MODELS,
@@ -51,7 +54,7 @@ from models_catalog.reachability import (
     official_endpoint,
 )
 from models_catalog.selectors import connection_in_use_by
-from models_catalog.validation import connection_validate
+from models_catalog.validation import connection_validate, discovery_token_make
 
 logger = logging.getLogger("agentloom.catalog")
 
@@ -111,6 +114,8 @@ def models_discover(
     resolver: Resolver | None = None,
     limits: HttpLimits | None = None,
     by=None,
+    probe_model: str | None = None,
+    probe_limits: HttpLimits | None = None,
 ) -> DiscoveryResult:
     """List a provider's models (CAT-1) under the operator's private-endpoint switch.
 
@@ -137,6 +142,8 @@ def models_discover(
                 transport=transport,
                 resolver=resolver,
                 limits=limits,
+                probe_model=probe_model,
+                probe_limits=probe_limits,
             )
     except ProviderError as exc:
         message = _scrub(exc.message, api_key)
@@ -157,19 +164,72 @@ def models_discover(
 # --- writes -----------------------------------------------------------------------------
 
 
-def connection_create(*, space, data: ConnectionData | Mapping[str, Any]) -> ModelConnection:
-    """Create a connection in ``space`` (the caller checked the caller is its admin)."""
-    fields = connection_validate(connection=None, data=data, stored_maxima=maxima_stored_in_space(space_id=space.pk))
+@sensitive_variables("key", "data", "fields")
+def _window_from_server(*, connection: ModelConnection | None, data: ConnectionData | Mapping[str, Any],
+                        fields: Mapping[str, Any]) -> ConnectionData | Mapping[str, Any] | None:
+    """CAT-8 on a save: a valid write (``fields``) whose window would stay the platform
+    default, for a kind of server that may publish none (``ProviderSpec.window_probe``),
+    asks the server first — discovery of that model: its list or native API, else one
+    probe — and returns the write with the discovery token of what it said, as if the
+    admin had used that result (None: nothing to add). Nothing is asked when the write
+    carries a token or a typed window, for a hosted provider, or at a public address (not
+    even the list is read). When the server cannot be read, the save goes on with the
+    platform default (flagged for the admin, as before).
+    """
+    if data.get("discovery_token") or "context_window" in data:
+        return None
+    if fields.get("context_window_source") != FigureSource.PLATFORM_DEFAULT:
+        return None
+    spec = find_provider(fields.get("provider"))
+    if spec is None or not spec.window_probe or not fields.get("base_url"):
+        return None
+    if not settings.ALLOW_PRIVATE_MODEL_ENDPOINTS or not is_private_endpoint(fields["base_url"]):
+        return None  # a public address is a hosted service: its window is never asked this way
+    key = fields["api_key"] if "api_key" in fields else (connection.api_key if connection is not None else "")
+    try:
+        result = models_discover(provider=fields["provider"], base_url=fields["base_url"], api_key=key or None,
+                                 probe_model=fields["model"])
+    except DomainError as exc:
+        logger.info("the server's window could not be read before saving: %s", exc.code)
+        return None
+    found = next((m for m in result.models if m.id == fields["model"]), None)
+    if found is None or found.context_window_source == FigureSource.PLATFORM_DEFAULT:
+        return None
+    token = discovery_token_make(provider=result.provider, base_url=result.base_url, model=found)
+    return {**data, "discovery_token": token}
+
+
+def _validated(*, connection: ModelConnection | None, data: ConnectionData | Mapping[str, Any], space_id: int,
+               ask_server: bool) -> dict[str, Any]:
+    """The fields to write: checked first (bad input is a 400 before any network call),
+    then, when the window would stay the default, completed by what the server says
+    (CAT-8) and checked again — an output limit the server's window cannot hold is then a
+    400 naming it (CAT-3, CAT-12)."""
+    stored = maxima_stored_in_space(space_id=space_id)
+    fields = connection_validate(connection=connection, data=data, stored_maxima=stored)
+    asked = _window_from_server(connection=connection, data=data, fields=fields) if ask_server else None
+    if asked is not None:
+        fields = connection_validate(connection=connection, data=asked, stored_maxima=stored)
+    return fields
+
+
+def connection_create(*, space, data: ConnectionData | Mapping[str, Any], ask_server: bool = True) -> ModelConnection:
+    """Create a connection in ``space`` (the caller checked the caller is its admin). A
+    window that would be the platform default is asked of a local server first (CAT-8)
+    unless ``ask_server`` is False (a caller inside a transaction: no network there)."""
+    fields = _validated(connection=None, data=data, space_id=space.pk, ask_server=ask_server)
     connection = ModelConnection.objects.create(space=space, **fields)
     logger.info("model connection %s created in space %s (%s, key %s)", connection.pk, space.pk,
                 connection.provider, "set" if connection.api_key_hint else "none")
     return connection
 
 
-def connection_update(*, connection: ModelConnection, data: ConnectionData | Mapping[str, Any]) -> ModelConnection:
-    """Apply a partial update; only the fields that changed are written."""
-    fields = connection_validate(connection=connection, data=data,
-                                 stored_maxima=maxima_stored_in_space(space_id=connection.space_id))
+def connection_update(*, connection: ModelConnection, data: ConnectionData | Mapping[str, Any],
+                      ask_server: bool = True) -> ModelConnection:
+    """Apply a partial update; only the fields that changed are written. A window still at
+    the platform default is asked of a local server first (CAT-8) unless ``ask_server``
+    is False."""
+    fields = _validated(connection=connection, data=data, space_id=connection.space_id, ask_server=ask_server)
     changed = [name for name, new in fields.items() if name == "api_key" or getattr(connection, name) != new]
     for name in changed:
         setattr(connection, name, fields[name])

@@ -239,6 +239,13 @@ def connection_validate(*, connection: ModelConnection | None, data: Mapping[str
             "or no room is left for input"
             + (f" (the server keeps only {server_window:,} tokens)" if usable != window else "")
         )
+        if output >= usable:
+            # CAT-3, CAT-12: an output limit the window cannot hold is refused, never lowered
+            # behind the admin's back; the field itself is named.
+            errors["max_output_tokens"] = (
+                f"must be less than the {usable:,}-token window"
+                + (" the server keeps" if usable != window or server_source else "")
+                + ": an answer and the conversation before it share the window")
     out.update(context_window=window, max_output_tokens=output, safety_margin_tokens=margin,
                server_context_window=server_window, server_context_source=server_source)
     if "supports_images" in data:

@@ -26,6 +26,7 @@ from context import (
     Send,
     build_body,
     throttled,
+    within_window,
 )
 from context.attachments import question_message
 from context.compaction import (
@@ -341,6 +342,7 @@ def summary_call(state: RunState, instance: Instance, call: SummaryCall) -> Summ
     body = build_body(state.target.shape, call.messages, tools=call.tools,
                       max_output_tokens=call.max_output_tokens or figures.budget.max_output_tokens,
                       keep_thinking=call.cached and state.thinking_continues)
+    body = within_window(body, shape=state.target.shape, room=figures.budget.output_room(figures.figure(estimate)))
     try:
         end = collected_call(state, instance, purpose=ModelCall.Purpose.COMPACTION, body=body,
                              estimator_id=figures.estimator_id, estimate=estimate, counts_as_model_call=True,

@@ -26,7 +26,7 @@ from agentloom.runloop.meter import step_measured
 from agentloom.runloop.state import RunState, run_state_build, system_message
 from agentloom.runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_events
 from agentloom.runloop.verification import run_verify
-from context import ContextPipeline, ContextTooLong, PolicyError, RequestValidationError, Send
+from context import ContextPipeline, ContextTooLong, PolicyError, RequestValidationError, Send, length_cause
 from sessions.models import Instance, ModelCall, Run, RunAttention
 from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, EMPTY_ANSWER_RETRY, INTERNAL_ERROR, RunError
 from sessions.selectors import main_instance
@@ -154,6 +154,23 @@ def _finish(state: RunState, status: str, *, error: RunError | None = None, reas
                main_steps=state.main.model_steps if state.main is not None else None)
 
 
+def _length_named(state: RunState, message: dict[str, Any], *, request: Send, usage: Any) -> None:
+    """CAT-12: an answer ended by ``length`` keeps the output limit it was sent with and
+    its real cause: that limit, or the server's context filling long before it (a server
+    that stops when prompt + answer reach its window), told apart by what was written —
+    the provider's completion count, else our calibrated estimate of the text."""
+    shape = state.target.shape
+    sent = request.body.get("max_tokens" if shape.native else shape.output_limit_field)
+    limit = sent if isinstance(sent, int) and not isinstance(sent, bool) else state.figures.budget.max_output_tokens
+    # OpenAI-style ``completion_tokens``; Anthropic's ``output_tokens``.
+    counted = (usage.get("completion_tokens", usage.get("output_tokens")) if isinstance(usage, dict) else None)
+    if not isinstance(counted, int) or isinstance(counted, bool):
+        counted = state.figures.figure(state.figures.estimates.message(message))
+    message["output_limit"] = limit
+    message["answer_tokens"] = counted
+    message["length_cause"] = length_cause(output_limit=limit, answer_tokens=counted)
+
+
 def _learn_window(state: RunState, refusal: ContextRefused) -> None:
     """The server keeps less than the configured window: learn what it keeps (CAT-3), then
     the next preparation compacts under the lowered budget and the call is tried once more."""
@@ -232,7 +249,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         message = end.assistant_message()
         if end.finish_reason == "length":  # stopped by its output limit: the chat says so and offers Continue
             message["finish_reason"] = "length"
-            message["output_limit"] = state.figures.budget.max_output_tokens
+            _length_named(state, message, request=request, usage=answer.log.usage)
         calls = [call for call in end.tool_calls if call.complete] if not end.cut else []
         if calls:
             message["tool_calls"] = [call.to_message_dict() for call in calls]

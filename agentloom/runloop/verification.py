@@ -12,7 +12,7 @@ from typing import Any
 
 from agentloom.runloop.calls import collected_call
 from agentloom.runloop.state import RunState
-from context import build_body
+from context import build_body, within_window
 from context.records import content_text
 from models_catalog.errors import ProviderError
 from sessions.frames import plan_text
@@ -91,6 +91,8 @@ def _verdict(state: RunState, instance: Instance, *, task: str, plan: str | None
     if messages is None:
         return {"status": "not_done", "reason": "the check does not fit the model's context window"}
     body = build_body(state.target.shape, messages, max_output_tokens=figures.budget.max_output_tokens)
+    room = figures.budget.output_room(figures.figure(figures.estimates.request(messages)))
+    body = within_window(body, shape=state.target.shape, room=room)  # CAT-12
     try:
         end = collected_call(state, instance, purpose=ModelCall.Purpose.VERIFICATION, body=body,
                              estimator_id=figures.estimator_id, estimate=figures.estimates.request(messages),

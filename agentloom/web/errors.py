@@ -62,7 +62,7 @@ REQUEST_ERRORS: dict[str, str] = {
     "run_active": "An answer is still running in this session. Wait for it, stop it, or add a supplement.",
     "rate_limited": "You are asking too quickly. Wait a moment and send again.",
     "not_resumable": "This run cannot be resumed.",
-    "not_continuable": "Only the latest answer, cut at its output limit, can be continued. Ask a new question instead.",
+    "not_continuable": "Only the latest answer, cut before its end, can be continued. Ask a new question instead.",
     "run_not_active": "That run has already finished. Send your text as a new question instead.",
     "not_authenticated": "You have been logged out. Reload the page to log in again.",
     "network": "The server could not be reached. Check your connection and try again.",

@@ -28,11 +28,24 @@ OUTPUT_LIMIT_NOTE = "The answer was cut at this agent's output limit."
 CONTINUED_NOTICE = "Continued from the answer above."
 
 
-def output_limit_note(limit: Any) -> str:
-    """What a cut answer says: the limit it was cut at, when its record knows it."""
-    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+def output_limit_note(limit: Any, *, cause: Any = None, answer_tokens: Any = None) -> str:
+    """What a cut answer says: the limit it was cut at, when its record knows it; or, when
+    it stopped far below that limit (``cause`` ``context_filled``, CAT-12), that the
+    server's context filled — never "cut at N tokens" for an answer that was not."""
+    if cause == "context_filled":
+        written = (f" after about {answer_tokens:,} tokens" if _positive(answer_tokens) else "")
+        limit_words = f" of {limit:,} tokens" if _positive(limit) else ""
+        return (f"The answer stopped{written} because the model server's context window filled up (the "
+                f"conversation and the answer share it), not at this agent's output limit{limit_words}. "
+                "Continue asks for the rest; if it stops again, compact the conversation or ask your admin to "
+                "check the model's context window.")
+    if _positive(limit):
         return f"The answer was cut at {limit:,} tokens (this agent's output limit)."
     return OUTPUT_LIMIT_NOTE
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 COMPACTED_NOTICE = ("Earlier messages were summarized to fit the model's context window. "
                     "The full history is still kept.")
 PLAN_STATUS_LABELS = {"pending": "to do", "in_progress": "in progress", "done": "done"}
@@ -68,10 +81,12 @@ class Answer:
     cut_at_limit: bool = False  # stopped by its output limit
     output_limit: int | None = None  # the limit it was cut at, in tokens
     kind: str = "answer"
+    length_cause: str | None = None  # CAT-12: "context_filled" when the server's window, not the limit, ended it
+    answer_tokens: int | None = None
 
     @property
     def limit_note(self) -> str:
-        return output_limit_note(self.output_limit)
+        return output_limit_note(self.output_limit, cause=self.length_cause, answer_tokens=self.answer_tokens)
 
 
 @dataclass
@@ -277,10 +292,13 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             at_limit = message.get("finish_reason") == "length"
             if text.strip():
                 items.append(Answer(html=shown[(index, "html")], partial=bool(message.get("partial")),
-                                    cut_at_limit=at_limit, output_limit=message.get("output_limit")))
+                                    cut_at_limit=at_limit, output_limit=message.get("output_limit"),
+                                    length_cause=message.get("length_cause"),
+                                    answer_tokens=message.get("answer_tokens")))
             elif at_limit and not message.get("tool_calls"):  # the limit came before any text
-                items.append(Notice(output_limit_note(message.get("output_limit")), tone="stopped",
-                                    cut_at_limit=True))
+                items.append(Notice(output_limit_note(message.get("output_limit"), cause=message.get("length_cause"),
+                                                      answer_tokens=message.get("answer_tokens")),
+                                    tone="stopped", cut_at_limit=True))
             for call in message.get("tool_calls") or []:
                 if not isinstance(call, dict):
                     continue

@@ -164,6 +164,9 @@ class ProviderSpec:
     chat_factory: ChatFactory | None = None
     api_path: str = ""
     prompt_cache: bool = False
+    # CAT-8: a self-hosted server of this kind may publish no window; at a loopback or
+    # private address, discovery asks it with one probe (``providers.window_probe``).
+    window_probe: bool = False
 
     def base_url_form(self, base_url: str) -> str:
         """``base_url`` as this provider's API is called at: without trailing slashes, and

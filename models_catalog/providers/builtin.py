@@ -79,6 +79,7 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
     ),
     ProviderSpec(
         name="openai_compatible", label="The OpenAI-compatible server", list_models=list_openai_compatible,
+        window_probe=True,
         requires_api_key=False,
     ),
     ANTHROPIC,

@@ -886,7 +886,8 @@
   };
 
   var ENDINGS = {
-    cut: "The answer was cut at its output limit — Continue to get the rest.",
+    // Its cause (the output limit, or the server's context filling: CAT-12) is in the note under the answer.
+    cut: "The answer stopped before its end (the note under it says why) — Continue to get the rest.",
     empty_answer: "The model returned an empty answer — Ask again to send the question once more.",
     context_window: "The model's server refused a request this long — see the message above for what to change."
   };

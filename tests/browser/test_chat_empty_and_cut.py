@@ -49,7 +49,10 @@ def test_an_empty_answer_says_so_and_ask_again_gets_an_answer(page, server, fake
 def test_a_cut_answer_says_at_how_many_tokens_and_continue_writes_the_rest_under_it(page, server, fake_session,
                                                                                    fake_provider):
     session = fake_session()
-    fake_provider.handler = sequence(chat_stream(words(6), finish_reason="length"),
+    # The provider counts the whole limit written (a short answer ended by length with no
+    # count is the server's context filling, CAT-12, said differently).
+    fake_provider.handler = sequence(chat_stream(words(6), finish_reason="length",
+                                                 usage={"prompt_tokens": 60, "completion_tokens": 1_024}),
                                      chat_stream(["and ", "the rest."], delay=0.05))
     log_in(page, server, next_path=f"/sessions/{session.pk}/")
     ask(page, "Tell me everything.")
@@ -61,7 +64,7 @@ def test_a_cut_answer_says_at_how_many_tokens_and_continue_writes_the_rest_under
     assert answer_text(page) == "".join(words(6)).strip()
     # Never "Answer complete." for an answer that is not.
     expect(page.locator("#chat-status")).to_have_text(
-        "The answer was cut at its output limit — Continue to get the rest.")
+        "The answer stopped before its end (the note under it says why) — Continue to get the rest.")
     screenshot(page, "chat-cut-answer")
 
     cut.get_by_role("button", name="Continue").click()

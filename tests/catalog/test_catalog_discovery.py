@@ -189,7 +189,7 @@ def test_cat2_ollama_figures_come_from_api_show(fake):
     # Neither num_ctx nor loaded: Ollama keeps its default context, not the model's 131,072.
     assert (llama.context_window, llama.model_context_window) == (4_096, 131_072)
     assert llama.server_context_source == "ollama_default" and llama.source == "platform_default"  # max output unknown
-    assert llama.context_window_source == "provider" and "OLLAMA_CONTEXT_LENGTH" in llama.note
+    assert llama.context_window_source == "server" and "OLLAMA_CONTEXT_LENGTH" in llama.note
     assert models["qwen3:8b"].context_window == 16_384  # num_ctx is what Ollama serves
     embed = models["nomic-embed-text:latest"]
     assert embed.chat_capable is False and "embedding" in embed.note

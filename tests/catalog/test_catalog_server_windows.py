@@ -143,7 +143,7 @@ def test_llamacpp_window_is_the_served_n_ctx_not_the_training_length(fake):
     model = result.models[0]
     assert result.api_shape == "llamacpp"
     assert (model.context_window, model.model_context_window) == (2_048, 131_072)
-    assert (model.server_context_source, model.context_window_source) == ("llamacpp_props", "provider")
+    assert (model.server_context_source, model.context_window_source) == ("llamacpp_props", "server")
     assert model.max_output_tokens == 1_024 and not result.warnings
     assert paths(fake) == ["/v1/models", "/props"]  # at the server root, one call
 
@@ -169,7 +169,7 @@ def test_llamacpp_whose_props_fail_keeps_the_training_length_and_says_so(fake, p
 def test_llamacpp_still_loading_its_model_gets_the_window_from_props(fake):
     fake.handler = route({"GET /v1/models": llamacpp_models(n_ctx_train=None), "GET /props": llamacpp_props(4096)})
     model = discover(fake).models[0]
-    assert (model.context_window, model.context_window_source, model.model_context_window) == (4_096, "provider", None)
+    assert (model.context_window, model.context_window_source, model.model_context_window) == (4_096, "server", None)
 
 
 def test_llamacpp_router_is_asked_per_model_without_loading_any(fake):

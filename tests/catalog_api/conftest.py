@@ -52,13 +52,15 @@ def connection_form(space, **overrides):
 
 @pytest.fixture
 def make_connection(space) -> Callable[..., Any]:
-    """A connection made through the service, as an admin would make it."""
+    """A connection made through the service, as an admin would make it. The server is
+    not asked for its window here (``ask_server``, CAT-8: test_window_from_server.py), so
+    a test counts only the requests it makes itself."""
     from models_catalog.services import connection_create
 
-    def make(*, in_space: Any = None, **data: Any):
+    def make(*, in_space: Any = None, ask_server: bool = False, **data: Any):
         values = {"name": "Local vLLM", "provider": "openai_compatible", "base_url": "http://127.0.0.1:8000/v1",
                   "model": "qwen3", "api_key": API_KEY, **data}
-        return connection_create(space=in_space or space, data=values)
+        return connection_create(space=in_space or space, data=values, ask_server=ask_server)
 
     return make
 

@@ -46,7 +46,7 @@ def test_discovery_reports_what_the_ollama_server_keeps_with_its_provenance(api,
     found = discovered(api(alice), ollama_server)
     assert (found["context_window"], found["model_context_window"]) == (4096, 131072)
     assert (found["server_context_window"], found["server_context_source"]) == (4096, "ollama_default")
-    assert found["context_window_source"] == "provider"
+    assert found["context_window_source"] == "server"  # CAT-8: the server said it
 
 
 def test_a_window_typed_above_what_the_server_keeps_is_kept_but_never_relied_on(api, alice, space, ollama_server):

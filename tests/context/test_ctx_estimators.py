@@ -43,6 +43,7 @@ def test_ctx24_estimators_have_versioned_ids(o200k) -> None:
     assert o200k.id == "tiktoken-o200k_base-v1"
     assert estimator_by_id("bytes-v1").id == "bytes-v1"
     assert estimator_by_id("tiktoken-o200k_base-v1").id == "tiktoken-o200k_base-v1"
+    assert estimator_by_id("dense-o200k-v1").id == "dense-o200k-v1"
     with pytest.raises(ValueError):
         estimator_by_id("bytes-v0")
 
@@ -77,12 +78,13 @@ def test_ctx24_bytes_v1_never_counts_less_than_tiktoken(o200k) -> None:
     assert BytesEstimator().request(_sample(), TOOLS) >= cl100k.request(_sample(), TOOLS)
 
 
-def test_ctx24_openai_models_get_their_own_tokenizer_and_every_other_model_the_o200k_proxy(o200k) -> None:
+def test_ctx24_openai_models_get_their_own_tokenizer_and_every_other_model_the_dense_proxy(o200k) -> None:
     assert get_estimator("gpt-4o").id == "tiktoken-o200k_base-v1"
     assert get_estimator("gpt-4").id == "tiktoken-cl100k_base-v1"
-    assert get_estimator("deepseek-chat", exact_tokenizer=False).id == "tiktoken-o200k_base-v1"
-    assert get_estimator("gpt-4", exact_tokenizer=False).id == "tiktoken-o200k_base-v1"  # a proxy, not cl100k
-    assert get_estimator("llama3.2:3b").id == "tiktoken-o200k_base-v1"
+    assert get_estimator("deepseek-chat", exact_tokenizer=False).id == "dense-o200k-v1"
+    assert get_estimator("gpt-4", exact_tokenizer=False).id == "dense-o200k-v1"  # a proxy, not cl100k
+    assert get_estimator("llama3.2:3b").id == "dense-o200k-v1"
+    assert not est.estimate_is_exact("dense-o200k-v1", "llama3.2:3b", exact_tokenizer=True)
     assert est.estimate_is_exact("tiktoken-cl100k_base-v1", "gpt-4", exact_tokenizer=True)
     assert not est.estimate_is_exact("tiktoken-o200k_base-v1", "gpt-4o", exact_tokenizer=False)
     assert not est.estimate_is_exact("tiktoken-o200k_base-v1", "llama3.2:3b", exact_tokenizer=True)

@@ -163,6 +163,8 @@ class AnthropicBridge:
                 options.update(hold=spec.hold, hold_after=events_before_text + max(spec.hold_after - 1, 0))
             if _finish_reason(spec.events) == "length":  # the output limit: Anthropic's stop reason
                 options["stop_reason"] = "max_tokens"
+            if usage and isinstance(usage.get("completion_tokens"), int):  # Anthropic's output_tokens
+                options["output_tokens"] = usage["completion_tokens"]
             return message_stream(blocks, model=model, usage=self._usage(usage, cached), split=max(pieces, 1),
                                   **options)
         if isinstance(spec, JSONResponse) and spec.status == 200 and isinstance(spec.body, dict):

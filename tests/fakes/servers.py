@@ -71,6 +71,39 @@ def llamacpp_error(status: int, message: str, type: str = "server_error") -> JSO
     return JSONResponse({"error": {"code": status, "message": message, "type": type}}, status=status)
 
 
+def llamacpp_context_refusal(n_ctx: int, n_prompt_tokens: int) -> JSONResponse:
+    """llama-server's 400 to a non-streamed prompt over a slot's context
+    (``tools/server``: ``format_error_response`` of ``ERROR_TYPE_EXCEED_CONTEXT_SIZE``, which
+    adds the two figures beside OpenAI's fields)."""
+    return JSONResponse({"error": {
+        "code": 400,
+        "message": f"request ({n_prompt_tokens} tokens) exceeds the available context size ({n_ctx} tokens), "
+                   "try increasing it",
+        "type": "exceed_context_size_error", "n_prompt_tokens": n_prompt_tokens, "n_ctx": n_ctx}}, status=400)
+
+
+def vllm_context_refusal(max_model_len: int, prompt_tokens: int, max_tokens: int = 1) -> JSONResponse:
+    """vLLM's 400 to a prompt over ``max_model_len`` (its ``ErrorResponse``: the fields at the
+    top, no ``error`` wrapper; the wording of ``serving_engine._validate_input``)."""
+    return JSONResponse({
+        "object": "error",
+        "message": f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+                   f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
+                   "completion). Please reduce the length of the messages or completion.",
+        "type": "BadRequestError", "param": None, "code": 400}, status=400)
+
+
+def ollama_truncated_completion(num_ctx: int, model: str = "llama3.2:latest") -> JSONResponse:
+    """Ollama's OpenAI-compatible answer to a prompt over ``num_ctx``: no refusal — the
+    prompt is cut to the context (its newest tokens) and answered, ``usage.prompt_tokens``
+    saying how much was kept (``openai/openai.go``'s ``toChatCompletion``)."""
+    return JSONResponse({
+        "id": "chatcmpl-417", "object": "chat.completion", "created": 1736071502, "model": model,
+        "system_fingerprint": "fp_ollama",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": num_ctx, "completion_tokens": 1, "total_tokens": num_ctx + 1}})
+
+
 def lmstudio_entry(model_id: str, *, max_context_length: int, loaded_context_length: int | None = None,
                    type: str = "llm", arch: str = "llama") -> dict[str, Any]:  # noqa: A002
     """One ``/api/v0/models`` entry; a loaded context makes it ``state: "loaded"``."""

@@ -82,7 +82,10 @@ def test_run13_a_long_file_reaches_the_model_as_head_and_tail_and_read_file_read
         return chat_stream(["Line 31337 was served in 12 ms."])
 
     strict.handler = handler
-    session = fake_session()  # the agent did not choose read_file: a session with files gets it
+    # The agent did not choose read_file: a session with files gets it. The head, tail and
+    # middle read of a log are ~50,000 characters, two fifths of them digits: about 31,000
+    # tokens for a tokenizer that splits digits (CTX-24), so the window is 64k, not 32k.
+    session = fake_session(window=65_536)
     run = ask_with_files(session, "Which request is line 31337?", [log_file()])
     assert run.status == Run.Status.COMPLETED, run.error
     first = _user_text(seen[0])

@@ -74,7 +74,8 @@ def test_ctx30_a_small_window_agent_answers_six_long_questions_compacting_withou
     metrics = snapshots.order_by("-id").first().metrics
     after = metrics["tokens_after_calibrated"]
     assert after < metrics["tokens_before_calibrated"] and after < metrics["threshold"]
-    assert metrics["estimator_id"].startswith("tiktoken") and metrics["summary_calls"] >= 1
+    # A tokenizer counted: tiktoken for the OpenAI id, its dense proxy for the Anthropic one (CTX-24).
+    assert metrics["estimator_id"] in ("tiktoken-o200k_base-v1", "dense-o200k-v1") and metrics["summary_calls"] >= 1
     assert any(segment["consumed"] for segment in metrics["segments"])  # CTX-41: traceable to records
     assert RunEvent.objects.filter(run__session=session, type="compacted").exists()
     assert SessionMessage.objects.filter(session=session, kind="compaction_summary").exists()

@@ -94,7 +94,10 @@ def test_one_empty_answer_asked_once_more_completes_the_run(fake_session, fake, 
 
 def test_an_answer_cut_at_its_output_limit_says_where_and_continue_writes_the_rest(
         fake_session, fake, strict, alice, bob):
-    strict.handler = sequence(chat_stream(["The first half of a long answer, "], finish_reason="length"),
+    # The provider counts the whole limit written (CAT-12: a short answer ended by length with
+    # no count would be the server's context filling, said differently).
+    strict.handler = sequence(chat_stream(["The first half of a long answer, "], finish_reason="length",
+                                          usage={"prompt_tokens": 60, "completion_tokens": 1_024}),
                               chat_stream(["and the second half."]))
     session = fake_session()
     cut = ask(session, "Tell me everything.")

@@ -80,7 +80,7 @@ def test_ctx25_an_unknown_model_answers_six_long_questions_compacting_and_uses_i
     assert metrics["tokens_after_estimated"] < metrics["tokens_before_estimated"]
     effective_input = 4_000 - 500 - 4_000 // 32
     assert server.largest_before_first_summary() >= 0.6 * effective_input, server.accepted
-    expected = "bytes-v1" if tokenizer_setting == "tiktoken-unavailable" else "tiktoken-o200k_base-v1"
+    expected = "bytes-v1" if tokenizer_setting == "tiktoken-unavailable" else "dense-o200k-v1"
     assert set(ModelCall.objects.values_list("estimator_id", flat=True)) == {expected}
     # A new session of the same connection starts calibrated, not from nothing.
     calibration = TokenCalibration.objects.get(connection=session.version.model_connection)
