@@ -119,3 +119,56 @@ class CalibratedEstimator:
 
     def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> int:
         return calibrated(self.base.request(messages, tools), self.ratio)
+
+
+# CAT-10: a prompt the server counts more than this share under what was expected of it
+# was cut by the server (Ollama drops the start of a prompt longer than its context).
+TRUNCATION_SHARE = 0.9
+# No server keeps less than this: a smaller count is a short prompt, never a window's cap.
+SMALLEST_WINDOW = 512
+# What ``prompt_truncated`` says: the count reached the server's window / fell short.
+AT_WINDOW, UNDER_COUNT = "at_window", "under_count"
+
+
+def prompt_truncated(*, estimate: int, counted: Any, calibration: Calibration, exact: bool,
+                     server_window: int | None) -> str | None:
+    """CAT-10: did the server silently truncate a prompt we estimated at ``estimate`` and it
+    counted as ``counted``? ``AT_WINDOW`` when its count reaches its own context size
+    (``server_window``, as far as it is known); ``UNDER_COUNT`` when it falls more than 10%
+    under what the request should have counted: our estimate itself when it is the model's
+    own tokenizer, else the estimate times the smallest ratio this model's real counts have
+    shown, at most 1. Before any real count, a proxy's estimate is no evidence (a byte count is four
+    times a real one), so only the first rule applies. None otherwise.
+
+    ``UNDER_COUNT`` alone is a suspicion: a proxy's ratio moves with the text (a summary
+    reads differently from the conversation it replaced), so the caller confirms it with
+    :func:`truncation_confirmed` before acting on it."""
+    if isinstance(counted, bool) or not isinstance(counted, int) or counted < SMALLEST_WINDOW or estimate <= 0:
+        return None
+    if server_window and counted >= server_window:
+        return AT_WINDOW
+    if exact:
+        ratio = 1.0
+    elif calibration.ratios:
+        # Never above 1: a proxy's ratio moves with the text by more than a tenth (a model
+        # counting half again our figure on prose counts about ours on a repetitive log),
+        # so what it showed above our own figure is not relied on here.
+        ratio = min(1.0, *calibration.ratios)
+    else:
+        return None
+    return UNDER_COUNT if counted < TRUNCATION_SHARE * estimate * ratio else None
+
+
+def truncation_confirmed(*, counted: int, largest_earlier: int | None, exact: bool) -> bool:
+    """CAT-10: an under-count is a cut only when the count is at the top of what the server
+    counted for this conversation before: a server that truncates caps every count at its
+    window, so a count below one it reported earlier is the estimate's error, not a cut.
+    With the model's own tokenizer, at or above the earlier counts is enough. With a proxy
+    the count must *be* the cap, met before: a proxy's error moves with the text by far
+    more than a tenth (digits, logs, a summary against prose), so only a count the server
+    gave twice for prompts of other sizes tells a cut (the first cut answer of such a
+    server goes by; the second is caught). With no earlier count there is nothing to
+    compare: not a cut (the first prompt of a conversation is small)."""
+    if largest_earlier is None:
+        return False
+    return counted >= largest_earlier if exact else counted == largest_earlier

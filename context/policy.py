@@ -34,6 +34,28 @@ def default_safety_margin(context_window: int) -> int:
     return max(SAFETY_MARGIN_FLOOR, min(SAFETY_MARGIN_CAP, context_window // SAFETY_MARGIN_SHARE))
 
 
+# CAT-9: the output reserve under a window the server proved, when no admin set one: a
+# quarter of the window (never more than the reserve it had), so a 2,048-token server
+# keeps about three quarters of its window for the conversation instead of none.
+LEARNED_OUTPUT_SHARE = 4
+
+
+def budget_under_window(budget: Budget, window: int, *, margin_set: bool, output_set: bool) -> Budget:
+    """CAT-9, RUN-4: the budget in force once the model's server proved it keeps only
+    ``window`` tokens. Only ever lowers: a window at or above the budget's changes nothing
+    (a larger one needs a new version). The safety margin and output reserve follow the
+    proven window -- each lowered to the default for it -- unless an admin set them
+    (``margin_set``/``output_set``), when they are kept as set. PolicyError when what is
+    kept leaves no room for input (an admin's figures that do not fit the server)."""
+    if window >= budget.context_window:
+        return budget
+    margin = budget.safety_margin_tokens if margin_set else min(budget.safety_margin_tokens,
+                                                                 default_safety_margin(window))
+    output = budget.max_output_tokens if output_set else min(budget.max_output_tokens,
+                                                              max(1, window // LEARNED_OUTPUT_SHARE))
+    return Budget(context_window=window, max_output_tokens=output, safety_margin_tokens=margin)
+
+
 class PolicyError(ValueError):
     """Invalid policy or budget figures. ``fields`` maps each bad field to what is wrong,
     so an API can answer 400 naming the field and an admin form can mark it."""

@@ -29,6 +29,7 @@ from models_catalog.forms import (
     amount_text,
 )
 from models_catalog.http import HttpLimits
+from models_catalog.learning import connection_input_tokens
 from models_catalog.maxima import maxima_of
 from models_catalog.models import ConcurrencySource, FigureSource, ModelConnection, ModelPrice
 from models_catalog.providers import find_provider, provider_label
@@ -109,7 +110,7 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         if obj.pk is None or not _figures_typed(obj):
             # A form shown again after an error: a blank figure is decided only when saved.
             return "Shown once saved (a figure left blank is decided when the connection is saved)."
-        return f"{obj.effective_context_window() - obj.max_output_tokens - obj.safety_margin_tokens:,} tokens"
+        return f"{connection_input_tokens(obj):,} tokens"  # as runs use it (CAT-9)
 
     # Each figure with its own source under it (CAT-2), in one column so the list stays narrow.
     @admin.display(description="Context window", ordering="context_window")
@@ -136,8 +137,12 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         if not obj.learned_context_window:
             return "No refusal seen: the configured window is used."
         when = obj.learned_window_at.strftime("%Y-%m-%d %H:%M UTC") if obj.learned_window_at else "?"
-        return (f"{obj.learned_context_window:,} tokens — learned from the provider's refusal on {when} "
-                f"({obj.learned_window_note}). Saving a new context window forgets it.")
+        # CAT-9, CAT-10: a refusal, or a prompt the server cut; the note says which.
+        how = "a prompt the server cut" if obj.learned_window_note.startswith("truncated_prompt") else \
+            "the provider's refusal"
+        return (f"{obj.learned_context_window:,} tokens — learned from {how} on {when} "
+                f"({obj.learned_window_note}). Every version and run of this connection uses it at once, with the "
+                "margin and output limit you did not set following it. Saving a new context window forgets it.")
 
     @admin.display(description="Calibration")
     def calibration(self, obj: ModelConnection) -> str:

@@ -2,8 +2,11 @@
 
 - **Calibration** (CTX-25): every answer's real ``usage`` against our estimate for the same
   request, kept per connection, model and estimator, so a new session starts calibrated.
-- **The real window** (CAT-3): a context-overflow refusal below the configured window
-  lowers the connection's effective window, with provenance ``provider_refusal``.
+- **The real window** (CAT-3, CAT-9): a context-overflow refusal below the configured window
+  lowers the connection's effective window, with provenance ``provider_refusal``; it applies
+  at once to every version and run of the connection, frozen budgets included, with the
+  safety margin and output reserve recomputed for it unless an admin set them
+  (``budget_in_force``).
 
 Both only ever make figures safer: a calibration keeps the largest recent ratio, and a
 learned window only goes down.
@@ -16,12 +19,23 @@ from django.db import connection as db_connection
 from django.db import transaction
 from django.utils import timezone
 
-from context import Calibration, estimate_is_exact, get_estimator, prior_ratio
+from context import (
+    Budget,
+    Calibration,
+    PolicyError,
+    budget_under_window,
+    default_safety_margin,
+    estimate_is_exact,
+    get_estimator,
+    prior_ratio,
+)
 from models_catalog.errors import ContextOverflowError
-from models_catalog.models import ModelConnection, TokenCalibration
+from models_catalog.models import FigureSource, ModelConnection, TokenCalibration
 from models_catalog.providers import get_provider
 
 PROVIDER_REFUSAL = "provider_refusal"
+# CAT-10: a window learned from a server's count of a prompt it cut without refusing.
+TRUNCATED_PROMPT = "truncated_prompt"
 # With no figure in the refusal, the window is taken to be this share of what was refused.
 UNCOUNTED_REFUSAL_SHARE = 0.9
 
@@ -97,3 +111,63 @@ def window_learn(*, connection_id: int | None, window: int, note: str) -> int | 
         connection.learned_window_note = note[:300]
         connection.save(update_fields=["learned_context_window", "learned_window_at", "learned_window_note"])
     return window
+
+
+def figures_set(*, connection: ModelConnection | None) -> tuple[bool, bool]:
+    """Whether an admin set the safety margin and the output reserve of ``connection``'s
+    runs: a margin other than the default for the connection's window was typed (the rule
+    the connection's own validation follows, ``validation._safety_margin``); an output
+    reserve was set when its source is ``manual``. What was not set follows a window the
+    server proves (CAT-9)."""
+    if connection is None:
+        return False, False
+    margin_set = connection.safety_margin_tokens != default_safety_margin(connection.context_window)
+    return margin_set, connection.max_output_tokens_source == FigureSource.MANUAL
+
+
+def budget_in_force(*, connection: ModelConnection | None, budget: Budget) -> Budget:
+    """CAT-9, RUN-4 amended: a frozen budget under what the server proved about the window
+    (learned from a refusal, or read from the server): a smaller window lowers it at once,
+    for every version and run of the connection; a larger one changes nothing. PolicyError
+    when the figures an admin set leave no input in that window."""
+    if connection is None:
+        return budget
+    margin_set, output_set = figures_set(connection=connection)
+    return budget_under_window(budget, connection.effective_context_window(budget.context_window),
+                               margin_set=margin_set, output_set=output_set)
+
+
+def connection_input_tokens(connection: ModelConnection) -> int:
+    """CTX-21, CAT-9: what a request of this connection's figures may use, as the runs of a
+    version published now use it: the figures frozen within what the server keeps, then
+    lowered to a window a refusal or a cut prompt proved, with the margin and output
+    reserve nobody set following it (the plain difference when the figures leave nothing)."""
+    window = connection.effective_context_window()
+    plain = window - connection.max_output_tokens - connection.safety_margin_tokens
+    frozen = min(connection.context_window, connection.server_context_window or connection.context_window)
+    try:
+        budget = Budget(context_window=frozen, max_output_tokens=connection.max_output_tokens,
+                        safety_margin_tokens=connection.safety_margin_tokens)
+        return budget_in_force(connection=connection, budget=budget).effective_input
+    except PolicyError:
+        return plain
+
+
+# Failures a window the server proved since can fix (CAT-9): a resumed run compacts under it.
+WINDOW_FAILURES = ("context_window", "context_overflow")
+
+
+def window_since_proven(*, code: str | None, connection: ModelConnection | None,
+                        frozen: tuple[int, int, int]) -> bool:
+    """CAT-9: whether a run that failed with ``code`` on its ``frozen`` (window, output,
+    margin) may be resumed: it failed on the window, and what the server proved of its
+    window since (learned from a refusal or a cut prompt, read from the server) gives it
+    other figures, with room for input -- a session is never stuck on an unknown window.
+    Runs stopped that way before this rule stored ``retryable: false``."""
+    if code not in WINDOW_FAILURES or connection is None:
+        return False
+    try:
+        budget = Budget(context_window=frozen[0], max_output_tokens=frozen[1], safety_margin_tokens=frozen[2])
+        return budget_in_force(connection=connection, budget=budget) != budget
+    except PolicyError:  # the figures an admin set leave no input: only the admin can fix that
+        return False

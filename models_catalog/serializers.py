@@ -12,6 +12,7 @@ from rest_framework import serializers
 
 from agentloom.api.fields import MAX_ID, StrictCharField
 from models_catalog.discovery import DiscoveryResult
+from models_catalog.learning import connection_input_tokens
 from models_catalog.models import ModelConnection
 from models_catalog.providers import provider_choices, provider_names
 from models_catalog.validation import MAX_KEY_LENGTH, discovery_token_make
@@ -163,8 +164,9 @@ class ConnectionOut(serializers.ModelSerializer):
 
     def get_effective_input_tokens(self, connection: ModelConnection) -> int:
         """CTX-21: what a request may use once output and margin are reserved, within what
-        the server keeps (discovered, or learned from a refusal, CAT-3)."""
-        return connection.effective_context_window() - connection.max_output_tokens - connection.safety_margin_tokens
+        the server keeps (discovered, or learned from a refusal, CAT-3), with the margin and
+        output reserve nobody set following that window, as runs use it (CAT-9)."""
+        return connection_input_tokens(connection)
 
     def get_effective_context_window(self, connection: ModelConnection) -> int:
         return connection.effective_context_window()

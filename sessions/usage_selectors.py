@@ -351,3 +351,21 @@ def version_usage_runs(*, version, chunk: int = RUNS_CHUNK) -> Iterator[RunUsage
                            finished_at=run["finished_at"], calls=counts, by_purpose=by_purpose, by_model=by_model,
                            unreported=unreported, estimated=estimated)
         after = last
+
+
+# CAT-10: how many of a session's latest counted calls a truncation suspicion reads.
+RECENT_COUNTS = 50
+
+
+def session_largest_prompt_count(*, session_id: int) -> int | None:
+    """The largest input count the model's server reported for the session's latest calls
+    that it answered (any purpose), or None when it reported none: a server that truncates
+    caps every count at its window (CAT-10). Read only when a count looks short."""
+    rows = (ModelCall.objects.filter(run__session_id=session_id, usage__isnull=False)
+            .exclude(outcome="truncated_prompt").order_by("-id").values_list("usage", flat=True)[:RECENT_COUNTS])
+    counts: list[int] = []
+    for usage in rows:
+        count = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            counts.append(count)
+    return max(counts) if counts else None

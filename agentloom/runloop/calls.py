@@ -19,7 +19,8 @@ from django.conf import settings
 from agentloom.db_rows import rows_insert
 from agentloom.runloop.errors import ContextRefused, RunLost, RunStopped, WaitForServer
 from agentloom.runloop.state import RunState
-from context import Send, usage_prompt_tokens
+from context import Send, prompt_truncated, truncation_confirmed, usage_prompt_tokens
+from context.calibration import UNDER_COUNT
 from context.truncation import answer_bound
 from models_catalog.client import (
     ChatClient,
@@ -44,6 +45,7 @@ from sessions.services.model_calls import (
     model_call_prepare,
     session_action_model_note,
 )
+from sessions.usage_selectors import session_largest_prompt_count
 
 
 def chat_client(target: ModelTarget) -> ChatClient:
@@ -177,12 +179,52 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
             raise WaitForServer(exc, seconds=exc.retry_after) from None  # not waited out holding this thread
         raise RunStopped.from_provider(exc) from None
     usage = end.usage.raw if end.usage else None
+    counted = usage_prompt_tokens(usage)
+    if counted is not None and end.finish_reason != "cancelled" and _cut_by_server(state, request, counted):
+        raise _truncated(state, instance, request, end, usage, counted=counted, source=source)
     outcome = ("cancelled" if end.finish_reason == "cancelled"
                else OUTPUT_LIMIT if attempt.over_bound or end.finish_reason == "length"
                else EMPTY if answer_is_empty(end) else "ok")
     log = CallLog(lambda: _log(state, instance, request, outcome, usage, end=end), usage=usage)
-    state.learn_usage(estimate=request.estimate, provider_count=usage_prompt_tokens(usage))
+    state.learn_usage(estimate=request.estimate, provider_count=counted)
     return ActionAnswer(end=end, log=log, events=attempt.tail)
+
+
+# CAT-10: the call log's outcome of an answer to a prompt the server cut without saying so.
+TRUNCATED_PROMPT = "truncated_prompt"
+
+
+def _cut_by_server(state: RunState, request: Send, counted: int) -> bool:
+    """CAT-10: the server's own count says it cut the prompt. An under-count is confirmed
+    against the largest count the server gave for this session before (read only then: a
+    suspicion is rare, an answer is not)."""
+    said = prompt_truncated(estimate=request.estimate, counted=counted, calibration=state.figures.calibration,
+                            exact=state.estimate_exact, server_window=state.figures.budget.context_window)
+    if said != UNDER_COUNT:
+        return said is not None
+    return truncation_confirmed(counted=counted, exact=state.estimate_exact,
+                                largest_earlier=session_largest_prompt_count(session_id=state.run.session_id))
+
+
+def _truncated(state: RunState, instance: Instance, request: Send, end: StreamEnd, usage: dict[str, Any] | None,
+               *, counted: int, source: dict[str, str]) -> ContextRefused:
+    """CAT-10: the server answered a prompt it cut (Ollama keeps its context's worth and
+    drops the start, with no error): the answer read a conversation without its beginning.
+    It is logged ``truncated_prompt`` (not kept as a record, nor its count as a calibration
+    sample), the chat is told and drops the text it showed, and the loop learns the window
+    from the server's own count (CAT-9), compacts and asks once more."""
+    with state.owned():
+        prepared = _log(state, instance, request, TRUNCATED_PROMPT, usage, end=end)
+        rows_insert([prepared.call])
+    state.call_chain(instance, ModelCall.Purpose.ACTION).advance(prepared)
+    estimated = state.figures.figure(request.estimate)
+    state.emit("prompt_truncated", {**source, "kept_tokens": counted, "estimated_tokens": estimated, "reset": True,
+                                    "message": f"The model's server kept only {counted:,} tokens of this "
+                                               f"conversation (about {estimated:,}) and dropped the rest without "
+                                               "saying so: its window is smaller than its connection says. Earlier "
+                                               "messages are summarized to fit it and the question asked once more."})
+    error = ContextOverflowError(f"The model's server cut the prompt to {counted:,} tokens.", window=counted)
+    return ContextRefused(error, estimate=request.estimate, truncated=True)
 
 
 def call_output(state: RunState, end: StreamEnd) -> tuple[dict[str, Any], int]:

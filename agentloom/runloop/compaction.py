@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from agentloom.runloop.calls import collected_call
-from agentloom.runloop.errors import RunLost
+from agentloom.runloop.errors import RunLost, RunStopped
 from agentloom.runloop.log_redaction import secrets_kept_from_logs
 from agentloom.runloop.meter import context_measured
 from agentloom.runloop.state import RunState, run_state_build, system_message
@@ -369,7 +369,12 @@ def _compaction_manual(run: Run) -> str:
         # A newer question started meanwhile: it will compact by its own triggers; writing
         # into this older run now would put a foreign record inside the newer run's prefix.
         return "superseded"
-    state = run_state_build(run)
+    try:
+        state = run_state_build(run)
+    except RunStopped as stop:  # e.g. figures an admin set leave no input in the window the server keeps (CAT-9)
+        event_emit(run_id=run.pk, type="compaction_failed", data={"reason": stop.error.code,
+                                                                   "message": stop.error.message})
+        return "failed"
     state.executes = False  # a finished run's history, under the session's compaction hold
     # LOOP-8: the summary call sends the run's key and builds its tool servers' headers;
     # every log line of the process keeps them out meanwhile, as while a run executes.

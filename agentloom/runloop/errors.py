@@ -51,9 +51,10 @@ class ContextRefused(Exception):
     """The provider refused an action request as longer than its window (CAT-3): the loop
     learns the window, compacts and retries once before it gives up."""
 
-    def __init__(self, error: Any, *, estimate: int) -> None:
+    def __init__(self, error: Any, *, estimate: int, truncated: bool = False) -> None:
         super().__init__(str(error))
-        self.error, self.estimate = error, estimate
+        # ``truncated``: not refused but answered on a prompt the server cut (CAT-10).
+        self.error, self.estimate, self.truncated = error, estimate, truncated
 
     def stop(self, *, connection: str, budget: Any, after_summary: bool) -> RunStopped:
         """The run cannot get under the server's window: say what to change, and where."""

@@ -45,6 +45,11 @@ from sessions.services.runs import (
 
 logger = logging.getLogger("agentloom.runloop")
 
+# CAT-9: a step's request refused as too long is compacted under the window the refusal
+# taught and sent again; a refusal after that is tried again only while each one carries
+# the server's figures and they teach a smaller window, at most this often.
+MAX_REFUSALS = 3
+
 
 def run_execute(*, run_id: int) -> None:
     """Claim a queued run and drive it to a terminal state. A second delivery does nothing.
@@ -170,7 +175,7 @@ def _learn_window(state: RunState, refusal: ContextRefused) -> None:
     """The server keeps less than the configured window: learn what it keeps (CAT-3), then
     the next preparation compacts under the lowered budget and the call is tried once more."""
     try:
-        window = state.learn_refusal(refusal.error, estimate=refusal.estimate)
+        window = state.learn_refusal(refusal.error, estimate=refusal.estimate, truncated=refusal.truncated)
     except PolicyError:
         raise refusal.stop(connection=_connection_name(state), budget=state.figures.budget,
                            after_summary=False) from None
@@ -183,7 +188,7 @@ def _connection_name(state: RunState) -> str:
 
 
 def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, depth: int,
-             schemas: list[dict[str, Any]], *, refused: bool) -> Send:
+             schemas: list[dict[str, Any]], *, refused: int) -> Send:
     """The step's request from the instance's pipeline, compacted first when it says so."""
     try:
         return compaction.step_request(state, instance, pipeline, system_message(state, depth), schemas, depth=depth,
@@ -200,7 +205,8 @@ def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, dep
 def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
     """Drive one instance until it answers; returns the answer text."""
     schemas = [tool.schema() for tool in state.tools_at(depth)]
-    refused = False  # the provider refused the last request as too long (CAT-3)
+    refused = 0  # refusals of this step's request as too long (CAT-3, CAT-9)
+    last_refusal: ContextRefused | None = None
     empty_asked_again = False  # LOOP-10: one empty answer is asked once more, a second ends the run
     while True:
         state.broadcasts.release()  # a step after one that was held: what it waited for is out
@@ -213,14 +219,29 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         try:
             request = _request(state, instance, pipeline, depth, schemas, refused=refused)
             answer = action_call(state, instance, request)
+        except RunStopped as stop:
+            if refused and stop.error.code == "context_overflow" and last_refusal is not None:
+                # CAT-9: it cannot be made to fit the window the server proved: say what the
+                # server keeps and what to change, not "start a new session".
+                raise last_refusal.stop(connection=_connection_name(state), budget=state.figures.budget,
+                                        after_summary=False) from None
+            raise
         except ContextRefused as refusal:
-            if refused:  # compacted and refused again: never retry forever (CTX-39)
+            last_refusal = refusal
+            before = state.figures.budget.context_window
+            counted = refusal.error.window or refusal.error.prompt_tokens
+            # Compacted and refused again: never retry forever (CTX-39), nor lower the window
+            # on a guess (a refusal without the server's figures teaches once).
+            if refused and (refused >= MAX_REFUSALS or not counted):
                 raise refusal.stop(connection=_connection_name(state), budget=state.figures.budget,
                                    after_summary=True) from None
             _learn_window(state, refusal)
-            refused = True
+            if refused and state.figures.budget.context_window >= before:  # it taught nothing new
+                raise refusal.stop(connection=_connection_name(state), budget=state.figures.budget,
+                                   after_summary=True) from None
+            refused += 1
             continue
-        refused = False
+        refused = 0
         end = answer.end
         if not answer_is_empty(end):
             empty_asked_again = False  # the rule is per answer: a later empty one is asked again too

@@ -31,8 +31,10 @@ from context import (
     ContextPolicy,
     EstimateCache,
     InstanceContext,
+    PolicyError,
     RunFigures,
     answer_limit,
+    budget_under_window,
     estimate_is_exact,
     get_estimator,
     prior_ratio,
@@ -42,8 +44,11 @@ from models_catalog.errors import ContextOverflowError
 from models_catalog.http import CHAT_LIMITS
 from models_catalog.learning import (
     PROVIDER_REFUSAL,
+    TRUNCATED_PROMPT,
+    budget_in_force,
     calibration_get,
     calibration_record,
+    figures_set,
     window_from_refusal,
     window_learn,
 )
@@ -51,6 +56,7 @@ from models_catalog.selectors import effective_base_url
 from models_catalog.target import ModelTarget, model_target
 from sessions.frames import run_budget
 from sessions.models import Instance, Run, SessionMessage
+from sessions.run_errors import window_refused
 from sessions.selectors import SessionTraits, record_as_engine_dict, session_traits
 from sessions.services.events import BroadcastHold, events_write
 from sessions.services.history import context_load
@@ -71,7 +77,8 @@ class RunState:
 
     run: Run
     limits: dict[str, int]
-    frozen_budget: Budget  # as the run froze it (RUN-4); ``figures.budget`` is the one in force (CAT-3 lowers it)
+    frozen_budget: Budget  # as the run froze it (RUN-4), under the window the server proved (CAT-9);
+    # ``figures.budget`` is the one in force (a refusal during the run lowers it)
     policy: ContextPolicy | None  # the frozen context policy; None keeps the legacy threshold (CTX-40)
     tools: list[Tool]
     watch: RunWatch
@@ -117,6 +124,10 @@ class RunState:
     # What a side writer does at each look while its call waits for the model server: a
     # background summary keeps its preparation's lease, and gives up once it was discarded.
     slot_poll: Callable[[], None] | None = None
+    # CAT-9: whether an admin set the frozen safety margin and output reserve; what was not
+    # set follows a window the server proves (``context.budget_under_window``).
+    margin_set: bool = False
+    output_set: bool = False
 
     @property
     def figures(self) -> RunFigures:
@@ -180,7 +191,14 @@ class RunState:
             calibration_record(connection_id=self.target.connection_id, model=self.target.model,
                                estimator_id=estimator_id, prior=self._prior(estimator_id), samples=samples)
 
-    def learn_refusal(self, error: ContextOverflowError, *, estimate: int) -> int:
+    @property
+    def estimate_exact(self) -> bool:
+        """Whether the run's estimator is the model's own tokenizer (CAT-10 reads its
+        estimate as the count to expect)."""
+        return estimate_is_exact(self.figures.estimator_id, self.target.model,
+                                 exact_tokenizer=self.target.exact_tokenizer)
+
+    def learn_refusal(self, error: ContextOverflowError, *, estimate: int, truncated: bool = False) -> int:
         """CAT-3: a context-overflow refusal. Keep its count as a calibration sample, lower
         the connection's window to what the server keeps, and this run's budget with it.
         Returns the window now in force."""
@@ -190,12 +208,16 @@ class RunState:
         window = window_from_refusal(error=error, refused_tokens=refused,
                                      max_output_tokens=figures.budget.max_output_tokens)
         window = min(window, figures.budget.context_window)
-        note = (f"{PROVIDER_REFUSAL}: refused a request of about {refused:,} tokens"
+        note = (f"{TRUNCATED_PROMPT}: kept {window:,} tokens of a request of about {refused:,}" if truncated else
+                f"{PROVIDER_REFUSAL}: refused a request of about {refused:,} tokens"
                 + (f" (it counted {error.prompt_tokens:,})" if error.prompt_tokens else "")
                 + (f"; its window is {error.window:,}" if error.window else ""))
         window_learn(connection_id=self.target.connection_id, window=window, note=note)
-        if window < figures.budget.context_window:  # PolicyError when no input is left
-            figures.budget = replace(figures.budget, context_window=window)
+        # CAT-9: the margin and output reserve follow the proven window unless an admin set
+        # them (a 32k default's 1,024-token margin would leave a 2,048 window no input).
+        # PolicyError when what the admin set leaves no input.
+        figures.budget = budget_under_window(figures.budget, window, margin_set=self.margin_set,
+                                             output_set=self.output_set)
         return figures.budget.context_window
 
     @property
@@ -293,9 +315,17 @@ def run_state_build(run: Run) -> RunState:
     connection = version.model_connection
     endpoint_check(version=version)
     api_key = connection.api_key if connection is not None else ""
-    window = frozen["context_window"]
-    if connection is not None:  # what the server was seen to refuse at applies to every version (CAT-3)
-        window = connection.effective_context_window(window)
+    budget = Budget(context_window=frozen["context_window"], max_output_tokens=frozen["max_output_tokens"],
+                    safety_margin_tokens=frozen["safety_margin_tokens"])
+    margin_set, output_set = figures_set(connection=connection)
+    try:  # what the server proved of its window applies to every version and run (CAT-9)
+        budget = budget_in_force(connection=connection, budget=budget)
+    except PolicyError:  # the figures an admin set leave no input in the window the server keeps
+        assert connection is not None
+        raise RunStopped.of(window_refused(
+            connection=connection.name, server_window=connection.effective_context_window(budget.context_window),
+            output_limit=budget.max_output_tokens, safety_margin=budget.safety_margin_tokens,
+            after_summary=False)) from None
     target = model_target(
         provider=frozen["provider"], model=frozen["model"],
         base_url=version.base_url, api_key=api_key,
@@ -314,8 +344,9 @@ def run_state_build(run: Run) -> RunState:
         signals=RunSignals(cancel_requested=run.cancel_requested, attention=run.attention),
         run=run,
         limits=limits,
-        frozen_budget=Budget(context_window=window, max_output_tokens=frozen["max_output_tokens"],
-                             safety_margin_tokens=frozen["safety_margin_tokens"]),
+        frozen_budget=budget,
+        margin_set=margin_set,
+        output_set=output_set,
         policy=ContextPolicy.from_dict(frozen["context_policy"]) if frozen["context_policy"] else None,
         tools=[*(registry[name] for name in version.tools if name in registry), *_file_tools(run, version, traits),
                *server_tools_build(version=version, sessions=sessions)],

@@ -37,6 +37,8 @@ EVENT_TYPES = frozenset({
     "run_waiting",
     # CAT-11: a model call waits for a free slot of its model server / has one now.
     "model_waiting", "model_waited",
+    # CAT-10: the server cut the prompt without refusing; the answer is dropped, asked again.
+    "prompt_truncated",
 })
 # A browser's EventSource dispatches an event named ``error``, ``open`` or ``message`` to
 # its own handlers too (``onerror`` is the connection-lost handler): no event of ours may

@@ -13,8 +13,9 @@ from django.utils import timezone
 from agentloom.agents.models import AgentVersion
 from agentloom.db_rows import models_from_row, row_insert_unless_conflict, rows_insert, select_list
 from agentloom.errors import ActiveRunConflict, Conflict, NotFound
+from models_catalog.learning import window_since_proven
 from models_catalog.models import ModelConnection
-from sessions.frames import RunBudget
+from sessions.frames import RunBudget, run_budget
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
 from sessions.run_errors import NOT_A_MEMBER, QUEUE_UNAVAILABLE, RunError
 from sessions.selectors import creator_is_member_sql, session_creator_is_member
@@ -410,6 +411,15 @@ def run_cancel(*, run: Run) -> Run:
 RESUMABLE = (Run.Status.CANCELLED, Run.Status.INTERRUPTED, Run.Status.FAILED)
 
 
+def _window_since_proven(run: Run) -> bool:
+    """CAT-9: a run that failed on the window is resumable once the server proved a window
+    that gives it other figures than it froze (``models_catalog.learning.window_since_proven``)."""
+    frozen = run_budget(run.budget, version=run.version)
+    return window_since_proven(code=(run.error or {}).get("code"), connection=run.version.model_connection,
+                               frozen=(frozen["context_window"], frozen["max_output_tokens"],
+                                       frozen["safety_margin_tokens"]))
+
+
 def run_resume(*, run: Run) -> Run:
     """Continue a stopped, interrupted or failed run with its frozen version, budget and
     inherited history (RUN-4). 409 while another run of the session is active."""
@@ -417,7 +427,8 @@ def run_resume(*, run: Run) -> Run:
         raise NotFound("Run not found.")
     if run.status not in RESUMABLE:
         raise Conflict(f"A {run.status} run cannot be resumed.", code="not_resumable")
-    if run.status == Run.Status.FAILED and run.error and run.error.get("retryable") is False:
+    if (run.status == Run.Status.FAILED and run.error and run.error.get("retryable") is False
+            and not _window_since_proven(run)):
         raise Conflict("This run failed for a reason a resume cannot fix.", code="not_resumable")
     try:
         with transaction.atomic():

@@ -17,7 +17,8 @@
     "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped", "compaction_failed",
     "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "run_error", "plan_updated",
     "context_measured", "tool_progress", "compaction_preparing", "compaction_prepared", "run_waiting",
-    "model_waiting", "model_waited"
+    "model_waiting", "model_waited",
+    "prompt_truncated"
   ];
   var COMPACTION_ENDS = ["compacted", "compaction_failed", "compaction_skipped"];
   var COMPACTION_WATCH_MS = 120000;
@@ -636,6 +637,16 @@
       case "compaction_started":
       case "compaction_progress":
         setStatus("Compacting earlier messages to fit the model's context…", true);
+        break;
+      case "prompt_truncated":
+        // CAT-10: the server cut the prompt without refusing: the answer shown so far read a
+        // conversation without its beginning; it is dropped and the question asked again.
+        if (main && this.block) {
+          this.block.bubble.textContent = "";
+          this.block.from = seq;
+        }
+        this.notice(String(data.message || "The model's server dropped part of this conversation; it is " +
+                           "summarized to fit and the question asked once more."), seq);
         break;
       case "compaction_failed":
         this.notice("Compacting earlier messages did not succeed; the run goes on with what fits.", seq);

@@ -304,7 +304,8 @@ def test_cat3_a_new_window_forgets_what_a_refusal_taught(api, alice, space):
     ModelConnection.objects.filter(pk=body["id"]).update(learned_context_window=3000, learned_window_note="x")
     assert ModelConnection.objects.get(pk=body["id"]).effective_context_window() == 3000
     shown = api(alice).get(f"{URL}/{body['id']}").json()
-    assert shown["learned_context_window"] == 3000 and shown["effective_input_tokens"] == 3000 - 500 - 125
+    # CAT-9: the default margin follows the learned window (125 for 4,000; 93 for 3,000).
+    assert shown["learned_context_window"] == 3000 and shown["effective_input_tokens"] == 3000 - 500 - 93
     api(alice).patch(f"{URL}/{body['id']}", {"context_window": 3500}, format="json")
     connection = ModelConnection.objects.get(pk=body["id"])
     assert connection.learned_context_window is None and connection.effective_context_window() == 3500

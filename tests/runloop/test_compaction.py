@@ -171,7 +171,7 @@ def test_ctx43_manual_compaction_of_a_finished_session_saves_a_view(fake_session
     view = SessionView.objects.get(session=session)
     assert view.watermark == session.records.order_by("-seq").first().seq - 1  # up to the summary record
     follow_up = ask(session, "Question 4. What did I say first?")
-    assert follow_up.status == Run.Status.COMPLETED
+    assert follow_up.status == Run.Status.COMPLETED, (follow_up.error, strict.rejections)
     assert strict.rejections == []
 
 

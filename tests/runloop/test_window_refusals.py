@@ -11,6 +11,7 @@ from agentloom.runloop.loop import run_execute
 from agentloom.web.errors import error_explain
 from models_catalog.client import collect, get_chat_client
 from models_catalog.errors import ContextOverflowError
+from models_catalog.models import ModelConnection
 from sessions.models import ModelCall, Run, SessionMessage
 from sessions.services.history import question_ask
 from tests.catalog.support import API_KEY, FAST
@@ -54,6 +55,13 @@ def test_a_2048_token_server_behind_a_32768_connection_says_what_to_change_and_w
     handler, window = SERVERS[server]
     fake.handler = handler
     session = fake_session(window=32_768)
+    # The admin set these figures (CAT-9 keeps what an admin set): in a 2,048-token window
+    # they leave no input, so only the admin can fix it.
+    connection = session.version.model_connection
+    ModelConnection.objects.filter(pk=connection.pk).update(max_output_tokens_source="manual",
+                                                            safety_margin_tokens=1_000)
+    type(session.version).objects.filter(pk=session.version.pk).update(safety_margin_tokens=1_000)
+    session.version.refresh_from_db()
     run = question_ask(session=session, content="Hello")
     run_execute(run_id=run.pk)
     run.refresh_from_db()
