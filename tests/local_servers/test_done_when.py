@@ -149,9 +149,9 @@ def records_read(user, session) -> list[dict[str, Any]]:
         page = client.get(f"/api/v1/sessions/{session.pk}/messages", {"after": after, "limit": 200})
         assert page.status_code == 200, page.content
         body = page.json()
-        items.extend(body["items"])
-        if not body["next_after"]:
+        if not body["items"]:  # past the last record the page is empty and next_after stays put
             return items
+        items.extend(body["items"])
         after = body["next_after"]
 
 
