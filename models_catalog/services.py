@@ -120,6 +120,7 @@ def models_discover(
     resolver: Resolver | None = None,
     limits: HttpLimits | None = None,
     by=None,
+    probe: bool = True,
     probe_model: str | None = None,
     probe_limits: HttpLimits | None = None,
 ) -> DiscoveryResult:
@@ -152,6 +153,7 @@ def models_discover(
                 transport=transport,
                 resolver=resolver,
                 limits=limits,
+                probe=probe,
                 probe_model=probe_model,
                 probe_limits=probe_limits,
             )
@@ -184,14 +186,21 @@ def _window_from_server(*, connection: ModelConnection | None, data: ConnectionD
     default, for a kind of server that may publish none (``ProviderSpec.window_probe``),
     asks the server first — discovery of that model: its list or native API, else one
     probe — and returns the write with the discovery token of what it said, as if the
-    admin had used that result (None: nothing to add). Nothing is asked when the write
-    carries a token or a typed window, for a hosted provider, or at a public address (not
-    even the list is read). When the server cannot be read, the save goes on with the
-    platform default (flagged for the admin, as before).
+    admin had used that result (None: nothing to add). A typed window is kept, but the
+    server's list is still read for how many requests it takes at once (CAT-11) while that
+    is unknown; no probe then. Nothing is asked when the write carries a token, for a
+    hosted provider, or at a public address (not even the list is read). When the server
+    cannot be read, the save goes on with the platform default (flagged for the admin, as
+    before).
     """
-    if data.get("discovery_token") or "context_window" in data:
+    if data.get("discovery_token"):
         return None
-    if fields.get("context_window_source") != FigureSource.PLATFORM_DEFAULT:
+    window_unknown = "context_window" not in data and \
+        fields.get("context_window_source") == FigureSource.PLATFORM_DEFAULT
+    # CAT-11: a typed window still leaves how many requests the server takes at once to
+    # learn (llama-cpp-python's server: one) -- read from its list, never probed for.
+    concurrency_unknown = "concurrency" not in data and fields.get("concurrency") is None
+    if not window_unknown and not concurrency_unknown:
         return None
     spec = find_provider(fields.get("provider"))
     if spec is None or not spec.window_probe or not fields.get("base_url"):
@@ -201,12 +210,15 @@ def _window_from_server(*, connection: ModelConnection | None, data: ConnectionD
     key = fields["api_key"] if "api_key" in fields else (connection.api_key if connection is not None else "")
     try:
         result = models_discover(provider=fields["provider"], base_url=fields["base_url"], api_key=key or None,
-                                 probe_model=fields["model"])
+                                 probe=window_unknown, probe_model=fields["model"])
     except DomainError as exc:
         logger.info("the server's window could not be read before saving: %s", exc.code)
         return None
     found = next((m for m in result.models if m.id == fields["model"]), None)
-    if found is None or found.context_window_source == FigureSource.PLATFORM_DEFAULT:
+    if found is None:
+        return None
+    said_window = window_unknown and found.context_window_source != FigureSource.PLATFORM_DEFAULT
+    if not said_window and not (concurrency_unknown and found.concurrency):
         return None
     token = discovery_token_make(provider=result.provider, base_url=result.base_url, model=found)
     return {**data, "discovery_token": token}

@@ -27,6 +27,9 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from sessions.models import PreparedCompaction, Run, SessionMessage
+from sessions.run_errors import RunError
+from sessions.services.history import question_ask
+from sessions.services.runs import run_finish
 from tests.local_servers.product import RealServerChat
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.local_server]
@@ -85,8 +88,6 @@ def run_to_end(run_id: int) -> Run:
 
 def ask(chat: RealServerChat, question: str) -> Run:
     """Ask in ``chat``'s session and run the question to its end."""
-    from sessions.services.history import question_ask
-
     return run_to_end(question_ask(session=chat.session, content=question).pk)
 
 
@@ -165,7 +166,7 @@ def assert_nothing_lost(user, chat: RealServerChat, questions: list[str]) -> Non
         assert said, f"no answer on record for {outcome(run)}"
 
 
-def entered(server, *, space, window: int | None = WINDOW):
+def entered(server, *, space, window: int | None = WINDOW, ask_server: bool = True):
     """A connection as an admin enters it (``connection_create``: the API's and the console's
     path, which picks the margin for the window entered), with the test's output limit."""
     from models_catalog.services import connection_create
@@ -174,7 +175,7 @@ def entered(server, *, space, window: int | None = WINDOW):
             "model": server.model, "max_output_tokens": OUTPUT}
     if window is not None:
         data["context_window"] = window
-    return connection_create(space=space, data=data)
+    return connection_create(space=space, data=data, ask_server=ask_server)
 
 
 def long_chat(chat: RealServerChat, questions: list[str]) -> list[Run]:
@@ -281,7 +282,8 @@ def test_a_chinese_conversation_completes_with_compactions(real_llama_cpp_python
     chat = RealServerChat.open(real_llama_cpp_python, space=space, user=alice,
                                connection=entered(real_llama_cpp_python, space=space),
                                instructions=CHINESE_INSTRUCTIONS)
-    questions = list(CHINESE)
+    # Ten long answers: more than the 2,048 tokens the server keeps, so the chat compacts.
+    questions = list(CHINESE) + [question.replace("请详细", "请再详细", 1) for question in CHINESE[:4]]
 
     long_chat(chat, questions)
 
@@ -294,33 +296,37 @@ def test_a_chinese_conversation_completes_with_compactions(real_llama_cpp_python
 
 def test_a_session_stuck_on_the_default_window_answers_after_resume_and_its_next_question(real_llama_cpp_python,
                                                                                          space, alice):
-    # The newcomer's connection without a window: the platform's default, 32,768, on a server
-    # that keeps 2,048. Today a run fails after some eight long answers and stays failed.
-    connection = entered(real_llama_cpp_python, space=space, window=None)
-    assert connection.context_window == 32_768
+    # The newcomer's connection as the platform saved it before it asked servers (CAT-8): the
+    # default window, 32,768, on a server that keeps 2,048; no refusal seen yet.
+    connection = entered(real_llama_cpp_python, space=space, window=None, ask_server=False)
+    assert (connection.context_window, connection.context_window_source) == (32_768, "platform_default")
     chat = RealServerChat.open(real_llama_cpp_python, space=space, user=alice, connection=connection,
                                instructions=INSTRUCTIONS)
-    failed = None
-    for topic in TOPICS[:12]:
-        run = ask(chat, long_question(topic))
-        if run.status != Run.Status.COMPLETED:
-            failed = run
-            break
-    if failed is None:
-        # The platform learned the window before any run failed: nothing was stuck.
-        assert compactions(chat.session) >= 1
-        return
-    stuck = outcome(failed)
+    questions = [long_question(topic) for topic in TOPICS[:7]]
+    for question in questions:  # more than the server keeps: the next prompt is over its window
+        ask(chat, question)
 
-    resumed = api_as(alice).post(f"/api/v1/runs/{failed.pk}/resume")
-    assert resumed.status_code == 202, f"Resume refused ({stuck}): {resumed.content!r}"
-    run_to_end(failed.pk)
-    assert outcome(failed).startswith(f"run {failed.pk}: completed"), f"after Resume of ({stuck}): {outcome(failed)}"
-    assert_whole(failed, "the resumed run")
+    # The run the platform's earlier code then failed for good, as it stored it: read as an
+    # outage ("provider down"), resumable, and every Resume failing the same way.
+    stuck_question = long_question(TOPICS[7])
+    stuck = question_ask(session=chat.session, content=stuck_question)
+    assert run_finish(run=stuck, status=Run.Status.FAILED, expected_from=(Run.Status.QUEUED,),
+                      error=RunError(code="provider_unavailable", retryable=True,
+                                     message="The model provider is down or not answering."))
+    questions.append(stuck_question)
 
-    following = ask(chat, long_question(TOPICS[13]))
-    assert following.status == Run.Status.COMPLETED, f"the next question after ({stuck}): {outcome(following)}"
+    resumed = api_as(alice).post(f"/api/v1/runs/{stuck.pk}/resume")
+    assert resumed.status_code == 202, resumed.content
+    run_to_end(stuck.pk)
+    assert outcome(stuck).startswith(f"run {stuck.pk}: completed"), f"after Resume: {outcome(stuck)}"
+    assert_whole(stuck, "the resumed run")
+
+    questions.append(long_question(TOPICS[13]))
+    following = ask(chat, questions[-1])
+    assert following.status == Run.Status.COMPLETED, f"the next question: {outcome(following)}"
     assert_whole(following, "the next question")
+    assert compactions(chat.session) >= 1
+    assert_nothing_lost(alice, chat, questions)
 
 
 # --- a summary prepared during an answer --------------------------------------------------------
