@@ -119,3 +119,16 @@ def test_discovery_of_a_one_slot_server_busy_answering_waits_its_turn_and_never_
     assert answering is not None
     answering.release()
     assert discovered(client, fake_provider)["concurrency"] == 1
+
+
+def test_a_typed_window_still_learns_that_the_server_answers_one_request_at_a_time(api, alice, space,
+                                                                                   fake_provider):
+    # The admin entered the window by hand and never pressed Discover: the save reads the
+    # server's list for its kind (no probe: the typed window is kept).
+    fake_provider.handler = LlamaCppPythonServer()
+    response = api(alice).post(URL, {"name": "Local", "provider": "openai_compatible",
+                                     "base_url": fake_provider.base_url, "model": "local-llama-3.1-8b-q4",
+                                     "context_window": 2048, "max_output_tokens": 256}, format="json")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert (body["context_window"], body["concurrency"], body["concurrency_source"]) == (2048, 1, "server_kind")
