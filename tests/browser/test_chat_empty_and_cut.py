@@ -19,7 +19,8 @@ pytestmark = [
 
 def test_an_empty_answer_says_so_and_ask_again_gets_an_answer(page, server, fake_session, fake_provider):
     session = fake_session()
-    fake_provider.handler = sequence(chat_stream([]), chat_stream(["Paris."]))
+    # LOOP-10: an empty answer is asked once more by itself; two in a row end the run.
+    fake_provider.handler = sequence(chat_stream([]), chat_stream([]), chat_stream(["Paris."]))
     log_in(page, server, next_path=f"/sessions/{session.pk}/")
     ask(page, "What is the capital of France?")
 
@@ -41,8 +42,8 @@ def test_an_empty_answer_says_so_and_ask_again_gets_an_answer(page, server, fake
     expect(page.locator(SETTLED)).to_contain_text("Paris.", timeout=15_000)
     expect(page.locator("#chat-status")).to_have_text("Answer complete.")
     expect(page.locator(LAST_RUN).get_by_role("button", name="Ask again")).to_have_count(0)
-    first, second = (request.json["messages"] for request in fake_provider.requests)
-    assert second == first  # the same question, once more
+    first, again, asked = (request.json["messages"] for request in fake_provider.requests)
+    assert again == first and asked == first  # the same question, once more each time
     assert page.script_errors == []
 
 
