@@ -402,8 +402,7 @@ def resolve_figures(raw: RawModel, *, entry: ManifestEntry | None, manifest_vers
         model_context_window=model_window,
         server_context_window=served,
         server_context_source=raw.server_context_source if served else None,
-        concurrency=raw.concurrency,
-        concurrency_source=raw.concurrency_source if raw.concurrency else None,
+        concurrency=raw.concurrency, concurrency_source=raw.concurrency_source if raw.concurrency else None,
     )
 
 

@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import transaction
 from django.views.decorators.debug import sensitive_variables
 
+from agentloom.db_pool import connection_give_back_for_slow_work
 from agentloom.errors import Conflict, DomainError, TryLater, ValidationFailed
 from agentloom.slow_work import slow_work
 from models_catalog.discovery import DiscoveryResult, discover_models
@@ -139,12 +140,16 @@ def models_discover(
     ``resolver`` replace the network in tests and benchmarks; the URL guard still runs.
     Makes network calls: never call it inside a database transaction.
     """
+    # Read while the request still holds its connection: slow work gives it back, and a
+    # query after that would borrow one for as long as the server takes to answer.
+    concurrency = server_concurrency(base_url) if base_url else None
     try:
         # CAT-11: a one-slot server's list call is a request like any other (llama-cpp-python
         # ends the stream it is answering when another request comes): it waits its turn.
         with slow_work("probe", person=getattr(by, "pk", None)), \
-                model_slot(base_url=base_url, concurrency=server_concurrency(base_url) if base_url else None,
-                           max_wait=DISCOVERY_SLOT_WAIT):
+                model_slot(base_url=base_url, concurrency=concurrency, max_wait=DISCOVERY_SLOT_WAIT):
+            if concurrency is not None:
+                connection_give_back_for_slow_work()  # the slot's claim borrowed one: not held meanwhile
             result = discover_models(
                 provider=provider,
                 base_url=base_url or None,
