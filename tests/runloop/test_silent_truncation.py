@@ -11,18 +11,12 @@ from models_catalog.discovery import PLATFORM_DEFAULT_CONTEXT_WINDOW
 from sessions.models import CompactionSnapshot, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from tests.fakes.ollama_chat import OllamaChatServer
-from tests.fakes.windowed import is_summary, summary_text
+from tests.fakes.windowed import LONG_QUESTION, long_answer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-QUESTION = ("Question {n}. Please explain in detail, with examples, how the quarterly figures moved "
-            "across every region, and what that means for next year. ") * 3
-ANSWER = ("The figures moved unevenly: the north grew on new contracts, the south held steady, and the "
-          "west fell back after a strong year, which sets a cautious plan for the next one. ") * 4
-
-
-def _answer(body):
-    return summary_text(body) if is_summary(body) else ANSWER
+QUESTION = LONG_QUESTION
+_answer = long_answer
 
 
 @pytest.mark.parametrize("dialect", ["openai"])
