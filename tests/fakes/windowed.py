@@ -95,10 +95,10 @@ class WindowedServer:
 # 2,048-token window, so a run must learn the window and compact to go on.
 LONG_QUESTION = ("Question {n}. Please explain in detail, with examples, how the quarterly figures moved "
                  "across every region, and what that means for next year. ") * 3
-LONG_ANSWER = ("The figures moved unevenly: the north grew on new contracts, the south held steady, and the "
+REGIONS_ANSWER = ("The figures moved unevenly: the north grew on new contracts, the south held steady, and the "
                "west fell back after a strong year, which sets a cautious plan for the next one. ") * 4
 
 
 def long_answer(body: dict[str, Any]) -> str:
-    """A summary when the request asks for one, else the long answer."""
-    return summary_text(body) if is_summary(body) else LONG_ANSWER
+    """A summary when the request asks for one, else the regions answer."""
+    return summary_text(body) if is_summary(body) else REGIONS_ANSWER
