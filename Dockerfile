@@ -3,6 +3,12 @@ WORKDIR /app
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 COPY pyproject.toml constraints.txt README.md ./
 COPY agentloom ./agentloom
+COPY core ./core
+COPY agents ./agents
+COPY toolservers ./toolservers
+COPY tools ./tools
+COPY web ./web
+COPY runloop ./runloop
 COPY sessions ./sessions
 COPY models_catalog ./models_catalog
 COPY context ./context

@@ -14,7 +14,7 @@ never a place (issue #44: 64 connections sending two bytes each of a login form 
 One client has at most ``AGENTLOOM_WEB_MAX_CONNECTIONS_PER_CLIENT`` requests here at once,
 counted from their arrival (the body still coming) until their response starts; the next
 is refused at once with 429 and the connection closed. The client is the one
-agentloom/api/clients.py names: behind a proxy listed in ``AGENTLOOM_TRUSTED_PROXIES``
+core/api/clients.py names: behind a proxy listed in ``AGENTLOOM_TRUSTED_PROXIES``
 the address it forwards, never the proxy itself, which speaks for everyone. A client
 connected directly is bounded to that many connections by the server already
 (agentloom/http_protocol.py); this bound is the one that holds behind a proxy, or under a
@@ -36,11 +36,11 @@ from typing import Any
 
 from django.conf import settings
 
-from agentloom.api.clients import address_bucket, client_of, trusted_proxy
-from agentloom.api.errors import TOO_LARGE_MESSAGE, error_body
-from agentloom.db_pool import BUSY_MESSAGE, RETRY_AFTER_SECONDS
-from agentloom.errors import DomainError
 from agentloom.request_body import BodyLimits, BodyReader, BodyRefused, BufferedBody, ClientGone
+from core.api.clients import address_bucket, client_of, trusted_proxy
+from core.api.errors import TOO_LARGE_MESSAGE, error_body
+from core.db_pool import BUSY_MESSAGE, RETRY_AFTER_SECONDS
+from core.errors import DomainError
 
 EXEMPT_PREFIXES = ("/healthz", "/static/")
 DOOR_SCOPE_KEY = "agentloom.door"  # how /healthz finds the door it came through

@@ -19,7 +19,7 @@ def _secrets_out_of_worker_logs(logger: Any, **kwargs: Any) -> None:
     pool's ("multiprocessing"), which Celery sets up beside them with no signal of its own."""
     from celery.utils.log import get_multiprocessing_logger
 
-    from agentloom.runloop.log_redaction import filter_install
+    from core.log_redaction import filter_install
 
     filter_install(logger)
     pool = get_multiprocessing_logger()
@@ -30,11 +30,3 @@ def _secrets_out_of_worker_logs(logger: Any, **kwargs: Any) -> None:
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["agentloom", "sessions", "models_catalog"])
 
-
-def prepare_broker_folders() -> None:
-    """The filesystem transport needs its folders to exist before the first message."""
-    from django.conf import settings
-
-    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
-        for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
-            os.makedirs(settings.CELERY_BROKER_TRANSPORT_OPTIONS[key], exist_ok=True)

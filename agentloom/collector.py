@@ -16,7 +16,7 @@ collected; the frozen objects are the ones the process would keep anyway.
 Applied by the processes that serve: the web process on the ASGI lifespan's start-up
 (uvicorn sends it; the test suite's in-process server runs without a lifespan, so the
 suite's own process keeps the defaults) and the worker when it is ready
-(``agentloom/runloop/housekeeping.py``).
+(``runloop/housekeeping.py``).
 """
 from __future__ import annotations
 

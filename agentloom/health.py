@@ -25,9 +25,9 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from agentloom.accounts.services import token_check
 from agentloom.admission import DOOR_SCOPE_KEY
-from agentloom.runloop.workers import workers_live
+from core.accounts.services import token_check
+from runloop.workers import workers_live
 
 # What every caller sees; the rest of the body is for operators.
 PUBLIC_FIELDS = ("status", "database", "broker", "worker", "web")

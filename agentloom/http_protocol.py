@@ -11,7 +11,7 @@ Every shipped command starts uvicorn with ``--http agentloom.http_protocol:Bound
   ``AGENTLOOM_WEB_HEADER_TIMEOUT`` (10 s) or the connection is closed, without an answer
   (there is no request to answer yet). The body is the door's to bound
   (agentloom/request_body.py).
-- **Connections per client.** One client address (an IPv6 /64: agentloom/api/clients.py)
+- **Connections per client.** One client address (an IPv6 /64: core/api/clients.py)
   holds at most ``AGENTLOOM_WEB_MAX_CONNECTIONS_PER_CLIENT`` (32) connections at once; the
   next is closed as soon as it is accepted, before anything is read — answering it would
   mean reading its request, which is what it must not be allowed to make us wait for. A
@@ -53,7 +53,7 @@ def _limits() -> tuple[float, int]:
 
 def _bucket(host: str) -> str | None:
     """The client a connection from ``host`` counts against; None for a trusted proxy."""
-    from agentloom.api.clients import address_bucket, trusted_proxy
+    from core.api.clients import address_bucket, trusted_proxy
 
     return None if trusted_proxy(host) else address_bucket(host)
 

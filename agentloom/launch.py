@@ -8,7 +8,7 @@ back-off while the web keeps serving — ``AGENTLOOM_WORKER_RESTART_DELAY``, dou
 each fast crash, at most 30 s — and after five fast crashes in a row it gives up with one
 line and stops. Ctrl-C or SIGTERM stops both; the worker ends the runs it was executing
 as ``interrupted`` (resumable) before it exits. What the new worker finds of a dead one's
-runs is the reaper's work (``agentloom.runloop.housekeeping``).
+runs is the reaper's work (``runloop.housekeeping``).
 """
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def main() -> int:
     from django.core.management import call_command
     from django.db import connections
 
-    from agentloom.celery import prepare_broker_folders
+    from core.broker import prepare_broker_folders
 
     call_command("migrate", interactive=False)
     call_command("collectstatic", interactive=False, verbosity=0)

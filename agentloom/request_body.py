@@ -7,7 +7,7 @@ form held every place of a web process, and everyone else got 503. The door
 
 - size: the most any view could take — a multipart body's files and its fields are each
   bounded by ``AGENTLOOM_MAX_REQUEST_BYTES``, the upload endpoint's files by its own
-  setting (agentloom/api/uploads.py). A declared ``Content-Length`` past it is refused
+  setting (core/api/uploads.py). A declared ``Content-Length`` past it is refused
   before a byte is read, a body without one as soon as it grows past it: 413 with the
   view's own error, and the connection closed. Under the bound, the views' own checks
   answer exactly as before;
@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from django.conf import settings
 
-from agentloom.api.uploads import body_bound, request_bytes_bound
+from core.api.uploads import body_bound, request_bytes_bound
 
 REPLAY_CHUNK = 64 * 1024
 

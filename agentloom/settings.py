@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agentloom.db_pool import pool_options
-from agentloom.env import (
+from core.db_pool import pool_options
+from core.env import (
     ConfigError,
     database_from_url,
     env_bool,
@@ -22,8 +22,8 @@ from agentloom.env import (
     env_str,
     redis_url_checked,
 )
-from agentloom.toolservers.config import ServersFileError, servers_read
 from models_catalog.private_hosts import PrivateHosts, private_hosts_parse
+from toolservers.config import ServersFileError, servers_read
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AGENTLOOM_VAR_DIR", str(BASE_DIR / "var")))
@@ -70,7 +70,7 @@ HTTPS = env_bool("AGENTLOOM_HTTPS", False)
 AGENTLOOM_TRUSTED_PROXIES = env_networks("AGENTLOOM_TRUSTED_PROXIES")
 # Failed logins allowed per client address and per username in a window, counted over the
 # chat's /login/, the console's /admin/login/ and the API's token endpoint together
-# (agentloom/accounts/login_limit.py): (failures, seconds).
+# (core/accounts/login_limit.py): (failures, seconds).
 AGENTLOOM_LOGIN_LIMIT = env_rate("AGENTLOOM_LOGIN_RATE", "10/min")
 
 DATABASES = {
@@ -79,7 +79,7 @@ DATABASES = {
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-# Bounded connections on PostgreSQL (agentloom/db_pool.py, docs/operations.md): each web
+# Bounded connections on PostgreSQL (core/db_pool.py, docs/operations.md): each web
 # process borrows from a pool of at most AGENTLOOM_DB_POOL_MAX, each worker from one of
 # two per thread (or AGENTLOOM_WORKER_DB_POOL_MAX). A request that waits longer than
 # AGENTLOOM_DB_POOL_TIMEOUT for one is answered 503 with Retry-After; a worker waits longer.
@@ -121,7 +121,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["OPTIONS"].setdefault("server_side_binding", True)
     DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", None if AGENTLOOM_DB_TRANSACTION_POOLER else 5)
     # Django's backend with its batches kept under server-side binding's 65,535 parameters.
-    DATABASES["default"]["ENGINE"] = "agentloom.db.postgresql"
+    DATABASES["default"]["ENGINE"] = "core.db.postgresql"
 
 REDIS_URL = redis_url_checked("REDIS_URL")
 
@@ -159,18 +159,18 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "agentloom",
-    "agentloom.accounts",
-    "agentloom.spaces",
-    "agentloom.agents",
-    "agentloom.toolservers",
+    "core.accounts",
+    "core.spaces",
+    "agents",
+    "toolservers",
     "models_catalog",
     "sessions.apps.SessionsConfig",
-    "agentloom.runloop",
-    "agentloom.web",
+    "runloop",
+    "web",
 ]
 
 MIDDLEWARE = [
-    "agentloom.db_pool.GiveBackMiddleware",  # first in, last out: after the session is saved
+    "core.db_pool.GiveBackMiddleware",  # first in, last out: after the session is saved
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -179,8 +179,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "agentloom.web.security.ConsoleMiddleware",  # the console's CSP and id-bounded list filters
-    "agentloom.web.security.NulRefusedMiddleware",  # a NUL in a query string or console form: 400
+    "web.security.ConsoleMiddleware",  # the console's CSP and id-bounded list filters
+    "web.security.NulRefusedMiddleware",  # a NUL in a query string or console form: 400
 ]
 
 ROOT_URLCONF = "agentloom.urls"
@@ -223,7 +223,7 @@ LOGIN_URL = "/admin/login/"
 # text; 2 MB is generous for text and small enough to refuse abuse early.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AGENTLOOM_MAX_REQUEST_BYTES", 2 * 1024 * 1024, minimum=1024)
 # Attachments (RUN-13). Only the upload endpoint takes a file past the request bound above
-# (agentloom/api/uploads.py); every other multipart body counts its file parts against it.
+# (core/api/uploads.py); every other multipart body counts its file parts against it.
 AGENTLOOM_FILE_MAX_BYTES = env_int("AGENTLOOM_FILE_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
 AGENTLOOM_SESSION_FILES_MAX_BYTES = env_int("AGENTLOOM_SESSION_FILES_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
 # What one person may hold and start (sessions/services/people.py): their files across every
@@ -235,12 +235,12 @@ AGENTLOOM_SESSIONS_PER_DAY = env_int("AGENTLOOM_SESSIONS_PER_DAY", 500, minimum=
 # are 5,000,000 characters, under that bound (OpenAI's is larger).
 AGENTLOOM_IMAGE_MAX_BYTES = env_int("AGENTLOOM_IMAGE_MAX_BYTES", 3_750_000, minimum=1024)
 # An image's size once decoded (width × height × bytes a pixel), read from its header and
-# refused past this before anything is decoded (agentloom/images.py): 413 image_too_large.
+# refused past this before anything is decoded (core/images.py): 413 image_too_large.
 AGENTLOOM_IMAGE_MAX_DECODED_BYTES = env_int("AGENTLOOM_IMAGE_MAX_DECODED_BYTES", 128 * 1024 * 1024,
                                             minimum=1024 * 1024, maximum=8000 * 6000 * 4)
 AGENTLOOM_PDF_MAX_PAGES = env_int("AGENTLOOM_PDF_MAX_PAGES", 200, minimum=1, maximum=100_000)
 AGENTLOOM_PDF_MAX_SECONDS = env_int("AGENTLOOM_PDF_MAX_SECONDS", 20, minimum=1, maximum=600)
-# Slow work inside a request (agentloom/slow_work.py): a file read in a child process, a
+# Slow work inside a request (core/slow_work.py): a file read in a child process, a
 # remote server probed, an import. At most *_MAX of a kind at once in one web process (503
 # busy past it) and *_PER_PERSON of one person's (429 too_many_at_once past it), each with
 # Retry-After; none holds a database connection while it waits.
@@ -251,7 +251,7 @@ AGENTLOOM_PROBES_PER_PERSON = env_int("AGENTLOOM_PROBES_PER_PERSON", 2, minimum=
 AGENTLOOM_IMPORTS_MAX = env_int("AGENTLOOM_IMPORTS_MAX", 2, minimum=1, maximum=1000)
 AGENTLOOM_IMPORTS_PER_PERSON = env_int("AGENTLOOM_IMPORTS_PER_PERSON", 1, minimum=1, maximum=1000)
 FILE_UPLOAD_HANDLERS = [
-    "agentloom.api.uploads.BoundedUploadHandler",
+    "core.api.uploads.BoundedUploadHandler",
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
     "django.core.files.uploadhandler.TemporaryFileUploadHandler",
 ]
@@ -275,17 +275,17 @@ if HTTPS:
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "agentloom.accounts.authentication.ApiTokenAuthentication",
+        "core.accounts.authentication.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": [
-        "agentloom.api.parsers.BoundedJSONParser",
+        "core.api.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "agentloom.api.errors.exception_handler",
-    # Throttles key on agentloom.api.clients.client_address; any DRF throttle that still
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
+    # Throttles key on core.api.clients.client_address; any DRF throttle that still
     # calls its own get_ident uses the peer address, never the header.
     "NUM_PROXIES": 0,
     "DEFAULT_THROTTLE_RATES": {
@@ -306,7 +306,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Two "kind" fields with choices (a tool server's, a record's): name each enum.
-    "ENUM_NAME_OVERRIDES": {"ToolServerKindEnum": "agentloom.toolservers.models.ToolServer.Kind"},
+    "ENUM_NAME_OVERRIDES": {"ToolServerKindEnum": "toolservers.models.ToolServer.Kind"},
 }
 
 # Celery: Redis when REDIS_URL is set; otherwise kombu's filesystem transport, so the
@@ -319,8 +319,8 @@ BROKER_DIR = VAR_DIR / "broker"
 AGENTLOOM_HEARTBEAT_STALE_SECONDS = env_int("AGENTLOOM_HEARTBEAT_STALE_SECONDS", 120, minimum=2)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    # kombu's Redis transport keeping one client per channel (agentloom/broker.py, issue #29).
-    CELERY_BROKER_TRANSPORT = "agentloom.broker:Transport"
+    # kombu's Redis transport keeping one client per channel (core/broker.py, issue #29).
+    CELERY_BROKER_TRANSPORT = "core.broker:Transport"
     if REDIS_URL.startswith("rediss://"):
         # Named by the URL's scheme, kombu would turn TLS on itself, without checking the
         # server's certificate; named by class, it is told: checked, as every other Redis
@@ -364,7 +364,7 @@ LOGGING = {
     # LOOP-8: a record's message, arguments and traceback lose the secrets of the runs this
     # process executes, on every handler (a Celery worker's own handlers get it too:
     # agentloom/celery.py).
-    "filters": {"secrets": {"()": "agentloom.runloop.log_redaction.SecretsFilter"},
+    "filters": {"secrets": {"()": "core.log_redaction.SecretsFilter"},
                 "require_debug_false": {"()": "django.utils.log.RequireDebugFalse"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]},
@@ -434,11 +434,11 @@ AGENTLOOM_TOKEN_DAYS = env_int("AGENTLOOM_TOKEN_DAYS", 30, minimum=1, maximum=36
 # Event streams (SSE) one person may have open at once in one web process; 429 beyond.
 # A chat tab holds one while a run works; the cap bounds what one account can pin open.
 AGENTLOOM_MAX_STREAMS_PER_USER = env_int("AGENTLOOM_MAX_STREAMS_PER_USER", 8, minimum=1, maximum=1000)
-# Finished runs' chat HTML kept in each web process's memory (agentloom/web/rendered_runs.py):
+# Finished runs' chat HTML kept in each web process's memory (web/rendered_runs.py):
 # a page of them is not rendered from the records again. 0 keeps none.
 AGENTLOOM_RUN_HTML_CACHE_BYTES = env_int("AGENTLOOM_RUN_HTML_CACHE_BYTES", 64 * 1024 * 1024, minimum=0)
 # Chat pages and run fragments one person may have rendering at once in one web process
-# (agentloom/slow_work.py): 429 beyond, with Retry-After; the chat's script tries again.
+# (core/slow_work.py): 429 beyond, with Retry-After; the chat's script tries again.
 AGENTLOOM_RENDERS_PER_PERSON = env_int("AGENTLOOM_RENDERS_PER_PERSON", 4, minimum=1, maximum=1000)
 # Runs one person may have running at once, across every worker and machine: a further
 # question (in another session) is accepted and waits queued, saying so in the chat, until

@@ -16,7 +16,7 @@ from agentloom.settings import *  # noqa: E402,F401,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
 
-if DATABASES["default"]["ENGINE"] == "agentloom.db.postgresql":  # noqa: F405
+if DATABASES["default"]["ENGINE"] == "core.db.postgresql":  # noqa: F405
     # The same backend with a flush that deletes rows instead of truncating every table:
     # half a second less per transactional test (tests/db/postgresql/base.py says why).
     DATABASES["default"]["ENGINE"] = "tests.db.postgresql"  # noqa: F405

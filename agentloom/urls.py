@@ -4,10 +4,10 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from agentloom.accounts import api as accounts_api
 from agentloom.health import healthz
-from agentloom.web.security import LimitedAdminAuthenticationForm, limited_login, with_csp
+from core.accounts import api as accounts_api
 from models_catalog.api import models_discover_view
+from web.security import LimitedAdminAuthenticationForm, limited_login, with_csp
 
 admin.site.site_header = "AgentLoom console"
 admin.site.site_title = "AgentLoom"
@@ -27,15 +27,14 @@ urlpatterns = [
     path("api/v1/auth/tokens/current", accounts_api.token_current, name="auth-token-current"),
     path("api/v1/auth/tokens/<int:token_id>", accounts_api.token_detail, name="auth-token-detail"),
     path("api/v1/", include("sessions.urls")),
-    path("api/v1/", include("agentloom.runloop.urls")),
     path("api/models/discover", models_discover_view, name="models-discover"),
     path("api/v1/", include("models_catalog.urls")),
-    path("api/v1/", include("agentloom.agents.urls")),
-    path("api/v1/", include("agentloom.toolservers.urls")),
-    path("", include("agentloom.web.urls")),
+    path("api/v1/", include("agents.urls")),
+    path("api/v1/", include("toolservers.urls")),
+    path("", include("web.urls")),
 ]
 
-handler400 = "agentloom.api.pages.bad_request"
-handler403 = "agentloom.api.pages.forbidden"
-handler404 = "agentloom.api.pages.not_found"
-handler500 = "agentloom.api.pages.server_error"
+handler400 = "core.api.pages.bad_request"
+handler403 = "core.api.pages.forbidden"
+handler404 = "core.api.pages.not_found"
+handler500 = "core.api.pages.server_error"

@@ -18,14 +18,14 @@ import importlib
 import logging
 import time
 
-from agentloom.db_pool import pool_fill
+from core.db_pool import pool_fill
 
 logger = logging.getLogger(__name__)
 
 POOL_FILL_SECONDS = 5.0  # a database this slow to answer is left to the first query
 # Imported on a run's first step, not at the worker's start (each to keep something light
 # that imports it: the task module, the tool argument check).
-RUN_MODULES = ("agentloom.runloop.loop", "jsonschema", "jsonschema.exceptions")
+RUN_MODULES = ("runloop.loop", "jsonschema", "jsonschema.exceptions")
 
 
 def web_warm() -> None:

@@ -50,8 +50,8 @@ def migrate(connection):
 def _world():
     from django.contrib.auth import get_user_model
 
-    from agentloom.agents.services import agent_create, agent_publish
-    from agentloom.spaces.services import space_bootstrap_for_user
+    from agents.services import agent_create, agent_publish
+    from core.spaces.services import space_bootstrap_for_user
     from models_catalog.models import ModelConnection
     from sessions.models import Session
 

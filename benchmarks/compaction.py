@@ -126,7 +126,7 @@ class Preparations:
     def _prepare(prepared_id: int) -> None:
         from django.db import connection
 
-        from agentloom.runloop.preparation import compaction_prepare
+        from runloop.preparation import compaction_prepare
 
         try:
             compaction_prepare(prepared_id=prepared_id)
@@ -172,8 +172,8 @@ class Measured:
 def _agent(base_url: str, name: str, policy: dict[str, Any]) -> Any:
     from django.contrib.auth import get_user_model
 
-    from agentloom.agents.services import agent_create, agent_publish
-    from agentloom.spaces.services import space_bootstrap_for_user
+    from agents.services import agent_create, agent_publish
+    from core.spaces.services import space_bootstrap_for_user
     from models_catalog.models import ModelConnection
     from sessions.models import Session
 
@@ -191,8 +191,8 @@ def _agent(base_url: str, name: str, policy: dict[str, Any]) -> Any:
 def _between(session: Any, events: list[str]) -> None:
     """The discard scenario: while a summary is ready, the next of ``events`` happens
     before the next question (a manual compaction, a changed policy)."""
-    from agentloom.agents.services import agent_publish, agent_update
-    from agentloom.runloop.compaction import compaction_manual
+    from agents.services import agent_publish, agent_update
+    from runloop.compaction import compaction_manual
     from sessions.models import PreparedCompaction
     from sessions.services.history import compaction_request
 
@@ -215,7 +215,7 @@ def run_session(latency: float, mode: str, *, pause: float, compactions: int | N
     or fewer once it has compacted ``compactions`` times by its triggers. A pause is waited
     out only while a summary is being prepared (nothing else in the session depends on
     the clock); the wall time counts every pause, as the person lives it."""
-    from agentloom.runloop.loop import run_execute
+    from runloop.loop import run_execute
     from sessions.models import CompactionSnapshot
     from sessions.services.dispatch import preparation_dispatcher_set
     from sessions.services.history import question_ask

@@ -126,10 +126,10 @@ def _failing_path(request):
 def _world(users: int, base_url: str):
     from django.contrib.auth import get_user_model
 
-    from agentloom.accounts.services import token_issue
-    from agentloom.agents.services import agent_create, agent_publish
-    from agentloom.spaces.models import Membership
-    from agentloom.spaces.services import membership_add, space_bootstrap_for_user
+    from agents.services import agent_create, agent_publish
+    from core.accounts.services import token_issue
+    from core.spaces.models import Membership
+    from core.spaces.services import membership_add, space_bootstrap_for_user
     from models_catalog.models import ModelConnection
 
     User = get_user_model()
@@ -337,7 +337,7 @@ def _wait_for_web(url: str, processes: list[subprocess.Popen]) -> bool:
 
 def _wait_for_workers(workers: list[subprocess.Popen]) -> bool:
     """Until every worker takes tasks: its first heartbeat row is written once it is ready."""
-    from agentloom.runloop.models import WorkerHeartbeat
+    from runloop.models import WorkerHeartbeat
 
     pids = {worker.pid for worker in workers}
     give_up = time.monotonic() + START_SECONDS

@@ -69,9 +69,9 @@ class Bench:
     def __init__(self, server, output: int) -> None:
         from django.contrib.auth import get_user_model
 
-        from agentloom.agents.services import agent_create, agent_publish
-        from agentloom.spaces.models import Membership
-        from agentloom.spaces.services import membership_add, space_bootstrap_for_user
+        from agents.services import agent_create, agent_publish
+        from core.spaces.models import Membership
+        from core.spaces.services import membership_add, space_bootstrap_for_user
         from models_catalog.services import connection_create
 
         users = get_user_model()
@@ -100,7 +100,7 @@ class Bench:
 def ask(session, question: str) -> tuple[float, dict[str, Any]]:
     """One question through the product's loop; the seconds from asking to the end of the
     run, and how it ended (status, error code, whether the answer was whole)."""
-    from agentloom.runloop.loop import run_execute
+    from runloop.loop import run_execute
     from sessions.models import Run
     from sessions.models_call_log import ModelCall
     from sessions.services.history import question_ask

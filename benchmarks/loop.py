@@ -52,8 +52,8 @@ BENCH_KEY = "sk-bench-key-000000"
 def _agent(base_url: str, name: str, provider: str = "openai_compatible", model: str = "fake"):
     from django.contrib.auth import get_user_model
 
-    from agentloom.agents.services import agent_create, agent_publish
-    from agentloom.spaces.services import space_bootstrap_for_user
+    from agents.services import agent_create, agent_publish
+    from core.spaces.services import space_bootstrap_for_user
     from models_catalog.models import ModelConnection
 
     user, _ = get_user_model().objects.get_or_create(username="bench-loop")
@@ -74,7 +74,7 @@ def _session(user, version):
 def bench_overhead(steps: int) -> None:
     import httpx
 
-    from agentloom.runloop.loop import run_execute
+    from runloop.loop import run_execute
     from sessions.models import ModelCall
     from sessions.services.history import question_ask
     from tests.fakes.fake_provider import FakeProvider
@@ -161,9 +161,9 @@ def bench_step_cost(steps: int, vendor: str, dialect: str = "openai") -> None:
     from django.db import connection, connections
     from django.test.utils import CaptureQueriesContext
 
-    from agentloom.runloop import calls
-    from agentloom.runloop.loop import run_execute
     from models_catalog.models import ModelConnection
+    from runloop import calls
+    from runloop.loop import run_execute
     from sessions.services.history import question_ask
     from tests.fakes.fake_provider import FakeProvider
 
@@ -255,7 +255,7 @@ def bench_concurrency(runs: int, steps: int, vendor: str) -> None:
     from django.conf import settings
     from django.db.models import Max, Min
 
-    from agentloom.runloop.tasks import dispatch_run
+    from runloop.tasks import dispatch_run
     from sessions.models import ModelCall, Run
     from sessions.services.dispatch import dispatcher_set
     from sessions.services.history import question_ask
@@ -304,7 +304,7 @@ def bench_concurrency(runs: int, steps: int, vendor: str) -> None:
 def bench_event_latency(count: int = 200) -> None:
     import httpx
 
-    from agentloom.accounts.services import token_issue
+    from core.accounts.services import token_issue
     from sessions.models import Run, RunEvent
     from sessions.services.events import event_emit
     from sessions.services.runs import run_finish

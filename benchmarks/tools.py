@@ -48,10 +48,10 @@ def _script(calls: int):
 def _version(base_url: str, server, name: str):
     from django.contrib.auth import get_user_model
 
-    from agentloom.agents.services import agent_create, agent_publish
-    from agentloom.spaces.services import space_bootstrap_for_user
-    from agentloom.toolservers.services import toolserver_register
+    from agents.services import agent_create, agent_publish
+    from core.spaces.services import space_bootstrap_for_user
     from models_catalog.models import ModelConnection
+    from toolservers.services import toolserver_register
 
     user, _ = get_user_model().objects.get_or_create(username=f"bench-{name}")
     space = space_bootstrap_for_user(user=user)
@@ -64,7 +64,7 @@ def _version(base_url: str, server, name: str):
 
 
 def _run(user, version, fake, calls: int):
-    from agentloom.runloop.loop import run_execute
+    from runloop.loop import run_execute
     from sessions.models import Run, RunEvent, Session
     from sessions.services.history import question_ask
 
@@ -123,8 +123,8 @@ def bench_calls(calls: int, runs: int) -> None:
 
 
 def bench_stdio() -> None:
-    from agentloom.toolservers.endpoints import StdioEndpoint
-    from agentloom.toolservers.protocol import Connection
+    from toolservers.endpoints import StdioEndpoint
+    from toolservers.protocol import Connection
 
     endpoint = StdioEndpoint(command=sys.executable, args=("-m", "mcp_server_time", "--local-timezone", "UTC"))
     opens, calls = [], []

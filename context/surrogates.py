@@ -6,7 +6,7 @@ and then breaks everything that encodes it — every page and API answer that sh
 every request body that carries it to a model — so one character would break a session
 for good. Text from outside (imports, questions, titles, a model's streamed deltas, tool
 arguments and results, a file's extracted text) passes :func:`replace_lone_surrogates`
-where it enters; stored text read back passes it too (``agentloom.crypto``), for rows
+where it enters; stored text read back passes it too (``core.crypto``), for rows
 written before this rule.
 
 Surrogate *pairs*. In a Python string an astral character (``"😀"``) is one code point;

@@ -16,10 +16,10 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
-from agentloom.accounts.selectors import user_is_operator
-from agentloom.console_lists import ConsoleListMixin
-from agentloom.errors import DomainError
 from context import Calibration
+from core.accounts.selectors import user_is_operator
+from core.console_lists import ConsoleListMixin
+from core.errors import DomainError
 from models_catalog.discovery import server_context_label
 from models_catalog.forms import (
     ConnectionTestForm,

@@ -1,7 +1,7 @@
 """Catalog endpoints (SPEC §9): discovery and model connections.
 
 A view validates input, calls one service (after the selector that checks reach) and
-serializes output. Errors leave through ``agentloom.api.errors`` in the one JSON shape.
+serializes output. Errors leave through ``core.api.errors`` in the one JSON shape.
 The API key arrives in request bodies only; ``sensitive_post_parameters`` keeps it out of
 Django's error reports, and nothing here echoes it.
 """
@@ -14,11 +14,11 @@ from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from agentloom.accounts.selectors import user_is_operator
-from agentloom.api.clients import ClientThrottle
-from agentloom.api.fields import id_from_text
-from agentloom.errors import ValidationFailed
-from agentloom.spaces.selectors import space_default_for_admin, space_get_for_admin
+from core.accounts.selectors import user_is_operator
+from core.api.clients import ClientThrottle
+from core.api.fields import id_from_text
+from core.errors import ValidationFailed
+from core.spaces.selectors import space_default_for_admin, space_get_for_admin
 from models_catalog.selectors import (
     connection_get_for_admin,
     connection_get_for_user,

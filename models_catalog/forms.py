@@ -14,8 +14,8 @@ from typing import Any
 
 from django import forms
 
-from agentloom.errors import ValidationFailed
 from context import default_safety_margin
+from core.errors import ValidationFailed
 from models_catalog.maxima import maxima_stored_in_space
 from models_catalog.models import ModelConnection, ModelPrice
 from models_catalog.providers import find_provider, provider_choices

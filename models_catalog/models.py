@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.core.validators import MinValueValidator
 from django.db import models
 
-from agentloom.crypto import encrypt
+from core.crypto import encrypt
 from models_catalog.providers import provider_label
 
 PLATFORM_DEFAULT_CONTEXT_WINDOW = 32_768

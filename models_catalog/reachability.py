@@ -8,7 +8,7 @@ and ports are alive behind the firewall, one request at a time, by reading the w
 status or the code. So a person who is not an operator (staff) gets one answer for every
 such failure: the same message, status (400) and code (``unreachable``), naming the URL
 field. Operators read the details, and the details always go to the log (``agentloom.catalog``
-and ``agentloom.toolservers`` loggers, never a key or a header value).
+and ``toolservers`` loggers, never a key or a header value).
 
 What the input alone decides is said to everyone, since it tells nothing about the network:
 a scheme, a port of a non-HTTP service, a user name or password in the URL, a metadata host

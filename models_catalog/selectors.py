@@ -1,6 +1,6 @@
 """Reads for model connections. Nothing here writes.
 
-Reach rules (SPEC §9, §11, see ``agentloom.spaces.selectors``): a connection is visible
+Reach rules (SPEC §9, §11, see ``core.spaces.selectors``): a connection is visible
 to the members of its space; only the space's admins may change it or read its stored
 key for discovery.
 
@@ -14,10 +14,10 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from agentloom.api.fields import id_from_text
-from agentloom.errors import Forbidden, NotFound, ValidationFailed
-from agentloom.spaces.models import Membership
-from agentloom.spaces.selectors import space_get_for_admin, space_require_admin, user_administers_a_space
+from core.api.fields import id_from_text
+from core.errors import Forbidden, NotFound, ValidationFailed
+from core.spaces.models import Membership
+from core.spaces.selectors import space_get_for_admin, space_require_admin, user_administers_a_space
 from models_catalog.errors import ProviderError
 from models_catalog.manifest import normalise_base_url
 from models_catalog.models import ModelConnection, ModelPrice

@@ -10,7 +10,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agentloom.api.fields import MAX_ID, StrictCharField
+from core.api.fields import MAX_ID, StrictCharField
 from models_catalog.discovery import DiscoveryResult
 from models_catalog.learning import connection_input_tokens
 from models_catalog.models import ModelConnection

@@ -30,9 +30,9 @@ from django.conf import settings
 from django.db import transaction
 from django.views.decorators.debug import sensitive_variables
 
-from agentloom.db_pool import connection_give_back_for_slow_work
-from agentloom.errors import Conflict, DomainError, TryLater, ValidationFailed
-from agentloom.slow_work import slow_work
+from core.db_pool import connection_give_back_for_slow_work
+from core.errors import Conflict, DomainError, TryLater, ValidationFailed
+from core.slow_work import slow_work
 from models_catalog.discovery import DiscoveryResult, discover_models
 from models_catalog.errors import (
     AuthenticationError,
@@ -129,7 +129,7 @@ def models_discover(
 
     One of the process's and ``by``'s bounded probes (429/503 past them, TryLater), with
     the request's database connection given back while the provider answers
-    (``agentloom/slow_work.py``).
+    (``core/slow_work.py``).
 
     Saves nothing. Provider failures become domain errors with a user-safe message:
     a refused key, an unknown provider or an unusable URL is the caller's input (400,

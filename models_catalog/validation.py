@@ -19,8 +19,8 @@ from typing import Any
 from django.core import signing
 from django.views.decorators.debug import sensitive_variables
 
-from agentloom.errors import ValidationFailed
 from context import default_safety_margin
+from core.errors import ValidationFailed
 from models_catalog.discovery import DiscoveredModel
 from models_catalog.manifest import normalise_base_url
 from models_catalog.maxima import (

@@ -10,37 +10,32 @@ from rest_framework import serializers, status
 from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.response import Response
 
-from agentloom.api.clients import ClientThrottle
-from agentloom.api.fields import BoundedJSONField
-from agentloom.api.uploads import upload_bound
-from agentloom.errors import NotFound, ValidationFailed
+from core.api.clients import ClientThrottle
+from core.api.fields import BoundedJSONField
+from core.api.uploads import upload_bound
+from core.errors import NotFound, ValidationFailed
 from sessions.admin.audit import access_audit_write
 from sessions.models import Session, SessionFile
 from sessions.selectors import (
     file_get_for_user,
     instance_in_session,
     records_page,
-    run_get_for_user,
     session_get_for_user,
     session_list_for_user,
 )
 from sessions.serializers import (
-    ContentIn,
     FileOut,
     FileUploadIn,
     RecordOut,
     RecordsQueryIn,
-    RunOut,
     SessionCreateIn,
     SessionDetailOut,
     SessionOut,
 )
 from sessions.services.dispatch import compaction_dispatch_on_commit
-from sessions.services.events import event_emit
 from sessions.services.files import file_delete, file_name_of, file_store, file_too_large
-from sessions.services.history import compaction_request, supplement_add
+from sessions.services.history import compaction_request
 from sessions.services.imports import session_import
-from sessions.services.runs import run_cancel, run_resume
 from sessions.services.sessions import session_create
 from sessions.staff import staff_may_read
 
@@ -103,43 +98,6 @@ def session_messages(request, session_id: int):
     page = records_page(session=session, after=query.validated_data["after"],
                         limit=query.validated_data["limit"], instance=instance)
     return Response({"items": RecordOut(page.items, many=True).data, "next_after": page.next_after})
-
-
-@extend_schema(responses=RunOut)
-@api_view(["GET"])
-def run_detail(request, run_id: int):
-    run = run_get_for_user(run_id=run_id, user=request.user)
-    return Response(RunOut(run).data)
-
-
-@extend_schema(request=None, responses={202: RunOut})
-@api_view(["POST"])
-def run_cancel_view(request, run_id: int):
-    """Stop a run (LOOP-7)."""
-    run = run_cancel(run=run_get_for_user(run_id=run_id, user=request.user))
-    return Response(RunOut(run).data, status=status.HTTP_202_ACCEPTED)
-
-
-@extend_schema(request=None, responses={202: RunOut})
-@api_view(["POST"])
-def run_resume_view(request, run_id: int):
-    """Resume a stopped or interrupted run (RUN-4); 409 while another run is active."""
-    run = run_resume(run=run_get_for_user(run_id=run_id, user=request.user))
-    return Response(RunOut(run).data, status=status.HTTP_202_ACCEPTED)
-
-
-@extend_schema(request=ContentIn, responses={202: inline_serializer("SupplementOut", {
-    "id": serializers.CharField(), "run": serializers.IntegerField(), "status": serializers.CharField()})})
-@api_view(["POST"])
-@throttle_classes([SupplementThrottle])
-def run_supplements(request, run_id: int):
-    """Send a supplement to a working run (RUN-5)."""
-    run = run_get_for_user(run_id=run_id, user=request.user)
-    data = ContentIn(data=request.data)
-    data.is_valid(raise_exception=True)
-    item = supplement_add(run=run, content=data.validated_data["content"])
-    event_emit(run_id=run.pk, type="supplement_received", data={"id": item["id"]})
-    return Response({"id": item["id"], "run": run.pk, "status": "queued"}, status=status.HTTP_202_ACCEPTED)
 
 
 class ImportIn(serializers.Serializer):

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from agentloom.crypto import encrypt
+from core.crypto import encrypt
 from sessions.models_call_log import ModelCall as ModelCall  # the call log lives beside the run's tables
 from sessions.models_call_log import SentBlob as SentBlob
 

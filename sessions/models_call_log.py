@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from agentloom.crypto import encrypt
+from core.crypto import encrypt
 
 
 class SentBlob(models.Model):

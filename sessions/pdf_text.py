@@ -3,7 +3,7 @@
 pypdf runs on untrusted bytes: one page of a few hundred thousand text operators, a
 hostile page tree or a huge stream can keep it busy for as long as it likes, and a check
 between pages cannot stop a page being read. So the reading happens in a child process
-(``python -m sessions.pdf_text``, run by :mod:`agentloom.child_process`) that gets the
+(``python -m sessions.pdf_text``, run by :mod:`core.child_process`) that gets the
 bytes on stdin and writes one JSON record a line on stdout, a page at a time. The parent
 kills it at the deadline and keeps the pages that arrived by then; with none, the PDF is
 refused. The child also bounds its own memory (``RLIMIT_AS``) and CPU time, and its
@@ -49,7 +49,7 @@ def pdf_read(data: bytes, *, max_pages: int, max_seconds: float,
     """Read ``data``'s first ``max_pages`` pages in a child process, killed after
     ``max_seconds``; the pages read by then are kept. Never raises on the PDF's account."""
     # Imported here, not above: the child runs this module, and ``agentloom`` brings Celery.
-    from agentloom.child_process import child_run
+    from core.child_process import child_run
 
     command = [sys.executable, "-m", "sessions.pdf_text", str(max_pages),
                str(math.ceil(max_seconds) + 1), str(max_memory_bytes)]

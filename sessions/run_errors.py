@@ -4,7 +4,7 @@ A run that fails or is interrupted carries a :class:`RunError` — what went wro
 words a person understands, a code the screen reads, and whether resuming may help.
 It is built one way (here), stored one way (``to_dict`` on ``Run.error`` and in the
 ``run_finished`` event) and announced one way (``event``: the same fields, plus what a
-retry adds). The screen's wording per code lives in ``agentloom/web/errors.py``.
+retry adds). The screen's wording per code lives in ``web/errors.py``.
 """
 from __future__ import annotations
 

@@ -9,13 +9,13 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from agentloom.agents.models import Agent, AgentVersion
-from agentloom.api.fields import MAX_ID, id_from_text
-from agentloom.crypto import RecentPlaintexts
-from agentloom.db_rows import models_from_row, select_list
-from agentloom.errors import NotFound
-from agentloom.spaces.models import Membership
+from agents.models import Agent, AgentVersion
 from context import CallStates, tool_call_states
+from core.api.fields import MAX_ID, id_from_text
+from core.crypto import RecentPlaintexts
+from core.db_rows import models_from_row, select_list
+from core.errors import NotFound
+from core.spaces.models import Membership
 from sessions.models import (
     CompactionSnapshot,
     Instance,

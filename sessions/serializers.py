@@ -7,7 +7,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agentloom.api.fields import StrictCharField, id_from_text
+from core.api.fields import StrictCharField, id_from_text
 from sessions.models import Run, Session, SessionFile, SessionMessage
 from sessions.selectors import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, instance_label, prepared_summary_state
 

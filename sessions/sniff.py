@@ -1,7 +1,7 @@
 """What an attached file is, from its bytes alone (RUN-13): never from its name or the
 type a browser claimed.
 
-Taken: PNG, JPEG, WebP and GIF images by the rules of :mod:`agentloom.images` (bounded
+Taken: PNG, JPEG, WebP and GIF images by the rules of :mod:`core.images` (bounded
 from the header before decoding — 8000 pixels on a side, 48 million in all, the bytes once
 decoded — then decoded whole, still, in a child process),
 PDF (its text extracted by pypdf in a separate process, bounded in pages, time and memory:
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
-from agentloom.images import (
+from core.images import (
     IMAGE_MAX_DECODED_BYTES,
     IMAGE_MAX_PIXELS,
     IMAGE_MAX_SIDE,
@@ -106,7 +106,7 @@ def sniff(data: bytes, *, pdf_max_pages: int, pdf_max_seconds: float,
     return _text(data)
 
 
-# --- images: agentloom/images.py ---------------------------------------------------------------
+# --- images: core/images.py ---------------------------------------------------------------
 
 
 def _image(data: bytes, *, max_decoded_bytes: int, around_child: Callable[[], AbstractContextManager[object]]

@@ -17,9 +17,9 @@ from typing import Any
 
 from django.db.models import Model
 
-from agentloom.api.fields import id_from_text
-from agentloom.errors import NotFound
-from agentloom.spaces.selectors import space_is_admin
+from core.api.fields import id_from_text
+from core.errors import NotFound
+from core.spaces.selectors import space_is_admin
 from sessions.models import ModelCall, Run
 
 

@@ -45,9 +45,9 @@ def _fresh_throttles():
 
 @pytest.fixture(autouse=True)
 def _no_kept_run_html():
-    """The chat keeps finished runs' HTML per process (agentloom/web/rendered_runs.py), and a
+    """The chat keeps finished runs' HTML per process (web/rendered_runs.py), and a
     test database rolled back hands out its ids again: every test starts with none kept."""
-    from agentloom.web.rendered_runs import KEPT
+    from web.rendered_runs import KEPT
 
     KEPT.clear()
     yield
@@ -58,9 +58,9 @@ def _no_kept_run_html():
 def dispatched_runs():
     """Runs queued for a worker, recorded instead of sent to a broker nobody consumes.
 
-    Tests that want a real worker put ``agentloom.runloop.tasks.dispatch_run`` back.
+    Tests that want a real worker put ``runloop.tasks.dispatch_run`` back.
     """
-    from agentloom.runloop.tasks import dispatch_run
+    from runloop.tasks import dispatch_run
     from sessions.services.dispatch import dispatcher_set
 
     queued: list[int] = []
@@ -72,7 +72,7 @@ def dispatched_runs():
 @pytest.fixture(autouse=True)
 def dispatched_compactions():
     """Manual compactions queued for a worker (CTX-43), recorded like ``dispatched_runs``."""
-    from agentloom.runloop.tasks import dispatch_compaction
+    from runloop.tasks import dispatch_compaction
     from sessions.services.dispatch import compaction_dispatcher_set
 
     queued: list[int] = []
@@ -86,7 +86,7 @@ def dispatched_preparations():
     """Summaries queued to be prepared in the background (CTX-45), recorded like
     ``dispatched_runs``; a test that wants them made runs ``compaction_prepare`` itself
     (``tests/runloop/preparing.py``) or puts the real dispatcher back."""
-    from agentloom.runloop.tasks import dispatch_preparation
+    from runloop.tasks import dispatch_preparation
     from sessions.services.dispatch import preparation_dispatcher_set
 
     queued: list[int] = []
@@ -145,7 +145,7 @@ def require_postgres():
 
 def token_for(user, client: str = "tests") -> str:
     """A fresh API token of ``user`` for the ``Authorization: Token …`` header."""
-    from agentloom.accounts.services import token_issue
+    from core.accounts.services import token_issue
 
     return token_issue(user=user, client=client)[1]
 
@@ -193,8 +193,8 @@ def console(olivia):
 
 @pytest.fixture
 def space(alice, bob):
-    from agentloom.spaces.models import Membership
-    from agentloom.spaces.services import membership_add, space_bootstrap_for_user
+    from core.spaces.models import Membership
+    from core.spaces.services import membership_add, space_bootstrap_for_user
 
     acme = space_bootstrap_for_user(user=alice, name="Acme")
     membership_add(space=acme, user=bob, role=Membership.Role.MEMBER)
@@ -203,7 +203,7 @@ def space(alice, bob):
 
 @pytest.fixture
 def mallory_space(mallory):
-    from agentloom.spaces.services import space_bootstrap_for_user
+    from core.spaces.services import space_bootstrap_for_user
 
     return space_bootstrap_for_user(user=mallory, name="Mallory's")
 
@@ -217,7 +217,7 @@ def demo_connection(space):
 
 @pytest.fixture
 def agent(space, demo_connection, alice):
-    from agentloom.agents.services import agent_create
+    from agents.services import agent_create
 
     return agent_create(
         space=space,
@@ -231,7 +231,7 @@ def agent(space, demo_connection, alice):
 
 @pytest.fixture
 def version(agent, alice):
-    from agentloom.agents.services import agent_publish
+    from agents.services import agent_publish
 
     return agent_publish(agent=agent, published_by=alice)
 

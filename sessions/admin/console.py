@@ -13,10 +13,10 @@ from django.http import HttpRequest
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from agentloom.agents.admin import VERSION_PAGES, VersionPage
-from agentloom.console_lists import ConsoleListMixin
-from agentloom.errors import DomainError
-from agentloom.readonly_admin import ReadOnlyAdminMixin
+from agents.admin import VERSION_PAGES, VersionPage
+from core.console_lists import ConsoleListMixin
+from core.errors import DomainError
+from core.readonly_admin import ReadOnlyAdminMixin
 from sessions.admin import files, pages, usage
 from sessions.admin.display import call_figures, compaction_figures
 from sessions.admin.waits import wait_figures

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.http import content_disposition_header
 
-from agentloom.api.fields import id_from_text
+from core.api.fields import id_from_text
 from sessions.admin.audit import access_audit_write
 from sessions.admin.pages import object_or_404
 from sessions.models import Session, SessionFile

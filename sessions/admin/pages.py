@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from agentloom.api.fields import id_from_text
+from core.api.fields import id_from_text
 from sessions.admin.audit import access_audit_write
 from sessions.admin.chart import ChartPoint, compaction_chart
 from sessions.admin.display import (

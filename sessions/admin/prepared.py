@@ -12,8 +12,8 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentloom.console_lists import ConsoleListMixin
-from agentloom.readonly_admin import ReadOnlyAdminMixin
+from core.console_lists import ConsoleListMixin
+from core.readonly_admin import ReadOnlyAdminMixin
 from sessions.admin import pages
 from sessions.admin.display import metric_number
 from sessions.admin.waits import seconds_text

@@ -3,7 +3,7 @@ carried by the user record of the question that uses them.
 
 ``file_store`` refuses before it writes: past ``AGENTLOOM_FILE_MAX_BYTES`` (an image past
 ``AGENTLOOM_IMAGE_MAX_BYTES``) TooLarge ``file_too_large``, an image larger in pixels than
-the server decodes (agentloom/images.py) ``image_too_large``, past the session's
+the server decodes (core/images.py) ``image_too_large``, past the session's
 ``AGENTLOOM_SESSION_FILES_MAX_BYTES`` TooLarge ``session_files_full``, past the person's
 ``AGENTLOOM_USER_FILES_MAX_BYTES`` (every file they uploaded, in every session)
 ``user_files_full`` (413), a kind it does not take UnsupportedType (415).
@@ -29,9 +29,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
 
-from agentloom.errors import Conflict, NotFound, TooLarge, UnsupportedType, ValidationFailed
-from agentloom.slow_work import slow_work
 from context.surrogates import replace_lone_surrogates
+from core.errors import Conflict, NotFound, TooLarge, UnsupportedType, ValidationFailed
+from core.slow_work import slow_work
 from sessions.models import Session, SessionFile
 from sessions.services.manual_compaction import session_lock
 from sessions.services.people import person_lock

@@ -14,9 +14,9 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from agentloom.errors import Conflict, NotFound, ValidationFailed
 from context import DEFAULT_TOOL_RESULT_LIMIT, InstanceContext, Start
 from context.surrogates import replace_lone_surrogates
+from core.errors import Conflict, NotFound, ValidationFailed
 from sessions.frames import QueuedSupplement, frame_initial
 from sessions.models import CompactionSnapshot, Instance, Run, RunAttention, Session, SessionMessage, SessionView
 from sessions.selectors import (

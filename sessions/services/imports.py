@@ -14,11 +14,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentloom.api.parsers import MAX_JSON_DEPTH, JSONTooDeep, json_check_depth, json_loads_bounded
-from agentloom.errors import ValidationFailed
-from agentloom.slow_work import slow_work
 from context import get_estimator, project_records
 from context.surrogates import replace_lone_surrogates
+from core.api.parsers import MAX_JSON_DEPTH, JSONTooDeep, json_check_depth, json_loads_bounded
+from core.errors import ValidationFailed
+from core.slow_work import slow_work
 from sessions.models import Instance, Run, Session, SessionView
 from sessions.services.pasted import pasted_redactor
 from sessions.services.records import NewRecord, records_append

@@ -18,7 +18,7 @@ from django.db.models import F
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
-from agentloom.errors import Conflict, NotFound
+from core.errors import Conflict, NotFound
 from sessions.models import Run, RunAttention, Session, SessionMessage, SessionView
 from sessions.selectors import creator_is_member_sql, main_instance
 from sessions.services.frames import frame_update

@@ -26,8 +26,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from agentloom.db_rows import rows_insert
 from context.surrogates import replace_lone_surrogates
+from core.db_rows import rows_insert
 from sessions.models import Instance, ModelCall, Run, SentBlob, Session
 
 FULL_EVERY = 32
@@ -77,7 +77,7 @@ class CallChain:
 def in_chunks(items: Sequence[Any], fields: Sequence[str]) -> list[Sequence[Any]]:
     """``items`` cut to what one statement may carry with ``fields`` parameters each: the
     database's bound on a statement's parameters, as Django's own batches keep it
-    (65,535 on PostgreSQL with server-side binding, agentloom/db/postgresql; 999 on SQLite)."""
+    (65,535 on PostgreSQL with server-side binding, core/db/postgresql; 999 on SQLite)."""
     size = max(1, connection.ops.bulk_batch_size(list(fields), items))
     return [items[start:start + size] for start in range(0, len(items), size)]
 

@@ -4,7 +4,7 @@ supplement, a session's title or an imported transcript, is stored as ``[REDACTE
 The credentials are those a run of the session's version holds
 (``agents.server_tools.version_credentials``): the model connection's API key and the tool
 servers' header and env values, found in every form the run loop's redactor knows
-(``agentloom.redaction``: any case, escaped, URL-encoded, hex, base64). Only those: were
+(``core.redaction``: any case, escaped, URL-encoded, hex, base64). Only those: were
 every key of the platform looked for, the ``[REDACTED]`` a person sees would tell them which
 string they pasted is somebody else's key.
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloom.agents.server_tools import version_credentials
-from agentloom.redaction import Redactor
+from agents.server_tools import version_credentials
+from core.redaction import Redactor
 
 
 def pasted_redactor(*, version: Any) -> Redactor:

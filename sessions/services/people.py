@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Min
 from django.utils import timezone
 
-from agentloom.errors import TryLater
+from core.errors import TryLater
 from sessions.models import Session
 
 DAY = timedelta(days=1)

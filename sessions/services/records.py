@@ -8,9 +8,9 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from agentloom.db_rows import rows_insert
-from agentloom.errors import ValidationFailed
 from context.surrogates import may_hold_surrogates, replace_lone_surrogate_escapes, replace_lone_surrogates
+from core.db_rows import rows_insert
+from core.errors import ValidationFailed
 from sessions.models import Instance, MessageKind, Run, Session, SessionMessage
 
 _KINDS = set(MessageKind.values)

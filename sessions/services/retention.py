@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from agentloom.agents.models import Agent
+from agents.models import Agent
 from sessions.models import ModelCall, SentBlob
 from sessions.services.model_calls import in_chunks
 

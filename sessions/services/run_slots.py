@@ -47,7 +47,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agentloom.spaces.models import Space
+from core.spaces.models import Space
 from sessions.models import Run
 from sessions.services import dispatch
 from sessions.services.events import event_emit

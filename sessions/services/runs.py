@@ -10,9 +10,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agentloom.agents.models import AgentVersion
-from agentloom.db_rows import models_from_row, row_insert_unless_conflict, rows_insert, select_list
-from agentloom.errors import ActiveRunConflict, Conflict, NotFound
+from agents.models import AgentVersion
+from core.db_rows import models_from_row, row_insert_unless_conflict, rows_insert, select_list
+from core.errors import ActiveRunConflict, Conflict, NotFound
 from models_catalog.learning import window_since_proven
 from models_catalog.models import ModelConnection
 from sessions.frames import RunBudget, run_budget

@@ -5,8 +5,8 @@ from typing import Any
 
 from django.db import transaction
 
-from agentloom.agents.models import Agent
-from agentloom.errors import ValidationFailed
+from agents.models import Agent
+from core.errors import ValidationFailed
 from sessions.models import Run, Session
 from sessions.services.history import question_ask
 from sessions.services.people import person_lock, sessions_per_day_check

@@ -34,7 +34,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from agentloom.db_rows import rows_insert
+from core.db_rows import rows_insert
 from sessions.models import Instance, ModelCall, Run, SessionMessage
 from sessions.services.events import events_write
 from sessions.services.ownership import RunSignals, run_touch

@@ -17,7 +17,7 @@
   var RETRIES = 6;  // an upload refused for now (429 or 503 with Retry-After) is sent again this often
 
   function sizeLabel(size) {
-    // As the server words it (agentloom/web/attachments.py size_label).
+    // As the server words it (web/attachments.py size_label).
     if (size < 1024) return size + (size === 1 ? " byte" : " bytes");
     if (size < 1024 * 1024) return Math.round(size / 1024) + " KB";
     return (size / (1024 * 1024)).toFixed(1) + " MB";
@@ -158,7 +158,7 @@
         var wait = parseInt(xhr.getResponseHeader("Retry-After") || "", 10);
         if (xhr.status === 201 && data && typeof data.id === "number") self.ready(entry, data);
         else if ((xhr.status === 429 || xhr.status === 503) && wait > 0 && tries < RETRIES) {
-          // The server reads a few files of one person at once (agentloom/slow_work.py):
+          // The server reads a few files of one person at once (core/slow_work.py):
           // the others wait their turn, still uploading, and go again when told.
           setTimeout(function () { send(address, tries + 1); }, Math.min(wait, 30) * 1000);
         }

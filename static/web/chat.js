@@ -119,7 +119,7 @@
     }).then(function (response) {
       var wait = parseInt(response.headers.get("Retry-After") || "", 10);
       if (method === "GET" && response.status === 429 && wait > 0 && (tries || 0) < 3) {
-        // A read refused for now (this person's pages rendering at once, agentloom/slow_work.py):
+        // A read refused for now (this person's pages rendering at once, core/slow_work.py):
         // read again when the server says, as a reload would.
         return new Promise(function (resolve) { setTimeout(resolve, Math.min(wait, 10) * 1000); }).then(function () {
           return request(method, path, body, (tries || 0) + 1);
@@ -176,7 +176,7 @@
   }
 
   function retryStatus(data) {
-    // Worded as agentloom/web/errors.py's retry_status: what happened, what is done about it.
+    // Worded as web/errors.py's retry_status: what happened, what is done about it.
     var code = (data && data.code) || "";
     var what = (config.errors.retries || {})[code] || explain(data).title;
     var seconds = Number(data.retrying_in) || 0;
@@ -264,7 +264,7 @@
   var meterExtraChars = 0;
 
   function meterLabel(m) {
-    // Worded as the server words it (agentloom/web/presenters.py, meter_label).
+    // Worded as the server words it (web/presenters.py, meter_label).
     var text = (m.measured_by === "estimate" ? "about " : "") + figure(m.tokens) + " of " +
       figure(m.effective_input_tokens) + " tokens";
     if (m.failed_request) text += " in the request that failed";
@@ -717,7 +717,7 @@
     var query = "?after=" + block.from + "&upto=" + (boundarySeq - 1);
     request("GET", url("text", this.id) + query).then(function (result) {
       if (!result.ok || !block.bubble.isConnected) return;
-      block.bubble.innerHTML = result.data.html;  // sanitised on the server (agentloom/web/markdown.py)
+      block.bubble.innerHTML = result.data.html;  // sanitised on the server (web/markdown.py)
       block.bubble.classList.remove("plain");
       block.bubble.classList.add("markdown");
     });

@@ -155,8 +155,8 @@ def test_ctx45_a_preparation_under_way_is_listed_with_missing_figures(console, s
 def test_ctx45_a_summary_the_worker_prepared_and_committed_shows_as_prepared(console, fake_session, strict,
                                                                               dispatched_preparations):
     """Not a fixture's idea of the metrics: a preparation the worker made, committed by the loop."""
-    from agentloom.runloop.loop import run_execute
-    from agentloom.runloop.preparation import compaction_prepare
+    from runloop.loop import run_execute
+    from runloop.preparation import compaction_prepare
     from sessions.services.history import question_ask
     from tests.fakes.fake_provider import chat_stream
 

@@ -119,7 +119,7 @@ def test_the_inspector_highlights_where_a_call_first_differs_from_the_previous_o
         chromium_page, live_server_url, fake_session, strict, olivia):
     import json
 
-    from agentloom.runloop.loop import run_execute
+    from runloop.loop import run_execute
     from sessions.models import ModelCall
     from sessions.services.history import question_ask
     from tests.fakes.fake_provider import chat_stream, sequence

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.admin.inspector import body_fields, call_output
 from sessions.models import ModelCall, Run
 from sessions.services.history import question_ask

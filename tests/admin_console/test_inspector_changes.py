@@ -15,8 +15,8 @@ from django.utils import timezone
 from django.utils.html import escape
 from rest_framework.test import APIClient
 
-from agentloom.runloop.loop import run_execute
 from context.usage import usage_figures
+from runloop.loop import run_execute
 from sessions.models import AccessAudit, CompactionSnapshot, ModelCall, Run
 from sessions.run_errors import RunError
 from sessions.selectors import main_instance, model_call_repairs

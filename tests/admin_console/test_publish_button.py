@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from agentloom.agents.forms import AgentAdminForm
-from agentloom.agents.models import AgentVersion
-from agentloom.agents.services import agent_update
+from agents.forms import AgentAdminForm
+from agents.models import AgentVersion
+from agents.services import agent_update
 
 pytestmark = pytest.mark.django_db
 

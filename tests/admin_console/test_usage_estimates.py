@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentloom.runloop.loop import run_execute
 from models_catalog.forms import ModelPriceAdminForm
 from models_catalog.models import ModelPrice
+from runloop.loop import run_execute
 from sessions.admin.chart import token_ticks, tokens_label
 from sessions.admin.usage_chart import UsageBar, usage_chart
 from sessions.models import ModelCall, Run, Session

@@ -14,10 +14,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agentloom.runloop.loop import run_execute
-from agentloom.runloop.verification import VERIFY_SYSTEM
 from context.usage import TokenPrices, UsageFigures, usage_cost, usage_figures
 from models_catalog.models import ModelPrice
+from runloop.loop import run_execute
+from runloop.verification import VERIFY_SYSTEM
 from sessions.models import AccessAudit, ModelCall, Run, Session
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, error

@@ -105,8 +105,8 @@ def _shared_memory_sqlite_without_table_locks(transactional_db):
 def worker_threads(transactional_db) -> Iterator[list[threading.Thread]]:
     """Runs and manual compactions are executed by a thread each, as a worker would;
     joined at the end so no run writes into the next test's database."""
-    from agentloom.runloop.compaction import compaction_manual
-    from agentloom.runloop.loop import run_execute
+    from runloop.compaction import compaction_manual
+    from runloop.loop import run_execute
     from sessions.services.dispatch import compaction_dispatcher_set, dispatcher_set
 
     threads: list[threading.Thread] = []
@@ -183,7 +183,7 @@ def fake_provider():
 @pytest.fixture
 def fake_session(space, alice, fake_provider):
     """A session of alice's with an agent on the fake provider; set ``fake_provider.handler``."""
-    from agentloom.agents.services import agent_create, agent_publish
+    from agents.services import agent_create, agent_publish
     from models_catalog.models import ModelConnection
     from sessions.models import Session
 

@@ -42,7 +42,7 @@ VERSIONS = "/admin/agents/agentversion/"
 @pytest.fixture
 def ada(django_user_model):
     """The platform's admin: a staff superuser, and admin of her own space."""
-    from agentloom.spaces.services import space_bootstrap_for_user
+    from core.spaces.services import space_bootstrap_for_user
 
     user = django_user_model.objects.create_superuser(username="ada", password=ADA_PASSWORD,
                                                       email="ada@example.com")
@@ -113,8 +113,8 @@ def assert_inert(page) -> None:
 
 def test_an_admin_discovers_models_saves_a_connection_and_publishes_an_agent_with_a_custom_policy(
         page, server, fake_provider, ada, monkeypatch):
-    from agentloom.agents.models import Agent, AgentVersion
-    from agentloom.agents.selectors import agent_budget
+    from agents.models import Agent, AgentVersion
+    from agents.selectors import agent_budget
     from models_catalog import services as catalog_services
     from models_catalog.manifest import load_manifest
     from models_catalog.models import ModelConnection
@@ -269,7 +269,7 @@ def test_an_admin_discovers_models_saves_a_connection_and_publishes_an_agent_wit
 
 def test_hostile_text_renders_inert_on_every_admin_page(page, server, fake_provider, ada, space, alice,
                                                         worker_threads):
-    from agentloom.agents.services import agent_create, agent_publish
+    from agents.services import agent_create, agent_publish
     from models_catalog.models import ModelConnection
     from sessions.models import Session
 
@@ -337,7 +337,7 @@ def test_hostile_text_renders_inert_on_every_admin_page(page, server, fake_provi
 
 def test_an_operator_opens_a_sessions_records_timeline_inspector_and_compaction_chart(
         page, server, fake_provider, ada, space, alice, bob, worker_threads):
-    from agentloom.agents.services import agent_create, agent_publish
+    from agents.services import agent_create, agent_publish
     from models_catalog.models import ModelConnection
     from sessions.models import AccessAudit, Session
 

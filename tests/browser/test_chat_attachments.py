@@ -185,7 +185,7 @@ def test_a_refused_file_says_why_on_its_chip_and_holds_the_question_until_remove
 
 def test_a_file_refused_only_for_now_is_sent_again_when_the_server_says(page_factory, server, fake_session):
     """Many files at once: the server reads a few of one person's at a time and refuses the
-    rest for now (429, or 503 when it is full, with Retry-After — agentloom/slow_work.py);
+    rest for now (429, or 503 when it is full, with Retry-After — core/slow_work.py);
     the chip stays uploading and the file goes again, once."""
     session = fake_session()
     page = open_chat(page_factory, server, session, 1280)
@@ -249,7 +249,7 @@ def test_a_new_chat_starts_its_session_with_the_first_file_and_sends_it_with_the
 
 
 def test_the_chat_page_allows_blob_images_and_nothing_else_new(server, page_factory, fake_session):
-    from agentloom.web.security import CONTENT_SECURITY_POLICY
+    from web.security import CONTENT_SECURITY_POLICY
 
     session = fake_session()
     page = page_factory()
@@ -264,7 +264,7 @@ def test_the_chat_page_allows_blob_images_and_nothing_else_new(server, page_fact
 
 
 def test_a_thumbnail_is_drawn_only_for_a_raster_type_the_server_sniffed():
-    from agentloom.web.attachments import attachment_views
+    from web.attachments import attachment_views
 
     views = attachment_views({"role": "user", "content": "see", "attachments": [
         {"id": 1, "name": "a.png", "content_type": "image/png", "size": 10, "kind": "image", "data": "…"},

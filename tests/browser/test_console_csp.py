@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.web.security import CONTENT_SECURITY_POLICY
 from tests.browser.test_admin_browser import ADA_PASSWORD, admin_log_in
+from web.security import CONTENT_SECURITY_POLICY
 
 pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 
@@ -31,7 +31,7 @@ document.addEventListener("securitypolicyviolation", (event) => {
 
 @pytest.fixture
 def ada(django_user_model):
-    from agentloom.spaces.services import space_bootstrap_for_user
+    from core.spaces.services import space_bootstrap_for_user
 
     user = django_user_model.objects.create_superuser(username="ada", password=ADA_PASSWORD,
                                                       email="ada@example.com")

@@ -28,13 +28,13 @@ def ada(django_user_model):
 
 @pytest.fixture
 def ada_space(ada):
-    from agentloom.spaces.services import space_bootstrap_for_user
+    from core.spaces.services import space_bootstrap_for_user
 
     return space_bootstrap_for_user(user=ada, name="Ada's lab")
 
 
 def test_the_agent_page_shows_what_changes_and_publishes_only_what_is_saved(page, server, ada, ada_space):
-    from agentloom.agents.services import agent_create, agent_publish, agent_update
+    from agents.services import agent_create, agent_publish, agent_update
     from models_catalog.models import ModelConnection
 
     demo = ModelConnection.objects.create(space=ada_space, name="Demo", provider="demo", model="agentloom-demo")

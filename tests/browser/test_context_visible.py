@@ -29,7 +29,7 @@ PLAN = [{"step": "Find the quarterly figures", "status": "done"},
 def small_session(space, alice, fake_provider):
     """A session on a 4,000-token window counted with tiktoken (an OpenAI model id behind
     the fake endpoint), so a few long questions fill a visible share of it."""
-    from agentloom.agents.services import agent_create, agent_publish
+    from agents.services import agent_create, agent_publish
     from models_catalog.models import ModelConnection
     from sessions.models import Session
 
@@ -60,7 +60,7 @@ def _latest_measured(session) -> dict:
 
 
 def test_the_meter_is_named_valued_marked_and_follows_each_step(page, server, small_session, fake_provider):
-    from agentloom.agents.selectors import version_budget
+    from agents.selectors import version_budget
 
     session = small_session()
     budget = version_budget(version=session.version)

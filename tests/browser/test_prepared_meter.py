@@ -10,11 +10,11 @@ import threading
 import pytest
 from django.db import connections
 
-from agentloom.web.transcript import COMPACTED_NOTICE
 from tests.browser.conftest import FAKE_KEY, LAST_RUN, ask, log_in, screenshot
 from tests.fakes.summaries import is_summary
 from tests.runloop.test_compaction import LONG, Provider
 from tests.runloop.worker import wait_for
+from web.transcript import COMPACTED_NOTICE
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 expect = sync_api.expect
@@ -34,7 +34,7 @@ MAX_QUESTIONS = 15
 def session_4k(space, alice, fake_provider):
     """A session on a 4,000-token window counted with tiktoken, under the default policy
     (the prepare point halfway between target and trigger), so a few questions reach it."""
-    from agentloom.agents.services import agent_create, agent_publish
+    from agents.services import agent_create, agent_publish
     from models_catalog.models import ModelConnection
     from sessions.models import Session
 
@@ -64,7 +64,7 @@ def _snapshots(session):
 
 
 def test_the_meter_marks_the_prepare_point_between_target_and_trigger(page, server, session_4k):
-    from agentloom.agents.selectors import version_budget
+    from agents.selectors import version_budget
 
     budget = version_budget(version=session_4k.version)
     log_in(page, server, next_path=f"/sessions/{session_4k.pk}/")
@@ -83,7 +83,7 @@ def test_an_idle_session_says_its_summary_is_being_prepared_then_that_it_is_read
         page, server, session_4k, fake_provider, dispatched_preparations):
     """The worker is this test: it prepares the queued summary after the runs ended, while
     the page waits; no event reaches a page when no run is active."""
-    from agentloom.runloop.preparation import compaction_prepare
+    from runloop.preparation import compaction_prepare
 
     fake_provider.handler = Provider()
     log_in(page, server, next_path=f"/sessions/{session_4k.pk}/")
@@ -110,7 +110,7 @@ def test_an_idle_session_says_its_summary_is_being_prepared_then_that_it_is_read
 
 def test_a_working_run_says_when_its_summary_is_ready_and_the_compaction_that_uses_it_clears_it(
         page, server, session_4k, fake_provider):
-    from agentloom.runloop.preparation import compaction_prepare
+    from runloop.preparation import compaction_prepare
     from sessions.services.dispatch import preparation_dispatcher_set
 
     asked, held, release, summarize = (threading.Event() for _ in range(4))

@@ -20,7 +20,7 @@ pytestmark = [
 
 def test_a_server_tools_step_shows_its_progress_while_it_runs_and_its_image_after(page, server, space,
                                                                                    fake_provider, fake_session):
-    from agentloom.toolservers.services import toolserver_register
+    from toolservers.services import toolserver_register
 
     with ToolServerApp() as mcp:
         toolserver_register(space=space, data={"name": "tests", "url": mcp.url, "headers": mcp.headers})

@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentloom.errors import ValidationFailed
+from core.errors import ValidationFailed
 from models_catalog.discovery import resolve_figures
 from models_catalog.models import ModelConnection
 from models_catalog.providers import RawModel

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.agents.models import Agent, AgentVersion
+from agents.models import Agent, AgentVersion
 from context.policy import POLICY_DEFAULTS
 
 pytestmark = pytest.mark.django_db
@@ -80,7 +80,7 @@ def test_bad_draft_input_is_a_400_naming_the_field(api, alice, space, demo_conne
 
 
 def test_loop4_tools_are_read_from_the_registry_at_request_time(api, alice, space, demo_connection):
-    from agentloom.agents.tool_registry import Tool, registry
+    from agents.tool_registry import Tool, registry
 
     tool = Tool(name="lookup_order", description="Find an order.", parameters={"type": "object"},
                 run=lambda arguments, context: "ok", idempotent=True)
@@ -96,8 +96,8 @@ def test_loop4_tools_are_read_from_the_registry_at_request_time(api, alice, spac
 
 def test_an_agent_cannot_be_put_in_another_space_than_its_connection(
         api, alice, space, mallory, mallory_space, demo_connection):
-    from agentloom.spaces.models import Membership
-    from agentloom.spaces.services import membership_add
+    from core.spaces.models import Membership
+    from core.spaces.services import membership_add
 
     membership_add(space=mallory_space, user=alice, role=Membership.Role.ADMIN)
     response = api(alice).post(URL, new_agent(demo_connection, space=mallory_space.pk), format="json")

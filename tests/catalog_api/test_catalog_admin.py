@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.agents.models import Agent, AgentVersion
+from agents.models import Agent, AgentVersion
 from models_catalog.models import ModelConnection
 from tests.catalog_api.conftest import API_KEY, CONNECTIONS, DISCOVER, OTHER_KEY, assert_no_secret, connection_form
 from tests.fakes.fake_provider import models_list, route

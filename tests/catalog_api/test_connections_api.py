@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection as db
 
-from agentloom.spaces.models import Membership, Space
-from agentloom.spaces.services import membership_add
+from core.spaces.models import Membership, Space
+from core.spaces.services import membership_add
 from models_catalog.models import ModelConnection
 from tests.catalog_api.conftest import API_KEY, OTHER_KEY, assert_logs_clean, assert_no_secret
 from tests.fakes.fake_provider import models_list, route
@@ -243,7 +243,7 @@ def test_deleting_a_connection_an_agent_uses_is_a_409(api, alice, space, make_co
 
 def test_deleting_a_connection_only_a_published_version_still_reads_is_a_409(api, alice, space, make_connection,
                                                                              agent, version):
-    from agentloom.agents.services import agent_update
+    from agents.services import agent_update
 
     replacement = make_connection()
     old = agent.model_connection
@@ -276,7 +276,7 @@ def test_cat6_the_key_is_in_no_response_page_log_or_clear_text_column(api, alice
 
 def test_cat6_a_key_that_cannot_go_in_a_header_is_refused_by_the_service_too(space, alice):
     """The admin form saves through the same service as the API: a non-ASCII key is a field error."""
-    from agentloom.errors import ValidationFailed
+    from core.errors import ValidationFailed
     from models_catalog.models import ModelConnection
     from models_catalog.services import connection_create
 

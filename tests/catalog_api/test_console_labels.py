@@ -43,7 +43,7 @@ def test_the_connection_pages_name_the_provider_by_its_label_and_the_key_by_its_
 
 
 def test_the_agent_and_version_pages_name_the_provider_by_its_label(operator, make_connection, space, alice):
-    from agentloom.agents.services import agent_create, agent_publish
+    from agents.services import agent_create, agent_publish
 
     agent = agent_create(space=space, name="Helper", model_connection=make_connection(), created_by=alice)
     version = agent_publish(agent=agent)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.agents.services import agent_create, agent_publish
+from agents.services import agent_create, agent_publish
 from models_catalog.models import ModelConnection
 from tests.catalog_api.conftest import CONNECTIONS, DISCOVER, connection_form
 from tests.fakes.fake_provider import models_list, ollama_ps, ollama_show, ollama_tags, ollama_version, route

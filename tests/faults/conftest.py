@@ -56,7 +56,7 @@ def session_with_history(fake_session, strict):
     Fault tests then compare the records before and after the faulted run, so "nothing
     lost, nothing duplicated" is checked against real earlier history, not an empty list.
     """
-    from agentloom.runloop.loop import run_execute
+    from runloop.loop import run_execute
     from sessions.services.history import question_ask
 
     def make(**agent_options):

@@ -11,7 +11,7 @@ import json
 import os
 import signal
 
-from agentloom.agents.tool_registry import Tool, registry
+from agents.tool_registry import Tool, registry
 
 PROBE_FILE_ENV = "AGENTLOOM_FAULT_PROBE_FILE"
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from django.db import connection
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services import events
 from sessions.services.dispatch import dispatcher_set

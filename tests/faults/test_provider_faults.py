@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from sessions.services.runs import run_resume

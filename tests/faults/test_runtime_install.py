@@ -40,7 +40,8 @@ import importlib, importlib.util, json, os, pkgutil, sys
 import django
 django.setup()
 failed, count = {}, 0
-for top in ("agentloom", "sessions", "models_catalog", "context"):
+for top in ("agentloom", "core", "agents", "toolservers", "tools", "web", "runloop", "sessions", "models_catalog",
+            "context"):
     package = importlib.import_module(top)
     assert os.path.dirname(package.__path__[0]) == os.getcwd(), package.__path__  # the image's copy
     for module in pkgutil.walk_packages(package.__path__, top + "."):

@@ -15,8 +15,8 @@ import threading
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
-from agentloom.runloop.reaper import runs_reap_interrupted
+from runloop.loop import run_execute
+from runloop.reaper import runs_reap_interrupted
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.history import question_ask

@@ -34,7 +34,7 @@ class CompactingProvider(Provider):
 
 def _session_due_for_compaction(session_with_history, strict):
     """Two earlier questions, the second long; a policy whose user-turn trigger fires on the third."""
-    from agentloom.runloop.loop import run_execute
+    from runloop.loop import run_execute
 
     # A low target: the long second question cannot be kept verbatim, so it is summarized.
     session = session_with_history(tools=(), context_policy={"user_turns": 3, "target_ratio": 0.05})

@@ -11,9 +11,8 @@ import json
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
-from agentloom.runloop.reaper import runs_reap_interrupted
-from agentloom.toolservers.services import toolserver_register
+from runloop.loop import run_execute
+from runloop.reaper import runs_reap_interrupted
 from sessions.models import Run, SessionMessage
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.history import question_ask
@@ -21,6 +20,7 @@ from sessions.services.runs import run_resume
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.mcp_servers import ToolServerApp
 from tests.faults.support import FaultWorker, celery_dispatcher, wait_for
+from toolservers.services import toolserver_register
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]
 

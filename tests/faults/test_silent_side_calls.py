@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from agentloom.runloop.compaction import compaction_manual
-from agentloom.runloop.loop import run_execute
+from runloop.compaction import compaction_manual
+from runloop.loop import run_execute
 from sessions.models import ModelCall, Run
 from sessions.services.history import compaction_request, question_ask
 from tests.fakes.fake_provider import chat_stream

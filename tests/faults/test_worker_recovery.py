@@ -13,7 +13,7 @@ import time
 import pytest
 import redis
 
-from agentloom.runloop.models import WorkerHeartbeat
+from runloop.models import WorkerHeartbeat
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.history import question_ask

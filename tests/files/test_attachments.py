@@ -7,7 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from agentloom.spaces.services import membership_remove
+from core.spaces.services import membership_remove
 from sessions.models import AccessAudit, Run, SessionFile, SessionMessage
 from tests.conftest import token_for
 from tests.files.makers import make_pdf, make_png

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from agentloom.spaces.services import membership_remove
+from core.spaces.services import membership_remove
 from sessions.models import Run, SessionFile, SessionMessage
 from tests.files.test_attachments import ask, client_of, upload
 from tests.security.conftest import assert_error_shape

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from agentloom.crypto import ColumnCipher
+from core.crypto import ColumnCipher
 from sessions.models import Session, SessionFile
 from sessions.services.files import file_store
 from sessions.services.retention import call_logs_prune

@@ -68,7 +68,7 @@ def test_a_large_image_within_the_bounds_is_decoded_in_a_child_and_this_process_
 
 
 def test_the_decoded_size_counts_the_bytes_a_pixel_takes_for_its_colour_type():
-    from agentloom.images import CheckedImage, ImageTooLarge, image_check
+    from core.images import CheckedImage, ImageTooLarge, image_check
 
     # The same 6900 × 6900 in grey is 45 MB once decoded: taken (and decoded, in a child).
     assert image_check(png_of_zeros(6900, 6900, colour=0)) == CheckedImage("image/png", 6900, 6900)
@@ -78,7 +78,7 @@ def test_the_decoded_size_counts_the_bytes_a_pixel_takes_for_its_colour_type():
 
 def test_image_check_takes_bytes_and_gives_the_checked_image_or_an_error():
     """The one door for an image, an upload's or a tool server's."""
-    from agentloom.images import CheckedImage, NotAnImage, Unreadable, image_check
+    from core.images import CheckedImage, NotAnImage, Unreadable, image_check
 
     assert image_check(make_png(4, 3)) == CheckedImage("image/png", 4, 3)
     assert image_check(make_image("WEBP", 7, 5)) == CheckedImage("image/webp", 7, 5)
@@ -89,8 +89,8 @@ def test_image_check_takes_bytes_and_gives_the_checked_image_or_an_error():
 
 
 def test_a_decoder_that_needs_more_memory_than_its_child_may_take_is_refused_in_words(monkeypatch):
-    from agentloom import images
-    from agentloom.images import Unreadable, image_check
+    from core import images
+    from core.images import Unreadable, image_check
 
     monkeypatch.setattr(images, "MAX_MEMORY_BYTES", 128 * 1024 * 1024)
     with pytest.raises(Unreadable) as caught:  # 160 MB once decoded, under a bound raised for the case

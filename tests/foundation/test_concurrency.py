@@ -6,7 +6,7 @@ import threading
 import pytest
 from django.db import close_old_connections, connection
 
-from agentloom.errors import ActiveRunConflict
+from core.errors import ActiveRunConflict
 from sessions.models import Run, SessionMessage
 from sessions.services.records import record_append
 from sessions.services.runs import run_create

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, transaction
 
-from agentloom.agents.models import AgentVersion, ImmutableVersionError
-from agentloom.errors import ActiveRunConflict, ValidationFailed
+from agents.models import AgentVersion, ImmutableVersionError
+from core.errors import ActiveRunConflict, ValidationFailed
 from sessions.models import Instance, Run, SessionMessage
 from sessions.services.records import NewRecord, record_append, records_append
 from sessions.services.runs import run_create
@@ -27,7 +27,7 @@ def test_saving_an_unchanged_version_is_harmless(version):
 
 
 def test_publishing_twice_numbers_versions_and_freezes_the_policy(agent, version):
-    from agentloom.agents.services import agent_publish
+    from agents.services import agent_publish
 
     agent.instructions = "Be thorough."
     agent.save()

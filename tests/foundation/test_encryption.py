@@ -5,7 +5,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from agentloom.crypto import ColumnCipher, DecryptionFailed
+from core.crypto import ColumnCipher, DecryptionFailed
 from models_catalog.models import ModelConnection
 from sessions.services.records import record_append
 from sessions.services.runs import run_create

@@ -6,7 +6,7 @@ from django.core import signing
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from agentloom.crypto import ColumnCipher
+from core.crypto import ColumnCipher
 from models_catalog.models import ModelConnection
 from sessions.models import SessionMessage
 from sessions.services.records import record_append

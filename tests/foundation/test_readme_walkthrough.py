@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
-from agentloom.agents.models import Agent
+from agents.models import Agent
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Records read again and again are decrypted once per process (agentloom/crypto.py,
+"""Records read again and again are decrypted once per process (core/crypto.py,
 ``RecentPlaintexts``; issue #29): by their stored bytes, so a changed value is never a
 stale hit; every read its own object; a forged token refused as the field refuses it;
 what is kept bounded. And a run's context read through it is the ORM's read."""
@@ -8,7 +8,7 @@ import pytest
 from django.core.signing import BadSignature
 from django.db import connection
 
-from agentloom.crypto import RecentPlaintexts
+from core.crypto import RecentPlaintexts
 from sessions.models import SessionMessage
 from sessions.selectors import main_instance, record_as_engine_dict, visible_records_for_engine, visible_records_query
 from sessions.services.history import question_ask

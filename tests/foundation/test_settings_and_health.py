@@ -63,7 +63,7 @@ def test_healthz_answers_503_when_the_database_is_unreachable():
 
 @pytest.mark.django_db
 def test_healthz_answers_200_with_database_broker_and_worker_status(admin_client):
-    from agentloom.runloop.housekeeping import Housekeeper
+    from runloop.housekeeping import Housekeeper
 
     Housekeeper(name="worker-host:1").tick(first=True)  # what a worker writes when it is ready
     response = admin_client.get("/healthz")  # broker_kind is for operators (tests/security/test_health_details.py)

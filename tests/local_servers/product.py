@@ -52,7 +52,7 @@ class RealServerChat:
              tools: tuple[str, ...] = (), limits: dict[str, Any] | None = None,
              context_policy: dict[str, Any] | None = None) -> RealServerChat:
         """A connection (unless given), an agent published by ``user``, and ``user``'s session."""
-        from agentloom.agents.services import agent_create, agent_publish
+        from agents.services import agent_create, agent_publish
         from sessions.models import Session
 
         connection = connection or real_connection(server, space=space, window=window,

@@ -75,7 +75,7 @@ def run_to_end(run_id: int) -> Run:
     the run's own status, not a clock)."""
     import time
 
-    from agentloom.runloop.loop import run_execute
+    from runloop.loop import run_execute
 
     bound = time.monotonic() + 900
     while True:

@@ -34,7 +34,7 @@ def strict(fake, dialect):
 
 @pytest.fixture
 def fake_agent_factory(space, alice, fake, dialect):
-    from agentloom.agents.services import agent_create, agent_publish
+    from agents.services import agent_create, agent_publish
     from models_catalog.models import ModelConnection
 
     provider, model = DIALECT_PROVIDERS[dialect]

@@ -1,7 +1,7 @@
 """Driving a run the way a worker does, in the test's own process."""
 from __future__ import annotations
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import Run, Session
 from sessions.services.history import question_ask
 

@@ -6,7 +6,7 @@ import threading
 
 from django.db import connection
 
-from agentloom.runloop.preparation import compaction_prepare
+from runloop.preparation import compaction_prepare
 from sessions.models import PreparedCompaction
 
 

@@ -10,7 +10,7 @@ import threading
 import httpx
 import pytest
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import Run, RunEvent, SessionMessage
 from tests.conftest import token_for
 from tests.fakes.fake_provider import chat_stream, sequence
@@ -26,7 +26,7 @@ def worker():
     """Each run dispatched is answered by a thread of its own, as a worker would."""
     from django.db import connections
 
-    from agentloom.runloop.tasks import dispatch_run
+    from runloop.tasks import dispatch_run
     from sessions.services.dispatch import dispatcher_set
 
     threads: list[threading.Thread] = []

@@ -14,10 +14,10 @@ import re
 
 import pytest
 
-from agentloom.runloop.compaction import compaction_manual
-from agentloom.runloop.loop import run_execute
 from context.attachments import READ_FILE_MAX_CHARS
 from models_catalog.models import ModelConnection
+from runloop.compaction import compaction_manual
+from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Run, SessionFile, SessionMessage
 from sessions.services.history import compaction_request, question_ask
 from tests.fakes.fake_provider import chat_stream

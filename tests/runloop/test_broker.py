@@ -1,4 +1,4 @@
-"""The broker's transport on Redis (agentloom/broker.py, issue #29): publishing a task and
+"""The broker's transport on Redis (core/broker.py, issue #29): publishing a task and
 taking and acknowledging one make no new Redis client each; kombu's own made one for
 every publish and two for every acknowledged delivery."""
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _clients_made(transport: str | None, monkeypatch) -> tuple[list[int], int]:
 
 
 def test_publishing_and_acknowledging_tasks_make_no_redis_client_each(monkeypatch):
-    taken, made = _clients_made("agentloom.broker:Transport", monkeypatch)
+    taken, made = _clients_made("core.broker:Transport", monkeypatch)
     assert taken == list(range(MESSAGES))
     assert made == 0, f"{made} Redis clients made for {MESSAGES} messages"
 
@@ -66,4 +66,4 @@ def test_the_platform_uses_it_whenever_redis_is_the_broker(settings):
     if not settings.REDIS_URL:
         pytest.skip("this run's settings have no Redis broker")
     with app.connection_for_write() as connection:
-        assert type(connection.transport).__module__ == "agentloom.broker"
+        assert type(connection.transport).__module__ == "core.broker"

@@ -14,9 +14,9 @@ import json
 
 import pytest
 
-from agentloom.agents.tool_registry import Tool, register, registry
-from agentloom.runloop.loop import run_execute
+from agents.tool_registry import Tool, register, registry
 from models_catalog.providers.chat_http import body_bytes
+from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, Run, SentBlob
 from sessions.selectors import model_call_body
 from sessions.services.history import question_ask

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from agentloom.agents.tool_registry import Tool, ToolCancelled, register, registry
-from agentloom.runloop.loop import run_execute
+from agents.tool_registry import Tool, ToolCancelled, register, registry
+from runloop.loop import run_execute
 from sessions.models import Run, SessionMessage
 from sessions.selectors import main_instance
 from sessions.services.history import question_ask

@@ -49,7 +49,7 @@ WORKER = """
     django.setup()
     from celery import signals
     import agentloom.celery  # noqa: F401
-    from agentloom.runloop.housekeeping import worker_hooks_connect
+    from runloop.housekeeping import worker_hooks_connect
 
     worker_hooks_connect()
     # Everything the worker does when ready, but the housekeeping thread (it needs the database).

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent, SessionMessage, SessionView
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream
@@ -151,7 +151,7 @@ def test_ctx39_a_window_too_small_for_the_system_prompt_stops_at_once_with_nothi
 def test_ctx43_manual_compaction_of_a_finished_session_saves_a_view(fake_session, strict, alice):
     from rest_framework.test import APIClient
 
-    from agentloom.runloop.compaction import compaction_manual
+    from runloop.compaction import compaction_manual
 
     strict.handler = Provider()
     session = fake_session(**SMALL, context_policy={"target_ratio": 0.2})  # history above target, under trigger
@@ -205,8 +205,8 @@ def test_ctx25_a_provider_counting_twice_our_estimate_moves_the_trigger_and_the_
 
 
 def test_ctx43_manual_compaction_judges_the_commit_rule_with_the_agents_tool_schemas(fake_session, strict):
-    from agentloom.runloop.compaction import compaction_manual
     from context import get_estimator
+    from runloop.compaction import compaction_manual
     from sessions.services.history import compaction_request
 
     strict.handler = Provider()
@@ -218,7 +218,7 @@ def test_ctx43_manual_compaction_judges_the_commit_rule_with_the_agents_tool_sch
         _, run = compaction_request(session=session)
         assert compaction_manual(run_id=run.pk) == "compacted"
         figures[tools] = CompactionSnapshot.objects.get(instance__run=run).metrics["tokens_before_estimated"]
-    from agentloom.agents.tool_registry import tool_schemas
+    from agents.tool_registry import tool_schemas
 
     schemas = tool_schemas(["calculator", "current_time", "read_record"])
     expected = get_estimator("fake-model", exact_tokenizer=False).tools(schemas)
@@ -226,7 +226,7 @@ def test_ctx43_manual_compaction_judges_the_commit_rule_with_the_agents_tool_sch
 
 
 def test_ctx42_a_tool_result_that_alone_overflows_is_cut_to_fit_and_recorded_as_its_own_trigger(fake_session, strict):
-    from agentloom.agents.tool_registry import Tool, register, registry
+    from agents.tool_registry import Tool, register, registry
 
     huge = "LOG START\n" + "a line of output that goes on and on\n" * 3_000 + "FINAL ERROR: disk full\n"
     register(Tool(name="dump_log", description="Dump a log.", parameters={"type": "object", "properties": {}},
@@ -256,7 +256,7 @@ def test_ctx42_a_tool_result_that_alone_overflows_is_cut_to_fit_and_recorded_as_
 
 def test_ctx40_a_version_without_a_policy_runs_on_the_legacy_character_threshold(fake_session, strict,
                                                                                             fake):
-    from agentloom.agents.models import AgentVersion
+    from agents.models import AgentVersion
     from context.legacy import DEFAULT_LEGACY_CHAR_LIMIT
 
     strict.handler = Provider()
@@ -317,7 +317,7 @@ def test_ctx43_a_manual_compaction_of_a_run_that_compacted_starts_from_its_snaps
     session view can stand in for it."""
     from rest_framework.test import APIClient
 
-    from agentloom.runloop.compaction import compaction_manual
+    from runloop.compaction import compaction_manual
     from sessions.services.history import checkpoint_commit
 
     strict.handler = Provider()

@@ -12,10 +12,10 @@ import re
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
 from context.compaction import SECTION_TITLES
 from context.estimators import tiktoken_estimator
 from context.records import INTERRUPTED_SUFFIX
+from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Run, SessionMessage
 from sessions.selectors import main_instance
 from sessions.services.history import question_ask, step_save_assistant

@@ -1,4 +1,4 @@
-"""Bounded database connections (SPEC §11, agentloom/db_pool.py) on PostgreSQL.
+"""Bounded database connections (SPEC §11, core/db_pool.py) on PostgreSQL.
 
 Each case shrinks a process's pool far below what it serves, and checks what a person
 sees and what the server holds: a request that finds the pool full is a 503 with
@@ -21,8 +21,8 @@ from django.db import connections, transaction
 from django.test import Client
 from rest_framework.test import APIClient
 
-from agentloom.db_pool import pool_options
-from agentloom.runloop.tasks import dispatch_run
+from core.db_pool import pool_options
+from runloop.tasks import dispatch_run
 from sessions.models import Run, SessionMessage
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.events import event_emit

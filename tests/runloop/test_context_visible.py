@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.agents.selectors import version_budget
-from agentloom.runloop.loop import run_execute
+from agents.selectors import version_budget
 from context.records import UNKNOWN_OUTCOME_TEXT
+from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent
 from sessions.run_errors import RunError
 from sessions.selectors import main_instance, model_call_entries, model_call_repairs

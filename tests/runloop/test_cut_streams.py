@@ -17,16 +17,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloom.runloop.compaction import compaction_manual
-from agentloom.runloop.loop import run_execute
-from agentloom.web.errors import error_explain, retry_status
 from models_catalog.client import collect, get_chat_client
 from models_catalog.errors import ContextOverflowError, StreamCutError
+from runloop.compaction import compaction_manual
+from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import FakeProvider, chat_stream
 from tests.fakes.one_at_a_time import ClosingKeepAliveServer, cut_stream
 from tests.fakes.summaries import is_summary
+from web.errors import error_explain, retry_status
 
 DIALECTS = ("openai",)  # the one-at-a-time server speaks chat completions
 LONG = "Please keep this detail in mind: " + "the quarterly figures show steady growth across regions. " * 28
@@ -147,7 +147,7 @@ def test_a_cut_summary_is_asked_again_and_never_logged_ok(fake_session, strict, 
 
 @pytestmark_db
 def test_a_run_refused_by_the_closing_server_ends_on_the_window_never_as_an_outage(fake_session, strict):
-    from agentloom.agents.models import AgentVersion
+    from agents.models import AgentVersion
     from models_catalog.models import ModelConnection
 
     session = fake_session(tools=())

@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from agentloom.runloop.loop import run_execute
-from agentloom.web.errors import error_explain, retry_status
-from agentloom.web.presenters import run_views
-from agentloom.web.transcript import CONTINUED_NOTICE, Answer, Notice, items_from_records
 from context.adapters import CONTINUE_NOTE
+from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, sequence
+from web.errors import error_explain, retry_status
+from web.presenters import run_views
+from web.transcript import CONTINUED_NOTICE, Answer, Notice, items_from_records
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")

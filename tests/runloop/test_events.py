@@ -7,7 +7,7 @@ import threading
 import httpx
 import pytest
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import Run, RunEvent
 from sessions.services.history import question_ask
 from tests.conftest import token_for
@@ -101,7 +101,7 @@ def test_the_context_inspector_shows_what_each_call_received(fake_session, stric
 
 
 def test_loop5_every_way_a_run_ends_closes_its_stream_with_run_finished(fake_session, strict):
-    from agentloom.runloop.reaper import runs_reap_interrupted
+    from runloop.reaper import runs_reap_interrupted
     from sessions.services.runs import run_cancel, run_claim
 
     session = fake_session()

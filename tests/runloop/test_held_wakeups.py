@@ -122,7 +122,7 @@ def test_run5_an_answer_held_at_the_end_is_released_before_a_late_supplement_is_
 
 def test_a_run_that_fails_after_its_answer_was_held_still_wakes_every_stream(fake_session, strict, wakeups,
                                                                              monkeypatch):
-    from agentloom.runloop import loop
+    from runloop import loop
 
     session = fake_session()
     strict.handler = sequence(chat_stream(["An answer."]))
@@ -139,7 +139,7 @@ def test_a_run_that_fails_after_its_answer_was_held_still_wakes_every_stream(fak
 
 def test_a_worker_that_loses_its_run_after_a_held_step_still_wakes_streams_for_what_it_wrote(
         fake_session, strict, wakeups):
-    from agentloom.runloop.reaper import runs_reap_interrupted
+    from runloop.reaper import runs_reap_interrupted
 
     session = fake_session()
     strict.handler = sequence(chat_stream(tool_calls=CALCULATOR), chat_stream(["It is 4."]))

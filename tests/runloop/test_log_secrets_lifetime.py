@@ -16,11 +16,11 @@ import threading
 
 import pytest
 
-from agentloom.agents.tool_registry import Tool, register, registry
-from agentloom.runloop import compaction
-from agentloom.runloop.compaction import compaction_manual
-from agentloom.runloop.log_redaction import secrets_held
-from agentloom.runloop.loop import run_execute
+from agents.tool_registry import Tool, register, registry
+from core.log_redaction import secrets_held
+from runloop import compaction
+from runloop.compaction import compaction_manual
+from runloop.loop import run_execute
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.history import compaction_request, question_ask
 from tests.fakes.fake_provider import chat_stream, error

@@ -16,7 +16,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SentBlob, Session, SessionMessage, SessionView
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, sequence

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from agentloom.agents.tool_registry import Tool, register, registry
-from agentloom.runloop.loop import run_execute
+from agents.tool_registry import Tool, register, registry
+from runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream, error, sequence

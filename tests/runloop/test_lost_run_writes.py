@@ -21,18 +21,17 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from agentloom.agents.tool_registry import registry
-from agentloom.runloop.compaction import step_request
-from agentloom.runloop.errors import RunLost
-from agentloom.runloop.loop import instance_loop, run_execute
-from agentloom.runloop.reaper import runs_reap_interrupted
-from agentloom.runloop.state import RunState, run_state_build, system_message
-from agentloom.runloop.tool_calls import ToolGroup, resolve_pending_calls, tool_context
-from agentloom.runloop.verification import run_verify
-from agentloom.runloop.watch import RunWatch
-from agentloom.tools.invoke import tool_invoke
+from agents.tool_registry import registry
 from models_catalog.models import ModelConnection
 from models_catalog.providers.events import ToolCall
+from runloop.compaction import step_request
+from runloop.errors import RunLost
+from runloop.loop import instance_loop, run_execute
+from runloop.reaper import runs_reap_interrupted
+from runloop.state import RunState, run_state_build, system_message
+from runloop.tool_calls import ToolGroup, resolve_pending_calls, tool_context
+from runloop.verification import run_verify
+from runloop.watch import RunWatch
 from sessions.models import (
     CompactionSnapshot,
     Instance,
@@ -53,6 +52,7 @@ from sessions.services.history import question_ask, supplement_add
 from sessions.services.records import NewRecord
 from sessions.services.runs import run_claim, run_resume
 from tests.fakes.fake_provider import chat_stream, error
+from tools.invoke import tool_invoke
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from agentloom.agents.services import agent_publish
-from agentloom.runloop.loop import run_execute
+from agents.services import agent_publish
 from models_catalog.models import ModelConnection
+from runloop.loop import run_execute
 from sessions.models import Run, Session
 from sessions.services.history import question_ask
 from tests.fakes.anthropic_bridge import AnthropicBridge

@@ -9,10 +9,10 @@ import threading
 import pytest
 from django.db import connections
 
-from agentloom.runloop.loop import run_execute
-from agentloom.runloop.preparation import compaction_prepare
 from models_catalog.models import ModelConnection, ModelSlotWaiter
 from models_catalog.slots import ACTION, BACKGROUND, slot_acquire
+from runloop.loop import run_execute
+from runloop.preparation import compaction_prepare
 from sessions.models import PreparedCompaction, Run
 from sessions.services.dispatch import preparation_dispatcher_set
 from sessions.services.history import question_ask

@@ -13,10 +13,10 @@ import threading
 import pytest
 from django.db import connections
 
-from agentloom.agents.services import agent_create, agent_publish
-from agentloom.runloop.loop import run_execute
+from agents.services import agent_create, agent_publish
 from models_catalog.models import ModelConnection
 from models_catalog.slots import slots_held
+from runloop.loop import run_execute
 from sessions.models import Run, RunEvent, Session
 from sessions.services.history import question_ask
 from tests.fakes.one_slot import MODEL, OneSlotServer

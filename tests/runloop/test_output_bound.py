@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.web.transcript import Answer, items_from_records
 from context.truncation import answer_bound
 from models_catalog.models import ModelConnection
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.imports import session_import
 from tests.fakes.fake_provider import chat_stream
 from tests.runloop.driving import ask_and_run as ask
+from web.transcript import Answer, items_from_records
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")

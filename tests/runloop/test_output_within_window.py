@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentloom.web.transcript import Answer, items_from_records
 from context import Budget, length_cause
 from sessions.models import Run, SessionMessage
 from tests.fakes.fake_provider import chat_stream
 from tests.runloop.driving import ask_and_run as ask
+from web.transcript import Answer, items_from_records
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SHORT = "The server stopped me here because its context is full, after only a few words of"

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import Instance, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask, supplement_add
 from sessions.services.runs import run_cancel, run_claim
@@ -59,7 +59,7 @@ def test_loop7_stop_on_a_run_a_worker_just_claimed_asks_the_worker_to_stop(fake_
 
 
 def test_loop1_a_worker_whose_run_was_reaped_stops_writing(fake_session, strict):
-    from agentloom.runloop.reaper import runs_reap_interrupted
+    from runloop.reaper import runs_reap_interrupted
 
     def handler(request):  # the run looks dead to another worker while this call is slow
         Run.objects.update(heartbeat_at="2000-01-01T00:00:00Z")
@@ -77,7 +77,7 @@ def test_loop1_a_worker_whose_run_was_reaped_stops_writing(fake_session, strict)
 
 
 def test_loop1_a_live_run_is_not_reaped(fake_session):
-    from agentloom.runloop.reaper import runs_reap_interrupted
+    from runloop.reaper import runs_reap_interrupted
 
     run = question_ask(session=fake_session(), content="Hi")
     run_claim(run_id=run.pk)  # heartbeat: now

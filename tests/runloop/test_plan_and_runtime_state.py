@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from agentloom.runloop.compaction import compaction_manual
 from context.compaction import RUNTIME_STATE_HEADER
+from runloop.compaction import compaction_manual
 from sessions.frames import frame_initial, plan_text
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent
 from sessions.selectors import main_instance

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from agentloom.agents.services import agent_publish, agent_update
-from agentloom.runloop.compaction import compaction_manual
-from agentloom.runloop.loop import run_execute
+from agents.services import agent_publish, agent_update
+from runloop.compaction import compaction_manual
+from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, PreparedCompaction, Run, RunEvent, SessionMessage
 from sessions.services.dispatch import preparation_dispatcher_set
 from sessions.services.history import question_ask, supplement_add

@@ -10,10 +10,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agentloom.runloop.housekeeping import REAPER_LEASE, Housekeeper
-from agentloom.runloop.models import Lease, WorkerHeartbeat
-from agentloom.runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
-from agentloom.runloop.workers import lease_take
+from runloop.housekeeping import REAPER_LEASE, Housekeeper
+from runloop.models import Lease, WorkerHeartbeat
+from runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
+from runloop.workers import lease_take
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from sessions.services.runs import heartbeat_period, run_claim, run_resume
@@ -135,7 +135,7 @@ def test_healthz_answers_503_until_a_worker_beats_then_lists_it_and_503_again_on
 
 
 def test_a_working_run_beats_four_times_per_stale_interval(settings):
-    from agentloom.runloop.watch import RunWatch
+    from runloop.watch import RunWatch
 
     assert RunWatch(1).heartbeat_every == heartbeat_period() == 2.0
     settings.AGENTLOOM_HEARTBEAT_STALE_SECONDS = 120

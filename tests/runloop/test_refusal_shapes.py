@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
 from models_catalog.discovery import PLATFORM_DEFAULT_CONTEXT_WINDOW
 from models_catalog.models import PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS, ModelConnection
+from runloop.loop import run_execute
 from sessions.models import Run, RunEvent
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import JSONResponse, RawResponse

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import Run, SessionMessage
 from sessions.services.runs import run_resume
 from tests.fakes.fake_provider import chat_stream

@@ -18,9 +18,9 @@ import pytest
 from django.db import connections
 from rest_framework.test import APIClient
 
-from agentloom.runloop.housekeeping import Housekeeper
-from agentloom.runloop.tasks import dispatch_run
-from agentloom.spaces.services import membership_add
+from core.spaces.services import membership_add
+from runloop.housekeeping import Housekeeper
+from runloop.tasks import dispatch_run
 from sessions.models import Run, RunEvent, Session
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.history import question_ask

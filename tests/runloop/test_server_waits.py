@@ -15,8 +15,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from agentloom.runloop.housekeeping import Housekeeper
-from agentloom.runloop.loop import run_execute
+from runloop.housekeeping import Housekeeper
+from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
 from sessions.services import dispatch
 from sessions.services.history import question_ask

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
 from models_catalog.discovery import PLATFORM_DEFAULT_CONTEXT_WINDOW
 from models_catalog.models import ModelConnection
+from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, Run
 from sessions.services.history import question_ask
 from tests.fakes.servers import LlamaCppPythonServer

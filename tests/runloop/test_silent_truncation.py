@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
 from models_catalog.discovery import PLATFORM_DEFAULT_CONTEXT_WINDOW
+from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from tests.fakes.ollama_chat import OllamaChatServer

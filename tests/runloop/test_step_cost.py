@@ -20,7 +20,7 @@ import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import Run, SessionMessage
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import chat_stream

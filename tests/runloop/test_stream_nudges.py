@@ -15,7 +15,7 @@ import os
 import pytest
 import redis
 
-from agentloom.runloop import stream
+from sessions import event_stream as stream
 from sessions.services.events import channel_for
 
 pytestmark = pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis (set REDIS_URL; CI does)")

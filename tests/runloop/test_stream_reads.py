@@ -14,8 +14,8 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
-from agentloom.runloop import stream
-from agentloom.spaces.models import Membership
+from core.spaces.models import Membership
+from sessions import event_stream as stream
 from sessions.models import Run
 from sessions.services.events import event_emit, events_write
 from sessions.services.history import question_ask

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
 from context import calibrated, estimators
 from models_catalog.models import ModelConnection, TokenCalibration
+from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, Run
 from sessions.services.history import question_ask
 from tests.conftest import SHARED

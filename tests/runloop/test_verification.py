@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, SessionMessage
 from sessions.selectors import main_instance
 from sessions.services.history import question_ask

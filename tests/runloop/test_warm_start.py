@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from django.db import connections
 
-from agentloom.db_pool import pool_fill, pool_options
+from core.db_pool import pool_fill, pool_options
 from tests.browser.netdrop import DroppingProxy
 from tests.runloop.test_collector import in_own_process
 from tests.runloop.test_connection_pool import _connections_named, _server_dsn, pool_of
@@ -30,7 +30,7 @@ REPORT = """
         pool = getattr(connections["default"], "pool", None)
         stats = pool.get_stats() if pool is not None and not pool.closed else {}
         return {"pool": pool is not None, "pool_available": stats.get("pool_available", 0),
-                "modules": [name for name in ("agentloom.runloop.loop", "jsonschema") if name in sys.modules],
+                "modules": [name for name in ("runloop.loop", "jsonschema") if name in sys.modules],
                 "tokenizer": PROXY_ENCODING in _encodings, "tls": _tls_context.cache_info().currsize, **extra}
 """
 
@@ -61,7 +61,7 @@ WORKER = REPORT + """
     from celery import signals
     from celery.concurrency import prefork
     import agentloom.celery  # noqa: F401
-    from agentloom.runloop.housekeeping import worker_hooks_connect
+    from runloop.housekeeping import worker_hooks_connect
 
     class Sender:  # the parts of Celery's worker (worker_init) and consumer (worker_ready) read
         concurrency = %(threads)d
@@ -102,7 +102,7 @@ def test_a_worker_loads_what_a_run_needs_before_its_first_run(signal):
     seen = _run(WORKER % {"signal": signal, "threads": 5, "prefork": False})
     assert {key: seen["before"][key] for key in NOTHING_LOADED} == NOTHING_LOADED
     after = seen["after"]
-    assert after["modules"] == ["agentloom.runloop.loop", "jsonschema"]
+    assert after["modules"] == ["runloop.loop", "jsonschema"]
     assert after["tokenizer"] is True and after["tls"] == 1
     if after["pool"]:
         assert after["pool_available"] == 5  # one standing connection for each thread, opened

@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
-from agentloom.web.errors import error_explain
 from models_catalog.client import collect, get_chat_client
 from models_catalog.errors import ContextOverflowError
 from models_catalog.models import ModelConnection
+from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, SessionMessage
 from sessions.services.history import question_ask
 from tests.catalog.support import API_KEY, FAST
 from tests.fakes.fake_provider import JSONResponse, RawResponse
+from web.errors import error_explain
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

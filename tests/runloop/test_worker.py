@@ -7,9 +7,9 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
-from agentloom.runloop.loop import run_execute
-from agentloom.runloop.reaper import runs_reap_interrupted
-from agentloom.runloop.tasks import dispatch_run
+from runloop.loop import run_execute
+from runloop.reaper import runs_reap_interrupted
+from runloop.tasks import dispatch_run
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.history import question_ask

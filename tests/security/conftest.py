@@ -20,8 +20,8 @@ SECRET_KEY_OF_PROVIDER = "sk-live-SECURITY-SUITE-KEY-7781"
 
 @pytest.fixture
 def carol(django_user_model, space):
-    from agentloom.spaces.models import Membership
-    from agentloom.spaces.services import membership_add
+    from core.spaces.models import Membership
+    from core.spaces.services import membership_add
 
     user = django_user_model.objects.create_user(username="carol", password="carol-password-1")
     membership_add(space=space, user=user, role=Membership.Role.ADMIN)

@@ -112,7 +112,7 @@ def leaks(places: dict[str, Any], secret: str) -> dict[str, list[str]]:
 @contextmanager
 def process_log() -> Iterator[io.StringIO]:
     """What the process's own log handler (``settings.LOGGING``'s console) writes, here."""
-    from agentloom.runloop.log_redaction import SecretsFilter
+    from core.log_redaction import SecretsFilter
 
     handlers = [h for h in logging.getLogger().handlers if any(isinstance(f, SecretsFilter) for f in h.filters)]
     assert handlers, "settings.LOGGING installs the secrets filter on the root logger's handler"

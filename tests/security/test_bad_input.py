@@ -12,7 +12,7 @@ import logging
 import pytest
 from django.test import Client
 
-from agentloom.agents.models import Agent
+from agents.models import Agent
 from models_catalog.models import ModelConnection
 from sessions.models import Run, Session, SessionMessage
 from sessions.services.history import question_ask
@@ -62,7 +62,7 @@ def test_odd_cursors_and_filters_of_the_records_and_events_pages_are_4xx(api, al
 
 @pytest.mark.parametrize("value", ["²", HUGE, "-3", "abc"])
 def test_an_odd_last_event_id_is_a_400_or_an_empty_stream_never_a_crash(api, alice, world, value, monkeypatch):
-    from agentloom.runloop import stream
+    from sessions import event_stream as stream
 
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)
     response = api(alice).get(f"/api/v1/runs/{world['run'].pk}/events", HTTP_LAST_EVENT_ID=value)
@@ -237,7 +237,7 @@ def test_a_body_nested_past_the_depth_bound_but_within_the_parser_is_a_400(api, 
 @pytest.mark.parametrize("where", ["last-event-id", "agents-space", "connections-space", "events-after",
                                    "messages-after", "messages-instance", "chat-before"])
 def test_an_integer_past_pythons_conversion_limit_is_a_400_not_a_crash(api, alice, world, where, caplog, monkeypatch):
-    from agentloom.runloop import stream
+    from sessions import event_stream as stream
 
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)
     caplog.set_level(logging.DEBUG)

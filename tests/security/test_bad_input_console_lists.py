@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.messages import get_messages
 
-from agentloom.spaces.models import Space
+from core.spaces.models import Space
 from models_catalog.models import ModelConnection
 from sessions.admin.audit import access_audit_write
 from tests.security.conftest import assert_error_shape

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.toolservers.models import ToolServer
 from models_catalog.models import ModelConnection
 from tests.security.conftest import assert_error_shape
+from toolservers.models import ToolServer
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloom.api.parsers import MAX_JSON_DEPTH
+from core.api.parsers import MAX_JSON_DEPTH
 from sessions.models import Run, Session, SessionMessage
 from tests.security.conftest import assert_error_shape, token_for
 
@@ -223,7 +223,7 @@ def test_every_json_field_a_request_fills_is_bounded():
     import django.urls
     from rest_framework import serializers
 
-    from agentloom.api.fields import BoundedJSONField
+    from core.api.fields import BoundedJSONField
 
     django.urls.get_resolver().url_patterns  # noqa: B018  (imports every API module)
     inputs = [cls for cls in _subclasses(serializers.Serializer) if cls.__name__.endswith("In")]

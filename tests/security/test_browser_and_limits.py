@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from agentloom.accounts.models import ApiToken
+from core.accounts.models import ApiToken
 from sessions.api import AskThrottle
 from sessions.models import Run, Session, SessionMessage
 from tests.security.conftest import assert_error_shape, token_for
@@ -149,7 +149,7 @@ def test_supplements_are_rate_limited_with_retry_after_and_the_refused_one_write
 def test_the_api_docs_load_only_from_our_own_origin_under_the_apps_csp(client):
     import re
 
-    from agentloom.web.security import CONTENT_SECURITY_POLICY
+    from web.security import CONTENT_SECURITY_POLICY
 
     response = client.get("/api/docs/")
     assert response.status_code == 200

@@ -13,9 +13,9 @@ from django.contrib import admin
 from django.test import Client
 from django.urls import NoReverseMatch, reverse
 
-from agentloom.web.security import CONTENT_SECURITY_POLICY
 from sessions.models import Run
 from sessions.services.history import question_ask
+from web.security import CONTENT_SECURITY_POLICY
 
 pytestmark = pytest.mark.django_db
 

@@ -190,7 +190,7 @@ def test_a_declared_length_past_every_bound_is_refused_unread_and_a_body_without
 
 @pytest.mark.django_db
 def test_the_upload_endpoint_keeps_its_own_larger_bound_and_error(settings):
-    """What the view's upload handler answers (agentloom/api/uploads.py), the door answers
+    """What the view's upload handler answers (core/api/uploads.py), the door answers
     before reading: the bound is the view's, found only for a body past the request bound."""
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024
     settings.AGENTLOOM_FILE_MAX_BYTES = 64 * 1024

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from agentloom.agents.services import agent_create, agent_publish
-from agentloom.runloop.loop import run_execute
+from agents.services import agent_create, agent_publish
 from models_catalog.models import ModelConnection
+from runloop.loop import run_execute
 from sessions.models import Run, Session
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import FakeProvider, chat_stream

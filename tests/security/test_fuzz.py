@@ -45,16 +45,16 @@ RANDOM = os.environ.get("FUZZ_RANDOM") == "1"
 @pytest.fixture
 def world(alice, space, agent, version, make_session, outbound, monkeypatch):
     """Real rows for alice (an admin of Acme): a connection, an agent, a session with a finished run."""
-    from agentloom.runloop import stream
-    from agentloom.runloop.loop import run_execute
     from models_catalog.services import connection_create
+    from runloop.loop import run_execute
+    from sessions import event_stream as stream
     from sessions.services.history import question_ask
 
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 1.0)  # an SSE call on a live run ends by itself
     connection = connection_create(space=space, data={
         "name": "Fuzzed", "provider": "openai_compatible", "base_url": "http://127.0.0.1:9/v1",
         "model": "m", "api_key": SECRET_KEY_OF_PROVIDER})
-    from agentloom.toolservers.models import ToolServer
+    from toolservers.models import ToolServer
 
     tool_server = ToolServer.objects.create(space=space, name="fuzzed", url="http://127.0.0.1:9/mcp")  # nobody there
     session = make_session(alice)
@@ -175,7 +175,7 @@ def test_a_deeply_nested_body_is_a_4xx_on_every_operation_that_takes_one_for_eve
 def test_a_huge_integer_in_any_parameter_or_header_is_a_4xx_never_a_crash(world, caplog, monkeypatch):
     from django.test import Client
 
-    from agentloom.runloop import stream
+    from sessions import event_stream as stream
 
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)
     caplog.set_level(logging.DEBUG)

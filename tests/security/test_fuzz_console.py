@@ -11,7 +11,7 @@ server, Discover, Test connection) with every malformed host. Every answer is be
 trace is logged, and every console route of the URL conf was sent something.
 
 Django's admin answers a filter it cannot use with a redirect to the list (``?e=1``); a
-NUL anywhere in a query string or a console form is a 400 (``agentloom.web.security``).
+NUL anywhere in a query string or a console form is a 400 (``web.security``).
 Bounded (about 900 requests, most answered before any query: one field of each kind per
 list, not every field) and loopback only; run on PostgreSQL as well as SQLite (NUL and the
 regular expression fail differently on each).
@@ -30,7 +30,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import models
 from django.test import Client
 
-from agentloom.console_lists import ConsoleChangeList
+from core.console_lists import ConsoleChangeList
 from tests.security.fuzzing import MALFORMED_URLS, NUL, Prober, every_route, traces_logged
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,10 +49,10 @@ PAGE_PARAMETERS = ["after", "limit", "instance", "before", "calls", "page"]
 
 @pytest.fixture
 def world(alice, space, agent, version, make_session, outbound, olivia):
-    from agentloom.runloop.loop import run_execute
-    from agentloom.toolservers.models import ToolServer
+    from runloop.loop import run_execute
     from sessions.services.files import file_store
     from sessions.services.history import question_ask
+    from toolservers.models import ToolServer
 
     ToolServer.objects.create(space=space, name="fuzzed", url="http://127.0.0.1:9/mcp")
     session = make_session(alice)

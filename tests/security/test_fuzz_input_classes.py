@@ -74,12 +74,12 @@ STATIC_PAGES = frozenset({"api/schema/", "api/docs/", "healthz", "login/", "logo
 
 @pytest.fixture
 def world(alice, bob, space, agent, version, make_session, outbound, monkeypatch):
-    from agentloom.runloop import stream
-    from agentloom.runloop.loop import run_execute
-    from agentloom.toolservers.models import ToolServer
     from models_catalog.services import connection_create
+    from runloop.loop import run_execute
+    from sessions import event_stream as stream
     from sessions.services.files import file_store
     from sessions.services.history import question_ask
+    from toolservers.models import ToolServer
 
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)  # an event stream of a live run ends by itself
     connection = connection_create(space=space, data={

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from agentloom.health import PUBLIC_FIELDS
-from agentloom.runloop.housekeeping import Housekeeper
+from runloop.housekeeping import Housekeeper
 from tests.security.conftest import token_for
 
 pytestmark = pytest.mark.django_db

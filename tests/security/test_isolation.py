@@ -66,7 +66,7 @@ def operator(django_user_model):
 
 
 def _remove(user, space) -> None:
-    from agentloom.spaces.services import membership_remove
+    from core.spaces.services import membership_remove
 
     membership_remove(space=space, user=user)
 
@@ -96,7 +96,7 @@ def _state(story) -> tuple:
                          ids=[f"{m.upper()} {p}" for m, p, _, _ in SESSION_ENDPOINTS])
 def test_only_the_creator_reaches_a_session_and_everything_in_it(
         api, story, alice, bob, carol, mallory, mallory_space, olga, method, path, body, owner_status, monkeypatch):
-    from agentloom.runloop import stream
+    from sessions import event_stream as stream
     from sessions.models import AccessAudit
 
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)
@@ -213,7 +213,7 @@ def test_an_admin_removed_from_the_space_no_longer_reads_its_context_inspector(a
                          ids=[f"{m.upper()} {p}" for m, p, _, _ in SESSION_ENDPOINTS])
 def test_a_removed_member_reaches_nothing_of_their_own_sessions(api, bobs_story, bob, space, method, path, body,
                                                                  owner_status, monkeypatch):
-    from agentloom.runloop import stream
+    from sessions import event_stream as stream
 
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)
     url = path.format(session=bobs_story["session"].pk, run=bobs_story["run"].pk)
@@ -250,7 +250,7 @@ def api_list(user) -> list[dict]:
 
 
 def test_a_removed_member_cannot_ask_through_the_service_either(bob, space, make_session):
-    from agentloom.errors import NotFound
+    from core.errors import NotFound
 
     session = make_session(bob)
     _remove(bob, space)
@@ -297,7 +297,7 @@ CATALOG_ENDPOINTS = [
 def test_members_read_admins_write_and_outsiders_see_nothing_of_a_space(
         api, alice, bob, carol, mallory, mallory_space, agent, version, demo_connection, spare_connection,
         method, path, body, admin_status, member_status):
-    from agentloom.agents.models import Agent, AgentVersion
+    from agents.models import Agent, AgentVersion
     from models_catalog.models import ModelConnection
 
     url = path.format(connection=demo_connection.pk, agent=agent.pk, spare=spare_connection.pk)

@@ -21,7 +21,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloom.runloop.log_redaction import WITHHELD, SecretsFilter, redacted_now, secrets_kept_from_logs
+from core.log_redaction import WITHHELD, SecretsFilter, redacted_now, secrets_kept_from_logs
 from tests.conftest import REPO
 from tests.security.leaks import leaks, process_log, written_forms
 
@@ -75,7 +75,7 @@ class Recording(logging.StreamHandler):
 
 def test_loop8_a_log_line_whose_argument_cannot_become_text_is_withheld_and_the_caller_goes_on(caplog):
     caplog.set_level(logging.INFO)
-    log = logging.getLogger("agentloom.tools")
+    log = logging.getLogger("tools")
     with process_log() as written, secrets_kept_from_logs([KEY]):
         try:
             raise ValueError(f"Invalid IPv6 address: '[{KEY}]'")
@@ -145,7 +145,7 @@ def test_loop8_every_record_is_written_once_never_raises_and_carries_no_form_of_
 
 UNFILTERED = """
 import logging, sys
-from agentloom.runloop.log_redaction import SecretsFilter
+from core.log_redaction import SecretsFilter
 def unfiltered():
     loggers = [logging.getLogger(),
                *(l for l in logging.root.manager.loggerDict.values() if isinstance(l, logging.Logger))]
@@ -159,7 +159,7 @@ WEB = UNFILTERED + """
 import uvicorn
 uvicorn.Config("agentloom.asgi:application").load()
 print("unfiltered", unfiltered())
-from agentloom.runloop.log_redaction import secrets_kept_from_logs
+from core.log_redaction import secrets_kept_from_logs
 key = sys.argv[1]
 with secrets_kept_from_logs([key]):  # a run executing in the web process (AGENTLOOM_TASKS_EAGER)
     logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:50000", "GET", f"/x?k={key}",

@@ -12,8 +12,8 @@ import time
 import pytest
 from django.test import Client
 
-from agentloom.accounts.login_limit import LOCKED_MESSAGE, login_attempt_start
-from agentloom.accounts.models import ApiToken
+from core.accounts.login_limit import LOCKED_MESSAGE, login_attempt_start
+from core.accounts.models import ApiToken
 from tests.security.conftest import assert_error_shape
 
 pytestmark = pytest.mark.django_db

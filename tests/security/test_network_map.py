@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.spaces.services import space_bootstrap_for_user
-from agentloom.toolservers.models import ToolServer
+from core.spaces.services import space_bootstrap_for_user
 from models_catalog.http import check_url
 from models_catalog.private_hosts import private_hosts_parse
 from models_catalog.reachability import UNREACHED_MODELS, UNREACHED_TOOLS
@@ -24,6 +23,7 @@ from tests.fakes.mcp_servers import ToolServerApp
 from tests.faults.support import free_port
 from tests.security.conftest import assert_error_shape
 from tests.toolservers.conftest import as_alice, mcp_server  # noqa: F401
+from toolservers.models import ToolServer
 
 pytestmark = pytest.mark.django_db
 
@@ -90,7 +90,7 @@ def test_what_the_url_alone_decides_is_said_to_everyone(api, alice, space, outbo
 
 def test_a_refused_key_at_a_providers_official_endpoint_still_says_so():
     """api.openai.com is public and fixed: what it answers maps nothing private."""
-    from agentloom.errors import ValidationFailed
+    from core.errors import ValidationFailed
 
     refusing = FakeProvider(lambda request: error(401, "Incorrect API key provided", code="invalid_api_key"))
     with refusing, pytest.raises(ValidationFailed) as refused:

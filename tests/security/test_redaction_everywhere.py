@@ -22,7 +22,7 @@ import sys
 import pytest
 from rest_framework.test import APIClient
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.selectors import model_call_body
 from sessions.services.history import question_ask
@@ -177,7 +177,7 @@ import logging, sys
 import django
 django.setup()
 from agentloom.celery import app
-from agentloom.runloop.log_redaction import secrets_kept_from_logs
+from core.log_redaction import secrets_kept_from_logs
 from tests.security.leaks import written_forms
 
 app.log.setup(loglevel="INFO", redirect_stdouts=True)  # as a worker starts: its handlers replace ours
@@ -187,9 +187,9 @@ with secrets_kept_from_logs([key]):
         try:
             raise ValueError(f"Invalid IPv6 address: '[{form}]'")
         except ValueError:
-            logging.getLogger("agentloom.tools").exception("tool %s raised with %r", name, form)
+            logging.getLogger("tools").exception("tool %s raised with %r", name, form)
     print("printed by a tool:", key)  # a worker sends a tool's prints to its log too
-logging.getLogger("agentloom.tools").error("after the run: %s", "nothing to hide")
+logging.getLogger("tools").error("after the run: %s", "nothing to hide")
 """
 
 

@@ -19,7 +19,7 @@ from urllib.parse import quote, unquote
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloom.redaction import REDACTED, Redactor
+from core.redaction import REDACTED, Redactor
 from tests.security.leaks import readings_with_secret, written_forms
 
 CI = os.environ.get("HYPOTHESIS_PROFILE") == "ci"

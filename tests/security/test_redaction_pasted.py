@@ -16,8 +16,8 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from agentloom.runloop.loop import run_execute
 from models_catalog.models import ModelConnection
+from runloop.loop import run_execute
 from sessions.models import Instance, Run, RunEvent, Session, SessionMessage
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.mcp_servers import TOKEN

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from sessions.services.runs import run_resume

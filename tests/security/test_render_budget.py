@@ -15,8 +15,9 @@ from django.test import Client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentloom.web import markdown
-from agentloom.web.markdown import (
+from tests.security.conftest import token_for
+from web import markdown
+from web.markdown import (
     PAGE_MARKDOWN_CHARS,
     PAGE_TEXT_CHARS,
     PLAIN_NOTE,
@@ -24,7 +25,6 @@ from agentloom.web.markdown import (
     RenderBudget,
     render_markdown,
 )
-from tests.security.conftest import token_for
 
 STARS = "*" * 25_000
 

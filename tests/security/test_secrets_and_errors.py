@@ -20,7 +20,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import include, path
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from tests.conftest import token_for
@@ -106,8 +106,8 @@ def boom_page(request):
 
 
 urlpatterns = [path("boom/", boom_page), path("", include("agentloom.urls"))]
-handler500 = "agentloom.api.pages.server_error"
-handler404 = "agentloom.api.pages.not_found"
+handler500 = "core.api.pages.server_error"
+handler404 = "core.api.pages.not_found"
 
 
 def _assert_bare(text: str) -> None:
@@ -144,7 +144,7 @@ def test_a_server_error_outside_the_api_is_a_bare_page():
 @pytest.mark.django_db(transaction=True)
 def test_over_a_real_socket_errors_carry_no_trace_and_a_broken_stream_just_ends(alice, make_session, monkeypatch):
     import sessions.api
-    from agentloom.runloop import stream
+    from sessions import event_stream as stream
     from sessions.services.events import event_emit
     from sessions.services.runs import run_create
 

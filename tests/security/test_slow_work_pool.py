@@ -1,5 +1,5 @@
 """Slow work inside requests holds no pooled connection, and is bounded per process and
-per person (issue #44 item 5, SPEC §11; agentloom/slow_work.py).
+per person (issue #44 item 5, SPEC §11; core/slow_work.py).
 
 On PostgreSQL with a real pool shrunk to a few connections, served by uvicorn on
 loopback: while uploads wait on a PDF reader, or registrations and discoveries wait on a
@@ -148,7 +148,7 @@ def test_slow_uploads_hold_no_connection_and_past_the_bounds_are_429_then_503(al
     assert SessionFile.objects.filter(session=alices).count() == 3
     assert SessionFile.objects.filter(session=bobs).count() == 1
     # Every place was given back: the same person attaches again at once.
-    from agentloom.slow_work import GATES
+    from core.slow_work import GATES
 
     assert GATES["extraction"].count() == 0
 
@@ -188,8 +188,8 @@ def test_slow_probes_hold_no_connection_and_past_the_bounds_are_429_then_503(ali
         answered = [future.result().status_code for future in probes]
     # The server answered 404: each probe failed as a probe does (400 or 502), never 503.
     assert all(status in (400, 502) for status in answered), answered
-    from agentloom.slow_work import GATES
-    from agentloom.toolservers.models import ToolServer
+    from core.slow_work import GATES
+    from toolservers.models import ToolServer
 
     assert not ToolServer.objects.exists()
     assert GATES["probe"].count() == 0

@@ -1,4 +1,4 @@
-"""The rules of slow work inside a request (agentloom/slow_work.py), on any database: the
+"""The rules of slow work inside a request (core/slow_work.py), on any database: the
 connection is given back before the slow part, never inside a transaction, and every
 place taken is freed however the work ends."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.db import connections, transaction
 
-from agentloom.errors import TryLater
-from agentloom.slow_work import GATES, slow_work
+from core.errors import TryLater
+from core.slow_work import GATES, slow_work
 
 
 @pytest.mark.django_db(transaction=True)
@@ -48,7 +48,7 @@ def test_a_persons_places_and_the_processs_are_freed_however_the_work_ends(setti
 
 
 def gate_enter(kind: str, *, person: int) -> None:
-    from agentloom.slow_work import KINDS
+    from core.slow_work import KINDS
 
     GATES[kind].enter(KINDS[kind], person=person)
     GATES[kind].leave(person=person)
@@ -58,7 +58,7 @@ class gate_held:  # noqa: N801  (reads as the context manager it is)
     """A place of ``kind`` held for the block, without a database (the gate alone)."""
 
     def __init__(self, kind: str, *, person: int) -> None:
-        from agentloom.slow_work import KINDS
+        from core.slow_work import KINDS
 
         self.kind, self.person, self.spec = kind, person, KINDS[kind]
 

@@ -10,14 +10,14 @@ import json
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
-from agentloom.tools import ToolContext, registry, tool_invoke
 from models_catalog.models import ModelConnection
+from runloop.loop import run_execute
 from sessions.models import SessionMessage
 from sessions.services.history import question_ask
 from tests.fakes.fake_provider import FakeProvider, RawResponse, chat_stream, models_list, redirect, route
 from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401
 from tests.security.conftest import assert_error_shape
+from tools import ToolContext, registry, tool_invoke
 
 pytestmark = pytest.mark.django_db
 
@@ -95,7 +95,7 @@ def test_discovery_refuses_private_targets_when_the_operator_turns_them_off(api,
 
 @pytest.mark.django_db(transaction=True)
 def test_a_connection_pointing_at_the_metadata_service_is_never_contacted(api, alice, space, names):
-    from agentloom.agents.services import agent_create, agent_publish
+    from agents.services import agent_create, agent_publish
     from sessions.models import Session
 
     response = api(alice).post("/api/v1/model-connections", {

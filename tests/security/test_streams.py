@@ -82,8 +82,8 @@ def test_a_stream_follows_a_resumed_run_past_its_earlier_finished_event(alice, f
 
 def test_an_open_stream_ends_within_one_heartbeat_of_its_reader_leaving_the_space(bob, space, make_session,
                                                                                   monkeypatch):
-    from agentloom.runloop import stream
-    from agentloom.spaces.services import membership_remove
+    from core.spaces.services import membership_remove
+    from sessions import event_stream as stream
 
     monkeypatch.setattr(stream, "HEARTBEAT_SECONDS", 1.0)
     run = question_ask(session=make_session(bob), content="Keep me posted")
@@ -137,7 +137,7 @@ def test_open_streams_are_capped_per_person_with_429_and_a_closed_one_frees_its_
 def test_a_poll_leaves_no_database_connection_open_in_its_thread(alice, make_session):
     from django.db import connections
 
-    from agentloom.runloop.stream import stream_poll
+    from sessions.event_stream import stream_poll
 
     run = question_ask(session=make_session(alice), content="Hello")
     event_emit(run_id=run.pk, type="run_started", data={"attempt": 0})

@@ -65,7 +65,7 @@ def test_a_token_is_stored_only_as_a_hash(alice, space):
 
 
 def test_a_token_stops_working_when_it_expires(alice, space, settings):
-    from agentloom.accounts.models import ApiToken
+    from core.accounts.models import ApiToken
 
     body = _login().json()
     token = ApiToken.objects.get(user=alice)
@@ -134,7 +134,7 @@ def test_a_password_changed_in_the_console_revokes_the_tokens_too(alice, space, 
 
 
 def test_the_console_lists_tokens_without_their_keys_and_revokes_them(alice, space, django_user_model):
-    from agentloom.accounts.models import ApiToken
+    from core.accounts.models import ApiToken
 
     key = _login(client="laptop").json()["token"]
     root = django_user_model.objects.create_superuser(username="root", password="root-password-1")
@@ -154,7 +154,7 @@ def test_the_console_lists_tokens_without_their_keys_and_revokes_them(alice, spa
 def test_tokens_stored_in_clear_by_an_earlier_version_are_carried_over_hashed(alice, space):
     from django.db.migrations.executor import MigrationExecutor
 
-    from agentloom.accounts.models import ApiToken, key_digest
+    from core.accounts.models import ApiToken, key_digest
 
     clear_key = "0123456789abcdef0123456789abcdef01234567"
     with connection.cursor() as cursor:  # the table Django REST framework's authtoken app made

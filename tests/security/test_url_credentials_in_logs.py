@@ -13,7 +13,7 @@ import logging
 import pytest
 from rest_framework.test import APIClient
 
-from agentloom.runloop.log_redaction import SecretsFilter, url_credentials_scrub
+from core.log_redaction import SecretsFilter, url_credentials_scrub
 from tests.fakes.fake_provider import fake_provider, models_list, route  # noqa: F401
 from tests.security.leaks import leaks, process_log
 

@@ -76,7 +76,7 @@ def seen_by(run: Run) -> list[tuple[str, str]]:
 
 def stored_plaintext(model: Any, pk: int, column: str) -> bytes:
     """What a row's encrypted column holds, decrypted by hand, past the read that replaces
-    lone surrogates (``agentloom.crypto``): whether they were replaced before storing."""
+    lone surrogates (``core.crypto``): whether they were replaced before storing."""
     from django.db import connection
 
     field = model._meta.get_field(column)

@@ -7,8 +7,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from agentloom.runloop.loop import run_execute
 from models_catalog.providers.chat_http import body_bytes
+from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, SentBlob, SessionMessage
 from sessions.selectors import model_call_body, model_call_entries
 from sessions.services.history import question_ask
@@ -61,7 +61,7 @@ def test_without_a_retention_nothing_is_dropped(fake_session, strict):
 
 
 def test_the_reaper_lease_holder_prunes_past_retention_at_most_once_an_hour(fake_session, strict):
-    from agentloom.runloop.housekeeping import PRUNE_CALL_LOGS_EVERY, Housekeeper
+    from runloop.housekeeping import PRUNE_CALL_LOGS_EVERY, Housekeeper
 
     strict.handler = lambda request: chat_stream(["Fine."])
     session = fake_session(tools=())

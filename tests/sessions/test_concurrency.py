@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentloom.errors import ActiveRunConflict
+from core.errors import ActiveRunConflict
 from sessions.models import Run, SessionMessage
 from sessions.services.history import question_ask
 from tests.foundation.test_concurrency import _in_threads

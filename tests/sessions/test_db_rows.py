@@ -1,5 +1,5 @@
 """The rows every question writes and reads, without Django composing their statements
-(agentloom/db_rows.py, issue #29), on either database. ``rows_insert`` writes what ``save``
+(core/db_rows.py, issue #29), on either database. ``rows_insert`` writes what ``save``
 would: every column as ``save`` prepares it (encrypted, JSON, ``auto_now_add``), each object
 given its own primary key, a batch past a statement's bound on parameters written whole.
 ``models_from_row`` reads what ``select_related`` would: the same objects, fields decrypted
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from agentloom.db_rows import rows_insert
+from core.db_rows import rows_insert
 from sessions.models import Instance, Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 from sessions.services.runs import run_claim
@@ -78,8 +78,8 @@ def test_a_claimed_run_reads_as_djangos_select_related_read(alice, make_session,
 
 
 def test_a_session_read_for_its_creator_is_djangos_read_and_nobody_elses(alice, bob, space, make_session):
-    from agentloom.errors import NotFound
-    from agentloom.spaces.models import Membership
+    from core.errors import NotFound
+    from core.spaces.models import Membership
     from sessions.selectors import session_get_for_user, session_list_for_user
 
     session = make_session(alice, title="Alice's plans")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from agentloom.errors import ActiveRunConflict, Conflict
+from core.errors import ActiveRunConflict, Conflict
 from sessions.models import CompactionSnapshot, Instance, Run, SessionMessage, SessionView
 from sessions.run_errors import RunError
 from sessions.selectors import main_instance

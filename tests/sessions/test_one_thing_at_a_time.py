@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agentloom.runloop.compaction import compaction_manual
+from runloop.compaction import compaction_manual
 from sessions.models import Run, RunAttention
 from sessions.services.history import question_ask
 from sessions.services.manual_compaction import MANUAL_COMPACTION_HOLD_SECONDS
@@ -111,7 +111,7 @@ def test_a_hold_whose_worker_never_came_back_is_released(make_session, alice):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
 def test_a_question_and_compact_now_at_once_never_both_succeed(make_session, alice):
-    from agentloom.errors import Conflict
+    from core.errors import Conflict
     from sessions.services.manual_compaction import compaction_request
 
     for _ in range(10):

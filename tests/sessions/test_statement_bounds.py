@@ -1,5 +1,5 @@
 """Long lists stay under a statement's bound on parameters (PostgreSQL with server-side
-binding carries at most 65,535 in one statement: agentloom/db/postgresql; SQLite fewer).
+binding carries at most 65,535 in one statement: core/db/postgresql; SQLite fewer).
 
 A request of more distinct pieces than one statement may carry is still logged, and its
 pieces found again; Django's own batches (a cascade deleting a space's runs, a bulk

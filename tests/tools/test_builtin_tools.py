@@ -7,11 +7,11 @@ from datetime import datetime
 
 import pytest
 
-from agentloom.tools import ToolContext, registry, tool_invoke
-from agentloom.tools.calculator import evaluate
-from agentloom.tools.http_fetch import html_to_text
 from tests.fakes.fake_provider import FakeProvider
 from tests.fakes.responses import RawResponse, redirect
+from tools import ToolContext, registry, tool_invoke
+from tools.calculator import evaluate
+from tools.http_fetch import html_to_text
 
 
 def ctx(**services) -> ToolContext:
@@ -89,7 +89,7 @@ def test_loop4_http_fetch_reads_a_public_page_as_text_and_reports_redirects():
 
 
 def test_loop4_a_tool_past_its_time_out_ends_with_status_timeout():
-    from agentloom.agents.tool_registry import Tool
+    from agents.tool_registry import Tool
 
     release = threading.Event()
     slow = Tool(name="sleepy", description="", parameters={"type": "object", "properties": {}},

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from agentloom.agents.tool_registry import Tool, ToolResult
-from agentloom.tools import ToolContext, registry, tool_invoke
-from agentloom.toolservers.protocol import tool_entry
+from agents.tool_registry import Tool, ToolResult
 from tests.fakes.fake_provider import FakeProvider
 from tests.fakes.responses import RawResponse
+from tools import ToolContext, registry, tool_invoke
+from toolservers.protocol import tool_entry
 
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
@@ -44,7 +44,7 @@ def test_a_tool_gets_its_arguments_and_gives_its_result_without_a_lone_surrogate
 
 def test_an_error_a_tool_raises_with_a_lone_surrogate_is_stored_as_valid_text():
     def refuse(arguments, context):
-        from agentloom.agents.tool_registry import ToolError
+        from agents.tool_registry import ToolError
 
         raise ToolError(f"cannot read {arguments['text']}")
 

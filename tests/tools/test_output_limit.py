@@ -2,8 +2,8 @@
 the head *and* the tail are kept (the error at the end of a long log matters)."""
 from __future__ import annotations
 
-from agentloom.tools import Tool, ToolContext, tool_invoke
 from context.truncation import cap_for_storage
+from tools import Tool, ToolContext, tool_invoke
 
 
 def _tool(output, limit: int) -> Tool:

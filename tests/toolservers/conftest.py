@@ -47,7 +47,7 @@ def as_mallory(mallory, mallory_space) -> APIClient:
 @pytest.fixture
 def registered(as_alice, mcp_server):
     """Alice's space has registered the server as ``tests``."""
-    from agentloom.toolservers.models import ToolServer
+    from toolservers.models import ToolServer
 
     response = as_alice.post("/api/v1/tool-servers", {"name": "tests", "url": mcp_server.url,
                                                       "headers": mcp_server.headers}, format="json")
@@ -63,7 +63,7 @@ from tests.runloop.conftest import FAKE_KEY, extra_sink, fake, strict  # noqa: E
 def server_agent(space, alice, fake, dialect, registered):
     """``make(tools, overrides=None)``: a published agent of Alice's space on the fake provider
     that chooses the given tools (built-ins and ``tests.<tool>``); returns its session."""
-    from agentloom.agents.services import agent_create, agent_publish
+    from agents.services import agent_create, agent_publish
     from models_catalog.models import ModelConnection
     from sessions.models import Session
     from tests.runloop.conftest import DIALECT_PROVIDERS

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.history import question_ask
 
@@ -48,7 +48,7 @@ def event_data(run, type_):
 
 
 def session_with(space, alice, fake, dialect, tools):
-    from agentloom.agents.services import agent_create, agent_publish
+    from agents.services import agent_create, agent_publish
     from models_catalog.models import ModelConnection
     from sessions.models import Session
     from tests.runloop.conftest import DIALECT_PROVIDERS, FAKE_KEY

@@ -10,10 +10,10 @@ import sys
 import pytest
 from django.contrib.admin import helpers
 
-from agentloom.toolservers.config import servers_parse
-from agentloom.toolservers.models import ToolServer
-from agentloom.toolservers.services import operator_servers_sync
 from tests.fakes.mcp_servers import TOKEN
+from toolservers.config import servers_parse
+from toolservers.models import ToolServer
+from toolservers.services import operator_servers_sync
 
 # Only the test's thread writes: the SDK runs on the bridge's loop, which never touches the database.
 pytestmark = pytest.mark.django_db
@@ -71,8 +71,8 @@ def test_console_the_agent_picker_groups_server_tools_with_what_they_say_they_do
 
 
 def test_console_the_version_page_lists_the_frozen_tools_and_their_drift(console, agent, registered, mcp_server):
-    from agentloom.agents.services import agent_publish, agent_update
-    from agentloom.toolservers.services import toolserver_refresh
+    from agents.services import agent_publish, agent_update
+    from toolservers.services import toolserver_refresh
 
     agent_update(agent=agent, data={"tools": ["calculator", "tests.echo", "tests.increment"]})
     version = agent_publish(agent=agent)

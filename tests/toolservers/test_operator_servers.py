@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from agentloom.toolservers.config import servers_parse
-from agentloom.toolservers.models import ToolServer
-from agentloom.toolservers.services import operator_servers_sync
 from tests.conftest import REPO
 from tests.fakes.fake_provider import chat_stream, sequence
+from toolservers.config import servers_parse
+from toolservers.models import ToolServer
+from toolservers.services import operator_servers_sync
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/api/v1/tool-servers"
@@ -55,8 +55,8 @@ def test_tool2_only_operators_read_how_the_operators_server_is_started(operator_
     the server's name, its tools and that it is the operator's, never its command line."""
     from rest_framework.test import APIClient
 
-    from agentloom.spaces.models import Membership
-    from agentloom.spaces.services import membership_add
+    from core.spaces.models import Membership
+    from core.spaces.services import membership_add
 
     for person in (as_bob, as_alice):
         for body in (person.get(URL).json()[0], person.get(f"{URL}/{operator_time.pk}").json()):
@@ -89,7 +89,7 @@ def test_tool2_a_space_server_cannot_take_an_operators_name(as_alice, operator_t
 
 def test_tool2_an_agent_calls_the_real_time_server_and_its_secret_is_redacted(operator_time, space, alice, strict,
                                                                              fake):
-    from agentloom.runloop.loop import run_execute
+    from runloop.loop import run_execute
     from sessions.models import Run, SessionMessage
     from sessions.services.history import question_ask
     from tests.toolservers.runs import session_with
@@ -111,7 +111,7 @@ def test_tool2_an_agent_calls_the_real_time_server_and_its_secret_is_redacted(op
 
 
 def test_tool2_the_real_git_server_reads_a_repository(settings, space, alice, strict, fake, tmp_path):
-    from agentloom.runloop.loop import run_execute
+    from runloop.loop import run_execute
     from sessions.models import Run, SessionMessage
     from sessions.services.history import question_ask
     from tests.toolservers.runs import session_with

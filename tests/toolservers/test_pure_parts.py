@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentloom.toolservers.config import ServersFileError, servers_parse
-from agentloom.toolservers.listing import changes_text, drift_blocks_call, listing_changes, tool_drift
-from agentloom.toolservers.results import MAX_IMAGE_BYTES, result_content
 from context.tool_names import FUNCTION_NAME, function_name, function_names
 from tests.fakes.mcp_servers import tiny_png
+from toolservers.config import ServersFileError, servers_parse
+from toolservers.listing import changes_text, drift_blocks_call, listing_changes, tool_drift
+from toolservers.results import MAX_IMAGE_BYTES, result_content
 
 # --- function names ---------------------------------------------------------------------
 
@@ -143,7 +143,7 @@ def test_tool3_only_a_missing_tool_or_a_moved_schema_stops_a_call():
     ({"input_schema": {"type": "object", "description": "x" * 70_000}}, "larger than 64 kB"),
 ])
 def test_tool1_a_listed_tool_that_cannot_be_offered_is_skipped_with_why(change, why):
-    from agentloom.toolservers.protocol import tool_problem
+    from toolservers.protocol import tool_problem
 
     assert tool_problem(dict(ECHO)) is None
     assert why in tool_problem({**ECHO, **change})

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from agentloom.toolservers.models import ToolServer
 from tests.fakes.fake_provider import FakeProvider, redirect
 from tests.fakes.mcp_servers import TOKEN, ToolServerApp
+from toolservers.models import ToolServer
 
 # Only the test's thread writes: the SDK runs on the bridge's loop, which never touches the database.
 pytestmark = pytest.mark.django_db
@@ -179,7 +179,7 @@ def test_tool1_new_headers_that_the_server_refuses_change_nothing(as_alice, regi
 
 
 def test_tool1_a_server_a_draft_uses_is_not_deleted_or_renamed_under_it(as_alice, registered, agent):
-    from agentloom.agents.services import agent_update
+    from agents.services import agent_update
 
     agent_update(agent=agent, data={"tools": ["calculator", "tests.echo"]})
     assert as_alice.delete(f"{URL}/{registered.pk}").json()["error"]["code"] == "in_use"

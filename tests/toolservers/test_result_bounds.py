@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentloom.agents.tool_registry import Tool
+from agents.tool_registry import Tool
 from sessions.models import Run
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.toolservers.runs import ask_and_run, call, results, session_with

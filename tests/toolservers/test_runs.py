@@ -112,7 +112,7 @@ def test_loop8_the_token_never_reaches_records_events_logs_or_the_model(server_a
 @pytest.mark.parametrize("legacy", [True, False], ids=["stateful-revision", "stateless-revision"])
 def test_tool4_a_server_restarted_mid_run_is_reached_again_and_a_lost_session_is_opened_again_once(
         space, alice, strict, fake, dialect, legacy):
-    from agentloom.toolservers.services import toolserver_register
+    from toolservers.services import toolserver_register
 
     replies = [chat_stream(tool_calls=[call("svc__increment", {"by": 1}, "c1")]),
                chat_stream(tool_calls=[call("svc__increment", {"by": 10}, "c2")]),
@@ -137,7 +137,7 @@ def test_tool4_a_server_restarted_mid_run_is_reached_again_and_a_lost_session_is
         assert handshakes == (3 if legacy else 2)  # registering, the run, and (stateful) once again
 
 def test_tool4_the_runs_session_is_ended_when_the_run_ends(space, alice, strict, fake, dialect):
-    from agentloom.toolservers.services import toolserver_register
+    from toolservers.services import toolserver_register
 
     with ToolServerApp(legacy=True) as server:  # the stateful revision: a session the client must end
         toolserver_register(space=space, data={"name": "svc", "url": server.url, "headers": server.headers})
@@ -164,8 +164,8 @@ def test_tool4_a_call_past_the_servers_time_out_is_cancelled_and_the_run_goes_on
 
 def test_tool3_another_space_cannot_choose_or_call_a_spaces_server(space, mallory, mallory_space, registered,
                                                                     strict, fake, server_agent, dialect):
-    from agentloom.agents.services import agent_create
-    from agentloom.errors import ValidationFailed
+    from agents.services import agent_create
+    from core.errors import ValidationFailed
     from models_catalog.models import ModelConnection
 
     theirs = ModelConnection.objects.create(space=mallory_space, name="M", provider="demo", model="agentloom-demo")

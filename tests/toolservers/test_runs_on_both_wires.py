@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentloom.agents.server_tools import frozen_server_tools
+from agents.server_tools import frozen_server_tools
 from sessions.models import Run, SessionMessage
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.toolservers.runs import ask_and_run, call, chat_requests, results, session_with, tool_definitions
@@ -77,7 +77,7 @@ def test_tool4_an_image_result_is_kept_as_an_image_part_and_reaches_the_model(se
 
 def test_tool1_a_server_on_the_older_http_sse_transport_runs_tools_too(space, alice, strict, fake, dialect,
                                                                        sse_server):
-    from agentloom.toolservers.services import toolserver_register
+    from toolservers.services import toolserver_register
 
     toolserver_register(space=space, data={"name": "legacy", "url": sse_server.url, "headers": sse_server.headers})
     session = session_with(space, alice, fake, dialect, ["legacy.echo"])
@@ -89,8 +89,8 @@ def test_tool1_a_server_on_the_older_http_sse_transport_runs_tools_too(space, al
 
 def test_tool3_dots_long_names_and_collisions_give_valid_unique_function_names(space, alice, strict, fake,
                                                                                server_agent, mcp_server):
-    from agentloom.toolservers.models import ToolServer
-    from agentloom.toolservers.services import toolserver_refresh
+    from toolservers.models import ToolServer
+    from toolservers.services import toolserver_refresh
 
     long_name = "summarize_the_quarterly_revenue_report_for_every_region_nows"  # 60: with "tests__", 67
     for name in ("files.read", "files_read", long_name):

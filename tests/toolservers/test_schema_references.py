@@ -179,7 +179,7 @@ def test_tool4_a_local_ref_still_checks_arguments(as_alice, space, alice, fake, 
     {"type": "object", "properties": {"tree": {"$ref": "#"}}},
 ], ids=["defs", "anchor", "draft-07", "embedded-id", "meta-schema", "root"])
 def test_tool6_references_within_the_schema_resolve(schema):
-    from agentloom.toolservers.schemas import schema_check, unresolvable_reference
+    from toolservers.schemas import schema_check, unresolvable_reference
 
     assert unresolvable_reference(schema) is None
     schema_check(schema)
@@ -198,7 +198,7 @@ def test_tool6_references_within_the_schema_resolve(schema):
      "https://tools.example/meta#node"),
 ], ids=["metadata", "missing-pointer", "missing-anchor", "nested", "relative-to-id", "dynamic"])
 def test_tool6_a_reference_outside_the_schema_is_named_and_never_fetched(schema, reference, inside):
-    from agentloom.toolservers.schemas import SchemaReferenceError, schema_check, unresolvable_reference
+    from toolservers.schemas import SchemaReferenceError, schema_check, unresolvable_reference
 
     assert unresolvable_reference(schema) == reference
     with pytest.raises(SchemaReferenceError) as refused:

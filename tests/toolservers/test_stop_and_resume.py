@@ -14,9 +14,8 @@ import threading
 import pytest
 from django.db import connections
 
-from agentloom.agents.server_tools import frozen_server_tools
-from agentloom.runloop.loop import run_execute
-from agentloom.toolservers.services import toolserver_register
+from agents.server_tools import frozen_server_tools
+from runloop.loop import run_execute
 from sessions.models import Run, SessionMessage
 from sessions.services.history import question_ask
 from sessions.services.runs import run_resume
@@ -24,6 +23,7 @@ from tests.fakes.fake_provider import chat_stream, sequence
 from tests.fakes.mcp_servers import ToolServerApp
 from tests.runloop.worker import wait_for
 from tests.sessions.helpers import interrupted_after_calls
+from toolservers.services import toolserver_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

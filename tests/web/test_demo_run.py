@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from agentloom.runloop.loop import run_execute
+from runloop.loop import run_execute
 from sessions.services.history import question_ask
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,14 +30,14 @@ def test_a_demo_run_reads_as_question_calculator_step_and_answer(client_for, ali
 def test_the_demo_agent_writes_its_plan_computes_and_marks_the_plan_done(alice, settings):
     from django.core.management import call_command
 
-    from agentloom.agents.models import Agent
+    from agents.models import Agent
     from sessions.models import RunEvent, Session
     from sessions.selectors import main_instance
 
     call_command("bootstrap_demo", verbosity=0)
     agent = Agent.objects.get(name="Demo assistant")
     assert "update_plan" in agent.versions.get().tools
-    from agentloom.spaces.services import membership_add
+    from core.spaces.services import membership_add
 
     membership_add(space=agent.space, user=alice)
     session = Session.objects.create(space=agent.space, user=alice, agent=agent, version=agent.versions.get())

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agentloom.web.markdown import (
+from web.markdown import (
     LINK_REL,
     MAX_LINK_OPENERS,
     MAX_MARKDOWN_CHARS,

@@ -1,5 +1,5 @@
 """A finished run's chat HTML is rendered once and kept; chat page renders are bounded per
-person (issue #44 item 15; agentloom/web/rendered_runs.py, agentloom/slow_work.py).
+person (issue #44 item 15; web/rendered_runs.py, core/slow_work.py).
 
 What is checked is work and words, never time: a page seen again reads none of its
 finished runs' records (the statements it runs say so) and is the same page, byte for
@@ -16,12 +16,12 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from agentloom.web import views as views_module
 from sessions.models import Run, SessionMessage
 from sessions.selectors import main_instance
 from sessions.services.records import record_append
 from sessions.services.runs import run_claim, run_finish, run_resume
 from tests.web.conftest import finished_run
+from web import views as views_module
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +45,7 @@ def records_read(queries) -> list[str]:
 
 def uncached_page(client: Client, session, settings) -> str:
     """The page as it is rendered from the records, nothing kept."""
-    from agentloom.web.rendered_runs import KEPT
+    from web.rendered_runs import KEPT
 
     bound = settings.AGENTLOOM_RUN_HTML_CACHE_BYTES
     settings.AGENTLOOM_RUN_HTML_CACHE_BYTES = 0
@@ -137,7 +137,7 @@ def test_a_run_kept_under_a_fresh_budget_is_rendered_again_under_a_spent_one(ali
 
 
 def test_past_its_bound_the_least_recently_used_html_is_dropped(alice, make_session, client_for, settings):
-    from agentloom.web.rendered_runs import KEPT
+    from web.rendered_runs import KEPT
 
     session = make_session(alice)
     for number in range(4):

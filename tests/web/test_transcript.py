@@ -5,8 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from agentloom.web.errors import ERROR_TEXTS, FALLBACK, error_explain
-from agentloom.web.transcript import (
+from web.errors import ERROR_TEXTS, FALLBACK, error_explain
+from web.transcript import (
     RESULT_PREVIEW_CHARS,
     Answer,
     Bubble,

@@ -111,7 +111,7 @@ def test_someone_elses_run_fragments_are_not_found(client_for, alice, bob, make_
 
 def test_a_new_chat_is_only_a_page_until_its_first_question_which_binds_the_latest_version(
         client_for, alice, agent, version):
-    from agentloom.agents.services import agent_publish
+    from agents.services import agent_publish
 
     newer = agent_publish(agent=agent, published_by=alice)
     client = client_for(alice)
@@ -147,7 +147,7 @@ def test_an_agent_of_another_space_cannot_be_started(client_for, mallory, mallor
 
 
 def test_only_agents_with_a_published_version_are_offered(client_for, alice, agent, space, demo_connection):
-    from agentloom.agents.services import agent_create
+    from agents.services import agent_create
 
     agent_create(space=space, name="Draft only", model_connection=demo_connection, instructions="",
                  tools=[], created_by=alice)

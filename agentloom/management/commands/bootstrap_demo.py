@@ -11,9 +11,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from agentloom.agents.models import Agent
-from agentloom.agents.services import agent_create, agent_publish
-from agentloom.spaces.services import space_bootstrap_for_user
+from agents.models import Agent
+from agents.services import agent_create, agent_publish
+from core.spaces.services import space_bootstrap_for_user
 from models_catalog.models import FigureSource, ModelConnection
 from models_catalog.providers.builtin import DEMO
 

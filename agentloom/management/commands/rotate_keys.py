@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django_cryptography.fields import EncryptedMixin
 
-from agentloom.crypto import ColumnCipher, DecryptionFailed
+from core.crypto import ColumnCipher, DecryptionFailed
 
 BATCH = 500
 

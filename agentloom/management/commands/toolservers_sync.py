@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agentloom.toolservers.selectors import operator_servers
-from agentloom.toolservers.services import operator_servers_sync
+from toolservers.selectors import operator_servers
+from toolservers.services import operator_servers_sync
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from agentloom.errors import DomainError
+from core.errors import DomainError
 from sessions.services.imports import session_import
 
 

@@ -13,11 +13,11 @@ for every test — are kept by the flush, and the handlers are not run again aft
 test's end, the larger part once the rows were deleted rather than truncated. No test makes
 or removes either kind of row.
 
-Nothing else differs from production's backend (``agentloom.db.postgresql``).
+Nothing else differs from production's backend (``core.db.postgresql``).
 """
 from __future__ import annotations
 
-from agentloom.db.postgresql import base
+from core.db.postgresql import base
 
 # Made by post_migrate (django.contrib.contenttypes, django.contrib.auth) after migrating.
 KEPT_BY_FLUSH = frozenset({"django_content_type", "auth_permission"})

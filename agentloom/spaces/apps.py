@@ -1,7 +1,0 @@
-from django.apps import AppConfig
-
-
-class SpacesConfig(AppConfig):
-    name = "agentloom.spaces"
-    label = "spaces"
-    verbose_name = "Spaces"

@@ -1,9 +1,0 @@
-from __future__ import annotations
-
-from django.apps import AppConfig
-
-
-class WebConfig(AppConfig):
-    name = "agentloom.web"
-    label = "web"
-    verbose_name = "Chat"

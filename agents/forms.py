@@ -1,0 +1,148 @@
+"""Admin console form for agent drafts (SPEC §10, CTX-20, LOOP-2).
+
+The context policy is six separate inputs and the run limits four, so a bad value is
+reported on the input that holds it; the rules are the agent services'
+(``agent_draft_validate``), the same the API applies.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from agents.models import Agent
+from agents.services import LIMIT_KEYS, MAX_LIMIT, agent_draft_validate, context_policy_normalize
+from agents.tool_registry import tool_names_available
+from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
+from core.errors import ValidationFailed
+from models_catalog.models import ModelConnection
+from toolservers.admin import annotations_text
+from toolservers.models import ToolServer
+
+POLICY_FIELDS = ("context_ratio", "target_ratio", "user_turns", "model_steps", "max_compaction_calls",
+                 "prepare_ratio")
+LIMIT_FIELDS = LIMIT_KEYS  # max_model_calls, max_tool_calls, max_wall_seconds, max_depth
+LIMIT_HELP = {
+    "max_model_calls": "Model calls one run may make (summary calls included).",
+    "max_tool_calls": "Tool calls one run may make.",
+    "max_wall_seconds": "Seconds one run may work before it stops.",
+    "max_depth": "How deep delegation to sub-agents may nest.",
+}
+DRAFT_FORM_FIELDS = ("name", "instructions", "model_connection", "tools", "tool_overrides", "verify_before_complete",
+                     "call_log_retention_days")
+
+
+def tool_choices(current: list[str]) -> list[tuple[str, Any]]:
+    """The picker's choices: the built-ins, then each tool server's tools under its name,
+    each with its description and annotations, so an admin reads what a tool says it does
+    before choosing it (TOOL-6). Stored names no longer offered stay visible, so saving
+    reports them instead of dropping them silently."""
+    builtins = tool_names_available()
+    groups: list[tuple[str, Any]] = [("Built-in", [(name, name) for name in builtins])]
+    offered = set(builtins)
+    for server in ToolServer.objects.defer("headers").select_related("space").order_by("name", "id"):
+        owner = "operator's" if server.space_id is None else server.space.name
+        tools = [(f"{server.name}.{tool['name']}",
+                  f"{tool['name']} — {(tool['description'] or 'no description')[:160]} "
+                  f"[{annotations_text(tool['annotations'])}]") for tool in server.tools]
+        offered |= {value for value, _ in tools}
+        if tools:
+            groups.append((f"{server.name} ({owner} server)", tools))
+    stale = [(name, f"{name} (no longer offered)") for name in current if name not in offered]
+    return groups + ([("No longer offered", stale)] if stale else [])
+
+
+def _limit_input(name: str) -> forms.IntegerField:
+    # No bounds here: the service's rule (1 to MAX_LIMIT) gives the message, as in the API.
+    return forms.IntegerField(required=False, label=name.removeprefix("max_").replace("_", " ").capitalize(),
+                              help_text=f"{LIMIT_HELP[name]} Empty: the platform default.",
+                              widget=forms.NumberInput(attrs={"min": 1, "max": MAX_LIMIT, "step": 1}))
+
+
+class AgentAdminForm(forms.ModelForm):
+    tools = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    tool_overrides = forms.JSONField(
+        required=False, initial=dict,
+        help_text='Per server tool, what you decide against its annotations, e.g. {"git.git_commit": '
+                  '{"idempotent": true}} lets a pending call run again on resume. Frozen at publish.')
+    context_ratio = forms.FloatField(
+        initial=POLICY_DEFAULTS["context_ratio"],
+        help_text="Compaction triggers at effective input x this ratio (0 < target < context <= 1).",
+    )
+    target_ratio = forms.FloatField(
+        initial=POLICY_DEFAULTS["target_ratio"], help_text="What a compaction aims for; below context_ratio."
+    )
+    user_turns = forms.IntegerField(required=False, help_text="Also compact after this many questions; empty = off.")
+    model_steps = forms.IntegerField(required=False, help_text="Also compact after this many model steps; empty = off.")
+    max_compaction_calls = forms.IntegerField(
+        initial=POLICY_DEFAULTS["max_compaction_calls"],
+        help_text=f"Summary calls per compaction, 1 to {MAX_COMPACTION_CALLS}.",
+    )
+    prepare_ratio = forms.FloatField(
+        required=False,
+        help_text="A summary is prepared in the background from effective input x this ratio, so compaction "
+                  "costs no waiting (between target and context ratio); empty = halfway between them.",
+    )
+
+    max_model_calls = _limit_input("max_model_calls")
+    max_tool_calls = _limit_input("max_tool_calls")
+    max_wall_seconds = _limit_input("max_wall_seconds")
+    max_depth = _limit_input("max_depth")
+
+    class Meta:
+        model = Agent
+        fields = ["space", "name", "instructions", "model_connection", "verify_before_complete",
+                  "call_log_retention_days"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        current = list(self.instance.tools or []) if self.instance.pk else []
+        # Stored names outside the registry stay visible, so saving reports them instead of
+        # dropping them silently.
+        self.fields["tools"].choices = tool_choices(current)
+        if "model_connection" in self.fields:
+            self.fields["model_connection"].queryset = ModelConnection.objects.defer("api_key").select_related("space")
+        if self.instance.pk:
+            self.initial["tools"] = current
+            self.initial["tool_overrides"] = self.instance.tool_overrides or {}
+            try:
+                policy = context_policy_normalize(self.instance.context_policy)
+            except ValidationFailed:
+                policy = dict(self.instance.context_policy or {})
+            for name in POLICY_FIELDS:
+                self.initial[name] = policy.get(name)
+            limits = self.instance.limits if isinstance(self.instance.limits, dict) else {}
+            for name in LIMIT_FIELDS:
+                self.initial[name] = limits.get(name)
+
+    def space_id(self) -> int | None:
+        if self.instance.pk:
+            return self.instance.space_id
+        space = self.cleaned_data.get("space")
+        return space.pk if space is not None else None
+
+    def service_data(self) -> dict[str, Any]:
+        """The service's input; the form always carries the whole policy."""
+        cleaned = self.cleaned_data
+        data = {name: cleaned.get(name) for name in DRAFT_FORM_FIELDS if name in self.fields}
+        data["tools"] = list(cleaned.get("tools") or [])
+        data["tool_overrides"] = cleaned.get("tool_overrides") or {}
+        data["context_policy"] = {name: cleaned.get(name) for name in POLICY_FIELDS}
+        # Empty inputs are left out: absent means the platform default (LOOP-2).
+        data["limits"] = {name: cleaned[name] for name in LIMIT_FIELDS if cleaned.get(name) is not None}
+        return data
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.errors or self.space_id() is None:
+            return cleaned
+        try:
+            agent_draft_validate(agent=self.instance if self.instance.pk else None, space_id=self.space_id(),
+                                 data=self.service_data())
+        except ValidationFailed as exc:
+            for name, message in exc.fields.items():
+                # context_policy.target_ratio and limits.max_depth are inputs of their own.
+                section, _, rest = name.partition(".")
+                field = rest if section in ("context_policy", "limits") and rest else section
+                self.add_error(field if field in self.fields else None, message)
+        return cleaned

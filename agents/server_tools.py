@@ -1,0 +1,176 @@
+"""Server tools in agents: choosing them, freezing them at publish, and their drift (TOOL-3, TOOL-5).
+
+An agent's ``tools`` names built-ins (``calculator``) and server tools
+(``"<server>.<tool>"``: a server of the agent's space, or an operator's server the space may
+use, and a tool of its last listing). Publishing freezes each server tool as the admin saw
+it — name, description, input schema, annotations — with the function name requests carry
+(``context.tool_names``) and whether it may be re-run on resume: only when its annotations
+say ``readOnlyHint`` or ``idempotentHint``, unless the admin overrode it per tool
+(``tool_overrides``), frozen too. The frozen list is stored as JSON text, so every request
+of the version carries the same bytes (stable prompt-cache prefix).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from agents.models import Agent
+from context.tool_names import function_names
+from core.errors import ValidationFailed
+from toolservers.endpoints import Endpoint
+from toolservers.listing import drift_text, tool_drift
+from toolservers.models import ToolServer
+from toolservers.selectors import (
+    server_tool_resolve,
+    server_usable_by,
+    servers_for_space,
+    toolserver_endpoint,
+)
+from toolservers.sessions import RunToolSessions
+
+OVERRIDE_KEYS = {"idempotent": "re-run it on resume (RUN-6)", "observes_screen": "its images are screenshots (CTX-8)"}
+
+
+def is_server_ref(name: str) -> bool:
+    return "." in name
+
+
+def server_refs_check(*, refs: list[str], space_id: int) -> None:
+    """Every reference names a listed tool of a server the space may use; else a 400."""
+    if not refs:
+        return
+    servers = servers_for_space(space_id=space_id)
+    unknown = [ref for ref in refs if server_tool_resolve(space_id=space_id, ref=ref, servers=servers) is None]
+    left_out = {ref: why for ref in unknown if (why := _left_out_because(ref, servers))}
+    if left_out:
+        # The server listed it and the listing left it out (a schema that cannot be used,
+        # TOOL-6): say why, rather than that it does not exist.
+        raise ValidationFailed("Server tools that cannot be offered.", fields={"tools": "; ".join(
+            f"{ref} was left out when its server was listed: {why}" for ref, why in left_out.items())})
+    if unknown:
+        names = ", ".join(sorted(servers)) or "none"
+        raise ValidationFailed("Unknown server tools.", fields={"tools": (
+            f"not a listed tool of a server of this space: {', '.join(unknown)} (servers: {names}; refresh a "
+            "server after its tools changed; the operator's servers appear once a worker has listed them)")})
+
+
+def _left_out_because(ref: str, servers: Mapping[str, ToolServer]) -> str | None:
+    server_name, _, tool_name = ref.partition(".")
+    server = servers.get(server_name)
+    skipped = server.skipped if server is not None and isinstance(server.skipped, list) else []
+    return next((str(item.get("reason", "")) for item in skipped
+                 if isinstance(item, dict) and item.get("name") == tool_name), None)
+
+
+def tool_overrides_normalize(overrides: Any, *, tools: list[str]) -> dict[str, dict[str, bool]]:
+    """``{ref: {"idempotent": bool, "observes_screen": bool}}`` for chosen server tools only."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, dict):
+        raise ValidationFailed("The tool overrides are not valid.", fields={"tool_overrides": "must be an object"})
+    out: dict[str, dict[str, bool]] = {}
+    for ref, values in overrides.items():
+        if ref not in tools or not is_server_ref(ref):
+            raise ValidationFailed("The tool overrides are not valid.", fields={
+                "tool_overrides": f"{ref}: not a server tool this agent chooses"})
+        if not isinstance(values, dict) or not values or any(
+                key not in OVERRIDE_KEYS or not isinstance(flag, bool) for key, flag in values.items()):
+            raise ValidationFailed("The tool overrides are not valid.", fields={
+                "tool_overrides": f"{ref}: an object of {', '.join(OVERRIDE_KEYS)} → true or false"})
+        out[ref] = dict(values)
+    return out
+
+
+def idempotent_by_annotations(annotations: Mapping[str, Any]) -> bool:
+    """TOOL-5: only a tool that says it reads only, or that repeating it changes nothing."""
+    return annotations.get("readOnlyHint") is True or annotations.get("idempotentHint") is True
+
+
+def server_tools_freeze(*, tools: list[str], overrides: Mapping[str, Mapping[str, bool]], space_id: int,
+                        reserved: list[str]) -> str:
+    """The frozen server tools of a version, as JSON text (``reserved``: built-in names)."""
+    refs = [name for name in tools if is_server_ref(name)]
+    if not refs:
+        return "[]"
+    servers = servers_for_space(space_id=space_id)
+    resolved = []
+    for ref in refs:
+        found = server_tool_resolve(space_id=space_id, ref=ref, servers=servers)
+        if found is None:
+            raise ValidationFailed("A chosen server tool is no longer listed.", fields={
+                "tools": f"{ref}: its server no longer lists it; refresh the server, or remove the tool"})
+        resolved.append((ref, *found))
+    names = function_names([(server.name, tool["name"]) for _, server, tool in resolved], reserved=reserved)
+    frozen = []
+    for (ref, server, tool), function in zip(resolved, names):
+        chosen = overrides.get(ref, {})
+        frozen.append({
+            "ref": ref, "function": function, "server": server.name, "server_id": server.pk, "kind": server.kind,
+            "tool": tool["name"], "description": tool["description"], "input_schema": tool["input_schema"],
+            "annotations": tool["annotations"],
+            "idempotent": chosen.get("idempotent", idempotent_by_annotations(tool["annotations"])),
+            "observes_screen": chosen.get("observes_screen", False),
+        })
+    return json.dumps(frozen, ensure_ascii=False)
+
+
+def frozen_server_tools(version: Any) -> list[dict[str, Any]]:
+    """The server tools a version froze (none for versions published before tool servers)."""
+    return json.loads(version.server_tools or "[]")
+
+
+def version_tool_drift(version: Any) -> list[dict[str, Any]]:
+    """Each frozen server tool against its server's last listing (the console's drift)."""
+    out = []
+    servers = {s.pk: s for s in ToolServer.objects.defer("headers").filter(
+        pk__in=[entry["server_id"] for entry in frozen_server_tools(version)])}
+    for entry in frozen_server_tools(version):
+        server = servers.get(entry["server_id"])
+        drift = tool_drift(entry, server.tool(entry["tool"]) if server else None)
+        out.append({**entry, "drift": drift, "drift_text": drift_text(drift) if server else "the server was removed",
+                    "listed_at": server.listed_at if server else None})
+    return out
+
+
+def drafts_using_server(server: ToolServer) -> list[str]:
+    """Names of the drafts that choose a tool of ``server`` (``toolservers.services.IN_USE_CHECKS``).
+    An operator's server is used by the drafts of every space that has no server of its own
+    by that name."""
+    agents = Agent.objects.all() if server.space_id is None else Agent.objects.filter(space_id=server.space_id)
+    shadowed: set[int] = set()
+    if server.space_id is None:
+        shadowed = set(ToolServer.objects.filter(space__isnull=False, name=server.name)
+                       .values_list("space_id", flat=True))
+    prefix = f"{server.name}."
+    return [agent.name for agent in agents.only("name", "tools", "space_id")
+            if agent.space_id not in shadowed and any(isinstance(t, str) and t.startswith(prefix)
+                                                      for t in agent.tools or [])]
+
+
+def run_tool_sessions(*, version: Any) -> RunToolSessions:
+    """The sessions a run of ``version`` may open: one per server its tools use, each only
+    if the version's space may still use it (a server moved out of reach is not called)."""
+    entries = frozen_server_tools(version)
+    if not entries:
+        return RunToolSessions({})
+    servers = {s.pk: s for s in ToolServer.objects.filter(pk__in={e["server_id"] for e in entries})}
+    space_id = version.agent.space_id
+    endpoints: dict[int, tuple[str, Endpoint | None]] = {}
+    for entry in entries:
+        server = servers.get(entry["server_id"])
+        usable = server is not None and server_usable_by(server=server, space_id=space_id)
+        endpoints[entry["server_id"]] = (entry["server"], toolserver_endpoint(server=server)
+                                         if server is not None and usable else None)
+    return RunToolSessions(endpoints)
+
+
+def version_credentials(*, version: Any, sessions: RunToolSessions | None = None) -> list[str]:
+    """The credentials a run of ``version`` holds, to be redacted wherever it writes (LOOP-8):
+    its connection's API key and its tool servers' header and env values. ``sessions``: the
+    run's own, when it has opened them already."""
+    connection = version.model_connection
+    key = connection.api_key if connection is not None else ""
+    if sessions is None:
+        sessions = run_tool_sessions(version=version)
+    return [key, *sessions.secrets()]

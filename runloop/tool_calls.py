@@ -1,0 +1,260 @@
+"""Tool calls of a step (LOOP-4, LOOP-7, RUN-3, RUN-6).
+
+A step's calls run concurrently when there are several; their results are saved in call
+order as each is known, before anything else can fail. A tool flagged ``delegates`` runs
+as a sub-agent: a sub-instance driven by the instance loop the caller passes in, so
+nothing here imports the loop back. On resume, the calls an earlier attempt left pending
+are settled: idempotent tools run again, the others get an ``unknown`` outcome.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.db import connections
+
+from agents.tool_registry import Tool, ToolContext, ToolOutcome
+from models_catalog.providers.events import ToolCall
+from runloop.errors import RunCancelled, RunStopped
+from runloop.state import RunState
+from sessions.models import Instance, SessionMessage
+from sessions.services.records import NewRecord
+from tools.invoke import tool_invoke
+
+# Drives one instance until it answers: (state, instance, depth) -> the answer text.
+InstanceLoop = Callable[[RunState, Instance, int], str]
+
+UNKNOWN_ON_RESUME = ("[unknown outcome] The run was interrupted while this call was pending, and the tool is not "
+                     "safe to repeat automatically. It may or may not have taken effect: check before relying on it.")
+NOT_STARTED = "[cancelled] The user stopped the run before this tool started; it did not run."
+MAX_TOOL_THREADS = 4
+
+
+PROGRESS_EVERY = 0.25  # seconds between two tool_progress events of one call
+
+
+def result_message(call_id: str, name: str, outcome: ToolOutcome) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "name": name, "content": outcome.content,
+                               "status": outcome.status}
+    if outcome.structured is not None:  # a server tool's structuredContent, kept in the record (TOOL-4)
+        message["structured_content"] = outcome.structured
+    if outcome.structured_omitted is not None:  # ... or the note of its size, when it was over the cap
+        message["structured_content_omitted"] = outcome.structured_omitted
+    return message
+
+
+def _result_key(step: int, index: int) -> str:
+    """Results are keyed by the step and the call's position: call ids repeat."""
+    return f"result-{step}-{index}"
+
+
+def _delegates(state: RunState, call: ToolCall) -> bool:
+    tool = next((t for t in state.tools if t.name == call.name), None)
+    return tool is not None and tool.delegates
+
+
+def tool_call_events(state: RunState, calls: list[ToolCall]) -> list[tuple[str, dict[str, Any]]]:
+    """The events of a step's calls, written with the step that saves them."""
+    return [("tool_call_detected", {"call_id": call.id, "name": call.name,
+                                    "arguments": state.redactor.arguments(call.arguments)}) for call in calls]
+
+
+class ToolGroup:
+    """The calls of one assistant step and what became of each."""
+
+    def __init__(self, state: RunState, instance: Instance, step: int, calls: list[ToolCall]) -> None:
+        self.state, self.instance, self.step, self.calls = state, instance, step, calls
+        self.allowed = {tool.name: tool for tool in state.tools}
+        self.outcomes: list[ToolOutcome | None] = [None] * len(calls)
+        self.started = [0.0] * len(calls)
+        self.saved: set[int] = set()
+        self.cancelled = False
+
+    def _delegated(self, call: ToolCall) -> bool:
+        tool = self.allowed.get(call.name)
+        return tool is not None and tool.delegates
+
+    def _invoke(self, call: ToolCall) -> ToolOutcome | None:
+        """Run one plain tool."""
+        tool = self.allowed.get(call.name)
+        if tool is None:
+            return ToolOutcome("error", f"This agent has no tool named {call.name!r}.")
+        return tool_invoke(tool, call.arguments, tool_context(self.state, self.instance, call))
+
+    def _invoke_in_thread(self, call: ToolCall) -> ToolOutcome | None:
+        """Run one plain tool in a pool thread, closing the connections that thread opened
+        (the loop's own thread keeps its connection: reconnecting each step cost more
+        than the step's writes)."""
+        try:
+            return self._invoke(call)
+        finally:
+            connections.close_all()
+
+    def run_plain(self) -> None:
+        """Every call that is not a delegation, concurrently when there are several."""
+        plain = [i for i, call in enumerate(self.calls) if not self._delegated(call)]
+        for index in plain:
+            self.started[index] = time.monotonic()
+        self.state.bump("tool_calls", len(self.calls))
+        if len(plain) > 1:
+            with ThreadPoolExecutor(max_workers=min(MAX_TOOL_THREADS, len(plain)), thread_name_prefix="tools") as pool:
+                futures = {index: pool.submit(self._invoke_in_thread, self.calls[index]) for index in plain}
+                for index, future in futures.items():
+                    self.outcomes[index] = future.result()
+        else:
+            for index in plain:
+                self.outcomes[index] = self._invoke(self.calls[index])
+
+    def run_delegations(self, instance_loop: InstanceLoop, depth: int) -> None:
+        """Each delegation in order, saving every finished result after each one."""
+        for index, call in enumerate(self.calls):
+            if self._delegated(call):
+                self.started[index] = time.monotonic()
+                self.state.emit("tool_started", {"call_id": call.id, "name": call.name})
+                key = f"sub-{self.instance.pk}-{self.step}-{index}"
+                self.outcomes[index] = _delegate(self.state, self.instance, call, instance_loop, depth=depth, key=key)
+                self.save_finished()
+
+    def save_finished(self) -> None:
+        """Save every outcome known so far, in call order, in one commit, before anything
+        else can fail: a Stop or a crash inside a sub-agent must not lose the other tools'
+        results. The commit also checks ownership and reads back a Stop."""
+        records, events = [], []
+        for index, (call, outcome) in enumerate(zip(self.calls, self.outcomes)):
+            if index in self.saved or outcome is None:
+                continue
+            self.saved.add(index)
+            outcome = _redacted(self.state, outcome)
+            kind = "delegation_result" if self._delegated(call) else "tool_result"
+            records.append(NewRecord(kind, result_message(call.id, call.name, outcome), _result_key(self.step, index)))
+            events.append(("tool_finished", {"call_id": call.id, "name": call.name, "status": outcome.status,
+                                             "duration_ms": int((time.monotonic() - self.started[index]) * 1000)}))
+            self.cancelled = self.cancelled or outcome.status == "cancelled"
+        if records:
+            self.state.commit(self.instance, records=records, events=events)
+
+    def save_not_started(self) -> None:
+        """LOOP-7: stopped after the calls were announced — none of them ran."""
+        self.state.commit(self.instance, records=[
+            NewRecord("tool_result", result_message(call.id, call.name, ToolOutcome("cancelled", NOT_STARTED)),
+                      _result_key(self.step, index)) for index, call in enumerate(self.calls)])
+
+
+def _redacted(state: RunState, outcome: ToolOutcome) -> ToolOutcome:
+    """A result as it is stored (LOOP-8): a tool may echo a secret, in any form, in its
+    text or in its structured content, values and keys alike."""
+    redact = state.redactor.content
+    return ToolOutcome(outcome.status, redact(outcome.content),
+                       redact(outcome.structured) if outcome.structured is not None else None,
+                       outcome.structured_omitted)
+
+
+def tool_context(state: RunState, instance: Instance, call: ToolCall) -> ToolContext:
+    # ``redact``: for a tool that writes what the model gave it into the run's own storage
+    # (the plan), so it is stored as every record is (LOOP-8).
+    # ``owned``: the transaction a tool that writes into the run's own storage (the plan)
+    # writes in, which checks that the run is still this attempt's (RunLost otherwise).
+    return ToolContext(run_id=state.run.pk, session_id=state.run.session_id, instance_id=instance.pk, call_id=call.id,
+                       services={"should_cancel": state.watch.cancel_requested_from_thread,
+                                 "progress": _progress_events(state, call), "redact": state.redactor.content,
+                                 "owned": state.owned})
+
+
+def _progress_events(state: RunState, call: ToolCall) -> Callable[[float, float | None, str | None], None]:
+    """A tool's progress as ``tool_progress`` events (TOOL-4), at most one per quarter second."""
+    last = [0.0]
+
+    def progress(done: float, total: float | None, message: str | None) -> None:
+        now = time.monotonic()
+        if now - last[0] < PROGRESS_EVERY and (total is None or done < total):
+            return
+        last[0] = now
+        state.emit("tool_progress", {"call_id": call.id, "name": call.name, "progress": done, "total": total,
+                                     "message": state.redactor.text(message or "")[:300]})
+
+    return progress
+
+
+def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[ToolCall], *, depth: int,
+                   instance_loop: InstanceLoop) -> None:
+    """Run a step's calls and save their results in call order; RunCancelled after a Stop.
+    The step that saved the calls announced them (``tool_call_events``)."""
+    group = ToolGroup(state, instance, step, calls)
+    # The plain tools start now: say so, and read the Stop flag fresh in the same write.
+    state.announce([("tool_started", {"call_id": call.id, "name": call.name})
+                    for call in calls if not _delegates(state, call)])
+    state.broadcasts.release()  # the step that announced the calls, with their start (instance_loop held it)
+    if state.signals.cancel_requested:  # LOOP-7: stopped after the calls were announced
+        group.save_not_started()
+        raise RunCancelled()
+    group.run_plain()
+    group.save_finished()
+    try:
+        group.run_delegations(instance_loop, depth)
+    finally:
+        if not state.watch.lost:
+            group.save_finished()
+    # A call without an outcome was stopped mid-tool: its effect cannot be known.
+    cancelled = group.cancelled or any(outcome is None for outcome in group.outcomes)
+    if cancelled or state.signals.cancel_requested:  # read back by the results' commit
+        raise RunCancelled()
+
+
+def _delegate(state: RunState, parent: Instance, call: ToolCall, instance_loop: InstanceLoop, *, depth: int,
+              key: str) -> ToolOutcome:
+    """RUN-3: a sub-instance with its own context and counters; its answer is the result."""
+    arguments = call.parsed_arguments() or {}
+    task = arguments.get("task")
+    if not isinstance(task, str) or not task.strip():
+        return ToolOutcome("error", "delegate needs a non-empty 'task' string.")
+    if depth + 1 > state.limits["max_depth"]:
+        return ToolOutcome("error", f"Delegation is limited to a depth of {state.limits['max_depth']}.")
+    if state.sub_instances >= state.limits["max_sub_instances"]:
+        return ToolOutcome("error", f"This run may start at most {state.limits['max_sub_instances']} sub-agents.")
+    state.sub_instances += 1
+    # Keyed by the parent's step and the call's position, like its result: call ids repeat.
+    # Made, given its task and announced in one commit, only while the run is this worker's.
+    with state.owned():
+        sub, _ = Instance.objects.get_or_create(run=state.run, key=key[:64],
+                                                defaults={"parent": parent, "depth": depth + 1})
+        state.commit(sub, records=[NewRecord("user", {"role": "user", "content": state.redactor.text(task)},
+                                             "task")],  # LOOP-8
+                     events=[("sub_instance_started", {"instance": str(sub.pk), "call_id": call.id})])
+    try:
+        answer = instance_loop(state, sub, depth + 1)
+    except RunStopped as stop:
+        state.emit("sub_instance_finished", {"instance": str(sub.pk), "status": "failed"})
+        return ToolOutcome("error", f"The sub-agent could not finish: {stop.error.message}")
+    state.emit("sub_instance_finished", {"instance": str(sub.pk), "status": "completed"})
+    return ToolOutcome("ok", answer or "(the sub-agent gave an empty answer)")
+
+
+def resolve_pending_calls(state: RunState, instance: Instance) -> None:
+    """RUN-6: calls left without a result by an earlier attempt. Idempotent tools run
+    again; the others get an ``unknown`` result and are never re-run automatically. A call
+    that already has a stored result is never repeated (results are keyed by step)."""
+    last = SessionMessage.objects.filter(instance=instance, kind="assistant").order_by("-seq").first()
+    if last is None or not last.message.get("tool_calls") or last.message.get("partial"):
+        return
+    step = int(last.entry_key.rsplit("-", 1)[-1]) if last.entry_key.startswith("assistant-") else 0
+    done = set(SessionMessage.objects.filter(instance=instance, entry_key__startswith=f"result-{step}-")
+               .values_list("entry_key", flat=True))
+    allowed: dict[str, Tool] = {tool.name: tool for tool in state.tools}
+    for index, raw in enumerate(last.message["tool_calls"]):
+        if _result_key(step, index) in done:
+            continue
+        function = raw.get("function") or {}
+        call = ToolCall(id=raw.get("id", ""), name=function.get("name", ""), arguments=function.get("arguments", ""),
+                        index=index)
+        tool = allowed.get(call.name)
+        if tool is not None and tool.idempotent:
+            outcome = (tool_invoke(tool, call.arguments, tool_context(state, instance, call))
+                       or ToolOutcome("unknown", UNKNOWN_ON_RESUME))
+        else:
+            outcome = ToolOutcome("unknown", UNKNOWN_ON_RESUME)
+        # Saved only while the run is this attempt's: a worker that lost it settles nothing.
+        state.commit(instance, records=[NewRecord("tool_result", result_message(call.id, call.name,
+                                                                                _redacted(state, outcome)),
+                                                  _result_key(step, index))])  # LOOP-8

@@ -1,0 +1,90 @@
+"""Loads what the transcript needs for a set of runs and hands it to ``transcript``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sessions.models import Run, SessionMessage
+from web.markdown import RenderBudget
+from web.selectors import (
+    compacted_run_ids,
+    last_event_seqs,
+    main_records_of_runs,
+    queued_supplements,
+    run_plans,
+    tool_durations,
+)
+from web.transcript import (
+    COMPACTED_NOTICE,
+    CONTINUED_NOTICE,
+    Notice,
+    RunView,
+    items_from_records,
+    items_written,
+    plan_steps,
+    run_is_continuable,
+    run_is_resumable,
+    supplements_written,
+)
+
+
+def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
+    """One view per run, in the given order. A working run shows only what the person
+    wrote (the browser streams the rest); only the session's latest run offers Resume."""
+    ids = [run.pk for run in runs]
+    shared = RunsShared.load(run_ids=ids)
+    records = main_records_of_runs(run_ids=ids)
+    budget = RenderBudget()  # one per page, spent from the newest run back (markdown.py)
+    views = [run_view(run=run, records=records.get(run.pk, []), shared=shared, latest_run_id=latest_run_id,
+                      budget=budget) for run in reversed(runs)]
+    return views[::-1]
+
+
+@dataclass(frozen=True)
+class RunsShared:
+    """What a page reads of its runs' events at once (a few rows a run, none decrypted in
+    bulk): the last event seq, the tools' durations, compactions and plans."""
+
+    last_seqs: dict[int, int]
+    durations: dict[tuple[int, str], int]
+    compacted: set[int]
+    plans: dict[int, list[dict]]
+
+    @classmethod
+    def load(cls, *, run_ids: list[int]) -> RunsShared:
+        return cls(last_seqs=last_event_seqs(run_ids=run_ids), durations=tool_durations(run_ids=run_ids),
+                   compacted=compacted_run_ids(run_ids=run_ids), plans=run_plans(run_ids=run_ids))
+
+
+def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, latest_run_id: int | None,
+             budget: RenderBudget) -> RunView:
+    """One run's view from its main-instance ``records``; a finished run's texts spend
+    ``budget`` (the page's, from the newest run back)."""
+    view = RunView(run=run, last_seq=shared.last_seqs.get(run.pk, 0), plan=plan_steps(shared.plans.get(run.pk, [])))
+    if run.status in Run.ACTIVE_STATUSES:
+        view.live = True
+        view.items = items_written(records)
+        view.supplements = supplements_written(records, queued=queued_supplements(run=run))
+        return view
+    own = {call_id: ms for (run_id, call_id), ms in shared.durations.items() if run_id == run.pk}
+    view.items = items_from_records(records, durations=own, budget=budget)
+    if records and records[0].kind == "assistant":  # no question: a Continue
+        view.items.insert(0, Notice(CONTINUED_NOTICE))
+    if run.pk in shared.compacted and not any(r.kind in ("compaction", "compaction_summary") for r in records):
+        # The run's context was compacted (a `compacted` event) but no checkpoint
+        # record says where: say it once, after the question.
+        view.items.insert(1 if view.items else 0, Notice(COMPACTED_NOTICE))
+    view.resumable = run.pk == latest_run_id and run_is_resumable(run)
+    view.continuable = run.pk == latest_run_id and run_is_continuable(run, view.items)
+    return view
+
+
+def meter_label(meter: dict) -> str:
+    """The context meter's words (the browser words its updates the same way, chat.js)."""
+    tokens, room = meter.get("tokens") or 0, meter.get("effective_input_tokens") or 0
+    about = "about " if meter.get("measured_by") == "estimate" else ""
+    text = f"{about}{tokens:,} of {room:,} tokens"
+    if meter.get("failed_request"):
+        text += " in the request that failed"
+    if meter.get("trigger_tokens"):
+        text += f" · summarized at {meter['trigger_tokens']:,}, down to about {meter.get('target_tokens') or 0:,}"
+    return text

@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from web import fragments, start, views
+
+app_name = "web"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("login/", views.chat_login, name="login"),
+    path("logout/", views.chat_logout, name="logout"),
+    path("sessions/new", views.session_new, name="session-new"),
+    path("sessions/new/questions", start.session_start_view, name="session-start"),
+    path("sessions/<int:session_id>/", views.session_page, name="session"),
+    path("chat/runs/<int:run_id>/fragment", fragments.run_fragment, name="run-fragment"),
+    path("chat/runs/<int:run_id>/text", fragments.run_text, name="run-text"),
+]
