@@ -69,7 +69,7 @@ def _world():
 
 def _long_runs(session, runs: int) -> None:
     from sessions.models import Run
-    from sessions.selectors import main_instance
+    from sessions.selectors.instances import main_instance
     from sessions.services.events import event_emit
     from sessions.services.history import question_ask, step_save_assistant
     from sessions.services.records import record_append

@@ -17,7 +17,7 @@ input read from the cache (``cache_read_input_tokens``) and the input written to
 
 A figure counts only when it is a whole number from 0 to ``MAX_COUNT``; anything else is
 treated as absent. The usage page aggregates the same rules in SQL
-(``sessions.usage_selectors``), and its tests hold the two to the same totals.
+(``sessions.selectors.usage``), and its tests hold the two to the same totals.
 """
 from __future__ import annotations
 

@@ -37,6 +37,7 @@ from runloop.errors import ContextRefused, RunLost, RunStopped, WaitForServer
 from runloop.state import RunState
 from sessions.models import Instance, ModelCall
 from sessions.run_errors import RunError
+from sessions.selectors.usage import session_largest_prompt_count
 from sessions.services.events import DeltaBuffer
 from sessions.services.model_calls import (
     PreparedCall,
@@ -45,7 +46,6 @@ from sessions.services.model_calls import (
     model_call_prepare,
     session_action_model_note,
 )
-from sessions.usage_selectors import session_largest_prompt_count
 
 
 def chat_client(target: ModelTarget) -> ChatClient:

@@ -29,7 +29,7 @@ from runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_
 from runloop.verification import run_verify
 from sessions.models import Instance, ModelCall, Run, RunAttention
 from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, EMPTY_ANSWER_RETRY, INTERNAL_ERROR, RunError
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.history import (
     assistant_record,
     instance_steps_recount,

@@ -53,7 +53,8 @@ from runloop.watch import RunWatch
 from sessions.frames import run_budget
 from sessions.models import Instance, Run, SessionMessage
 from sessions.run_errors import window_refused
-from sessions.selectors import SessionTraits, record_as_engine_dict, session_traits
+from sessions.selectors.records import record_as_engine_dict
+from sessions.selectors.sessions import SessionTraits, session_traits
 from sessions.services.events import BroadcastHold, events_write
 from sessions.services.history import context_load
 from sessions.services.model_calls import CallChain

@@ -16,13 +16,10 @@ from core.api.uploads import upload_bound
 from core.errors import NotFound, ValidationFailed
 from sessions.admin.audit import access_audit_write
 from sessions.models import Session, SessionFile
-from sessions.selectors import (
-    file_get_for_user,
-    instance_in_session,
-    records_page,
-    session_get_for_user,
-    session_list_for_user,
-)
+from sessions.selectors.files import file_get_for_user
+from sessions.selectors.instances import instance_in_session
+from sessions.selectors.records import records_page
+from sessions.selectors.sessions import session_get_for_user, session_list_for_user
 from sessions.serializers import (
     FileOut,
     FileUploadIn,

@@ -22,9 +22,11 @@ from core.errors import NotFound, ValidationFailed
 from sessions.admin.audit import access_audit_write
 from sessions.api import AskThrottle, SupplementThrottle
 from sessions.event_stream import EventStream, StreamSlot, event_as_dict, events_after
-from sessions.inspector_selectors import CallPairing, model_call_pairings
 from sessions.models import Run
-from sessions.selectors import model_call_repairs, run_get_for_user, run_visible_to, session_get_for_user
+from sessions.selectors.inspector import CallPairing, model_call_pairings
+from sessions.selectors.model_calls import model_call_repairs
+from sessions.selectors.runs import run_get_for_user, run_visible_to
+from sessions.selectors.sessions import session_get_for_user
 from sessions.serializers import ContentIn, QuestionIn, RunOut
 from sessions.services.events import event_emit
 from sessions.services.history import answer_continue, question_ask, supplement_add

@@ -31,7 +31,7 @@ from django.db import DatabaseError, connection
 
 from core.db_pool import RETRY_AFTER_SECONDS, connection_give_back, database_busy
 from sessions.models import Run, RunEvent, Session
-from sessions.selectors import creator_is_member_sql
+from sessions.selectors.sessions import creator_is_member_sql
 from sessions.services.events import channel_for, event_type_current
 
 logger = logging.getLogger("agentloom.stream")

@@ -39,7 +39,7 @@ class ModelCall(models.Model):
     ``add``), with our estimate per message the same way, and ``output``: what the call
     answered (redacted like the records). ``usage`` is the provider's own count when it
     came back (CTX-25). Written by ``sessions.services.model_calls``; read
-    back, byte for byte, through ``sessions.selectors`` (``model_call_body``,
+    back, byte for byte, through ``sessions.selectors.model_calls`` (``model_call_body``,
     ``model_call_entries``).
     """
 

@@ -9,7 +9,8 @@ from rest_framework import serializers
 
 from core.api.fields import StrictCharField, id_from_text
 from sessions.models import Run, Session, SessionFile, SessionMessage
-from sessions.selectors import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, instance_label, prepared_summary_state
+from sessions.selectors.records import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, instance_label
+from sessions.selectors.sessions import prepared_summary_state
 
 
 class SessionCreateIn(serializers.Serializer):

@@ -17,12 +17,13 @@ from agents.tool_registry import Tool, ToolContext, ToolError, register
 from context.attachments import READ_FILE_MAX_CHARS, READ_FILE_TOOL, file_text, session_files
 
 if TYPE_CHECKING:
-    from sessions.selectors import SessionTraits
+    from sessions.selectors.sessions import SessionTraits
 
 
 def _question_records(run: Any) -> Any:
     """The question records the run's main line sees, as engine dicts (one at a time)."""
-    from sessions.selectors import main_instance, record_as_engine_dict, visible_records_query
+    from sessions.selectors.instances import main_instance
+    from sessions.selectors.records import record_as_engine_dict, visible_records_query
 
     rows = visible_records_query(run=run, instance=main_instance(run=run)).filter(kind="user")
     return (record_as_engine_dict(row) for row in rows.iterator(chunk_size=50))
@@ -34,7 +35,7 @@ def files_in_view(*, run: Any, traits: SessionTraits | None = None) -> tuple[dic
     Asked at every run: the session's traits (``traits``, or read here in one indexed
     query) tell whether any question may carry a file, before every question it ever had
     is read and decrypted to find out."""
-    from sessions.selectors import session_traits
+    from sessions.selectors.sessions import session_traits
 
     if not (traits or session_traits(session_id=run.session_id)).may_carry_files:
         return ()

@@ -20,7 +20,7 @@ def record_text(message: dict[str, Any]) -> str:
 
 def _run(arguments: dict, context) -> str:
     from sessions.models import Instance
-    from sessions.selectors import visible_records_query
+    from sessions.selectors.records import visible_records_query
 
     seq, offset = arguments["seq"], arguments.get("offset", 0)
     length = min(arguments.get("length", 8_000), MAX_LENGTH)

@@ -15,7 +15,7 @@ from core.api.fields import id_from_text
 from core.errors import NotFound, TryLater
 from core.slow_work import slow_work
 from sessions.models import Run
-from sessions.selectors import run_get_for_user
+from sessions.selectors.runs import run_get_for_user
 from web.markdown import render_markdown
 from web.rendered_runs import runs_rendered
 from web.selectors import context_meter, delta_events, session_last_run

@@ -12,7 +12,7 @@ from agents.models import Agent, AgentVersion
 from agents.selectors import agent_list_for_user, version_budget
 from models_catalog.providers import provider_is_offline
 from sessions.models import Instance, ModelCall, Run, RunEvent, Session, SessionMessage
-from sessions.selectors import session_list_for_user
+from sessions.selectors.sessions import session_list_for_user
 
 SIDEBAR_SESSIONS = 50
 RUNS_PER_PAGE = 20

@@ -20,7 +20,7 @@ from core.errors import NotFound, TryLater, ValidationFailed
 from core.slow_work import slow_work
 from models_catalog.providers import provider_is_offline
 from sessions.models import Session
-from sessions.selectors import prepared_summary_state, session_get_for_user
+from sessions.selectors.sessions import prepared_summary_state, session_get_for_user
 from sessions.services.sessions import session_draft
 from web.errors import error_table
 from web.presenters import meter_label

@@ -84,7 +84,7 @@ def parse_json(raw: bytes, *, provider_label: str) -> Any:
 def body_bytes(body: Mapping[str, Any]) -> bytes:
     """The bytes of a request body as every chat client sends them: compact JSON, UTF-8,
     keys in the body's order. The context inspector rebuilds a call's body and gets these
-    same bytes from it (``sessions.selectors.model_call_body``).
+    same bytes from it (``sessions.selectors.model_calls.model_call_body``).
 
     A lone surrogate cannot be sent (not UTF-8): every entry of text replaces them, and
     so does reading what is stored; one that got past all of them is replaced here rather

@@ -14,7 +14,7 @@ from context.records import content_text as records_content_text
 from context.surrogates import json_loads_clean
 from context.usage import UsageFigures, usage_figures
 from sessions.admin.attachments import FileView, file_views, shortened
-from sessions.selectors import SentEntry
+from sessions.selectors.model_calls import SentEntry
 
 # What a long text shows before its "Show all": enough to recognise it, small enough for
 # a page of 200 records to stay readable.

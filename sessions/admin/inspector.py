@@ -2,7 +2,7 @@
 fields as sent, what the call answered, the diff to the previous call of its instance and
 purpose, the repairs the projector made, the provider's usage.
 
-Plain Python, like ``display``: a call's pairing in (``sessions.inspector_selectors``: the
+Plain Python, like ``display``: a call's pairing in (``sessions.selectors.inspector``: the
 previous call and the diff, computed once for the API and the console), frozen rows out
 for the template. The view (``pages.context_view``) decides what is read and audits it.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from context.request_diff import ADDED, KEPT, REMOVED, REWRITTEN
 from sessions.admin.display import MessageView, SentMessage, Text, as_json, message_view, sent_messages, text
-from sessions.inspector_selectors import CallPairing
+from sessions.selectors.inspector import CallPairing
 
 # How people read each repair kind the projector reports (SPEC §3: pairing, unknown
 # outcomes, late results, call ids, interrupted streams, tool output size, screenshots).

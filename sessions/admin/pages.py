@@ -63,15 +63,11 @@ from sessions.admin.reads import (
 from sessions.admin.timeline import EventRow, attempt_offsets, timeline
 from sessions.admin.wait_chart import WaitPoint, wait_chart
 from sessions.admin.waits import WaitFigures, wait_figures
-from sessions.inspector_selectors import CallPairing, model_call_pairings
 from sessions.models import CompactionSnapshot, Instance, ModelCall, Run, RunEvent, Session, SessionMessage
-from sessions.selectors import (
-    RECORDS_PAGE_DEFAULT,
-    RECORDS_PAGE_MAX,
-    instance_in_session,
-    model_call_repairs,
-    records_page,
-)
+from sessions.selectors.inspector import CallPairing, model_call_pairings
+from sessions.selectors.instances import instance_in_session
+from sessions.selectors.model_calls import model_call_repairs
+from sessions.selectors.records import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, records_page
 from sessions.staff import staff_may_read
 
 TEMPLATES = "admin/agent_sessions"

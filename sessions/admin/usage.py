@@ -4,7 +4,7 @@ verification calls apart), why runs failed, a chart over time and a CSV of every
 
 Cost comes from the admin-set ``ModelPrice`` of each model the calls used; a model
 without a price shows tokens only. A call whose provider reported no usage counts our
-estimates (``usage_selectors.call_usage``), and every row, bar and CSV line built on
+estimates (``sessions.selectors.usage.call_usage``), and every row, bar and CSV line built on
 them says so (``tokens_source``: provider, estimated, mixed). Figures only: no encrypted column is read, so the
 page writes no access-audit row (docs/operators.md says why).
 """
@@ -26,7 +26,7 @@ from models_catalog.selectors import model_prices
 from sessions.admin.pages import object_or_404, render_page
 from sessions.admin.usage_chart import UsageBar, usage_chart
 from sessions.models import ModelCall, Run
-from sessions.usage_selectors import (
+from sessions.selectors.usage import (
     FIGURES,
     PURPOSES,
     RunUsage,
@@ -104,7 +104,7 @@ class TokenRow:
     calls: float
     unreported: int
     estimated: int  # calls whose figures are our estimates (the provider reported none)
-    source: str  # provider, estimated, mixed or none (``usage_selectors.tokens_source``)
+    source: str  # provider, estimated, mixed or none (``sessions.selectors.usage.tokens_source``)
     input_uncached: float
     cache_read: float
     cache_written: float

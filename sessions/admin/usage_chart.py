@@ -35,7 +35,7 @@ class UsageBar:
     cache_read: int
     cache_written: int
     output: int
-    source: str = "provider"  # provider, estimated, mixed or none (usage_selectors.tokens_source)
+    source: str = "provider"  # provider, estimated, mixed or none (sessions.selectors.usage.tokens_source)
 
     @property
     def estimated(self) -> bool:

@@ -19,14 +19,9 @@ from context.surrogates import replace_lone_surrogates
 from core.errors import Conflict, NotFound, ValidationFailed
 from sessions.frames import QueuedSupplement, frame_initial
 from sessions.models import CompactionSnapshot, Instance, Run, RunAttention, Session, SessionMessage, SessionView
-from sessions.selectors import (
-    calls_pending,
-    main_instance,
-    session_creator_is_member,
-    snapshot_latest,
-    view_best_for_run,
-    visible_records_for_engine,
-)
+from sessions.selectors.instances import calls_pending, main_instance, snapshot_latest
+from sessions.selectors.records import view_best_for_run, visible_records_for_engine
+from sessions.selectors.sessions import session_creator_is_member
 from sessions.services.files import attachment_of, attachments_mark, attachments_take, file_ids_clean
 from sessions.services.frames import frame_locked
 from sessions.services.manual_compaction import compaction_request as compaction_request  # its old home

@@ -20,7 +20,8 @@ from django.utils import timezone
 
 from core.errors import Conflict, NotFound
 from sessions.models import Run, RunAttention, Session, SessionMessage, SessionView
-from sessions.selectors import creator_is_member_sql, main_instance
+from sessions.selectors.instances import main_instance
+from sessions.selectors.sessions import creator_is_member_sql
 from sessions.services.frames import frame_update
 
 # A worker that died mid-summary releases the session after this long (the chat stops

@@ -5,7 +5,7 @@ the tool schemas as ``SentBlob`` ids — each distinct piece stored once per ses
 encrypted — and the list of message ids as a delta of the previous call of the same
 instance and purpose (``base``, ``keep`` of its ids, then ``add``). A step that appends
 two messages stores two blobs and a few ids, however long the session; reading a call
-back (``sessions.selectors.model_call_body``) rebuilds the body byte for byte. Every
+back (``sessions.selectors.model_calls.model_call_body``) rebuilds the body byte for byte. Every
 ``FULL_EVERY`` calls a call keeps its whole list (``root``), so a read walks a bounded
 chain.
 

@@ -18,7 +18,7 @@ from models_catalog.models import ModelConnection
 from sessions.frames import RunBudget, run_budget
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
 from sessions.run_errors import NOT_A_MEMBER, QUEUE_UNAVAILABLE, RunError
-from sessions.selectors import creator_is_member_sql, session_creator_is_member
+from sessions.selectors.sessions import creator_is_member_sql, session_creator_is_member
 from sessions.services import dispatch, run_slots
 from sessions.services.events import event_emit, events_write
 from sessions.services.manual_compaction import compaction_hold_check, session_lock

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from sessions.models import Instance, ModelCall, Run, RunEvent, Session  # noqa: F401
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.history import checkpoint_commit, question_ask
 from sessions.services.model_calls import model_call_close, model_call_open
 from sessions.services.records import record_append

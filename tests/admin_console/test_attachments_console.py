@@ -14,7 +14,7 @@ from django.test import Client
 from sessions.admin.attachments import shortened
 from sessions.admin.display import as_json
 from sessions.models import AccessAudit, Run, SessionFile
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.records import record_append
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from sessions.models import CompactionSnapshot, PreparedCompaction
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.prepared import preparation_claim, preparation_ready, preparation_request
 from tests.admin_console.conftest import compaction
 from tests.fakes.summaries import is_summary

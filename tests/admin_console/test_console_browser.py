@@ -46,7 +46,7 @@ def shoot(page, name: str) -> None:
 def test_an_operator_pages_through_500_records_and_every_console_page_is_inert(
         chromium_page, live_server_url, make_session, alice, olivia):
     from sessions.models import AccessAudit
-    from sessions.selectors import main_instance
+    from sessions.selectors.instances import main_instance
     from sessions.services.events import event_emit
     from sessions.services.history import question_ask
     from sessions.services.records import NewRecord, records_append

@@ -19,7 +19,8 @@ from context.usage import usage_figures
 from runloop.loop import run_execute
 from sessions.models import AccessAudit, CompactionSnapshot, ModelCall, Run
 from sessions.run_errors import RunError
-from sessions.selectors import main_instance, model_call_repairs
+from sessions.selectors.instances import main_instance
+from sessions.selectors.model_calls import model_call_repairs
 from sessions.services.history import question_ask, step_save_assistant
 from sessions.services.retention import call_logs_prune
 from sessions.services.runs import run_claim, run_finish

@@ -14,7 +14,7 @@ from sessions.admin.display import (
     text,
 )
 from sessions.admin.timeline import timeline
-from sessions.selectors import SentEntry
+from sessions.selectors.model_calls import SentEntry
 
 AT = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

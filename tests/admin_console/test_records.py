@@ -7,7 +7,7 @@ import re
 import pytest
 
 from sessions.models import AccessAudit
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.history import step_save_assistant
 from sessions.services.records import record_append
 from tests.admin_console.conftest import SECRET

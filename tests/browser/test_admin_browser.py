@@ -85,7 +85,7 @@ def metrics(*, trigger: str, before: int, after: int, threshold: int, target: in
 
 def compact(run, *, covered_seq: int, figures: dict, summary: str = "Earlier: the user asked for arithmetic."):
     """A committed compaction (RUN-10) with its summary record, as the worker saves it."""
-    from sessions.selectors import main_instance
+    from sessions.selectors.instances import main_instance
     from sessions.services.history import checkpoint_commit
     from sessions.services.records import NewRecord
 

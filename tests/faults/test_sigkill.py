@@ -170,7 +170,7 @@ def test_a_worker_killed_right_after_claiming_the_run_resumes_from_the_question(
 
 def test_a_resumed_run_leaves_no_pending_call_behind(session_with_history, strict, private_redis, tmp_path, probe):
     from sessions.models import Instance
-    from sessions.selectors import calls_pending
+    from sessions.selectors.instances import calls_pending
 
     session = session_with_history(tools=["fault_probe"])
     provider = Provider(chat_stream(tool_calls=[PROBE]))

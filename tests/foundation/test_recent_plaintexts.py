@@ -10,7 +10,8 @@ from django.db import connection
 
 from core.crypto import RecentPlaintexts
 from sessions.models import SessionMessage
-from sessions.selectors import main_instance, record_as_engine_dict, visible_records_for_engine, visible_records_query
+from sessions.selectors.instances import main_instance
+from sessions.selectors.records import record_as_engine_dict, visible_records_for_engine, visible_records_query
 from sessions.services.history import question_ask
 from sessions.services.records import NewRecord, records_append_new
 
@@ -77,7 +78,7 @@ def test_a_runs_context_read_is_the_orms_read_of_the_same_records(alice, make_se
 @pytest.mark.django_db
 def test_the_best_view_read_is_the_orms_read_messages_and_all(alice, make_session):
     from sessions.models import SessionView
-    from sessions.selectors import view_best_for_run
+    from sessions.selectors.records import view_best_for_run
 
     session = make_session(alice)
     run = question_ask(session=session, content="Third question")

@@ -18,7 +18,7 @@ from agents.tool_registry import Tool, register, registry
 from models_catalog.providers.chat_http import body_bytes
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, Run, SentBlob
-from sessions.selectors import model_call_body
+from sessions.selectors.model_calls import model_call_body
 from sessions.services.history import question_ask
 from tests.conftest import SHARED
 from tests.fakes.fake_provider import chat_stream

@@ -279,7 +279,7 @@ def test_run10_a_resumed_attempt_starts_from_the_snapshot_its_interrupted_attemp
     """The checkpoint an interrupted attempt committed is where the next attempt starts
     (RUN-10), not the records it summarized: here the snapshot covers the run's own
     question, so no session view can stand in for it (RUN-7)."""
-    from sessions.selectors import view_best_for_run
+    from sessions.selectors.records import view_best_for_run
     from sessions.services.history import checkpoint_commit
     from sessions.services.runs import run_resume
 

@@ -17,7 +17,7 @@ from context.estimators import tiktoken_estimator
 from context.records import INTERRUPTED_SUFFIX
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Run, SessionMessage
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.history import question_ask, step_save_assistant
 from sessions.services.runs import run_finish, run_resume
 from tests.fakes.fake_provider import chat_stream

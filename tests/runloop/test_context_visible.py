@@ -12,7 +12,8 @@ from context.records import UNKNOWN_OUTCOME_TEXT
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent
 from sessions.run_errors import RunError
-from sessions.selectors import main_instance, model_call_entries, model_call_repairs
+from sessions.selectors.instances import main_instance
+from sessions.selectors.model_calls import model_call_entries, model_call_repairs
 from sessions.services.history import question_ask, step_save_assistant
 from sessions.services.runs import run_claim, run_finish
 from tests.fakes.fake_provider import chat_stream

@@ -45,7 +45,7 @@ from sessions.models import (
     SessionMessage,
     SessionView,
 )
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.events import DeltaBuffer
 from sessions.services.frames import frame_update
 from sessions.services.history import question_ask, supplement_add

@@ -14,7 +14,7 @@ from context.compaction import RUNTIME_STATE_HEADER
 from runloop.compaction import compaction_manual
 from sessions.frames import frame_initial, plan_text
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.history import compaction_request, question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary

@@ -84,7 +84,7 @@ def test_odd_seqs_of_a_runs_text_in_the_chat_are_a_400_not_a_crash(alice, world,
 
 @pytest.mark.parametrize("instance", ["²", "٣", HUGE, "-1"])
 def test_an_instance_that_is_no_id_is_in_no_session(world, instance):
-    from sessions.selectors import instance_in_session
+    from sessions.selectors.instances import instance_in_session
 
     assert instance_in_session(session=world["session"], instance=instance) is False
 

@@ -15,7 +15,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from sessions.models import Instance, Run, RunEvent, Session, SessionFile, SessionMessage, SessionView
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.events import event_emit
 from sessions.services.records import record_append
 from tests.security.conftest import assert_error_shape
@@ -175,7 +175,7 @@ def test_a_pdfs_text_is_stored_with_its_lone_surrogates_replaced(api, alice, mak
 
 def test_a_request_body_that_still_holds_one_is_logged_as_it_was_sent(alice, make_session):
     from models_catalog.providers.chat_http import body_bytes
-    from sessions.selectors import model_call_body
+    from sessions.selectors.model_calls import model_call_body
     from sessions.services.history import question_ask
     from sessions.services.model_calls import model_call_open
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from sessions.models import Run
 from sessions.run_errors import RunError
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.history import context_project, step_save_assistant
 from sessions.services.records import record_append
 from sessions.services.runs import run_claim

@@ -62,7 +62,7 @@ def test_run11_only_the_creator_reads_the_records(make_session, alice, bob, mall
 
 def test_run11_the_instance_filter_reads_main_only(make_session, alice):
     from sessions.models import Instance
-    from sessions.selectors import main_instance
+    from sessions.selectors.instances import main_instance
     from sessions.services.records import record_append
 
     session, run = _session_with_records(make_session, alice, answers=1)

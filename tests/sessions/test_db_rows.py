@@ -80,7 +80,7 @@ def test_a_claimed_run_reads_as_djangos_select_related_read(alice, make_session,
 def test_a_session_read_for_its_creator_is_djangos_read_and_nobody_elses(alice, bob, space, make_session):
     from core.errors import NotFound
     from core.spaces.models import Membership
-    from sessions.selectors import session_get_for_user, session_list_for_user
+    from sessions.selectors.sessions import session_get_for_user, session_list_for_user
 
     session = make_session(alice, title="Alice's plans")
     read = session_get_for_user(session_id=session.pk, user=alice)

@@ -7,7 +7,7 @@ from django.db import transaction
 from core.errors import ActiveRunConflict, Conflict
 from sessions.models import CompactionSnapshot, Instance, Run, SessionMessage, SessionView
 from sessions.run_errors import RunError
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.history import (
     checkpoint_commit,
     context_project,

@@ -10,7 +10,8 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from sessions.models import PreparedCompaction
-from sessions.selectors import main_instance, prepared_summary_state
+from sessions.selectors.instances import main_instance
+from sessions.selectors.sessions import prepared_summary_state
 from sessions.services.history import question_ask
 from sessions.services.prepared import (
     preparation_claim,

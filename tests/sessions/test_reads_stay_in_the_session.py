@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from sessions.models import Instance, ModelCall, Run, Session
-from sessions.selectors import session_traits
+from sessions.selectors.sessions import session_traits
 from sessions.services.history import main_line_carried, question_ask
 from sessions.services.model_calls import session_action_model_note
 

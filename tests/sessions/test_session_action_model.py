@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from sessions.models import Instance, ModelCall, Run, Session
-from sessions.selectors import session_traits
+from sessions.selectors.sessions import session_traits
 from sessions.services.model_calls import session_action_model_note
 
 pytestmark = pytest.mark.django_db

@@ -104,7 +104,7 @@ def test_loop4_a_tool_past_its_time_out_ends_with_status_timeout():
 @pytest.mark.django_db(transaction=True)  # the tool reads from its own thread
 def test_ctx7_read_record_reads_only_what_the_instance_may_see(make_session, alice):
     from sessions.models import Instance
-    from sessions.selectors import main_instance
+    from sessions.selectors.instances import main_instance
     from sessions.services.history import question_ask
     from sessions.services.records import record_append
     from sessions.services.runs import run_claim, run_finish

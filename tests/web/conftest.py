@@ -9,7 +9,7 @@ from django.test import Client
 
 from sessions.models import Run
 from sessions.run_errors import RunError
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.events import event_emit
 from sessions.services.history import question_ask, step_save_assistant
 from sessions.services.records import record_append

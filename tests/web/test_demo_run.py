@@ -32,7 +32,7 @@ def test_the_demo_agent_writes_its_plan_computes_and_marks_the_plan_done(alice, 
 
     from agents.models import Agent
     from sessions.models import RunEvent, Session
-    from sessions.selectors import main_instance
+    from sessions.selectors.instances import main_instance
 
     call_command("bootstrap_demo", verbosity=0)
     agent = Agent.objects.get(name="Demo assistant")

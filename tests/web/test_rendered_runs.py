@@ -17,7 +17,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from sessions.models import Run, SessionMessage
-from sessions.selectors import main_instance
+from sessions.selectors.instances import main_instance
 from sessions.services.records import record_append
 from sessions.services.runs import run_claim, run_finish, run_resume
 from tests.web.conftest import finished_run

@@ -10,11 +10,8 @@ import pytest
 from context.usage import UsageFigures, usage_figures
 from sessions.models import ModelCall, Run
 from sessions.run_errors import RunError
-from sessions.selectors import main_instance
-from sessions.services.history import question_ask
-from sessions.services.model_calls import model_call_close, model_call_open
-from sessions.services.runs import run_finish
-from sessions.usage_selectors import (
+from sessions.selectors.instances import main_instance
+from sessions.selectors.usage import (
     bucket_kind,
     call_usage,
     usage_groups,
@@ -23,6 +20,9 @@ from sessions.usage_selectors import (
     version_usage_over_time,
     version_usage_runs,
 )
+from sessions.services.history import question_ask
+from sessions.services.model_calls import model_call_close, model_call_open
+from sessions.services.runs import run_finish
 from tests.sessions.helpers import claim
 
 pytestmark = pytest.mark.django_db

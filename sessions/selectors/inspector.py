@@ -13,7 +13,7 @@ from typing import Any
 
 from context.request_diff import RequestDiff, request_diff, tools_changed
 from sessions.models import ModelCall, Run
-from sessions.selectors import SentEntry, model_call_entries, model_call_tools
+from sessions.selectors.model_calls import SentEntry, model_call_entries, model_call_tools
 
 
 @dataclass(frozen=True)

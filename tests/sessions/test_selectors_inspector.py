@@ -1,4 +1,4 @@
-"""The context inspector's pairing (``sessions.inspector_selectors.model_call_pairings``):
+"""The context inspector's pairing (``sessions.selectors.inspector.model_call_pairings``):
 which call each model call is compared with, and what changed — the one answer the API
 and the console both shape.
 
@@ -12,9 +12,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from sessions.inspector_selectors import CallPairing, model_call_pairings
 from sessions.models import Instance, ModelCall, Run
-from sessions.selectors import main_instance
+from sessions.selectors.inspector import CallPairing, model_call_pairings
+from sessions.selectors.instances import main_instance
 from sessions.services.history import question_ask
 from sessions.services.model_calls import model_call_close, model_call_open
 from sessions.services.retention import call_logs_prune
