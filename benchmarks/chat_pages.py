@@ -71,7 +71,8 @@ def _long_runs(session, runs: int) -> None:
     from sessions.models import Run
     from sessions.selectors.instances import main_instance
     from sessions.services.events import event_emit
-    from sessions.services.history import question_ask, step_save_assistant
+    from sessions.services.model_steps import step_save_assistant
+    from sessions.services.questions import question_ask
     from sessions.services.records import record_append
     from sessions.services.runs import run_claim, run_finish
 

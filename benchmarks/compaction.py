@@ -194,7 +194,7 @@ def _between(session: Any, events: list[str]) -> None:
     from agents.services import agent_publish, agent_update
     from runloop.compaction import compaction_manual
     from sessions.models import PreparedCompaction
-    from sessions.services.history import compaction_request
+    from sessions.services.manual_compaction import compaction_request
 
     if not events or not PreparedCompaction.objects.filter(session=session, status="ready").exists():
         return
@@ -218,7 +218,7 @@ def run_session(latency: float, mode: str, *, pause: float, compactions: int | N
     from runloop.loop import run_execute
     from sessions.models import CompactionSnapshot
     from sessions.services.dispatch import preparation_dispatcher_set
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from tests.fakes.anthropic_bridge import AnthropicBridge
     from tests.fakes.fake_provider import FakeProvider
 

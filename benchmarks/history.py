@@ -61,7 +61,7 @@ def _world():
 
 def bench_views(records: int) -> None:
     from sessions.models import Instance, Run, SessionView
-    from sessions.services.history import context_project
+    from sessions.selectors.context import context_project
 
     user, session = _world()
     old = Run.objects.create(session=session, version=session.version, status=Run.Status.COMPLETED)

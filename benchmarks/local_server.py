@@ -103,7 +103,7 @@ def ask(session, question: str) -> tuple[float, dict[str, Any]]:
     from runloop.loop import run_execute
     from sessions.models import Run
     from sessions.models_call_log import ModelCall
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
 
     start = time.perf_counter()
     run = question_ask(session=session, content=question)

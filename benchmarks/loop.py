@@ -76,7 +76,7 @@ def bench_overhead(steps: int) -> None:
 
     from runloop.loop import run_execute
     from sessions.models import ModelCall
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from tests.fakes.fake_provider import FakeProvider
 
     with FakeProvider(_script(steps)) as fake:
@@ -164,7 +164,7 @@ def bench_step_cost(steps: int, vendor: str, dialect: str = "openai") -> None:
     from models_catalog.models import ModelConnection
     from runloop import calls
     from runloop.loop import run_execute
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from tests.fakes.fake_provider import FakeProvider
 
     marks: list[int] = []
@@ -258,7 +258,7 @@ def bench_concurrency(runs: int, steps: int, vendor: str) -> None:
     from runloop.tasks import dispatch_run
     from sessions.models import ModelCall, Run
     from sessions.services.dispatch import dispatcher_set
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from tests.fakes.fake_provider import FakeProvider
 
     if vendor != "postgresql":

@@ -66,7 +66,7 @@ def _version(base_url: str, server, name: str):
 def _run(user, version, fake, calls: int):
     from runloop.loop import run_execute
     from sessions.models import Run, RunEvent, Session
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
 
     fake.handler = _script(calls)
     session = Session.objects.create(space=version.agent.space, user=user, agent=version.agent, version=version)

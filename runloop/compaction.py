@@ -45,10 +45,10 @@ from runloop.state import RunState, run_state_build, system_message
 from sessions.frames import plan_text
 from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention, SessionMessage
 from sessions.selectors.instances import main_instance, sub_instances_running, tool_calls_unsettled
+from sessions.services.checkpoints import checkpoint_commit
 from sessions.services.events import event_emit
 from sessions.services.frames import frame_update
-from sessions.services.history import checkpoint_commit, compaction_request_taken
-from sessions.services.manual_compaction import compaction_hold_release
+from sessions.services.manual_compaction import compaction_hold_release, compaction_request_taken
 from sessions.services.prepared import (
     preparation_last_failure,
     preparation_open,

@@ -30,11 +30,7 @@ from runloop.verification import run_verify
 from sessions.models import Instance, ModelCall, Run, RunAttention
 from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, EMPTY_ANSWER_RETRY, INTERNAL_ERROR, RunError
 from sessions.selectors.instances import main_instance
-from sessions.services.history import (
-    assistant_record,
-    instance_steps_recount,
-    supplements_take,
-)
+from sessions.services.model_steps import assistant_record, instance_steps_recount
 from sessions.services.runs import (
     SupplementsPending,
     run_claim,
@@ -42,6 +38,7 @@ from sessions.services.runs import (
     run_reopen_record,
     run_wait_for_server,
 )
+from sessions.services.supplements import supplements_take
 
 logger = logging.getLogger("runloop")
 

@@ -53,10 +53,10 @@ from runloop.watch import RunWatch
 from sessions.frames import run_budget
 from sessions.models import Instance, Run, SessionMessage
 from sessions.run_errors import window_refused
+from sessions.selectors.context import context_load
 from sessions.selectors.records import record_as_engine_dict
 from sessions.selectors.sessions import SessionTraits, session_traits
 from sessions.services.events import BroadcastHold, events_write
-from sessions.services.history import context_load
 from sessions.services.model_calls import CallChain
 from sessions.services.ownership import RunSignals, run_owned, run_touch
 from sessions.services.steps import step_announce, step_commit

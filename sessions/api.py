@@ -31,8 +31,8 @@ from sessions.serializers import (
 )
 from sessions.services.dispatch import compaction_dispatch_on_commit
 from sessions.services.files import file_delete, file_name_of, file_store, file_too_large
-from sessions.services.history import compaction_request
 from sessions.services.imports import session_import
+from sessions.services.manual_compaction import compaction_request
 from sessions.services.sessions import session_create
 from sessions.staff import staff_may_read
 

@@ -29,8 +29,9 @@ from sessions.selectors.runs import run_get_for_user, run_visible_to
 from sessions.selectors.sessions import session_get_for_user
 from sessions.serializers import ContentIn, QuestionIn, RunOut
 from sessions.services.events import event_emit
-from sessions.services.history import answer_continue, question_ask, supplement_add
+from sessions.services.questions import answer_continue, question_ask
 from sessions.services.runs import run_cancel, run_resume
+from sessions.services.supplements import supplement_add
 from sessions.staff import run_get_for_inspector
 
 

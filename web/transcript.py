@@ -214,7 +214,7 @@ def _clip(text: str, limit: int) -> tuple[str, int]:
 
 
 def run_is_continuable(run: Run, items: list[Any]) -> bool:
-    """Mirrors ``answer_was_cut`` (sessions.services.history): completed, and its last
+    """Mirrors ``answer_was_cut`` (sessions.services.questions): completed, and its last
     item is an answer (or the note of one) that the output limit cut."""
     return run.status == Run.Status.COMPLETED and bool(items) and bool(getattr(items[-1], "cut_at_limit", False))
 

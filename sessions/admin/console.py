@@ -32,7 +32,7 @@ from sessions.models import (
     SessionView,
 )
 from sessions.services.dispatch import compaction_dispatch_on_commit
-from sessions.services.history import compaction_request
+from sessions.services.manual_compaction import compaction_request
 from sessions.services.runs import run_cancel, run_resume
 
 # An agent version's usage page and its CSV, served at the version's own admin URLs.

@@ -152,3 +152,8 @@ def compaction_request(*, session: Session,
         Run.objects.filter(pk=run.pk).update(attention=F("attention").bitor(RunAttention.COMPACT),
                                              heartbeat_at=timezone.now())
     return "queued", run
+
+
+def compaction_request_taken(*, run: Run) -> None:
+    """The run's worker took a manual compaction request: clear the run's attention bit."""
+    Run.objects.filter(pk=run.pk).update(attention=F("attention").bitand(~RunAttention.COMPACT & 0xFFFF))

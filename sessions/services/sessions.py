@@ -8,8 +8,8 @@ from django.db import transaction
 from agents.models import Agent
 from core.errors import ValidationFailed
 from sessions.models import Run, Session
-from sessions.services.history import question_ask
 from sessions.services.people import person_lock, sessions_per_day_check
+from sessions.services.questions import question_ask
 
 
 def session_draft(*, user, agent_id: int) -> Session:

@@ -25,7 +25,7 @@ constraint; the whole transaction rolls back and the careful path de-duplicates.
 
 Counts of model steps are kept by the worker in memory and written with checkpoints and
 when the run ends; a worker that died leaves them to be counted again from the records
-when the run resumes (``history.instance_steps_recount``).
+when the run resumes (``model_steps.instance_steps_recount``).
 """
 from __future__ import annotations
 

@@ -13,8 +13,9 @@ import pytest
 
 from sessions.models import Instance, ModelCall, Run, RunEvent, Session  # noqa: F401
 from sessions.selectors.instances import main_instance
-from sessions.services.history import checkpoint_commit, question_ask
+from sessions.services.checkpoints import checkpoint_commit
 from sessions.services.model_calls import model_call_close, model_call_open
+from sessions.services.questions import question_ask
 from sessions.services.records import record_append
 from sessions.services.runs import run_finish
 from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401  (runs by the real loop)

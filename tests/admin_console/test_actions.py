@@ -5,7 +5,7 @@ import pytest
 from django.contrib.admin import helpers
 
 from sessions.models import Run
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 
 pytestmark = pytest.mark.django_db
 

@@ -157,7 +157,7 @@ def test_ctx45_a_summary_the_worker_prepared_and_committed_shows_as_prepared(con
     """Not a fixture's idea of the metrics: a preparation the worker made, committed by the loop."""
     from runloop.loop import run_execute
     from runloop.preparation import compaction_prepare
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from tests.fakes.fake_provider import chat_stream
 
     def handler(request):

@@ -61,7 +61,7 @@ def test_the_chart_is_inline_svg_with_a_line_per_series(console, story):
 
 
 def test_sub_instance_compactions_are_listed_with_their_instance(console, story):
-    from sessions.services.history import checkpoint_commit
+    from sessions.services.checkpoints import checkpoint_commit
 
     # Saved before the token figures had one name per meaning: a bare tokens_before still reads.
     checkpoint_commit(run=story.first, instance=story.sub, messages=[], covered_seq=4, estimator_id="bytes-v1",
@@ -98,7 +98,8 @@ def test_a_real_compaction_made_by_the_loop_shows_the_figures_it_stored(console,
     from runloop.compaction import compaction_manual
     from runloop.loop import run_execute
     from sessions.models import CompactionSnapshot
-    from sessions.services.history import compaction_request, question_ask
+    from sessions.services.manual_compaction import compaction_request
+    from sessions.services.questions import question_ask
     from tests.fakes.fake_provider import chat_stream
 
     def handler(request):

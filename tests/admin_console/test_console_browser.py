@@ -48,7 +48,7 @@ def test_an_operator_pages_through_500_records_and_every_console_page_is_inert(
     from sessions.models import AccessAudit
     from sessions.selectors.instances import main_instance
     from sessions.services.events import event_emit
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from sessions.services.records import NewRecord, records_append
     from tests.sessions.helpers import claim
 
@@ -121,7 +121,7 @@ def test_the_inspector_highlights_where_a_call_first_differs_from_the_previous_o
 
     from runloop.loop import run_execute
     from sessions.models import ModelCall
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from tests.fakes.fake_provider import chat_stream, sequence
 
     strict.handler = sequence(

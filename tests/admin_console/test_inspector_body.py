@@ -15,7 +15,7 @@ import pytest
 from runloop.loop import run_execute
 from sessions.admin.inspector import body_fields, call_output
 from sessions.models import ModelCall, Run
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.runloop.conftest import FAKE_KEY
 

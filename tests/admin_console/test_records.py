@@ -8,7 +8,7 @@ import pytest
 
 from sessions.models import AccessAudit
 from sessions.selectors.instances import main_instance
-from sessions.services.history import step_save_assistant
+from sessions.services.model_steps import step_save_assistant
 from sessions.services.records import record_append
 from tests.admin_console.conftest import SECRET
 from tests.sessions.helpers import answer

@@ -23,7 +23,7 @@ from sessions.admin.chart import token_ticks, tokens_label
 from sessions.admin.usage_chart import UsageBar, usage_chart
 from sessions.models import ModelCall, Run, Session
 from sessions.selectors.usage import call_usage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream, error
 
 pytestmark = pytest.mark.django_db(transaction=True)

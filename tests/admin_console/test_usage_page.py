@@ -19,7 +19,7 @@ from models_catalog.models import ModelPrice
 from runloop.loop import run_execute
 from runloop.verification import VERIFY_SYSTEM
 from sessions.models import AccessAudit, ModelCall, Run, Session
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream, error
 from tests.fakes.summaries import is_summary
 from tests.runloop.test_compaction import SMALL, VERY_LONG, scripted_summary

@@ -61,7 +61,7 @@ def admin_log_in(page, server, username: str = "ada", password: str = ADA_PASSWO
 def run_to_the_end(session, content: str, threads) -> object:
     """Ask a question and let the worker thread run it to the end, as the chat would."""
     from sessions.models import Run
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
 
     session.refresh_from_db()
     run = question_ask(session=session, content=content)
@@ -86,7 +86,7 @@ def metrics(*, trigger: str, before: int, after: int, threshold: int, target: in
 def compact(run, *, covered_seq: int, figures: dict, summary: str = "Earlier: the user asked for arithmetic."):
     """A committed compaction (RUN-10) with its summary record, as the worker saves it."""
     from sessions.selectors.instances import main_instance
-    from sessions.services.history import checkpoint_commit
+    from sessions.services.checkpoints import checkpoint_commit
     from sessions.services.records import NewRecord
 
     return checkpoint_commit(

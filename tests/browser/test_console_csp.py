@@ -41,7 +41,7 @@ def ada(django_user_model):
 
 @pytest.fixture
 def story(ada, alice, make_session, version):
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
 
     session = make_session(alice)
     run = question_ask(session=session, content="Hello")

@@ -57,7 +57,7 @@ def session_with_history(fake_session, strict):
     lost, nothing duplicated" is checked against real earlier history, not an empty list.
     """
     from runloop.loop import run_execute
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
 
     def make(**agent_options):
         session = fake_session(**agent_options)

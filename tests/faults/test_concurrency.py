@@ -14,7 +14,7 @@ from sessions.api import AskThrottle
 from sessions.models import Instance, Run, RunEvent, SessionMessage
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.events import event_emit
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.records import NewRecord, records_append
 from sessions.services.runs import run_create
 from tests.conftest import token_for

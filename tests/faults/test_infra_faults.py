@@ -20,7 +20,7 @@ from runloop.loop import run_execute
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services import events
 from sessions.services.dispatch import dispatcher_set
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_resume
 from tests.conftest import token_for
 from tests.fakes.fake_provider import chat_stream

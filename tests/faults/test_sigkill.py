@@ -19,7 +19,7 @@ from runloop.loop import run_execute
 from runloop.reaper import runs_reap_interrupted
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.dispatch import dispatcher_set
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_resume
 from tests.fakes.fake_provider import Hang, chat_stream
 from tests.faults.probe import probe_runs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sessions.models import CompactionSnapshot, SessionMessage, SessionView
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
 from tests.faults.support import assert_appended, ledger

@@ -13,7 +13,8 @@ import pytest
 from runloop.compaction import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run
-from sessions.services.history import compaction_request, question_ask
+from sessions.services.manual_compaction import compaction_request
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
 

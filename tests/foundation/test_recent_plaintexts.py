@@ -12,7 +12,7 @@ from core.crypto import RecentPlaintexts
 from sessions.models import SessionMessage
 from sessions.selectors.instances import main_instance
 from sessions.selectors.records import record_as_engine_dict, visible_records_for_engine, visible_records_query
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.records import NewRecord, records_append_new
 
 FIELD = SessionMessage._meta.get_field("message")

@@ -28,7 +28,7 @@ from rest_framework.test import APIClient
 
 from sessions.models import PreparedCompaction, Run, SessionMessage
 from sessions.run_errors import RunError
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_finish
 from tests.local_servers.product import RealServerChat
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from runloop.loop import run_execute
 from sessions.models import Run, Session
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 
 
 def ask_and_run(session: Session, content: str) -> Run:

@@ -128,7 +128,7 @@ def test_a_bad_streamed_question_is_a_json_error_and_changes_nothing(fake_sessio
 
 def test_while_a_run_is_active_a_streamed_question_gets_409_and_its_stream_place_back(
         fake_session, alice, settings, dispatched_runs):
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
 
     settings.AGENTLOOM_MAX_STREAMS_PER_USER = 1
     session = fake_session()

@@ -19,7 +19,7 @@ from models_catalog.providers.chat_http import body_bytes
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, Run, SentBlob
 from sessions.selectors.model_calls import model_call_body
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.conftest import SHARED
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary

@@ -9,7 +9,7 @@ from agents.tool_registry import Tool, ToolCancelled, register, registry
 from runloop.loop import run_execute
 from sessions.models import Run, SessionMessage
 from sessions.selectors.instances import main_instance
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream, sequence
 
 pytestmark = pytest.mark.django_db(transaction=True)

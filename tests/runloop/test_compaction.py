@@ -8,7 +8,7 @@ import pytest
 
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent, SessionMessage, SessionView
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary, summary_input
 
@@ -207,7 +207,7 @@ def test_ctx25_a_provider_counting_twice_our_estimate_moves_the_trigger_and_the_
 def test_ctx43_manual_compaction_judges_the_commit_rule_with_the_agents_tool_schemas(fake_session, strict):
     from context import get_estimator
     from runloop.compaction import compaction_manual
-    from sessions.services.history import compaction_request
+    from sessions.services.manual_compaction import compaction_request
 
     strict.handler = Provider()
     figures = {}
@@ -280,7 +280,7 @@ def test_run10_a_resumed_attempt_starts_from_the_snapshot_its_interrupted_attemp
     (RUN-10), not the records it summarized: here the snapshot covers the run's own
     question, so no session view can stand in for it (RUN-7)."""
     from sessions.selectors.records import view_best_for_run
-    from sessions.services.history import checkpoint_commit
+    from sessions.services.checkpoints import checkpoint_commit
     from sessions.services.runs import run_resume
 
     strict.handler = lambda request: chat_stream(["First answer."])
@@ -318,7 +318,7 @@ def test_ctx43_a_manual_compaction_of_a_run_that_compacted_starts_from_its_snaps
     from rest_framework.test import APIClient
 
     from runloop.compaction import compaction_manual
-    from sessions.services.history import checkpoint_commit
+    from sessions.services.checkpoints import checkpoint_commit
 
     strict.handler = Provider()
     session = fake_session(**SMALL, context_policy={"target_ratio": 0.2})

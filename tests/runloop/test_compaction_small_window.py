@@ -18,7 +18,8 @@ from context.records import INTERRUPTED_SUFFIX
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Run, SessionMessage
 from sessions.selectors.instances import main_instance
-from sessions.services.history import question_ask, step_save_assistant
+from sessions.services.model_steps import step_save_assistant
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_finish, run_resume
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary, summary_input

@@ -26,7 +26,7 @@ from runloop.tasks import dispatch_run
 from sessions.models import Run, SessionMessage
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.events import event_emit
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_finish
 from tests.conftest import token_for
 from tests.fakes.responses import chat_stream

@@ -14,7 +14,8 @@ from sessions.models import ModelCall, Run, RunEvent
 from sessions.run_errors import RunError
 from sessions.selectors.instances import main_instance
 from sessions.selectors.model_calls import model_call_entries, model_call_repairs
-from sessions.services.history import question_ask, step_save_assistant
+from sessions.services.model_steps import step_save_assistant
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_claim, run_finish
 from tests.fakes.fake_provider import chat_stream
 

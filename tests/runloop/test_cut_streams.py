@@ -22,7 +22,7 @@ from models_catalog.errors import ContextOverflowError, StreamCutError
 from runloop.compaction import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import FakeProvider, chat_stream
 from tests.fakes.one_at_a_time import ClosingKeepAliveServer, cut_stream
 from tests.fakes.summaries import is_summary

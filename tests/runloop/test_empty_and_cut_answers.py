@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from context.adapters import CONTINUE_NOTE
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream, sequence
 from web.errors import error_explain, retry_status
 from web.presenters import run_views

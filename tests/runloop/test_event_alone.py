@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from sessions.models import Run, RunEvent
 from sessions.services import events as events_service
 from sessions.services.events import event_emit
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

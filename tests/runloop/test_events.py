@@ -9,7 +9,7 @@ import pytest
 
 from runloop.loop import run_execute
 from sessions.models import Run, RunEvent
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.conftest import token_for
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.runloop.livesrv import LiveServer, read_sse

@@ -8,7 +8,7 @@ import pytest
 
 from sessions.models import RunEvent
 from sessions.services.events import DeltaBuffer
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 
 pytestmark = pytest.mark.django_db
 

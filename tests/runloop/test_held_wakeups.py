@@ -14,7 +14,7 @@ import pytest
 
 from sessions.models import Run, RunEvent
 from sessions.services import events as events_module
-from sessions.services.history import supplement_add
+from sessions.services.supplements import supplement_add
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.runloop.driving import ask_and_run
 

@@ -22,7 +22,8 @@ from runloop import compaction
 from runloop.compaction import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import Run, RunEvent, SessionMessage
-from sessions.services.history import compaction_request, question_ask
+from sessions.services.manual_compaction import compaction_request
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream, error
 from tests.runloop.conftest import FAKE_KEY
 from tests.runloop.test_compaction import SMALL, VERY_LONG, Provider, ask, is_summary_request

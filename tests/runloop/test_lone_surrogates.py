@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SentBlob, Session, SessionMessage, SessionView
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.sessions.helpers import stores_a_surrogate
 

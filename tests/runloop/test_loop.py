@@ -8,7 +8,7 @@ import pytest
 from agents.tool_registry import Tool, register, registry
 from runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream, error, sequence
 from tests.runloop.conftest import FAKE_KEY
 

@@ -48,9 +48,10 @@ from sessions.models import (
 from sessions.selectors.instances import main_instance
 from sessions.services.events import DeltaBuffer
 from sessions.services.frames import frame_update
-from sessions.services.history import question_ask, supplement_add
+from sessions.services.questions import question_ask
 from sessions.services.records import NewRecord
 from sessions.services.runs import run_claim, run_resume
+from sessions.services.supplements import supplement_add
 from tests.fakes.fake_provider import chat_stream, error
 from tools.invoke import tool_invoke
 

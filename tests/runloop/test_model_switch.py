@@ -16,7 +16,7 @@ from agents.services import agent_publish
 from models_catalog.models import ModelConnection
 from runloop.loop import run_execute
 from sessions.models import Run, Session
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.anthropic_bridge import AnthropicBridge
 from tests.fakes.fake_provider import FakeProvider, chat_stream
 from tests.runloop.conftest import FAKE_KEY

@@ -15,7 +15,7 @@ from runloop.loop import run_execute
 from runloop.preparation import compaction_prepare
 from sessions.models import PreparedCompaction, Run
 from sessions.services.dispatch import preparation_dispatcher_set
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.summaries import is_summary
 from tests.runloop.test_prepared_compaction import ASKED, LONG, SMALL, SlowSummaries, ask
 from tests.runloop.worker import wait_for

@@ -18,7 +18,7 @@ from models_catalog.models import ModelConnection
 from models_catalog.slots import slots_held
 from runloop.loop import run_execute
 from sessions.models import Run, RunEvent, Session
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.one_slot import MODEL, OneSlotServer
 from tests.runloop.worker import wait_for
 

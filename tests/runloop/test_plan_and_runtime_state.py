@@ -15,7 +15,8 @@ from runloop.compaction import compaction_manual
 from sessions.frames import frame_initial, plan_text
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent
 from sessions.selectors.instances import main_instance
-from sessions.services.history import compaction_request, question_ask
+from sessions.services.manual_compaction import compaction_request
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
 from tests.runloop.driving import ask_and_run as _ask

@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 
 from runloop.loop import run_execute
 from sessions.models import Run
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.runloop.test_step_cost import SAVEPOINTS, TRANSACTIONS, _starts
 

@@ -15,7 +15,7 @@ from runloop.models import Lease, WorkerHeartbeat
 from runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
 from runloop.workers import lease_take
 from sessions.models import Run, RunEvent, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.runs import heartbeat_period, run_claim, run_resume
 
 pytestmark = pytest.mark.django_db(transaction=True)

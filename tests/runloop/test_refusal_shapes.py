@@ -16,7 +16,7 @@ from models_catalog.discovery import PLATFORM_DEFAULT_CONTEXT_WINDOW
 from models_catalog.models import PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS, ModelConnection
 from runloop.loop import run_execute
 from sessions.models import Run, RunEvent
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import JSONResponse, RawResponse
 from tests.fakes.servers import LLAMA_CPP_PYTHON_PING, LlamaCppPythonServer, _chunked
 from tests.fakes.windowed import is_summary, provider_count, summary_text

@@ -19,7 +19,7 @@ from runloop.housekeeping import Housekeeper
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
 from sessions.services import dispatch
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.run_slots import runs_wake_waiting
 from tests.fakes.fake_provider import chat_stream, error, sequence
 

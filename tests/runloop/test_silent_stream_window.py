@@ -15,7 +15,7 @@ from models_catalog.discovery import PLATFORM_DEFAULT_CONTEXT_WINDOW
 from models_catalog.models import ModelConnection
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, Run
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.servers import LlamaCppPythonServer
 from tests.fakes.windowed import LONG_QUESTION, long_answer
 

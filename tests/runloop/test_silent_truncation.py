@@ -9,7 +9,7 @@ import pytest
 from models_catalog.discovery import PLATFORM_DEFAULT_CONTEXT_WINDOW
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, Run, RunEvent, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.ollama_chat import OllamaChatServer
 from tests.fakes.windowed import LONG_QUESTION, long_answer
 

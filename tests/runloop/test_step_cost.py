@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 
 from runloop.loop import run_execute
 from sessions.models import Run, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 
 pytestmark = pytest.mark.django_db(transaction=True)

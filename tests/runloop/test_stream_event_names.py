@@ -12,7 +12,7 @@ from runloop.loop import run_execute
 from sessions.event_stream import event_as_dict, sse_frame
 from sessions.models import Run, RunEvent
 from sessions.services.events import EVENT_TYPES, EVENTSOURCE_NAMES, event_emit, event_seqs_take
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.conftest import token_for
 from tests.fakes.fake_provider import chat_stream, error, sequence
 from tests.runloop.livesrv import LiveServer, read_sse

@@ -87,7 +87,7 @@ def test_a_batch_of_events_wakes_its_streams_once_with_its_last_seq(settings, fa
     from django.db import transaction
 
     from sessions.services.events import events_write
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
 
     settings.REDIS_URL = os.environ["REDIS_URL"]
     run = question_ask(session=fake_session(), content="Hello")

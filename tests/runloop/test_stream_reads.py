@@ -18,7 +18,7 @@ from core.spaces.models import Membership
 from sessions import event_stream as stream
 from sessions.models import Run
 from sessions.services.events import event_emit, events_write
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_finish
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,7 +14,7 @@ from context import calibrated, estimators
 from models_catalog.models import ModelConnection, TokenCalibration
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, Run
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.conftest import SHARED
 from tests.fakes.windowed import WindowedServer
 

@@ -6,7 +6,7 @@ import pytest
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, SessionMessage
 from sessions.selectors.instances import main_instance
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream, error
 
 pytestmark = pytest.mark.django_db(transaction=True)

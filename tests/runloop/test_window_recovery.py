@@ -14,8 +14,8 @@ from runloop.compaction import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Run
 from sessions.run_errors import window_refused
-from sessions.services.history import question_ask
 from sessions.services.manual_compaction import compaction_request
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_resume
 from tests.fakes.servers import LlamaCppPythonServer
 from tests.fakes.windowed import LONG_QUESTION, long_answer

@@ -12,7 +12,7 @@ from models_catalog.errors import ContextOverflowError
 from models_catalog.models import ModelConnection
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.catalog.support import API_KEY, FAST
 from tests.fakes.fake_provider import JSONResponse, RawResponse
 from web.errors import error_explain

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test import Client
 
 from sessions.models import Run, Session
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 
 pytestmark = pytest.mark.django_db
 

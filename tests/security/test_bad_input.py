@@ -15,7 +15,7 @@ from django.test import Client
 from agents.models import Agent
 from models_catalog.models import ModelConnection
 from sessions.models import Run, Session, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.security.conftest import assert_error_shape, token_for
 
 pytestmark = pytest.mark.django_db

@@ -129,7 +129,7 @@ def test_asking_is_rate_limited_with_retry_after_and_the_refused_question_writes
 def test_supplements_are_rate_limited_with_retry_after_and_the_refused_one_writes_nothing(alice, make_session,
                                                                                          settings):
     from sessions.models import Instance
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
 
     session = make_session(alice)
     run = question_ask(session=session, content="Work on this")

@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import NoReverseMatch, reverse
 
 from sessions.models import Run
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from web.security import CONTENT_SECURITY_POLICY
 
 pytestmark = pytest.mark.django_db

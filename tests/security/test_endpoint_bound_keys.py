@@ -13,7 +13,7 @@ from agents.services import agent_create, agent_publish
 from models_catalog.models import ModelConnection
 from runloop.loop import run_execute
 from sessions.models import Run, Session
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import FakeProvider, chat_stream
 
 pytestmark = pytest.mark.django_db(transaction=True)

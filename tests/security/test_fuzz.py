@@ -48,7 +48,7 @@ def world(alice, space, agent, version, make_session, outbound, monkeypatch):
     from models_catalog.services import connection_create
     from runloop.loop import run_execute
     from sessions import event_stream as stream
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
 
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 1.0)  # an SSE call on a live run ends by itself
     connection = connection_create(space=space, data={

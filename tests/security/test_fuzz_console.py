@@ -51,7 +51,7 @@ PAGE_PARAMETERS = ["after", "limit", "instance", "before", "calls", "page"]
 def world(alice, space, agent, version, make_session, outbound, olivia):
     from runloop.loop import run_execute
     from sessions.services.files import file_store
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from toolservers.models import ToolServer
 
     ToolServer.objects.create(space=space, name="fuzzed", url="http://127.0.0.1:9/mcp")

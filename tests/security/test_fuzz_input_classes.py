@@ -78,7 +78,7 @@ def world(alice, bob, space, agent, version, make_session, outbound, monkeypatch
     from runloop.loop import run_execute
     from sessions import event_stream as stream
     from sessions.services.files import file_store
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from toolservers.models import ToolServer
 
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.5)  # an event stream of a live run ends by itself

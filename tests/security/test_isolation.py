@@ -15,7 +15,7 @@ import pytest
 
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.events import event_emit
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.records import record_append
 from sessions.services.runs import run_finish
 from tests.security.conftest import assert_error_shape

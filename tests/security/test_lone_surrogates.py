@@ -117,7 +117,7 @@ def test_a_question_and_a_supplement_are_stored_with_lone_surrogates_replaced(ap
 
 
 def test_records_and_events_written_by_any_caller_hold_no_lone_surrogate(alice, make_session):
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
 
     session = make_session(alice)
     run = question_ask(session=session, content="Hello")
@@ -176,8 +176,8 @@ def test_a_pdfs_text_is_stored_with_its_lone_surrogates_replaced(api, alice, mak
 def test_a_request_body_that_still_holds_one_is_logged_as_it_was_sent(alice, make_session):
     from models_catalog.providers.chat_http import body_bytes
     from sessions.selectors.model_calls import model_call_body
-    from sessions.services.history import question_ask
     from sessions.services.model_calls import model_call_open
+    from sessions.services.questions import question_ask
 
     run = question_ask(session=make_session(alice), content="Hello")
     body = {"model": "m", "messages": [{"role": "system", "content": "Be brief."},

@@ -25,7 +25,7 @@ from rest_framework.test import APIClient
 from runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.selectors.model_calls import model_call_body
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.conftest import REPO
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.fakes.mcp_servers import TOKEN

@@ -22,7 +22,7 @@ from django.urls import include, path
 
 from runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.conftest import token_for
 from tests.fakes.fake_provider import chat_stream, error
 from tests.runloop.conftest import FAKE_KEY, fake, fake_agent_factory, fake_session, strict  # noqa: F401

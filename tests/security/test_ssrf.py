@@ -13,7 +13,7 @@ import pytest
 from models_catalog.models import ModelConnection
 from runloop.loop import run_execute
 from sessions.models import SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import FakeProvider, RawResponse, chat_stream, models_list, redirect, route
 from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401
 from tests.security.conftest import assert_error_shape

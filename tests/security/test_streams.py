@@ -14,7 +14,7 @@ import pytest
 
 from sessions.models import Run
 from sessions.services.events import event_emit
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_finish
 from tests.runloop.livesrv import LiveServer, read_sse
 from tests.security.conftest import token_for

@@ -6,8 +6,9 @@ from typing import Any
 
 from sessions.models import Run
 from sessions.run_errors import RunError
+from sessions.selectors.context import context_project
 from sessions.selectors.instances import main_instance
-from sessions.services.history import context_project, step_save_assistant
+from sessions.services.model_steps import step_save_assistant
 from sessions.services.records import record_append
 from sessions.services.runs import run_claim
 
@@ -26,7 +27,7 @@ def answer(run: Run, text: str, key: str) -> None:
 def interrupted_after_calls(session, calls: list[tuple[str, str, str]]) -> Run:
     """A run whose worker vanished after saving the model's calls ``(id, name, arguments)``,
     before running any of them: resuming it settles them (RUN-6)."""
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from sessions.services.runs import run_finish
 
     run = claim(question_ask(session=session, content="Work it out."))

@@ -5,7 +5,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from sessions.models import Run, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.sessions.helpers import answer, claim
 
 pytestmark = pytest.mark.django_db

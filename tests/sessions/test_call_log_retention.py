@@ -11,7 +11,7 @@ from models_catalog.providers.chat_http import body_bytes
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, SentBlob, SessionMessage
 from sessions.selectors.model_calls import model_call_body, model_call_entries
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401
 

@@ -5,7 +5,7 @@ import pytest
 
 from core.errors import ActiveRunConflict
 from sessions.models import Run, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.foundation.test_concurrency import _in_threads
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]

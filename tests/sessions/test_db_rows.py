@@ -11,7 +11,7 @@ from django.db import connection
 
 from core.db_rows import rows_insert
 from sessions.models import Instance, Run, RunEvent, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_claim
 
 pytestmark = pytest.mark.django_db

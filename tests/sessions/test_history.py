@@ -7,17 +7,14 @@ from django.db import transaction
 from core.errors import ActiveRunConflict, Conflict
 from sessions.models import CompactionSnapshot, Instance, Run, SessionMessage, SessionView
 from sessions.run_errors import RunError
+from sessions.selectors.context import context_project
 from sessions.selectors.instances import main_instance
-from sessions.services.history import (
-    checkpoint_commit,
-    context_project,
-    question_ask,
-    step_save_assistant,
-    supplement_add,
-    supplements_take,
-)
+from sessions.services.checkpoints import checkpoint_commit
+from sessions.services.model_steps import step_save_assistant
+from sessions.services.questions import question_ask
 from sessions.services.records import NewRecord, record_append
 from sessions.services.runs import run_cancel, run_create, run_finish, run_resume
+from sessions.services.supplements import supplement_add, supplements_take
 from tests.sessions.helpers import answer, call_tool, claim, seen_by, tool_result
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from sessions.models import Session, SessionMessage, SessionView
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.conftest import SHARED
 from tests.sessions.helpers import seen_by
 

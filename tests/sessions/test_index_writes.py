@@ -12,8 +12,8 @@ from django.db import connection
 
 from sessions.models import Instance, ModelCall, Run, RunEvent, SentBlob, Session, SessionMessage
 from sessions.services.events import events_write
-from sessions.services.history import question_ask
 from sessions.services.ownership import run_touch
+from sessions.services.questions import question_ask
 from tests.sessions.helpers import claim
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("require_postgres")]

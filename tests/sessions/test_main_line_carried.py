@@ -16,7 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from sessions.models import Instance, Run, Session, SessionMessage, SessionView
 from sessions.selectors.instances import main_instance
 from sessions.selectors.records import view_best_for_run
-from sessions.services.history import PARTIAL_PREFIX, main_counts, main_line_carried, question_ask
+from sessions.services.model_steps import PARTIAL_PREFIX, main_counts
+from sessions.services.questions import main_line_carried, question_ask
 from sessions.services.records import record_append
 from sessions.services.runs import run_finish
 from tests.sessions.helpers import answer, claim

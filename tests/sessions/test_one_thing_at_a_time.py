@@ -9,8 +9,8 @@ from rest_framework.test import APIClient
 
 from runloop.compaction import compaction_manual
 from sessions.models import Run, RunAttention
-from sessions.services.history import question_ask
 from sessions.services.manual_compaction import MANUAL_COMPACTION_HOLD_SECONDS
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_finish
 from tests.foundation.test_concurrency import _in_threads
 from tests.sessions.helpers import answer, claim

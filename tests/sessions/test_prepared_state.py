@@ -12,7 +12,6 @@ from rest_framework.test import APIClient
 from sessions.models import PreparedCompaction
 from sessions.selectors.instances import main_instance
 from sessions.selectors.sessions import prepared_summary_state
-from sessions.services.history import question_ask
 from sessions.services.prepared import (
     preparation_claim,
     preparation_ready,
@@ -20,6 +19,7 @@ from sessions.services.prepared import (
     preparation_take,
     preparations_end,
 )
+from sessions.services.questions import question_ask
 from tests.sessions.helpers import claim
 
 pytestmark = pytest.mark.django_db

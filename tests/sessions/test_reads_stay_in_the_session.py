@@ -15,8 +15,8 @@ from django.db import connection
 
 from sessions.models import Instance, ModelCall, Run, Session
 from sessions.selectors.sessions import session_traits
-from sessions.services.history import main_line_carried, question_ask
 from sessions.services.model_calls import session_action_model_note
+from sessions.services.questions import main_line_carried, question_ask
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("require_postgres")]
 

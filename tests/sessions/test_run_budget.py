@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from sessions.frames import run_budget
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 
 
 def test_run4_a_run_reads_back_what_it_froze_even_after_its_agent_changed(make_session, alice):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.run_errors import INTERRUPTED, RunError
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_finish
 from tests.sessions.helpers import claim
 

@@ -15,8 +15,8 @@ from django.utils import timezone
 from sessions.models import Instance, ModelCall, Run
 from sessions.selectors.inspector import CallPairing, model_call_pairings
 from sessions.selectors.instances import main_instance
-from sessions.services.history import question_ask
 from sessions.services.model_calls import model_call_close, model_call_open
+from sessions.services.questions import question_ask
 from sessions.services.retention import call_logs_prune
 from sessions.services.runs import run_finish
 from tests.sessions.helpers import claim

@@ -20,8 +20,8 @@ from sessions.selectors.usage import (
     version_usage_over_time,
     version_usage_runs,
 )
-from sessions.services.history import question_ask
 from sessions.services.model_calls import model_call_close, model_call_open
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_finish
 from tests.sessions.helpers import claim
 

@@ -30,7 +30,7 @@ def test_a_request_of_more_pieces_than_one_statement_carries_is_stored_and_found
 def test_a_batch_of_more_events_than_one_statement_carries_is_stored_whole(alice, make_session):
     from sessions.models import RunEvent
     from sessions.services.events import events_write
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
 
     run = question_ask(session=make_session(alice), content="Many steps")
     events = [("tool_progress", {"step": number}) for number in range(EVENTS)]

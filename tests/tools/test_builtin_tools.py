@@ -105,7 +105,7 @@ def test_loop4_a_tool_past_its_time_out_ends_with_status_timeout():
 def test_ctx7_read_record_reads_only_what_the_instance_may_see(make_session, alice):
     from sessions.models import Instance
     from sessions.selectors.instances import main_instance
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from sessions.services.records import record_append
     from sessions.services.runs import run_claim, run_finish
 

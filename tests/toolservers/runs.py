@@ -5,7 +5,7 @@ import json
 
 from runloop.loop import run_execute
 from sessions.models import Run, RunEvent, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 
 
 def ask_and_run(session, content="Go") -> Run:

@@ -91,7 +91,7 @@ def test_tool2_an_agent_calls_the_real_time_server_and_its_secret_is_redacted(op
                                                                              fake):
     from runloop.loop import run_execute
     from sessions.models import Run, SessionMessage
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from tests.toolservers.runs import session_with
 
     session = session_with(space, alice, fake, "openai", ["time.get_current_time"])
@@ -113,7 +113,7 @@ def test_tool2_an_agent_calls_the_real_time_server_and_its_secret_is_redacted(op
 def test_tool2_the_real_git_server_reads_a_repository(settings, space, alice, strict, fake, tmp_path):
     from runloop.loop import run_execute
     from sessions.models import Run, SessionMessage
-    from sessions.services.history import question_ask
+    from sessions.services.questions import question_ask
     from tests.toolservers.runs import session_with
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)

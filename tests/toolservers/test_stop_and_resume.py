@@ -17,7 +17,7 @@ from django.db import connections
 from agents.server_tools import frozen_server_tools
 from runloop.loop import run_execute
 from sessions.models import Run, SessionMessage
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_resume
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.fakes.mcp_servers import ToolServerApp

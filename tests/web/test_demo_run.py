@@ -7,7 +7,7 @@ import re
 import pytest
 
 from runloop.loop import run_execute
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
