@@ -1,7 +1,6 @@
 """Session and run endpoints (SPEC §9): validate input, call one service, serialize output."""
 from __future__ import annotations
 
-from django.db import transaction
 from django.http import HttpResponse
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -13,9 +12,8 @@ from rest_framework.response import Response
 from core.api.clients import ClientThrottle
 from core.api.fields import BoundedJSONField
 from core.api.uploads import upload_bound
-from core.errors import NotFound, ValidationFailed
-from sessions.admin.audit import access_audit_write
-from sessions.models import Session, SessionFile
+from core.errors import ValidationFailed
+from sessions.models import SessionFile
 from sessions.selectors.files import file_get_for_user
 from sessions.selectors.instances import instance_in_session
 from sessions.selectors.records import records_page
@@ -29,12 +27,13 @@ from sessions.serializers import (
     SessionDetailOut,
     SessionOut,
 )
+from sessions.services.access_audit import read_audited
 from sessions.services.dispatch import compaction_dispatch_on_commit
 from sessions.services.files import file_delete, file_name_of, file_store, file_too_large
 from sessions.services.imports import session_import
 from sessions.services.manual_compaction import compaction_request
 from sessions.services.sessions import session_create
-from sessions.staff import staff_may_read
+from sessions.staff import file_get_for_reader
 
 
 class AskThrottle(ClientThrottle):
@@ -202,15 +201,7 @@ def file_download(request, file_id: int):
     if request.method == "DELETE":
         file_delete(file=file_get_for_user(file_id=file_id, user=request.user))
         return Response(status=status.HTTP_204_NO_CONTENT)
-    try:
-        file = file_get_for_user(file_id=file_id, user=request.user)
-    except NotFound:
-        if not staff_may_read(user=request.user, row_model=Session, content_model=SessionFile):
-            raise
-        file = SessionFile.objects.select_related("session").filter(pk=file_id).first()
-        if file is None:
-            raise
-        with transaction.atomic():  # no audit row, no content; the row first
-            access_audit_write(user=request.user, what="file", session=file.session, detail={"file": file.pk})
-            return _download(file)
-    return _download(file)
+    file, audited = file_get_for_reader(file_id=file_id, user=request.user)
+    with read_audited(user=request.user, audited=audited, what="file", session=file.session,
+                      detail={"file": file.pk}):
+        return _download(file)

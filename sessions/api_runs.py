@@ -4,7 +4,6 @@ continuing an answer its output limit cut, a run's state, Stop, Resume and suppl
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import transaction
 from django.http import StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -19,7 +18,6 @@ from context.usage import usage_figures
 from core.api.fields import MAX_ID, id_from_text
 from core.db_pool import connection_give_back
 from core.errors import NotFound, ValidationFailed
-from sessions.admin.audit import access_audit_write
 from sessions.api import AskThrottle, SupplementThrottle
 from sessions.event_stream import EventStream, StreamSlot, event_as_dict, events_after
 from sessions.models import Run
@@ -28,6 +26,7 @@ from sessions.selectors.model_calls import model_call_repairs
 from sessions.selectors.runs import run_get_for_user, run_visible_to
 from sessions.selectors.sessions import session_get_for_user
 from sessions.serializers import ContentIn, QuestionIn, RunOut
+from sessions.services.access_audit import read_audited
 from sessions.services.events import event_emit
 from sessions.services.questions import answer_continue, question_ask
 from sessions.services.runs import run_cancel, run_resume
@@ -163,10 +162,7 @@ def run_context(request, run_id: int):
     who may not see the agent's instructions (404, as for anything out of reach). A read
     of someone else's session is written to the access audit first (RUN-11)."""
     run, audited = run_get_for_inspector(run_id=run_id, user=request.user)
-    if not audited:
-        return Response({"run": run.pk, "calls": _calls(run)})
-    with transaction.atomic():  # no audit row, no content; the row first
-        access_audit_write(user=request.user, what="context_inspector", session=run.session, run=run)
+    with read_audited(user=request.user, audited=audited, what="context_inspector", session=run.session, run=run):
         return Response({"run": run.pk, "calls": _calls(run)})
 
 

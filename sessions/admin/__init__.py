@@ -7,6 +7,7 @@
 - ``display`` and ``chart``: plain-Python presentation (messages, events, the SVG chart);
 - ``waits`` and ``wait_chart``: what each compaction cost the person in waiting (CTX-45);
 - ``prepared``: the summaries prepared in the background, read-only, never their text;
-- ``reads`` and ``audit``: the console's own reads and its one write.
+- ``reads``: the console's own reads (its one write, the access audit, is
+  ``sessions.services.access_audit``, shared with the API).
 """
 from sessions.admin import console, prepared  # noqa: F401  (registers the ModelAdmins)

@@ -8,14 +8,13 @@ so no type the file claims is ever rendered in the console.
 from __future__ import annotations
 
 from django.contrib.admin import ModelAdmin
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.http import content_disposition_header
 
 from core.api.fields import id_from_text
-from sessions.admin.audit import access_audit_write
 from sessions.admin.pages import object_or_404
 from sessions.models import Session, SessionFile
+from sessions.services.access_audit import read_audited
 from sessions.services.files import file_name_of
 
 
@@ -25,8 +24,7 @@ def file_download_view(model_admin: ModelAdmin, request: HttpRequest, object_id:
     pk = id_from_text(file_id)
     if pk is None or not SessionFile.objects.filter(session=session, pk=pk).exists():
         raise Http404(f"No file {file_id!r} in this session.")
-    with transaction.atomic():
-        access_audit_write(user=request.user, what="file", session=session, detail={"file": pk})
+    with read_audited(user=request.user, audited=True, what="file", session=session, detail={"file": pk}):
         stored = SessionFile.objects.only("name", "data", "kind", "content_type").get(pk=pk)  # after the audit row
     response = HttpResponse(bytes(stored.data), content_type="application/octet-stream")
     # Cleaned again as the API's download is: a row stored before names were cleaned keeps

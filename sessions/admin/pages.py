@@ -22,7 +22,6 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from core.api.fields import id_from_text
-from sessions.admin.audit import access_audit_write
 from sessions.admin.chart import ChartPoint, compaction_chart
 from sessions.admin.display import (
     CallFigures,
@@ -68,6 +67,7 @@ from sessions.selectors.inspector import CallPairing, model_call_pairings
 from sessions.selectors.instances import instance_in_session
 from sessions.selectors.model_calls import model_call_repairs
 from sessions.selectors.records import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, records_page
+from sessions.services.access_audit import access_audit_write, read_audited
 from sessions.staff import staff_may_read
 
 TEMPLATES = "admin/agent_sessions"
@@ -169,9 +169,8 @@ def records_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) 
         return render_page(model_admin, request, "session/records.html", session, "Records", context, status=400)
     after, limit = form.cleaned_data["after"], form.cleaned_data["limit"]
     instance = form.cleaned_data["instance"]
-    with transaction.atomic():
-        access_audit_write(user=request.user, what="records", session=session,
-                           detail={"after": after, "limit": limit, "instance": instance or "all"})
+    with read_audited(user=request.user, audited=True, what="records", session=session,
+                      detail={"after": after, "limit": limit, "instance": instance or "all"}):
         page = records_page(session=session, after=after, limit=limit, instance=instance)
         labels = {sub.pk: f"sub-instance {sub.pk} ({sub.key})" for sub in subs}
         items = [RecordItem(record=record,
@@ -282,9 +281,8 @@ def events_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -
         return render_page(model_admin, request, "run/events.html", run, "Event timeline",
                        {"error": first_error(form)}, status=400)
     after, limit = form.cleaned_data["after"], form.cleaned_data["limit"]
-    with transaction.atomic():
-        access_audit_write(user=request.user, what="events", session=run.session, run=run,
-                           detail={"after": after, "limit": limit})
+    with read_audited(user=request.user, audited=True, what="events", session=run.session, run=run,
+                      detail={"after": after, "limit": limit}):
         events = run_events(run=run, after=after, limit=limit)
         rows = timeline((event.seq, event.type, event.created_at, event.payload) for event in events)
     # Each attempt from its own start: a resume moves started_at past the first attempt's events.
@@ -373,7 +371,10 @@ def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) 
                  for call in overview]
     page_ids = [call_id for call_id in ids if call_id > after][:CALLS_PAGE]
 
-    def audit(compared: list[int]) -> None:  # before anything is decrypted, the previous calls too
+    # The one read whose row is written from inside it: which earlier calls it compares with
+    # (and so decrypts) is known only once the pairing has read the plain columns; the row
+    # still comes before anything is decrypted, in the same transaction (``read_audited``'s rule).
+    def audit(compared: list[int]) -> None:
         access_audit_write(user=request.user, what="context_inspector", session=run.session, run=run,
                            detail={"after": after, "calls": page_ids, "compared_with": compared})
 

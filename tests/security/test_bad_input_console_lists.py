@@ -14,7 +14,7 @@ from django.contrib.messages import get_messages
 
 from core.spaces.models import Space
 from models_catalog.models import ModelConnection
-from sessions.admin.audit import access_audit_write
+from sessions.services.access_audit import access_audit_write
 from tests.security.conftest import assert_error_shape
 from tests.security.fuzzing import NUL
 
