@@ -29,7 +29,7 @@ from sessions.serializers import ContentIn, QuestionIn, RunOut
 from sessions.services.access_audit import read_audited
 from sessions.services.events import event_emit
 from sessions.services.questions import answer_continue, question_ask
-from sessions.services.runs import run_cancel, run_resume
+from sessions.services.run_controls import run_cancel, run_resume
 from sessions.services.supplements import supplement_add
 from sessions.staff import run_get_for_inspector
 

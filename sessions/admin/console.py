@@ -33,7 +33,7 @@ from sessions.models import (
 )
 from sessions.services.dispatch import compaction_dispatch_on_commit
 from sessions.services.manual_compaction import compaction_request
-from sessions.services.runs import run_cancel, run_resume
+from sessions.services.run_controls import run_cancel, run_resume
 
 # An agent version's usage page and its CSV, served at the version's own admin URLs.
 VERSION_PAGES.extend([VersionPage(suffix="usage", name="usage", label="Usage and cost", view=usage.usage_view),

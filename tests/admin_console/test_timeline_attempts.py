@@ -14,7 +14,8 @@ import pytest
 from sessions.admin.timeline import attempt_offsets, timeline
 from sessions.models import Run, RunEvent
 from sessions.services.events import event_emit
-from sessions.services.runs import run_claim, run_finish, run_resume
+from sessions.services.run_controls import run_resume
+from sessions.services.runs import run_claim, run_finish
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)

@@ -21,7 +21,7 @@ from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services import events
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_resume
+from sessions.services.run_controls import run_resume
 from tests.conftest import token_for
 from tests.fakes.fake_provider import chat_stream
 from tests.faults.support import (

@@ -17,7 +17,7 @@ import pytest
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_resume
+from sessions.services.run_controls import run_resume
 from tests.fakes.fake_provider import Hang, Reset, SSEResponse, chat_chunks, chat_stream, error
 from tests.faults.support import assert_appended, event_seqs_are_gap_free, ledger
 

@@ -20,7 +20,7 @@ from runloop.reaper import runs_reap_interrupted
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_resume
+from sessions.services.run_controls import run_resume
 from tests.fakes.fake_provider import Hang, chat_stream
 from tests.faults.probe import probe_runs
 from tests.faults.support import FaultWorker, assert_appended, celery_dispatcher, event_seqs_are_gap_free, ledger

@@ -16,7 +16,7 @@ from runloop.reaper import runs_reap_interrupted
 from sessions.models import Run, SessionMessage
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_resume
+from sessions.services.run_controls import run_resume
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.mcp_servers import ToolServerApp
 from tests.faults.support import FaultWorker, celery_dispatcher, wait_for

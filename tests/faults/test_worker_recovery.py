@@ -17,7 +17,7 @@ from runloop.models import WorkerHeartbeat
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_resume
+from sessions.services.run_controls import run_resume
 from tests.fakes.fake_provider import Hang, chat_stream
 from tests.faults.support import FaultWorker, celery_dispatcher, wait_for
 

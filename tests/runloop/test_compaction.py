@@ -281,7 +281,7 @@ def test_run10_a_resumed_attempt_starts_from_the_snapshot_its_interrupted_attemp
     question, so no session view can stand in for it (RUN-7)."""
     from sessions.selectors.records import view_best_for_run
     from sessions.services.checkpoints import checkpoint_commit
-    from sessions.services.runs import run_resume
+    from sessions.services.run_controls import run_resume
 
     strict.handler = lambda request: chat_stream(["First answer."])
     session = fake_session(tools=())

@@ -20,7 +20,8 @@ from sessions.models import CompactionSnapshot, Run, SessionMessage
 from sessions.selectors.instances import main_instance
 from sessions.services.model_steps import step_save_assistant
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_finish, run_resume
+from sessions.services.run_controls import run_resume
+from sessions.services.runs import run_finish
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary, summary_input
 from tests.runloop.driving import ask_and_run as ask

@@ -102,7 +102,8 @@ def test_the_context_inspector_shows_what_each_call_received(fake_session, stric
 
 def test_loop5_every_way_a_run_ends_closes_its_stream_with_run_finished(fake_session, strict):
     from runloop.reaper import runs_reap_interrupted
-    from sessions.services.runs import run_cancel, run_claim
+    from sessions.services.run_controls import run_cancel
+    from sessions.services.runs import run_claim
 
     session = fake_session()
     queued = question_ask(session=session, content="Never mind")

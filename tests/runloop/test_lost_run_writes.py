@@ -50,7 +50,8 @@ from sessions.services.events import DeltaBuffer
 from sessions.services.frames import frame_update
 from sessions.services.questions import question_ask
 from sessions.services.records import NewRecord
-from sessions.services.runs import run_claim, run_resume
+from sessions.services.run_controls import run_resume
+from sessions.services.runs import run_claim
 from sessions.services.supplements import supplement_add
 from tests.fakes.fake_provider import chat_stream, error
 from tools.invoke import tool_invoke

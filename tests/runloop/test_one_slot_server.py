@@ -98,7 +98,7 @@ def test_without_a_known_concurrency_the_second_request_cuts_the_first_answer(on
 
 def test_stop_while_waiting_for_the_server_ends_the_run_without_asking_it(one_slot, space, alice):
     from models_catalog.slots import slot_acquire
-    from sessions.services.runs import run_cancel
+    from sessions.services.run_controls import run_cancel
 
     session = _session_on(one_slot, space, alice, concurrency=1, by=alice)
     busy = slot_acquire(base_url=one_slot.base_url, concurrency=1)  # another worker's call is streaming

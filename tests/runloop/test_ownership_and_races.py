@@ -8,7 +8,8 @@ import pytest
 from runloop.loop import run_execute
 from sessions.models import Instance, Run, RunEvent, SessionMessage
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_cancel, run_claim
+from sessions.services.run_controls import run_cancel
+from sessions.services.runs import run_claim
 from sessions.services.supplements import supplement_add
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.runloop.conftest import FAKE_KEY

@@ -18,7 +18,7 @@ from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, PreparedCompaction, Run, RunEvent, SessionMessage
 from sessions.services.dispatch import preparation_dispatcher_set
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_resume
+from sessions.services.run_controls import run_resume
 from sessions.services.supplements import supplement_add
 from tests.fakes.responses import chat_stream, error
 from tests.fakes.summaries import is_summary, summary_input

@@ -16,7 +16,8 @@ from runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
 from runloop.workers import lease_take
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.questions import question_ask
-from sessions.services.runs import heartbeat_period, run_claim, run_resume
+from sessions.services.run_controls import run_resume
+from sessions.services.runs import heartbeat_period, run_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

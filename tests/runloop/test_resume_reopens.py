@@ -12,7 +12,7 @@ import pytest
 
 from runloop.loop import run_execute
 from sessions.models import Run, SessionMessage
-from sessions.services.runs import run_resume
+from sessions.services.run_controls import run_resume
 from tests.fakes.fake_provider import chat_stream
 from tests.sessions.helpers import interrupted_after_calls
 

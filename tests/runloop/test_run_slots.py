@@ -24,7 +24,8 @@ from runloop.tasks import dispatch_run
 from sessions.models import Run, RunEvent, Session
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_cancel, run_claim, run_finish, run_resume
+from sessions.services.run_controls import run_cancel, run_resume
+from sessions.services.runs import run_claim, run_finish
 from tests.fakes.fake_provider import chat_stream
 from tests.runloop.worker import Worker, wait_for
 

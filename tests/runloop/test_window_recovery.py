@@ -16,7 +16,7 @@ from sessions.models import CompactionSnapshot, Run
 from sessions.run_errors import window_refused
 from sessions.services.manual_compaction import compaction_request
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_resume
+from sessions.services.run_controls import run_resume
 from tests.fakes.servers import LlamaCppPythonServer
 from tests.fakes.windowed import LONG_QUESTION, long_answer
 

@@ -13,7 +13,7 @@ from runloop.tasks import dispatch_run
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_resume
+from sessions.services.run_controls import run_resume
 from tests.fakes.fake_provider import Hang, chat_stream, sequence
 from tests.runloop.worker import Worker, wait_for
 

@@ -15,7 +15,7 @@ import pytest
 from runloop.loop import run_execute
 from sessions.models import Instance, ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_resume
+from sessions.services.run_controls import run_resume
 from tests.fakes.fake_provider import chat_stream
 from tests.runloop.conftest import FAKE_KEY, fake, fake_agent_factory, fake_session, strict  # noqa: F401
 from tests.security.leaks import strings

@@ -13,7 +13,8 @@ from sessions.services.checkpoints import checkpoint_commit
 from sessions.services.model_steps import step_save_assistant
 from sessions.services.questions import question_ask
 from sessions.services.records import NewRecord, record_append
-from sessions.services.runs import run_cancel, run_create, run_finish, run_resume
+from sessions.services.run_controls import run_cancel, run_resume
+from sessions.services.runs import run_create, run_finish
 from sessions.services.supplements import supplement_add, supplements_take
 from tests.sessions.helpers import answer, call_tool, claim, seen_by, tool_result
 

@@ -18,7 +18,7 @@ from agents.server_tools import frozen_server_tools
 from runloop.loop import run_execute
 from sessions.models import Run, SessionMessage
 from sessions.services.questions import question_ask
-from sessions.services.runs import run_resume
+from sessions.services.run_controls import run_resume
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.fakes.mcp_servers import ToolServerApp
 from tests.runloop.worker import wait_for

@@ -19,7 +19,8 @@ from django.test.utils import CaptureQueriesContext
 from sessions.models import Run, SessionMessage
 from sessions.selectors.instances import main_instance
 from sessions.services.records import record_append
-from sessions.services.runs import run_claim, run_finish, run_resume
+from sessions.services.run_controls import run_resume
+from sessions.services.runs import run_claim, run_finish
 from tests.web.conftest import finished_run
 from web import views as views_module
 
