@@ -40,8 +40,9 @@ from typing import Any
 
 import httpx
 
+from models_catalog.address_rules import address_problem
 from models_catalog.errors import ContextOverflowError, ProviderError, UnsafeURLError, error_from_status
-from models_catalog.http import HttpLimits, Resolver, address_problem, check_url
+from models_catalog.http import HttpLimits, Resolver, check_url
 from models_catalog.providers.base import ListingContext, RawModel
 from models_catalog.providers.events import as_dict
 from models_catalog.providers.model_lists import positive_int

@@ -186,7 +186,7 @@ def test_a_model_asking_http_fetch_for_the_metadata_service_gets_an_error_result
 @pytest.mark.parametrize("address", ["64:ff9b::5db8:d822", "2002:5db8:d822::1", "2606:4700:4700::1111",
                                      "93.184.216.34"])
 def test_a_public_address_stays_reachable_in_every_form_the_guard_unwraps(address):
-    from models_catalog.http import address_problem
+    from models_catalog.address_rules import address_problem
 
     # 93.184.216.34 through NAT64 and 6to4, a plain public IPv6 address, and the IPv4 itself.
     assert address_problem(address, allow_private=False) is None
