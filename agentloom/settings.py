@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from agentloom.logging_config import logging_config
 from core.db_pool import pool_options
 from core.env import (
     ConfigError,
@@ -22,7 +23,7 @@ from core.env import (
     env_str,
     redis_url_checked,
 )
-from models_catalog.private_hosts import PrivateHosts, private_hosts_parse
+from models_catalog.private_hosts import private_endpoints_from_env
 from toolservers.config import ServersFileError, servers_read
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -125,28 +126,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 
 REDIS_URL = redis_url_checked("REDIS_URL")
 
-def _private_endpoints() -> bool | PrivateHosts:
-    """Self-hosted endpoints (Ollama, vLLM on localhost or the LAN) are legitimate model
-    connections, so admins may point at private addresses unless the operator turns it off.
-    Link-local and metadata addresses are refused always; http_fetch never goes private.
-    With AGENTLOOM_PRIVATE_ENDPOINT_HOSTS, only the private hosts it lists: the value is then
-    the list (models_catalog.private_hosts.PrivateHosts), which the URL guard takes where it
-    takes the switch (docs/operations.md, *Private endpoints*)."""
-    allowed = env_bool("AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS", True)
-    entries = env_list("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS", [])
-    if not entries:
-        return allowed
-    if not allowed:
-        raise ConfigError("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS", "lists private endpoints, but "
-                          "AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS is false: set it to true to allow the hosts listed")
-    try:
-        return private_hosts_parse(entries)
-    except ValueError as exc:
-        raise ConfigError("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS",
-                          f"must list host names (*.lan allowed), addresses or networks, got {exc.args[0]!r}") from None
-
-
-ALLOW_PRIVATE_MODEL_ENDPOINTS = _private_endpoints()
+ALLOW_PRIVATE_MODEL_ENDPOINTS = private_endpoints_from_env()
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -353,50 +333,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("AGENTLOOM_TASKS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-                   "django.server": {"()": "django.utils.log.ServerFormatter", "format": "[{server_time}] {message}",
-                                     "style": "{"},
-                   "uvicorn": {"()": "uvicorn.logging.DefaultFormatter", "fmt": "%(levelprefix)s %(message)s",
-                               "use_colors": None}},
-    # LOOP-8: a record's message, arguments and traceback lose the secrets of the runs this
-    # process executes, on every handler (a Celery worker's own handlers get it too:
-    # agentloom/celery.py).
-    "filters": {"secrets": {"()": "core.log_redaction.SecretsFilter"},
-                "require_debug_false": {"()": "django.utils.log.RequireDebugFalse"}},
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]},
-        # Django's own two and uvicorn's (the web server's, set up before it loads Django),
-        # which would otherwise stay without the filter.
-        "mail_admins": {"level": "ERROR", "class": "django.utils.log.AdminEmailHandler",
-                        "filters": ["require_debug_false", "secrets"]},
-        "django.server": {"class": "logging.StreamHandler", "formatter": "django.server", "filters": ["secrets"]},
-        "uvicorn": {"class": "logging.StreamHandler", "formatter": "uvicorn", "stream": "ext://sys.stderr",
-                    "filters": ["secrets"]},
-    },
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {
-        # Django's and uvicorn's loggers get their handlers as above; "django" has no console
-        # of its own (its records reach the filtered one above, where Django's own wrote each
-        # line a second time, unfiltered, with DEBUG on).
-        "django": {"handlers": ["mail_admins"], "level": "INFO"},
-        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
-        "uvicorn": {"handlers": ["uvicorn"], "level": "INFO", "propagate": False},
-        # Its access lines go to the same handler: uvicorn's own access formatter reads the
-        # record's arguments, which the filter replaces with the redacted message.
-        "uvicorn.access": {"level": "INFO", "propagate": True},
-        "django.db.backends": {"level": "WARNING"},
-        # httpx (discovery, the chat client, http_fetch) and the MCP SDK's HTTP client log every
-        # request's URL at INFO: noise here, and a URL may carry what an admin typed into it
-        # (`https://host/v1?key=sk-…`). httpcore's DEBUG lines (LOG_LEVEL=DEBUG) name no URL.
-        # Whatever still logs a URL loses its user name, password and query values to the
-        # secrets filter (log_redaction.url_credentials_scrub).
-        "httpx": {"level": "WARNING"},
-        "httpx2": {"level": "WARNING"}, "httpcore2": {"level": "WARNING"}, "mcp": {"level": "WARNING"},
-    },
-}
+LOGGING = logging_config(level=env_str("LOG_LEVEL", "INFO"))
 
 # Tool servers (SPEC §7a). The operator's local MCP servers, started by the workers over
 # stdio, come from the JSON file this names (TOOL-2, docs/tool-servers.md); read once here

@@ -3,14 +3,16 @@
 When the operator lists hosts, the URL guard (``models_catalog.http.check_url``, through
 ``private_host_problem``) lets a private, loopback or reserved address through only when the
 name in the URL or the address it resolved to is on the list; it takes the list where it
-takes the private-endpoint switch. No Django here: settings parse the variable with
-:func:`private_hosts_parse` and hand the list to every caller of the guard.
+takes the private-endpoint switch. No Django here: the settings read the switch and the
+list once with :func:`private_endpoints_from_env` and hand the result to every caller of the guard.
 """
 from __future__ import annotations
 
 import ipaddress
 import re
 from dataclasses import dataclass
+
+from core.env import ConfigError, env_bool, env_list
 
 
 @dataclass(frozen=True)
@@ -58,3 +60,24 @@ def private_hosts_parse(entries: list[str]) -> PrivateHosts:
         else:
             names.add(item)
     return PrivateHosts(names=frozenset(names), suffixes=tuple(suffixes), networks=tuple(networks))
+
+
+def private_endpoints_from_env() -> bool | PrivateHosts:
+    """Self-hosted endpoints (Ollama, vLLM on localhost or the LAN) are legitimate model
+    connections, so admins may point at private addresses unless the operator turns it off.
+    Link-local and metadata addresses are refused always; http_fetch never goes private.
+    With AGENTLOOM_PRIVATE_ENDPOINT_HOSTS, only the private hosts it lists: the value is then
+    the list (``PrivateHosts``), which the URL guard takes where it
+    takes the switch (docs/operations.md, *Private endpoints*)."""
+    allowed = env_bool("AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS", True)
+    entries = env_list("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS", [])
+    if not entries:
+        return allowed
+    if not allowed:
+        raise ConfigError("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS", "lists private endpoints, but "
+                          "AGENTLOOM_ALLOW_PRIVATE_ENDPOINTS is false: set it to true to allow the hosts listed")
+    try:
+        return private_hosts_parse(entries)
+    except ValueError as exc:
+        raise ConfigError("AGENTLOOM_PRIVATE_ENDPOINT_HOSTS",
+                          f"must list host names (*.lan allowed), addresses or networks, got {exc.args[0]!r}") from None
