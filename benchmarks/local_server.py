@@ -101,8 +101,7 @@ def ask(session, question: str) -> tuple[float, dict[str, Any]]:
     """One question through the product's loop; the seconds from asking to the end of the
     run, and how it ended (status, error code, whether the answer was whole)."""
     from runloop.loop import run_execute
-    from sessions.models import Run
-    from sessions.models_call_log import ModelCall
+    from sessions.models import ModelCall, Run
     from sessions.services.questions import question_ask
 
     start = time.perf_counter()
@@ -146,8 +145,7 @@ def window_share(bench: Bench, deadline: float) -> tuple[int | None, str, int, i
     """Long questions in one session until its first compaction: the largest prompt sent
     before it (the server's count, ``usage.prompt_tokens``; our estimate where the server
     reported none), where that figure came from, the questions asked, the compactions seen."""
-    from sessions.models import CompactionSnapshot
-    from sessions.models_call_log import ModelCall
+    from sessions.models import CompactionSnapshot, ModelCall
 
     session = bench.session(bench.people[0])
     asked = 0

@@ -122,7 +122,7 @@ def answer_text(run: Run) -> str:
 def finishes(run: Run, purpose: str = "action") -> list[tuple[str, str | None]]:
     """Each logged model call of the run for ``purpose``: its outcome and the finish reason
     the server sent (None: the stream ended without one — a cut, not an answer)."""
-    from sessions.models_call_log import ModelCall
+    from sessions.models import ModelCall
 
     return [(call.outcome, (call.request.get("output") or {}).get("finish_reason"))
             for call in ModelCall.objects.filter(run=run, purpose=purpose).order_by("pk")]

@@ -1,8 +1,8 @@
 """The log of what each model call of a run received and cost: the context inspector's source.
 
-Apart from ``sessions.models`` (which re-exports these) because it is a record *about* the
-runs, written by ``sessions.services.model_calls`` and read by the inspector, not a part of
-the run's own state; its rows name their run, instance and session by reference.
+A module of its own because it is a record *about* the runs, written by
+``sessions.services.model_calls`` and read by the inspector, not a part of the run's own
+state; its rows name their run, instance and session by reference.
 """
 from __future__ import annotations
 
