@@ -19,12 +19,12 @@ from context.calibration import (
     truncation_confirmed,
     usage_prompt_tokens,
 )
+from context.estimate_cache import EstimateCache
 from context.estimators import (
     BYTES_V1,
-    DENSE_V1,
     BytesEstimator,
+    DENSE_V1,
     DenseEstimator,
-    EstimateCache,
     Estimator,
     TiktokenEstimator,
     encoding_for_model,

@@ -28,7 +28,7 @@ from context.anthropic import AnthropicBuilder
 from context.attachments import DEFAULT_IMAGE_BUDGET, apply_image_budget
 from context.calibration import CalibratedEstimator, Calibration, ratio_sample
 from context.compaction import newest_results_overflow
-from context.estimators import EstimateCache
+from context.estimate_cache import EstimateCache
 from context.legacy import LegacyCharPolicy
 from context.media import DEFAULT_SCREEN_TOOLS
 from context.policy import Budget, ContextPolicy, Counters, evaluate_triggers
