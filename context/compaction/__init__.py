@@ -11,7 +11,8 @@ reply (CTX-34), the runtime-state block (CTX-36), the assembly (CTX-37), the com
 from __future__ import annotations
 
 from .cleaning import CONTROL_TAG_NAMES, clean_summary, fit_summary, neutralize_control_tags, summary_problem
-from .engine import EMPTY_SUMMARY, commit_decision, compact, drive
+from .engine import EMPTY_SUMMARY, compact, drive
+from .finish import commit_decision
 from .overflow import fit_tool_outputs, newest_results_overflow, omission_result
 from .planner import merge_sources
 from .prepared import DISCARD_REASONS, commit_prepared, prefix_digest, prepared_from, prepared_misfit

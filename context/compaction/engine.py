@@ -36,15 +36,13 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from context.calibration import CalibratedEstimator
-from context.traces import Trace, trace_from_json, trace_json, trace_of_source, trace_union
-from context.validate import Problem
+from context.traces import trace_of_source, trace_union
 
 from .cleaning import MIN_SUMMARY_CHARS, fit_summary, summary_problem
+from .finish import ViewFinish, request_figures
 from .overflow import fit_tool_outputs
 from .planner import (
     CHAT,
@@ -52,7 +50,6 @@ from .planner import (
     Group,
     Item,
     build_items,
-    merge_sources,
     pack,
     select_retained,
     split_groups,
@@ -71,47 +68,17 @@ from .summarize import PromptFor, Sizing, Units, summarize, transcript_form
 from .types import (
     COUNT_TRIGGERS,
     TRIGGERS,
-    CommitDecision,
     CompactionRequest,
     CompactionResult,
-    Source,
     SummaryCall,
     SummaryReply,
 )
-from .view import assemble_view, continuation_message, continuation_summary, view_problems
+from .view import continuation_message, continuation_summary
 
 SEGMENT_SLACK = 0.97  # token counts of joined texts are not exactly additive
 MIN_SEGMENT_UNITS = 128
 OUTPUT_OVERRUN = 64  # units a summary reply may take beyond twice its room (tags, a heading)
 EMPTY_SUMMARY = "\n".join(f"{n}. {title}: (none)" for n, title in enumerate(SECTION_TITLES, start=1))
-
-
-def commit_decision(
-    *,
-    problems: Sequence[Problem],
-    tokens_before: int,
-    tokens_after: int,
-    threshold: float,
-    target: int,
-    trigger: str = "budget",
-) -> CommitDecision:
-    """CTX-38: commit only a valid view that is strictly smaller and below the threshold.
-
-    ``target_reached`` records whether it is also at or under the target. A count
-    trigger (``user_turns``/``model_steps``) whose view would not shrink is a skip
-    (``count_trigger_no_reduction``), not a failure: nothing was wrong, there was nothing
-    to gain.
-    """
-    reached = tokens_after <= target
-    if problems:
-        return CommitDecision(False, "failed", "invalid_view", reached)
-    if tokens_after >= tokens_before:
-        if trigger in COUNT_TRIGGERS:
-            return CommitDecision(False, "skipped", "count_trigger_no_reduction", reached)
-        return CommitDecision(False, "failed", "not_smaller", reached)
-    if tokens_after >= threshold:
-        return CommitDecision(False, "failed", "above_threshold", reached)
-    return CommitDecision(True, "compacted", "committed", reached)
 
 
 def drive(
@@ -161,7 +128,7 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
     base = estimator.request([r.system], r.tools)
     tokens_before = estimator.request([r.system, *messages], r.tools)
     metrics: dict[str, Any] = {
-        "trigger": r.trigger, **_figures("before", r, messages), **_figures("after", r, None),
+        "trigger": r.trigger, **request_figures("before", r, messages), **request_figures("after", r, None),
         "threshold": threshold, "target": target, "target_reached": False, "hard_limit": effective,
         "summary_calls": 0, "retries": 0, "summary_chars": 0, "summary_cap": None, "summary_output_limit": None,
         "summary_cut_chars": 0, "estimator_id": estimator.id, "segments": [], "planned_segments": 0,
@@ -262,14 +229,14 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
                 return finish("failed", "summary_failed")
             metrics["summary_cut_chars"] = (metrics["summary_cut_chars"] or 0) + len(text) - len(shorter)
             text = shorter
-        return _Finish(r, anchor, state_message, retained, retained_sources, retained_traces, tokens_before,
+        return ViewFinish(r, anchor, state_message, retained, retained_sources, retained_traces, tokens_before,
                        threshold, target).result(text, metrics)
     if r.max_summary_calls < 1:  # the run's model-call budget is spent: no call may be made
         return finish("failed", "summary_call_limit")
     sizing = Sizing(units=units, body_units=body_units, max_chars=max_chars, output_limit=output_limit,
                      whole_limit=budget.max_output_tokens, effective=effective,
                      min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
-    finished = _Finish(r, anchor, state_message, retained, retained_sources, retained_traces, tokens_before,
+    finished = ViewFinish(r, anchor, state_message, retained, retained_sources, retained_traces, tokens_before,
                        threshold, target)
 
     # CTX-46: the action request itself, then the instruction -- its prefix is read from
@@ -351,70 +318,6 @@ def _cached_form(system: dict[str, Any], messages: Sequence[dict[str, Any]], kep
     def form(max_chars: int, too_long: int | None = None) -> list[dict[str, Any]]:
         return [system, *messages, cached_summary_instruction(kept=kept, max_chars=max_chars, too_long=too_long)]
     return form
-
-
-@dataclass(frozen=True)
-class _Finish:
-    """The last step of a compaction, inline or prepared (CTX-37, CTX-38): assemble the
-    view from a summary and the retained messages, and judge it."""
-
-    r: CompactionRequest
-    anchor: dict[str, Any] | None
-    state_message: dict[str, Any] | None
-    retained: list[dict[str, Any]]
-    retained_sources: list[Source]
-    retained_traces: list[Trace]
-    tokens_before: int
-    threshold: float
-    target: int
-
-    def result(self, summary: str, metrics: dict[str, Any]) -> CompactionResult:
-        r, retained = self.r, self.retained
-        covered = merge_sources([tuple(s["consumed"]) if s["consumed"] else None for s in metrics["segments"]])
-        metrics["covered"] = list(covered) if covered else None
-        # CTX-41: exactly the records the summary replaced, through every earlier checkpoint.
-        summary_trace = trace_union(_segment_ranges(s) for s in metrics["segments"])
-        metrics["covered_ranges"] = trace_json(summary_trace)
-        metrics["summary_chars"] = len(summary)
-        view = assemble_view(summary_message=continuation_message(summary), task_anchor=self.anchor,
-                             runtime_state_message=self.state_message, retained=retained)
-        metrics.update(_figures("after", r, view))
-        tokens_after = metrics["tokens_after_calibrated"]
-        decision = commit_decision(problems=view_problems(r.system, view, r.dialect),
-                                   tokens_before=self.tokens_before, tokens_after=tokens_after,
-                                   threshold=self.threshold, target=self.target, trigger=r.trigger)
-        metrics["target_reached"] = decision.commit and decision.target_reached
-        if not decision.commit:
-            return CompactionResult(decision.outcome, decision.reason, None, summary, metrics)
-        lead = len(view) - len(retained)
-        summary_sources: list[Source] = [None] * lead  # the summary, the anchor, the state block
-        sources = summary_sources + self.retained_sources
-        # The summary stands for what it replaced; the anchor and the state block for no record.
-        lead_traces: list[Trace] = [summary_trace, *[()] * (lead - 1)]
-        return CompactionResult("compacted", "committed", view, summary, metrics, sources,
-                                lead_traces + list(self.retained_traces))
-
-
-def _figures(when: str, r: CompactionRequest, view: Sequence[dict[str, Any]] | None) -> dict[str, int | None]:
-    """CTX-41: a request's size under one name per meaning -- ``tokens_<when>_calibrated``,
-    the figure every decision here reads (the request's estimator: the worker hands in a
-    calibrated one), and ``tokens_<when>_estimated``, the same before calibration (equal
-    for an estimator that is not calibrated). None when there is no such view."""
-    if view is None:
-        return {f"tokens_{when}_estimated": None, f"tokens_{when}_calibrated": None}
-    request = [r.system, *view]
-    calibrated = r.estimator.request(request, r.tools)
-    raw = r.estimator.base.request(request, r.tools) if isinstance(r.estimator, CalibratedEstimator) else calibrated
-    return {f"tokens_{when}_estimated": raw, f"tokens_{when}_calibrated": calibrated}
-
-
-def _segment_ranges(segment: Mapping[str, Any]) -> Trace:
-    """The records one segment consumed, as its metrics say (CTX-41); a segment a preparation
-    recorded before exact ranges were kept gives its one ``consumed`` range."""
-    if "ranges" in segment:
-        return trace_from_json(segment["ranges"])
-    consumed = segment.get("consumed")
-    return trace_from_json([consumed]) if consumed else ()
 
 
 def _first_per_group(segment: Sequence[Item]) -> list[Item]:
