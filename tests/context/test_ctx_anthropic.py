@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from context import continuation_message, project_records
 from context.adapters import CONTINUE_NOTE, HISTORY_START_NOTE, RequestValidationError
-from context.anthropic import IMAGE_UNREADABLE_NOTE, build_anthropic_body
+from context.anthropic import build_anthropic_body
+from context.anthropic_turns import IMAGE_UNREADABLE_NOTE
 from context.anthropic_validate import anthropic_body_problems
 from tests.fakes.anthropic_rules import refusal, sign_thinking
 
