@@ -8,7 +8,7 @@
   bound on slow work, child processes and the image check, the redactor of known secrets) <
   ``models_catalog`` and ``toolservers`` < ``agents`` < ``sessions`` < the run loop, tools, web and
   the project's wiring. A module never imports from a floor above its own.
-- No module over 450 lines.
+- No module over 400 lines.
 
 Implicit imports of a parent package (``a.b`` runs ``a/__init__``) are not edges: a
 package's ``__init__`` is judged by what it imports itself.
@@ -24,7 +24,7 @@ from tests.conftest import REPO
 
 PACKAGES = ("context", "core", "models_catalog", "toolservers", "agents", "sessions", "runloop", "tools", "web",
             "agentloom")
-MAX_LINES = 450
+MAX_LINES = 400
 
 # (floor, packages): each package sits on exactly one floor (docs/architecture.md).
 FLOORS: tuple[tuple[int, tuple[str, ...]], ...] = (
