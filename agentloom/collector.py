@@ -3,9 +3,7 @@
 A web or worker process holds about 150,000 objects made at start-up (Django, the apps,
 their models and URL patterns, the compiled tokenizer tables) and keeps them to the end.
 With the interpreter's defaults every full collection walks all of them again, and the
-youngest generation is collected every 700 allocations; under the 50-user load that was
-about a tenth of the web process's CPU (2.5 s of collector time in 1,200 questions,
-measured with ``gc.callbacks`` and ``time.thread_time``) and 1 ms a question in each worker.
+youngest generation is collected every 700 allocations.
 
 At start-up's end the survivors are frozen (moved to a generation no collection walks)
 and the youngest generation is collected every ``YOUNG_THRESHOLD`` allocations: what a

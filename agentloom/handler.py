@@ -11,8 +11,6 @@ synchronous use (as under WSGI) and run whole, view included, in one call.
 Django also gives every request a new thread (a new executor per ``ThreadSensitiveContext``)
 and, once the request is done, starts one more thread to join it. Here the request borrows
 a single-thread executor kept for the next request instead, as a WSGI server's threads are.
-Measured on this 2-core machine, sequential requests to one web process: a 404 2.1–2.4 →
-1.1–1.3 ms of CPU, an event stream of a finished run 5.1–6.5 → 4.0–4.7 ms.
 
 What stays on the event loop is Django's own: the request signals, sending the response
 (a streaming one is iterated there, as an event stream must be). The body has been read

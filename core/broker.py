@@ -4,8 +4,7 @@ kombu's Redis channel makes a new ``redis.Redis`` for every command it sends out
 consumer's own connection: each task published (the web process, at every question) and,
 with late acknowledgement, twice for each task a worker takes (noting it unacknowledged,
 then acknowledging it). A client is cheap to use and dear to make — redis-py builds a
-table of several hundred response callbacks in each — and under load making them was a
-twentieth of a worker's CPU (issue #29). The clients kombu made all share the channel's
+table of several hundred response callbacks in each. The clients kombu made all share the channel's
 connection pool and are safe to share between threads, so one is kept per pool.
 
 ``settings.CELERY_BROKER_TRANSPORT`` names this transport whenever ``REDIS_URL`` is set.

@@ -86,9 +86,8 @@ class RecentPlaintexts:
     """What an encrypted column's stored bytes decrypt to, for the values read most
     recently, up to ``max_bytes`` of tokens and plaintexts together.
 
-    A run reads its whole context at its first step, so each question decrypted again
-    every record its session's earlier questions had (issue #29: a twentieth of a worker's
-    CPU at 50 users, growing with the session). Keyed by the stored token itself: each
+    A run reads its whole context at its first step, so without it each question would
+    decrypt again every record its session's earlier questions had. Keyed by the stored token itself: each
     encryption has its own random IV, so the same bytes are the same value, and a changed
     or rotated value is a different key, never a stale hit. A miss decrypts through the
     field's own cipher, signature checked; every read gets a fresh object (pickle), so no

@@ -2,8 +2,8 @@
 
 ``Model.objects.create`` and ``bulk_create`` build their INSERT anew at every call, field
 by field, through the query compiler; for the rows each question writes (its run, the
-run's main instance, its records, its model calls) that composition cost more CPU than
-the database spent on them (issue #29). ``rows_insert`` keeps one statement per model and
+run's main instance, its records, its model calls) that composition would cost more CPU
+than the database spends on them. ``rows_insert`` keeps one statement per model and
 row count, and does per row what ``save`` does per field: ``pre_save`` (``auto_now_add``
 stamps) and ``get_db_prep_save`` (encryption, JSON). Primary keys come back with
 ``RETURNING`` and are set on the objects, as ``bulk_create`` sets them.

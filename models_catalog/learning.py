@@ -44,7 +44,7 @@ def calibration_get(*, connection_id: int | None, model: str, estimator_id: str,
     """The stored calibration of a model behind a connection, or just the prior."""
     if connection_id is None:
         return Calibration(prior=prior)
-    # Written out (every run starts here, and composing the ORM's read cost more than it, issue #29).
+    # Written out: every run starts here.
     field = TokenCalibration._meta.get_field("ratios")
     with db_connection.cursor() as cursor:
         cursor.execute(f'SELECT "ratios" FROM "{TokenCalibration._meta.db_table}" WHERE "connection_id" = %s '

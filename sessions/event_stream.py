@@ -1,8 +1,8 @@
 """Server-Sent Events for a run (LOOP-5): the persisted log, resumable with Last-Event-ID.
 
 The database is the source of truth; Redis pub/sub (when configured) says when to read
-it: a stream on Redis reads after each nudge and otherwise only every ``CHECK_SECONDS``
-(issue #29: 200 idle streams were 200 reads a second). Without Redis, or when it fails,
+it: a stream on Redis reads after each nudge and otherwise only every ``CHECK_SECONDS``.
+Without Redis, or when it fails,
 the stream polls the database. A poll that finds no connection free leaves the stream
 open and reads again shortly.
 
@@ -66,9 +66,8 @@ def sse_frame(event: RunEvent) -> bytes:
 
 class _Nudges:
     """One pub/sub connection per event loop, shared by all of its streams: each stream
-    waits on an ``asyncio.Event`` its run's channel sets. A subscription per stream was a
-    new Redis connection, with its handshake, for every stream opened (issue #29: a fifth
-    of the web process's event loop at 50 users).
+    waits on an ``asyncio.Event`` its run's channel sets: opening a stream opens no Redis
+    connection.
 
     When Redis fails under it, every stream waiting is woken and polls the database from
     then on; the next stream opened makes a new connection."""
@@ -220,7 +219,7 @@ def stream_poll(*, run_id: int, user_id: int, after: int) -> tuple[list[RunEvent
     in the same transaction as its ``run_finished`` event, so with a finished status the
     events read are all there will be (until a resume), and the stream ends without
     another read. Not one event is read once the reader has lost the run. Written out in
-    SQL (issue #29): composing the ORM query of each poll was a sixth of the web process.
+    SQL (every open stream polls).
     The thread's connection is closed before returning.
     """
     try:

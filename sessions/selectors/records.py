@@ -79,7 +79,7 @@ def visible_records_for_engine(*, run: Run, instance: Instance, after_seq: int =
     """``visible_records_query`` as the engine reads it (``record_as_engine_dict``), from
     the six columns it needs: no model instance per record, no column it does not read,
     a statement written out, and a record decrypted once per process while it is read
-    again and again (issue #29: a run loads its session's records at its first step)."""
+    again and again (a run loads its session's records at its first step)."""
     table = SessionMessage._meta.db_table
     if instance.parent_id is not None:
         visible, params = '"instance_id" = %s', [instance.pk]
@@ -107,7 +107,7 @@ def view_best_for_run(*, run: Run) -> SessionView | None:
     a view that includes questions asked after it began (RUN-4, RUN-9).
     """
     # Written out, its messages decrypted through the records' cache: each run of a session
-    # starts from the same view until a compaction makes the next (issue #29).
+    # starts from the same view until a compaction makes the next.
     with connection.cursor() as cursor:
         cursor.execute(f'SELECT {select_list(_VIEW_LAYOUT)} FROM "{SessionView._meta.db_table}" v '
                        'WHERE v."session_id" = %s AND v."watermark" <= %s ORDER BY v."watermark" DESC, v."id" DESC '

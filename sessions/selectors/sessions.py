@@ -29,9 +29,8 @@ _SESSION_LAYOUT = ((Session, "s"), (Agent, "a"), (AgentVersion, "v"))
 def session_get_for_user(*, session_id: Any, user) -> Session:
     """The session when ``user`` created it and is still a member of its space; NotFound
     (404) for anyone else, admins and staff included. With its agent and version, as
-    ``session_list_for_user`` reads them, in a statement written out: every question and
-    every page of a session starts here, and composing the ORM's join was a sixth of the
-    web process's CPU at 50 users (issue #29)."""
+    ``session_list_for_user`` reads them, in one statement written out (every question and
+    every page of a session starts here)."""
     try:
         pk = int(session_id)
     except (TypeError, ValueError):
@@ -87,10 +86,9 @@ class SessionTraits:
 def session_traits(*, session_id: int, provider: str = "", model: str = "") -> SessionTraits:
     """``other_models`` is against ``provider``/``model`` (False when not given).
 
-    One SELECT of the session's row and its EXISTS, written out: asked at every run, and
-    the ORM's form cost more to compose than to run. Where the session's action calls went
-    is a column of its row (``Session.action_model``), not a search of its calls: that grew
-    with every question of the session (issue #29). Only a session that has noted none
+    One SELECT of the session's row and its EXISTS, written out (asked at every run). Where
+    the session's action calls went is a column of its row (``Session.action_model``), not
+    a search of its calls, whose number grows with the session. Only a session that has noted none
     has its calls looked at — a new session's first run (no calls), or calls a worker of
     the version before that column made while the platform was upgraded."""
     views, files = SessionView._meta.db_table, SessionFile._meta.db_table
@@ -99,8 +97,8 @@ def session_traits(*, session_id: int, provider: str = "", model: str = "") -> S
     if key is not None:
         # The session's calls, through its runs. PostgreSQL is handed the runs' ids as an
         # array it computes first: given the join, a planner whose statistics lag (a table
-        # growing fast, a prepared plan made early) scanned every call of every session
-        # (issue #29). SQLite reads the join in the order written.
+        # growing fast, a prepared plan made early) may scan every call of every session.
+        # SQLite reads the join in the order written.
         runs, calls = Run._meta.db_table, ModelCall._meta.db_table
         session_runs = (f'= ANY(ARRAY(SELECT r."id" FROM "{runs}" r WHERE r."session_id" = s."id"))'
                         if connection.vendor == "postgresql" else

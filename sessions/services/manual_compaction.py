@@ -46,8 +46,7 @@ class NothingToCompact(Conflict):
 
 def session_lock(*, session_id: int) -> None:
     """Lock the session row until the caller's transaction ends (call inside ``atomic``).
-    Written out (every question takes it, and composing the ORM's form cost more than
-    running it, issue #29); SQLite has no row locks: its writers take turns whole."""
+    Written out (every question takes it); SQLite has no row locks: its writers take turns whole."""
     if not connection.in_atomic_block:  # as the ORM's select_for_update: outside one it would lock nothing
         raise TransactionManagementError("session_lock needs a transaction: call it inside atomic().")
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
@@ -61,8 +60,8 @@ def session_lock_to_ask(*, session_id: int) -> None:
 
     The lock is a statement of its own: PostgreSQL reads a statement's subqueries as they
     were when it began, so a look made in the locking statement would miss a hold
-    committed while it waited for the lock. The look is then one statement (issue #29: the
-    membership and the hold were two), and only a session some compaction marked reads the
+    committed while it waited for the lock. The look is then one statement (the membership
+    and the hold together), and only a session some compaction marked reads the
     hold itself (``compaction_hold_check``). Call inside ``atomic``.
     """
     session_lock(session_id=session_id)

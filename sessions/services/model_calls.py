@@ -91,9 +91,8 @@ def blobs_store(*, session_id: int, pieces: Sequence[Any], seen_before: bool = F
 
     ``seen_before``: most pieces are likely stored already — a run's first call sends the
     session's history, which earlier runs logged. They are then looked up first and only
-    the others encrypted and inserted: encrypting every piece of a long session for an
-    INSERT that skipped nearly all of them grew each question's cost with the session
-    (issue #29). Two statements still, the lookup and the INSERT of what is new.
+    the others encrypted and inserted, so a question's cost does not grow with the
+    session's history. Two statements still, the lookup and the INSERT of what is new.
     """
     digests = [blob_digest(piece) for piece in pieces]
     unique: dict[str, Any] = {}

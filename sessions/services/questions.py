@@ -74,12 +74,12 @@ def _run_open(*, session: Session, new_turn: bool) -> tuple[Run, Instance]:
 
 
 def main_line_carried(*, session_id: int) -> tuple[int, dict[str, Any]]:
-    """What a new run of the session starts from, read in one statement (issue #29: it was
-    four, on every question): the watermark it inherits (the session's last seq), and its
-    main instance's fields — the counts up to that watermark (``main_counts``), the
-    baselines of the best view under it (``view_best_for_run``), and the plan (LOOP-4) and
-    summary back-off (CTX-44) of the session's latest main frame, which the new question
-    carries on. ``tests/sessions/test_main_line_carried.py`` holds it to those readers.
+    """What a new run of the session starts from, read in one statement: the watermark it
+    inherits (the session's last seq), and its main instance's fields — the counts up to
+    that watermark (``main_counts``), the baselines of the best view under it
+    (``view_best_for_run``), and the plan (LOOP-4) and summary back-off (CTX-44) of the
+    session's latest main frame, which the new question carries on.
+    ``tests/sessions/test_main_line_carried.py`` holds it to those readers.
 
     Read with the session row locked: nothing moves the watermark meanwhile.
     """
@@ -94,7 +94,7 @@ def main_line_carried(*, session_id: int) -> tuple[int, dict[str, Any]]:
             f'(SELECT COUNT(*) {main_up_to} AND m."kind" = %s AND substr(m."entry_key", 1, %s) <> %s), '
             f'(SELECT v."baseline_user_turns" {best_view}), (SELECT v."baseline_model_steps" {best_view}), '
             # The latest run's main instance: found from the run's index, not by ordering
-            # every main instance of the table (issue #29: that grew with all runs ever made).
+            # every main instance of the table (that grows with all runs ever made).
             f'(SELECT i."frame" FROM "{instance}" i WHERE i."parent_id" IS NULL AND i."run_id" = '
             f'(SELECT r."id" FROM "{run}" r WHERE r."session_id" = s."id" ORDER BY r."id" DESC LIMIT 1)) '
             f'FROM "{session}" s WHERE s."id" = %s',

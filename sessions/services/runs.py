@@ -121,9 +121,8 @@ def _transition(*, run: Run, to: str, expected_from: tuple[str, ...] | None, whe
 
 def _transition_written_out(*, run_id: int, sources: list[str], attempt: int | None, to: str,
                             changes: dict[str, Any], probe: bool = False) -> tuple[int, bool]:
-    """``run_transition``'s UPDATE without a ``where``, written out: every run ends through
-    it, and composing the ORM's form cost more than the rest of the finish (issue #29).
-    Each value prepared as ``save`` prepares it (the error is JSON). Returns the rows moved
+    """``run_transition``'s UPDATE without a ``where``, written out (every run ends through
+    it). Each value prepared as ``save`` prepares it (the error is JSON). Returns the rows moved
     and, with ``probe``, what ``run_slots.WAITING_PROBE`` says of the moved run."""
     if not sources:
         return 0, False
@@ -151,8 +150,7 @@ def run_claim(*, run_id: int) -> Run | None:
     but ends failed, for good: nobody spends a space's key after leaving it (RUN-11).
 
     The claim writes the attempt's ``run_started`` event in its own transaction: the
-    event says a worker has the run, and was a transaction of its own, with its own seq
-    taken apart, on every question (issue #29).
+    event says a worker has the run.
 
     A run whose person (or space) has as many runs running as allowed is not claimed
     either: it stays queued, marked waiting, until one of them ends (``run_slots``).
@@ -200,8 +198,8 @@ _CLAIMED_LAYOUT = ((Run, "r"), (Session, "s"), (AgentVersion, "v"), (ModelConnec
 def _claimed(*, run_id: int) -> Run:
     """The claimed run with its session, version, the version's connection and the run's
     main instance (as ``main_as_claimed``), read at once (the worker reads them all): the
-    ``select_related`` read it was plus the loop's first read of its main line, written
-    out — composing those was most of the claim's CPU (issue #29)."""
+    ``select_related`` read plus the loop's first read of its main line, in one statement
+    written out."""
     run, session, version = Run._meta.db_table, Session._meta.db_table, AgentVersion._meta.db_table
     select = select_list(_CLAIMED_LAYOUT)
     with connection.cursor() as cursor:
@@ -312,7 +310,7 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
         if error is not None:
             message["error"] = {"code": error.code, "message": error.message}
         # The transition above moved this attempt out of its working state, once: its status
-        # record is new, and goes in without a de-duplicating read (issue #29).
+        # record is new, and goes in without a de-duplicating read.
         records_append_new(session=run.session, run=run, instance=main,
                            records=[NewRecord("run_status", message, f"status-{run.attempt}")])
         event_emit(run_id=run.pk, type="run_finished", data={"status": status, "error": stored, **(event_data or {})})
@@ -321,8 +319,7 @@ def run_finish(*, run: Run, status: str, error: RunError | None = None, reason: 
 
 def _main_instance_for_finish(*, run: Run, main_steps: int | None) -> Instance:
     """The run's main instance as it is now (its frame may hold a supplement the API just
-    added), with the loop's step count saved: one UPDATE that returns the row, instead of
-    a read and an UPDATE on every question (issue #29)."""
+    added), with the loop's step count saved: one UPDATE that returns the row."""
     if main_steps is None:
         return Instance.objects.get(run=run, key=Instance.MAIN)
     table = Instance._meta.db_table
