@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def logging_config(*, level: str) -> dict[str, Any]:
+def logging_config(*, level: str | None) -> dict[str, Any]:
     """The ``logging.config.dictConfig`` of this installation, the root logger at ``level``."""
     return {
         "version": 1,
