@@ -214,7 +214,8 @@ def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, dep
 
 
 def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
-    """Drive one instance until it answers; returns the answer text."""
+    """Drive one instance until it answers; returns the answer text. Each step ends in the
+    decision after the answer (``context.after_answer``), which this carries out."""
     schemas = [tool.schema() for tool in state.tools_at(depth)]
     refused = 0  # refusals of this step's request as too long (CAT-3, CAT-9)
     last_refusal: ContextRefused | None = None

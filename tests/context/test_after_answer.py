@@ -19,6 +19,7 @@ from context.after_answer import (
     Finish,
     RunTools,
     TakeSupplement,
+    Wait,
     after_answer,
 )
 
@@ -138,3 +139,9 @@ def test_only_the_main_line_takes_supplements_and_only_when_one_waits(answer: An
                                                                       situation: dict[str, bool]) -> None:
     if isinstance(decide(answer, **situation), TakeSupplement):
         assert situation["main"] and situation["supplement"]
+
+
+@given(answer=answers, situation=flags)
+def test_nothing_waits_until_approvals_land(answer: Answer[Call], situation: dict[str, bool]) -> None:
+    # TOOL-8 is only named so far: a Wait would reach the loop's "not yet" branch.
+    assert not isinstance(decide(answer, **situation), Wait)
