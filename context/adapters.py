@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from itertools import islice
 from typing import Any
 
 from context.attachments import image_note
+from context.kept import same_until
 from context.records import EMPTY_RESULT_TEXT, is_image_part, is_text_part
 from context.validate import Problem, RequestValidator, check_dialect
 
@@ -352,7 +352,7 @@ class RequestBuilder:
         self.reused = 0
         if (key == self._key and self._validator is not None and 0 < known <= len(messages)
                 and messages[0] == self._inputs[0]
-                and all(a is b for a, b in zip(islice(messages, 1, known), islice(self._inputs, 1, None)))):
+                and same_until(messages, self._inputs, 1) == known):
             fresh = messages[known:]
             # The seam is checked on the input first (a tool result would join the held
             # images), then on the adapted side (nothing merges), before anything is reused.

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from context.kept import same_until
 from context.surrogates import replace_lone_surrogates
 from core.db_rows import rows_insert
 from sessions.models import Instance, ModelCall, Run, SentBlob, Session
@@ -142,12 +143,20 @@ def _refs(session_id: int, chain: CallChain, messages: Sequence[Any],
     refs: list[int | None] = []
     fresh: list[Any] = []
     known = len(chain.messages)
-    for position, message in enumerate(messages):
-        if position < known and (message is chain.messages[position] or message == chain.messages[position]):
+    position = 0
+    while position < len(messages):
+        kept = same_until(messages, chain.messages, position)  # C speed over what is kept (issue #46)
+        if kept > position:
+            refs += chain.refs[position:kept]
+            position = kept
+            continue
+        message = messages[position]
+        if position < known and message == chain.messages[position]:
             refs.append(chain.refs[position])
         else:
             refs.append(None)
             fresh.append(message)
+        position += 1
     kept = {name: chain.named[name] for name, value in named.items()
             if name in chain.named and chain.named[name][0] == value}
     new_names = [name for name in named if name not in kept]
