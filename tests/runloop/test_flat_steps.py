@@ -61,10 +61,11 @@ def _calls_per_step(session, strict, *, text: str | None) -> list[int]:
     return [b - a for a, b in zip(marks, marks[1:])]
 
 
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
 @pytest.mark.parametrize("text", [None, WORDS], ids=["calls-only", "with-text"])
-def test_a_step_late_in_a_run_makes_as_many_calls_as_one_early(fake_session, strict, text):
-    # An openai_compatible connection: its bodies carry string contents (issue #45), and a
-    # turn that only calls a tool has its null content changed every step.
+def test_a_step_late_in_a_run_makes_as_many_calls_as_one_early(fake_session, strict, text, dialect):
+    # On the OpenAI wire an openai_compatible connection: its bodies carry string contents
+    # (issue #45), and a turn that only calls a tool has its null content changed every step.
     session = fake_session(tools=("calculator",), limits={"max_model_calls": 200, "max_tool_calls": 200})
     steps = _calls_per_step(session, strict, text=text)
     assert len(steps) == TOOL_STEPS
