@@ -99,7 +99,10 @@ def main() -> None:
                     f"--callgrind-out-file={folder}/callgrind.out.%p", sys.executable, os.path.abspath(__file__),
                     "--steps", str(args.steps), "--dialect", args.dialect, "--inside", f"{folder}/shim.so"],
                    check=True)
-    _report(folder, args.steps, args.dialect)
+    try:
+        _report(folder, args.steps, args.dialect)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
