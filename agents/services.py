@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from agents.models import Agent, AgentVersion
+from agents.run_limits import MAX_LIMIT, SETTABLE
 from agents.server_tools import (
     is_server_ref,
     server_refs_check,
@@ -164,7 +165,7 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
     for name, value in context_policy_normalize(agent.context_policy).items():
         before = policy_before.get(name) if policy_before is not None else "legacy policy"
         compare(name.replace("_", " ").capitalize(), before, value, empty=POLICY_EMPTY.get(name, "default"))
-    for name in LIMIT_KEYS:
+    for name in SETTABLE:
         compare(f"Run limit: {name.removeprefix('max_').replace('_', ' ')}", latest.limits.get(name),
                 agent.limits.get(name))
     compare("Verify before completing", latest.verify_before_complete, agent.verify_before_complete)
@@ -173,8 +174,6 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
 
 # --- drafts as the API and the admin console write them ---------------------------------
 
-LIMIT_KEYS = ("max_model_calls", "max_tool_calls", "max_wall_seconds", "max_depth")
-MAX_LIMIT = 1_000_000
 MAX_INSTRUCTIONS = 100_000
 DRAFT_FIELDS = ("name", "instructions", "model_connection", "tools", "tool_overrides", "context_policy", "limits",
                 "verify_before_complete", "call_log_retention_days")
@@ -208,8 +207,8 @@ def agent_limits_normalize(limits: Any) -> dict[str, int]:
         raise ValidationFailed("The limits are not valid.", fields={"limits": "must be an object"})
     errors: dict[str, str] = {}
     for key, value in limits.items():
-        if key not in LIMIT_KEYS:
-            errors[f"limits.{key}"] = f"unknown field; use {', '.join(LIMIT_KEYS)}"
+        if key not in SETTABLE:
+            errors[f"limits.{key}"] = f"unknown field; use {', '.join(SETTABLE)}"
         elif value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                     or not 1 <= value <= MAX_LIMIT):
             errors[f"limits.{key}"] = f"must be an integer from 1 to {MAX_LIMIT:,} or null"
