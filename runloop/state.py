@@ -53,7 +53,7 @@ from runloop.errors import RunCancelled, RunLost, RunStopped
 from runloop.watch import RunWatch
 from sessions.frames import run_budget
 from sessions.models import Instance, Run, SessionMessage
-from sessions.run_errors import window_refused
+from sessions.run_errors import RunErrorCode, window_refused
 from sessions.selectors import SessionTraits, record_as_engine_dict, session_traits
 from sessions.services.events import BroadcastHold, events_write
 from sessions.services.history import context_load
@@ -296,7 +296,7 @@ class RunState:
                                       tool_calls=self.counters.get("tool_calls", 0),
                                       seconds=time.monotonic() - self.started)
         if reached is not None:
-            raise RunStopped("limit_reached", reached)
+            raise RunStopped(RunErrorCode.LIMIT_REACHED, reached)
 
     def tools_at(self, depth: int) -> list[Tool]:
         """The tools an instance at ``depth`` may call: no delegation past the depth limit (RUN-3)."""
@@ -375,8 +375,9 @@ def endpoint_check(*, version: Any) -> None:
     frozen = (version.provider, effective_base_url(provider=version.provider, base_url=version.base_url))
     current = (connection.provider, effective_base_url(provider=connection.provider, base_url=connection.base_url))
     if frozen != current:
-        raise RunStopped("endpoint_changed", "This agent's model connection now points to another endpoint than "
-                         "the published version; nothing was sent. An admin must publish the agent again.")
+        raise RunStopped(RunErrorCode.ENDPOINT_CHANGED, "This agent's model connection now points to another "
+                         "endpoint than the published version; nothing was sent. An admin must publish the agent "
+                         "again.")
 
 
 def system_message(state: RunState, depth: int) -> dict[str, Any]:
