@@ -87,10 +87,7 @@ class RunErrorCode(Enum):
     @classmethod
     def find(cls, code: str) -> RunErrorCode | None:
         """The member a stored code names; None for a code no longer (or never) known."""
-        try:
-            return cls(code)
-        except ValueError:
-            return None
+        return next((member for member in cls if member.value == code), None)
 
     def error(self, message: str) -> RunError:
         """A run error of this code, saying ``message`` (already safe to show)."""
