@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_budget, version_budget
+from agents.services import agent_draft_changes, agent_publish
 from context import Budget
 from models_catalog.models import ModelConnection
 from runloop.meter import context_measured
@@ -99,3 +100,11 @@ def test_nothing_but_the_budget_writes_the_sum():
     written = [f"{path.relative_to(REPO)}: {match.group(0)}" for path in sources
                for match in HAND_WRITTEN.finditer(code_of(path))]
     assert written == ["context/policy.py: window - max_output_tokens - safety_margin"]  # input_room
+
+
+def test_a_version_published_after_the_window_was_learned_freezes_the_budgets_figures(learned, agent, alice):
+    published = agent_publish(agent=Agent.objects.get(pk=agent.pk), published_by=alice)
+    assert (published.context_window, published.max_output_tokens, published.safety_margin_tokens) == \
+        (8_000, 2_000, 250)
+    assert version_budget(version=published)["effective_input_tokens"] == LEARNED
+    assert agent_draft_changes(agent=Agent.objects.get(pk=agent.pk))[1] == []  # nothing more to publish
