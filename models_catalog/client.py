@@ -34,6 +34,7 @@ from models_catalog.errors import (
     ProviderUnavailableError,
 )
 from models_catalog.http import HttpLimits, Resolver
+from models_catalog.private_hosts import AllowPrivate
 from models_catalog.providers import ChatClient, ProviderSpec, get_provider
 from models_catalog.providers.chat_http import GuardedChatClient
 from models_catalog.providers.events import (
@@ -60,7 +61,7 @@ def get_chat_client(
     provider: str,
     base_url: str | None = None,
     api_key: str | None = None,
-    allow_private: bool = False,
+    allow_private: AllowPrivate = False,
     limits: HttpLimits | None = None,
     transport: httpx.BaseTransport | None = None,
     resolver: Resolver | None = None,
@@ -88,7 +89,7 @@ class HttpChatClient(GuardedChatClient):
         spec: ProviderSpec,
         base_url: str,
         api_key: str | None,
-        allow_private: bool = False,
+        allow_private: AllowPrivate = False,
         limits: HttpLimits | None = None,
         transport: httpx.BaseTransport | None = None,
         resolver: Resolver | None = None,

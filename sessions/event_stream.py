@@ -232,7 +232,8 @@ def stream_poll(*, run_id: int, user_id: int, after: int) -> tuple[list[RunEvent
     if not rows:
         return [], None
     payload = RunEvent._meta.get_field("payload")
-    events = [RunEvent(run_id=run_id, seq=seq, type=type, payload=payload.from_db_value(data, None, connection))
+    column = payload.cached_col  # what Django's compiler hands from_db_value for a plain read
+    events = [RunEvent(run_id=run_id, seq=seq, type=type, payload=payload.from_db_value(data, column, connection))
               for _, seq, type, data in rows if seq is not None]
     return events, rows[0][0]
 

@@ -42,6 +42,7 @@ from models_catalog.errors import (
     ProviderUnavailableError,
 )
 from models_catalog.http import HttpLimits, Resolver, request_json
+from models_catalog.private_hosts import AllowPrivate
 from models_catalog.providers.anthropic_stream import AnthropicAssembler, events_from_message
 from models_catalog.providers.base import Listing, ListingContext, ProviderSpec, RawModel, with_api_path
 from models_catalog.providers.chat_http import GuardedChatClient
@@ -119,7 +120,7 @@ class AnthropicChatClient(GuardedChatClient):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        allow_private: bool = False,
+        allow_private: AllowPrivate = False,
         limits: HttpLimits | None = None,
         transport: httpx.BaseTransport | None = None,
         resolver: Resolver | None = None,

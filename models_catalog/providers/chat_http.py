@@ -42,6 +42,7 @@ from models_catalog.http import (
     read_limited,
     transport_error,
 )
+from models_catalog.private_hosts import AllowPrivate
 from models_catalog.providers.events import ChatEvent, StreamEnd
 from models_catalog.providers.streaming import SSEMessage, iter_sse
 
@@ -111,7 +112,7 @@ class GuardedChatClient:
         *,
         base_url: str,
         api_key: str | None,
-        allow_private: bool = False,
+        allow_private: AllowPrivate = False,
         limits: HttpLimits | None = None,
         transport: httpx.BaseTransport | None = None,
         resolver: Resolver | None = None,
