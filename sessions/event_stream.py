@@ -76,7 +76,10 @@ class _Nudges:
     def __init__(self) -> None:
         import redis.asyncio as aioredis
 
-        client = aioredis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=5)
+        url = settings.REDIS_URL
+        if not url:  # a stream without Redis polls (_Waker.open) and makes no hub
+            raise RuntimeError("stream nudges need REDIS_URL")
+        client = aioredis.from_url(url, socket_connect_timeout=1, socket_timeout=5)
         self.pubsub = client.pubsub()
         self.waiting: dict[str, set[asyncio.Event]] = {}
         self.subscribed: dict[str, asyncio.Future] = {}
