@@ -153,10 +153,10 @@ def _refs(session_id: int, chain: CallChain, messages: Sequence[Any],
     new_names = [name for name in named if name not in kept]
     stored = iter(blobs_store(session_id=session_id, pieces=[*fresh, *(named[n] for n in new_names)],
                               seen_before=known == 0))  # a first call: the session's history, logged before
-    refs = [ref if ref is not None else next(stored) for ref in refs]
+    resolved = [ref if ref is not None else next(stored) for ref in refs]
     for name in new_names:
         kept[name] = (named[name], next(stored))
-    return refs, kept
+    return resolved, kept
 
 
 def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
