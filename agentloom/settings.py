@@ -59,9 +59,6 @@ else:
 if ENCRYPTION_KEY == SECRET_KEY:
     raise ConfigError("AGENTLOOM_ENCRYPTION_KEY", "must differ from SECRET_KEY")
 CRYPTOGRAPHY_KEY = ENCRYPTION_KEY
-# The key derivation's salt: django-cryptography's own default, written here because every
-# stored record depends on it (core.crypto.derive_key reads it; the library turns it to bytes).
-CRYPTOGRAPHY_SALT = "django-cryptography"
 
 PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])

@@ -23,7 +23,6 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 from django.conf import settings
-from django.utils.encoding import force_bytes
 from django_cryptography.core.signing import FernetSigner, SignatureExpired
 from django_cryptography.fields import EncryptedMixin, Expired, encrypt
 from django_cryptography.utils.crypto import FernetBytes
@@ -62,7 +61,7 @@ class DecryptionFailed(Exception):
 
 
 def derive_key(encryption_key: str) -> bytes:
-    salt = force_bytes(settings.CRYPTOGRAPHY_SALT)
+    salt = settings.CRYPTOGRAPHY_SALT  # type: ignore[misc]  # set at start by django-cryptography's AppConf
     kdf = PBKDF2HMAC(algorithm=hashes.SHA256(), length=32, salt=salt, iterations=30000)
     return kdf.derive(encryption_key.encode())
 

@@ -32,9 +32,8 @@ from typing import Any
 import httpx
 
 from models_catalog.errors import AuthenticationError, InvalidRequestError, ProviderError, UnsafeURLError
-from models_catalog.http import DISCOVERY_LIMITS, HttpLimits, Resolver, build_client
+from models_catalog.http import DISCOVERY_LIMITS, AllowPrivate, HttpLimits, Resolver, build_client
 from models_catalog.manifest import Manifest, ManifestEntry, load_manifest, normalise_base_url
-from models_catalog.private_hosts import AllowPrivate
 from models_catalog.providers import ListingContext, RawModel, get_provider
 from models_catalog.providers.local_servers import LLAMACPP_PROPS
 from models_catalog.providers.model_lists import LMSTUDIO_LOADED
