@@ -24,15 +24,7 @@ from typing import Any
 
 from context.records import content_text
 from context.surrogates import replace_lone_surrogate_escapes, replace_lone_surrogates
-from models_catalog.providers.events import (
-    ChatStream,
-    StreamEnd,
-    TextDelta,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-    as_dict,
-)
+from models_catalog.providers.events import ChatStream, StreamEnd, TextDelta, ToolCall, ToolCallDelta, Usage, as_dict
 
 DEMO_MODEL_ID = "agentloom-demo"
 DEMO_BASE_URL = "demo://offline"
