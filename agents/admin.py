@@ -160,13 +160,14 @@ class AgentAdmin(ConsoleListMixin, admin.ModelAdmin):
         script recomputes it live as the connection or the ratios change."""
         from django.utils.html import json_script
 
+        from models_catalog.learning import connection_input_tokens
         from models_catalog.models import ModelConnection
 
-        figures = {str(c.pk): {"id": c.pk, "context_window": c.effective_context_window(),
-                               "max_output_tokens": c.max_output_tokens,
-                               "safety_margin_tokens": c.safety_margin_tokens}
-                   for c in ModelConnection.objects.only("id", "context_window", "server_context_window",
-                                                         "max_output_tokens", "safety_margin_tokens")}
+        # The effective input comes from the one budget (CAT-9), not a sum in the script.
+        figures = {str(c.pk): {"id": c.pk, "effective_input_tokens": connection_input_tokens(c)}
+                   for c in ModelConnection.objects.only(
+                       "id", "context_window", "server_context_window", "learned_context_window",
+                       "max_output_tokens", "max_output_tokens_source", "safety_margin_tokens")}
         text = _budget_text(agent_budget(agent=obj)) if obj.pk is not None else "Pick a model connection."
         return format_html('<span id="live-budget" aria-live="polite">{}</span>{}', text,
                            json_script(figures, "agent-connection-figures"))

@@ -11,7 +11,8 @@ from typing import Any, cast
 from django import forms
 
 from agents.models import Agent
-from agents.services import LIMIT_KEYS, MAX_LIMIT, agent_draft_validate, context_policy_normalize
+from agents.run_limits import MAX_LIMIT, SETTABLE
+from agents.services import agent_draft_validate, context_policy_normalize
 from agents.tool_registry import tool_names_available
 from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
 from core.errors import ValidationFailed
@@ -21,7 +22,7 @@ from toolservers.models import ToolServer
 
 POLICY_FIELDS = ("context_ratio", "target_ratio", "user_turns", "model_steps", "max_compaction_calls",
                  "prepare_ratio")
-LIMIT_FIELDS = LIMIT_KEYS  # max_model_calls, max_tool_calls, max_wall_seconds, max_depth
+LIMIT_FIELDS = SETTABLE  # max_model_calls, max_tool_calls, max_wall_seconds, max_depth
 LIMIT_HELP = {
     "max_model_calls": "Model calls one run may make (summary calls included).",
     "max_tool_calls": "Tool calls one run may make.",

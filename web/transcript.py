@@ -17,6 +17,7 @@ from typing import Any
 from context.records import content_text, is_image_part
 from core.api.parsers import json_loads_bounded
 from sessions.models import Run, SessionMessage
+from sessions.run_errors import RunErrorCode
 from web.attachments import AttachmentView, attachment_views
 from web.errors import error_explain
 from web.markdown import RenderBudget
@@ -168,6 +169,13 @@ class RunView:
     last_seq: int = 0
     plan: list[PlanStep] = field(default_factory=list)
     supplements: dict[str, str] = field(default_factory=dict)  # a working run's, by id
+
+    @property
+    def asks_again(self) -> bool:
+        """Resuming sends the same question once more (its error's code says so: the button
+        reads "Ask again")."""
+        code = RunErrorCode.find(str((self.run.error or {}).get("code") or ""))
+        return code is not None and code.asks_again
 
     @property
     def plan_done(self) -> int:
