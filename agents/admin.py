@@ -11,7 +11,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Max
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
@@ -209,7 +209,7 @@ class VersionPage:
     suffix: str
     name: str
     label: str
-    view: Callable[..., HttpResponse]
+    view: Callable[..., HttpResponseBase]  # a page, or a streamed download (the usage CSV)
     linked: bool = True  # listed with the version's links (a download beside its page is not)
 
 
@@ -250,7 +250,7 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     def provider_name(self, obj: AgentVersion) -> str:
         return provider_label(obj.provider)
 
-    def _page(self, view: Callable[..., HttpResponse], request: HttpRequest, object_id: str) -> HttpResponse:
+    def _page(self, view: Callable[..., HttpResponseBase], request: HttpRequest, object_id: str) -> HttpResponseBase:
         return view(self, request, object_id)
 
     @admin.display(description="Console")

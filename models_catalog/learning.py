@@ -49,7 +49,7 @@ def calibration_get(*, connection_id: int | None, model: str, estimator_id: str,
         cursor.execute(f'SELECT "ratios" FROM "{TokenCalibration._meta.db_table}" WHERE "connection_id" = %s '
                        'AND "model" = %s AND "estimator_id" = %s LIMIT 1', [connection_id, model, estimator_id])
         row = cursor.fetchone()
-    ratios = field.from_db_value(row[0], None, db_connection) if row is not None else None
+    ratios = field.from_db_value(row[0], field.cached_col, db_connection) if row is not None else None
     return Calibration(prior=prior, ratios=tuple(float(r) for r in ratios or ()))
 
 

@@ -144,7 +144,10 @@ class ModelConnection(models.Model):
     @property
     def exceeds_server_context(self) -> bool:
         """Whether the configured window is larger than what the server keeps (the admin is warned)."""
-        return bool(self.server_context_window) and self.context_window > self.server_context_window
+        server = self.server_context_window
+        if not server:  # unknown
+            return False
+        return self.context_window > server
 
 
 class TokenCalibration(models.Model):

@@ -81,7 +81,7 @@ def run_execute(*, run_id: int) -> None:
         return
     # Ended only from this attempt's working state: a run taken over meanwhile (reaped while
     # this worker was slow to start it, then resumed) is not this worker's to fail.
-    mine = {"expected_from": (Run.Status.RUNNING,), "of_attempt": run.attempt}
+    mine: dict[str, Any] = {"expected_from": (Run.Status.RUNNING,), "of_attempt": run.attempt}
     try:
         state = run_state_build(run)
     except RunStopped as stop:  # e.g. the connection moved to another endpoint (CAT-6)

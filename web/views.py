@@ -53,7 +53,7 @@ class ChatLoginView(LoginView):
     template_name = "registration/login.html"
     authentication_form = LimitedAuthenticationForm
     redirect_authenticated_user = True
-    next_page = reverse_lazy("web:home")
+    next_page = "web:home"  # a URL name: LoginView resolves it (resolve_url)
 
     def get_context_data(self, **kwargs):
         # The first-time hint says where the admin's password came from: `make run` prints a

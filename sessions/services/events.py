@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from context.surrogates import replace_lone_surrogates
+from core.db_rows import concrete_field
 from sessions.event_types import EventType
 from sessions.models import Run, RunEvent
 from sessions.services.ownership import RunNotOwned, attempt_touch, touch_statement
@@ -231,7 +232,7 @@ def _event_write_alone(*, run_id: int, type: str, data: dict[str, Any] | None,
     while an answer streams (issue #29). The same UPDATE and INSERT as ``events_write``:
     for a run's execution (``of_attempt``), the ownership check's UPDATE, so a worker that
     lost its run inserts nothing (the INSERT reads its seq from the UPDATE's row)."""
-    payload, created = (RunEvent._meta.get_field(name) for name in _EVENT_COLUMNS[3:])
+    payload, created = (concrete_field(RunEvent, name) for name in _EVENT_COLUMNS[3:])
     row = RunEvent(run_id=run_id, type=type, payload=data or {}, created_at=timezone.now())
     columns = ", ".join(f'"{name}"' for name in _EVENT_COLUMNS)
     if of_attempt is None:
@@ -264,7 +265,7 @@ def _events_insert(rows: Sequence[RunEvent]) -> None:
     written out: every question writes several batches of events, and ``bulk_create``
     composed each INSERT field by field and read back ids nobody uses (issue #29). The
     rows get their ``created_at``; their ids stay unset."""
-    fields = [RunEvent._meta.get_field(name) for name in _EVENT_COLUMNS]
+    fields = [concrete_field(RunEvent, name) for name in _EVENT_COLUMNS]
     payload, created = fields[3:]
     now = timezone.now()
     columns = ", ".join(f'"{field.column}"' for field in fields)
