@@ -33,7 +33,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
 
 from context.adapters import CONTINUE_NOTE, RequestValidationError, adapt_rules
@@ -44,6 +43,7 @@ from context.anthropic_validate import (
     TurnChecker,
 )
 from context.ids import is_portable_id
+from context.kept import same_until
 from context.records import parse_arguments, wrap_invalid_arguments
 from context.validate import RequestValidator
 
@@ -264,7 +264,7 @@ class AnthropicBuilder:
         known = len(kept.inputs) if kept is not None else 0
         if (kept is not None and key == self._key and 0 < known <= len(messages)
                 and messages[0] == kept.inputs[0]
-                and all(a is b for a, b in zip(islice(messages, 1, known), islice(kept.inputs, 1, None)))):
+                and same_until(messages, kept.inputs, 1) == known):
             fresh = messages[known:]
             if not fresh:
                 self.reused = known

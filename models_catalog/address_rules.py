@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from models_catalog.private_hosts import PrivateHosts
+from models_catalog.private_hosts import AllowPrivate, PrivateHosts
 
 # Always refused, whatever the admin switch says: instance metadata services hand out
 # cloud credentials to anything that can reach them.
@@ -102,7 +102,7 @@ def address_problem(address: str, *, allow_private: bool) -> str | None:
     return "a private, loopback or reserved address (allowed only when private endpoints are enabled)"
 
 
-def private_host_problem(host: str, address: str, allow_private: bool | PrivateHosts) -> str | None:
+def private_host_problem(host: str, address: str, allow_private: AllowPrivate) -> str | None:
     """Why a private ``address`` of ``host`` is refused by the operator's list, or None (no
     list, a public address, or a listed one). Called for addresses ``address_problem`` let
     through."""

@@ -43,7 +43,7 @@ from models_catalog.errors import (
     UnsafeURLError,
     error_from_status,
 )
-from models_catalog.private_hosts import PrivateHosts
+from models_catalog.private_hosts import AllowPrivate
 from models_catalog.url_syntax import MalformedURL, url_parse
 
 Resolver = Callable[[str, int], list[str]]
@@ -94,7 +94,7 @@ def system_resolver(host: str, port: int) -> list[str]:
     return seen
 
 
-def check_url(url: str | httpx.URL, *, allow_private: bool | PrivateHosts = False,
+def check_url(url: str | httpx.URL, *, allow_private: AllowPrivate = False,
               resolver: Resolver | None = None) -> GuardedTarget:
     """Validate ``url`` and resolve its host; raise :class:`UnsafeURLError` if refused."""
     try:
@@ -132,7 +132,8 @@ def check_url(url: str | httpx.URL, *, allow_private: bool | PrivateHosts = Fals
 class GuardedTransport(httpx.BaseTransport):
     """Checks every request with :func:`check_url` and pins it to the checked address."""
 
-    def __init__(self, inner: httpx.BaseTransport, *, allow_private: bool, resolver: Resolver | None = None) -> None:
+    def __init__(self, inner: httpx.BaseTransport, *, allow_private: AllowPrivate,
+                 resolver: Resolver | None = None) -> None:
         self._inner = inner
         self._allow_private = allow_private
         self._resolver = resolver
@@ -172,7 +173,7 @@ def _tls_context() -> ssl.SSLContext:
 
 def build_client(
     *,
-    allow_private: bool = False,
+    allow_private: AllowPrivate = False,
     limits: HttpLimits | None = None,
     transport: httpx.BaseTransport | None = None,
     resolver: Resolver | None = None,
@@ -299,7 +300,7 @@ class FetchResult:
 def fetch_url(
     url: str,
     *,
-    allow_private: bool = False,
+    allow_private: AllowPrivate = False,
     limits: HttpLimits = FETCH_LIMITS,
     headers: Mapping[str, str] | None = None,
     truncate: bool = True,

@@ -62,7 +62,12 @@ def private_hosts_parse(entries: list[str]) -> PrivateHosts:
     return PrivateHosts(names=frozenset(names), suffixes=tuple(suffixes), networks=tuple(networks))
 
 
-def private_endpoints_from_env() -> bool | PrivateHosts:
+# What every caller of the URL guard is handed (settings.ALLOW_PRIVATE_MODEL_ENDPOINTS): the
+# operator's switch, or, when the operator lists hosts, that list (private endpoints on).
+AllowPrivate = bool | PrivateHosts
+
+
+def private_endpoints_from_env() -> AllowPrivate:
     """Self-hosted endpoints (Ollama, vLLM on localhost or the LAN) are legitimate model
     connections, so admins may point at private addresses unless the operator turns it off.
     Link-local and metadata addresses are refused always; http_fetch never goes private.

@@ -237,7 +237,7 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
     policy = pipeline.policy or ContextPolicy()
     state.emit("compaction_started",
                {"trigger": trigger, **token_figures("before", estimated=action.estimate, calibrated=tokens)})
-    remaining = state.limits["max_model_calls"] - state.counters.get("model_calls", 0) - 1
+    remaining = state.limits.max_model_calls - state.counters.get("model_calls", 0) - 1
     calibration = state.figures.calibration
     request = compaction_request(
         state, instance, system=system, messages=projected.messages,

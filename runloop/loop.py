@@ -39,7 +39,14 @@ from runloop.state import RunState, run_state_build, system_message
 from runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_events
 from runloop.verification import run_verify
 from sessions.models import Instance, ModelCall, Run, RunAttention
-from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, EMPTY_ANSWER_RETRY, INTERNAL_ERROR, RunError
+from sessions.run_errors import (
+    COULD_NOT_START,
+    EMPTY_ANSWER,
+    EMPTY_ANSWER_RETRY,
+    INTERNAL_ERROR,
+    RunError,
+    RunErrorCode,
+)
 from sessions.selectors.instances import main_instance
 from sessions.services.model_steps import assistant_record, instance_steps_recount
 from sessions.services.runs import (
@@ -71,7 +78,7 @@ def run_execute(*, run_id: int) -> None:
         return
     # Ended only from this attempt's working state: a run taken over meanwhile (reaped while
     # this worker was slow to start it, then resumed) is not this worker's to fail.
-    mine = {"expected_from": (Run.Status.RUNNING,), "of_attempt": run.attempt}
+    mine: dict[str, Any] = {"expected_from": (Run.Status.RUNNING,), "of_attempt": run.attempt}
     try:
         state = run_state_build(run)
     except RunStopped as stop:  # e.g. the connection moved to another endpoint (CAT-6)
@@ -204,10 +211,10 @@ def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, dep
     except RequestValidationError as exc:
         # CTX-10: an invalid request is a bug. Never send it; say so and keep the records.
         logger.error("run %s: refusing to send an invalid request: %s", state.run.pk, exc)
-        raise RunStopped("invalid_request", "The conversation could not be turned into a valid request; "
+        raise RunStopped(RunErrorCode.INVALID_REQUEST, "The conversation could not be turned into a valid request; "
                          "nothing was sent. This is a bug and has been logged.") from None
     except ContextTooLong as exc:  # CTX-39, checked before anything is sent
-        raise RunStopped("context_overflow", str(exc)) from None
+        raise RunStopped(RunErrorCode.CONTEXT_OVERFLOW, str(exc)) from None
 
 
 def instance_loop(state: RunState, instance: Instance, depth: int) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from agents.run_limits import RunLimits
 from agents.server_tools import run_tool_sessions, version_credentials
 from agents.tool_registry import Tool, registry
 from context import (
@@ -52,7 +53,7 @@ from runloop.errors import RunCancelled, RunLost, RunStopped
 from runloop.watch import RunWatch
 from sessions.frames import run_budget
 from sessions.models import Instance, Run, SessionMessage
-from sessions.run_errors import window_refused
+from sessions.run_errors import RunErrorCode, window_refused
 from sessions.selectors.context import context_load
 from sessions.selectors.records import record_as_engine_dict
 from sessions.selectors.sessions import SessionTraits, session_traits
@@ -60,14 +61,11 @@ from sessions.services.events import BroadcastHold, events_write
 from sessions.services.model_calls import CallChain
 from sessions.services.ownership import RunSignals, run_owned, run_touch
 from sessions.services.steps import step_announce, step_commit
-from tools.delegate import MAX_DEPTH
 from tools.read_file import files_in_view
 from tools.server_tools import server_tools_build
 from toolservers.sessions import RunToolSessions
 
 CALIBRATION_SAVE_EVERY = 8
-DEFAULT_LIMITS = {"max_model_calls": 25, "max_tool_calls": 50, "max_wall_seconds": 900, "max_depth": MAX_DEPTH,
-                  "max_sub_instances": 8}
 SUB_AGENT_NOTE = ("You are a sub-agent working on one delegated task. Work it through with your tools if needed, "
                   "then answer with the result only; your answer is returned to the agent that delegated.")
 
@@ -77,7 +75,7 @@ class RunState:
     """Everything one execution of a run needs, built once per claim (``run_state_build``)."""
 
     run: Run
-    limits: dict[str, int]
+    limits: RunLimits
     frozen_budget: Budget  # as the run froze it (RUN-4), under the window the server proved (CAT-9);
     # ``figures.budget`` is the one in force (a refusal during the run lowers it)
     policy: ContextPolicy | None  # the frozen context policy; None keeps the legacy threshold (CTX-40)
@@ -295,24 +293,22 @@ class RunState:
             self.touch()
         if self.signals.cancel_requested:
             raise RunCancelled()
-        for counter, limit in (("model_calls", "max_model_calls"), ("tool_calls", "max_tool_calls")):
-            if self.counters.get(counter, 0) >= self.limits[limit]:
-                noun = counter.replace("_", " ")
-                raise RunStopped("limit_reached", f"The run reached its limit of {self.limits[limit]} {noun}.")
-        if time.monotonic() - self.started > self.limits["max_wall_seconds"]:
-            raise RunStopped("limit_reached",
-                             f"The run reached its time limit of {self.limits['max_wall_seconds']} seconds.")
+        reached = self.limits.reached(model_calls=self.counters.get("model_calls", 0),
+                                      tool_calls=self.counters.get("tool_calls", 0),
+                                      seconds=time.monotonic() - self.started)
+        if reached is not None:
+            raise RunStopped(RunErrorCode.LIMIT_REACHED, reached)
 
     def tools_at(self, depth: int) -> list[Tool]:
         """The tools an instance at ``depth`` may call: no delegation past the depth limit (RUN-3)."""
-        return [tool for tool in self.tools if depth < self.limits["max_depth"] or not tool.delegates]
+        return [tool for tool in self.tools if depth < self.limits.max_depth or not tool.delegates]
 
 
 def run_state_build(run: Run) -> RunState:
     """The state of one execution of ``run``, from what it froze (RUN-4) and its connection."""
     version = run.version
     frozen = run_budget(run.budget, version=version)
-    limits = {**DEFAULT_LIMITS, **frozen["limits"]}
+    limits = RunLimits.from_dict(frozen["limits"])
     connection = version.model_connection
     endpoint_check(version=version)
     api_key = connection.api_key if connection is not None else ""
@@ -380,8 +376,9 @@ def endpoint_check(*, version: Any) -> None:
     frozen = (version.provider, effective_base_url(provider=version.provider, base_url=version.base_url))
     current = (connection.provider, effective_base_url(provider=connection.provider, base_url=connection.base_url))
     if frozen != current:
-        raise RunStopped("endpoint_changed", "This agent's model connection now points to another endpoint than "
-                         "the published version; nothing was sent. An admin must publish the agent again.")
+        raise RunStopped(RunErrorCode.ENDPOINT_CHANGED, "This agent's model connection now points to another "
+                         "endpoint than the published version; nothing was sent. An admin must publish the agent "
+                         "again.")
 
 
 def system_message(state: RunState, depth: int) -> dict[str, Any]:

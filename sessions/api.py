@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from django.http import HttpResponse
-from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -29,7 +28,7 @@ from sessions.serializers import (
 )
 from sessions.services.access_audit import read_audited
 from sessions.services.dispatch import compaction_dispatch_on_commit
-from sessions.services.files import file_delete, file_name_of, file_store, file_too_large
+from sessions.services.files import attachment_disposition, file_delete, file_name_of, file_store, file_too_large
 from sessions.services.imports import session_import
 from sessions.services.manual_compaction import compaction_request
 from sessions.services.sessions import session_create
@@ -177,7 +176,7 @@ def _download(file: SessionFile) -> HttpResponse:
     else:
         content_type = "application/octet-stream"
     response = HttpResponse(bytes(file.data), content_type=content_type)
-    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=file_name_of(file))
+    response["Content-Disposition"] = attachment_disposition(file_name_of(file))
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     response["Cache-Control"] = "private, no-store"
