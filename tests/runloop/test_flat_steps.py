@@ -23,7 +23,7 @@ import pytest
 
 from runloop.loop import run_execute
 from sessions.models import Run
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 
 pytestmark = pytest.mark.django_db(transaction=True)

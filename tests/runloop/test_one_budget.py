@@ -26,7 +26,7 @@ from models_catalog.models import ModelConnection
 from runloop.meter import context_measured
 from runloop.state import run_state_build
 from sessions.models import Session
-from sessions.services.history import question_ask
+from sessions.services.questions import question_ask
 from sessions.services.runs import run_claim
 from tests.conftest import REPO
 from web.selectors import context_meter
