@@ -13,7 +13,6 @@ next model or tool call starts.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import Any
 
 from django.db import connection as db_connection
@@ -23,25 +22,15 @@ from core.log_redaction import secrets_kept_from_logs
 from runloop import compaction
 from runloop.calls import action_call, answer_is_empty
 from runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped, WaitForServer
+from runloop.journal import RunJournal, SupplementsPending, assistant_record
+from runloop.learning import calibration_save, refusal_learn
 from runloop.meter import step_measured
 from runloop.state import RunState, run_state_build, system_message
 from runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_events
 from runloop.verification import run_verify
-from sessions.models import Instance, ModelCall, Run, RunAttention
+from sessions.models import Instance, Run, RunAttention
 from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, EMPTY_ANSWER_RETRY, INTERNAL_ERROR, RunError
 from sessions.selectors import main_instance
-from sessions.services.history import (
-    assistant_record,
-    instance_steps_recount,
-    supplements_take,
-)
-from sessions.services.runs import (
-    SupplementsPending,
-    run_claim,
-    run_finish,
-    run_reopen_record,
-    run_wait_for_server,
-)
 
 logger = logging.getLogger("runloop")
 
@@ -58,61 +47,54 @@ def run_execute(*, run_id: int) -> None:
     start and on a schedule, ``runloop.housekeeping``), not here: a scan of the
     running runs with every run was one query per question for nothing.
     """
-    run = run_claim(run_id=run_id)
-    if run is None:
+    journal = RunJournal.claim(run_id=run_id)
+    if journal is None:
         return
     # Ended only from this attempt's working state: a run taken over meanwhile (reaped while
     # this worker was slow to start it, then resumed) is not this worker's to fail.
-    mine = {"expected_from": (Run.Status.RUNNING,), "of_attempt": run.attempt}
     try:
-        state = run_state_build(run)
+        state = run_state_build(journal.run, journal)
     except RunStopped as stop:  # e.g. the connection moved to another endpoint (CAT-6)
-        run_finish(run=run, status=Run.Status.FAILED, error=stop.error, **mine)
+        journal.finish(Run.Status.FAILED, error=stop.error, announce=False)
         return
     except Exception:  # e.g. a key that no longer decrypts: fail clearly, never hang "running"
-        logger.exception("run %s could not start", run.pk)
-        run_finish(run=run, status=Run.Status.FAILED, error=COULD_NOT_START, **mine)
+        logger.exception("run %s could not start", run_id)
+        journal.finish(Run.Status.FAILED, error=COULD_NOT_START, announce=False)
         return
-    # The claim has just written the heartbeat, and the run read after it carries the Stop
-    # flag: the first beat and Stop check are due one interval from now, not at the first
-    # token (an UPDATE per question for nothing, issue #29).
-    state.watch.noted(cancelled=run.cancel_requested)
     with secrets_kept_from_logs(state.redactor.secrets):  # LOOP-8: out of every thread's log lines too
-        state.watch.start_background()
+        journal.watch.start_background()
         try:
-            _drive(state)
+            _drive(state, journal)
         except RunLost:
-            logger.warning("run %s is no longer owned by this worker; stopping without writing", run.pk)
+            logger.warning("run %s is no longer owned by this worker; stopping without writing", run_id)
         finally:
-            state.broadcasts.release()  # before anything that may take time
-            state.watch.stop_background()
+            journal.release()  # before anything that may take time
+            journal.watch.stop_background()
             state.tool_sessions.close_all()  # one protocol session per server and run (TOOL-4)
 
 
-def _drive(state: RunState) -> None:
-    run = state.run
+def _drive(state: RunState, journal: RunJournal) -> None:
+    run = journal.run
     try:
         # run_started was written with the claim. The main instance was read with it (one
         # statement); a run claimed otherwise reads it now.
-        main = state.main = getattr(run, "main_as_claimed", None) or main_instance(run=run)
+        main = journal.main = journal.main or main_instance(run=run)
         if run.attempt:
-            with state.owned():  # a worker that lost the run before it began writes nothing of it
-                instance_steps_recount(run=run, instance=main)
-                run_reopen_record(run=run)
+            journal.reopen(main)  # a worker that lost the run before it began writes nothing of it
             resolve_pending_calls(state, main)
         else:  # a first attempt: its main line (made with the run) has no step yet, nothing pending
-            state.steps[main.pk] = 0
+            journal.steps[main.pk] = 0
         while True:
             answer = instance_loop(state, main, 0)
             if run.version.verify_before_complete:
-                state.broadcasts.release()  # the answer is shown while it is checked
+                journal.release()  # the answer is shown while it is checked
                 run_verify(state, main, answer)
             compaction.prepare_at_end(state)  # CTX-45: the idle session's next summary, made meanwhile
             try:
                 _finish(state, Run.Status.COMPLETED)
                 break
             except SupplementsPending:  # a supplement arrived while finishing: answer it too (RUN-5)
-                state.noted(replace(state.signals, attention=state.signals.attention | RunAttention.SUPPLEMENT))
+                journal.asked(RunAttention.SUPPLEMENT)
                 continue
     except RunLost:
         raise
@@ -123,10 +105,9 @@ def _drive(state: RunState) -> None:
     except WaitForServer as wait:
         # LOOP-3: back to the queue until the server's time, freeing this thread; a worker
         # takes it up then (the reaper's sweep), as a new attempt from the last saved step.
-        state.broadcasts.release()
-        state.calibration_save()
-        if run_wait_for_server(run=run, attempt=run.attempt, seconds=wait.seconds,
-                               error=RunError.from_provider(wait.error)):
+        journal.release()
+        calibration_save(state)
+        if journal.wait_for_server(seconds=wait.seconds, error=RunError.from_provider(wait.error)):
             logger.info("run %s waits %.0f s for its model's server (Retry-After)", run.pk, wait.seconds)
     except Exception:
         logger.exception("run %s failed unexpectedly", run.pk)
@@ -143,15 +124,14 @@ def _drop_dead_connection() -> None:
 
 def _finish(state: RunState, status: str, *, error: RunError | None = None, reason: str = "") -> None:
     """Record the end, only from ``running`` and only while this worker's attempt owns it."""
+    journal = state.journal
     if status != Run.Status.COMPLETED:
-        state.broadcasts.release()  # a failing end may wait on a broken database: the answer goes first
-    state.calibration_save()
-    if error is not None:  # only while the run is ours: a lost worker's failure is not the run's
-        state.emit("run_error", error.event())
-    extra = {"verification": state.counters["verification"]} if "verification" in state.counters else None
-    run_finish(run=state.run, status=status, error=error, reason=reason, event_data=extra,
-               expected_from=(Run.Status.RUNNING,), of_attempt=state.run.attempt,
-               main_steps=state.main.model_steps if state.main is not None else None)
+        journal.release()  # a failing end may wait on a broken database: the answer goes first
+    calibration_save(state)
+    # The error is announced only while the run is ours: a lost worker's failure is not the run's.
+    verdict = journal.counters.get("verification")
+    journal.finish(status, error=error, reason=reason,
+                   event_data={"verification": verdict} if verdict is not None else None)
 
 
 def _length_named(state: RunState, message: dict[str, Any], *, request: Send, usage: Any) -> None:
@@ -175,7 +155,7 @@ def _learn_window(state: RunState, refusal: ContextRefused) -> None:
     """The server keeps less than the configured window: learn what it keeps (CAT-3), then
     the next preparation compacts under the lowered budget and the call is tried once more."""
     try:
-        window = state.learn_refusal(refusal.error, estimate=refusal.estimate, truncated=refusal.truncated)
+        window = refusal_learn(state, refusal.error, estimate=refusal.estimate, truncated=refusal.truncated)
     except PolicyError:
         raise refusal.stop(connection=_connection_name(state), budget=state.figures.budget,
                            after_summary=False) from None
@@ -208,13 +188,12 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
     refused = 0  # refusals of this step's request as too long (CAT-3, CAT-9)
     last_refusal: ContextRefused | None = None
     empty_asked_again = False  # LOOP-10: one empty answer is asked once more, a second ends the run
+    journal = state.journal
     while True:
-        state.broadcasts.release()  # a step after one that was held: what it waited for is out
+        journal.release()  # a step after one that was held: what it waited for is out
         state.check()
-        if instance.parent_id is None and state.signals.attention & RunAttention.SUPPLEMENT:
-            with state.owned():
-                taken = supplements_take(run=state.run, instance=instance)
-            state.written(instance, taken)
+        if instance.parent_id is None and journal.attention(RunAttention.SUPPLEMENT):
+            journal.supplements_take(instance)
         pipeline = state.pipeline(instance, depth)  # loads its records at the first step and after a compaction
         try:
             request = _request(state, instance, pipeline, depth, schemas, refused=refused)
@@ -245,7 +224,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         end = answer.end
         if not answer_is_empty(end):
             empty_asked_again = False  # the rule is per answer: a later empty one is asked again too
-        step = state.step_number(instance)
+        step = journal.step_number(instance)
         message = end.assistant_message()
         if end.finish_reason == "length":  # stopped by its output limit: the chat says so and offers Continue
             message["finish_reason"] = "length"
@@ -267,22 +246,20 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         if calls or (instance.parent_id is None and not end.cut):
             # What follows this step at once goes out with it: the calls' ``tool_started``
             # (run_tool_calls), or the end of the run after its answer (issue #29).
-            state.broadcasts.hold()
-        state.commit(instance, records=kept, events=[*answer.events, *measured, *tool_call_events(state, calls)],
-                     model_steps=steps if kept else 0, model_call=answer.log.call)
-        assert answer.log.prepared is not None  # made by the commit
-        state.call_chain(instance, ModelCall.Purpose.ACTION).advance(answer.log.prepared)
+            journal.hold()
+        journal.step(instance, records=kept, events=[*answer.events, *measured, *tool_call_events(state, calls)],
+                     model_steps=steps if kept else 0, model_call=answer.log.action)
         if end.cut:
             raise RunCancelled()
         if not calls:
-            if instance.parent_id is None and state.signals.attention & RunAttention.SUPPLEMENT:
+            if instance.parent_id is None and journal.attention(RunAttention.SUPPLEMENT):
                 continue  # a supplement arrived while answering: take it and go on (RUN-5)
             if empty and not empty_asked_again:
                 # LOOP-10: small local models answer nothing now and then, and a second ask
                 # usually answers. Nothing of the empty one was kept, so the same request
                 # goes again; the chat says so (a retry, not a failure yet).
                 empty_asked_again = True
-                state.emit("run_error", EMPTY_ANSWER_RETRY.event(retrying_in=0, attempt=1, reset=True,
+                journal.emit("run_error", EMPTY_ANSWER_RETRY.event(retrying_in=0, attempt=1, reset=True,
                                                                  instance="main" if instance.parent_id is None
                                                                  else str(instance.pk)))
                 continue

@@ -79,3 +79,9 @@ NOT_A_MEMBER = RunError("not_a_member", "This session's owner is no longer a mem
 QUEUE_UNAVAILABLE = RunError("queue_unavailable",
                              "The task queue is unavailable, so this could not start; resume it in a moment.",
                              retryable=True)
+
+
+class RunNotOwned(Exception):
+    """The run is no longer this worker's (ended, reaped, resumed by another attempt):
+    nothing of the write was written, and the worker must stop and write nothing more
+    (``sessions.services.ownership`` raises it; the run loop knows it as ``RunLost``)."""

@@ -44,11 +44,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from sessions.models import Run
+from sessions.run_errors import RunNotOwned
 
-
-class RunNotOwned(Exception):
-    """The run is no longer this worker's (ended, reaped, resumed by another attempt):
-    nothing of the write was written, and the worker must stop and write nothing more."""
+__all__ = ["RunNotOwned", "RunSignals", "attempt_touch", "run_owned", "run_touch", "touch_statement"]
 
 
 @dataclass(frozen=True)
