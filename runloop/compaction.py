@@ -41,7 +41,7 @@ from runloop.calls import collected_call
 from runloop.errors import RunLost
 from runloop.journal import NewRecord
 from runloop.meter import context_measured
-from runloop.state import RunState, system_message
+from runloop.state import RunState
 from sessions.frames import plan_text
 from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention
 from sessions.selectors import sub_instances_running, tool_calls_unsettled
@@ -165,7 +165,7 @@ def prepare_at_end(state: RunState) -> None:
     if main is None or pipeline is None or pipeline.policy is None or not pipeline.context.loaded:
         return
     try:
-        system, schemas = system_message(state, 0), [tool.schema() for tool in state.tools_at(0)]
+        system, schemas = state.request_parts(0)
         estimate, figure, past = pipeline.measure(system, schemas)
         if past:
             prepare_maybe(state, main, pipeline, system, schemas, figure=figure, estimate=estimate)

@@ -16,6 +16,7 @@ from models_catalog.learning import (
     window_from_refusal,
     window_learn,
 )
+from models_catalog.target import ModelTarget
 
 if TYPE_CHECKING:
     from runloop.state import RunState
@@ -23,10 +24,10 @@ if TYPE_CHECKING:
 CALIBRATION_SAVE_EVERY = 8
 
 
-def prior(state: RunState, estimator_id: str) -> float:
+def prior(target: ModelTarget, estimator_id: str) -> float:
     """The calibration a run starts from before any sample (CTX-25)."""
-    return prior_ratio(estimator_id, exact=estimate_is_exact(estimator_id, state.target.model,
-                                                             exact_tokenizer=state.target.exact_tokenizer))
+    return prior_ratio(estimator_id, exact=estimate_is_exact(estimator_id, target.model,
+                                                             exact_tokenizer=target.exact_tokenizer))
 
 
 def usage_learn(state: RunState, *, estimate: int, provider_count: int | None) -> None:
@@ -46,7 +47,7 @@ def calibration_save(state: RunState) -> None:
     if samples:
         estimator_id = state.figures.estimator_id
         calibration_record(connection_id=state.target.connection_id, model=state.target.model,
-                           estimator_id=estimator_id, prior=prior(state, estimator_id), samples=samples)
+                           estimator_id=estimator_id, prior=prior(state.target, estimator_id), samples=samples)
 
 
 def estimate_exact(state: RunState) -> bool:

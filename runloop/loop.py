@@ -25,7 +25,7 @@ from runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped, Wa
 from runloop.journal import RunJournal, SupplementsPending, assistant_record
 from runloop.learning import calibration_save, refusal_learn
 from runloop.meter import step_measured
-from runloop.state import RunState, run_state_build, system_message
+from runloop.state import RunState, run_state_build
 from runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_events
 from runloop.verification import run_verify
 from sessions.models import Instance, Run, RunAttention
@@ -167,11 +167,11 @@ def _connection_name(state: RunState) -> str:
     return connection.name if connection is not None else state.target.model
 
 
-def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, depth: int,
+def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, depth: int, system: dict[str, Any],
              schemas: list[dict[str, Any]], *, refused: int) -> Send:
     """The step's request from the instance's pipeline, compacted first when it says so."""
     try:
-        return compaction.step_request(state, instance, pipeline, system_message(state, depth), schemas, depth=depth,
+        return compaction.step_request(state, instance, pipeline, system, schemas, depth=depth,
                                        force="budget" if refused else None)
     except RequestValidationError as exc:
         # CTX-10: an invalid request is a bug. Never send it; say so and keep the records.
@@ -184,7 +184,8 @@ def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, dep
 
 def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
     """Drive one instance until it answers; returns the answer text."""
-    schemas = [tool.schema() for tool in state.tools_at(depth)]
+    system, schemas = state.request_parts(depth)
+    pipeline: ContextPipeline | None = None
     refused = 0  # refusals of this step's request as too long (CAT-3, CAT-9)
     last_refusal: ContextRefused | None = None
     empty_asked_again = False  # LOOP-10: one empty answer is asked once more, a second ends the run
@@ -194,9 +195,10 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         state.check()
         if instance.parent_id is None and journal.attention(RunAttention.SUPPLEMENT):
             journal.supplements_take(instance)
-        pipeline = state.pipeline(instance, depth)  # loads its records at the first step and after a compaction
+        if pipeline is None or not pipeline.context.loaded:  # the first step, or the first after a compaction
+            pipeline = state.pipeline(instance, depth)  # made once, its records loaded again
         try:
-            request = _request(state, instance, pipeline, depth, schemas, refused=refused)
+            request = _request(state, instance, pipeline, depth, system, schemas, refused=refused)
             answer = action_call(state, instance, request)
         except RunStopped as stop:
             if refused and stop.error.code == "context_overflow" and last_refusal is not None:

@@ -64,6 +64,10 @@ class RunState:
     tools: list[Tool]
     redactor: Redactor
     target: ModelTarget
+    # One estimator and one calibration per run (CTX-24, CTX-25): what the provider counted
+    # against our estimates for this model, read once per run from what every earlier
+    # session of the connection taught. Every decision reads its figures.
+    figures: RunFigures
     # The run's one writer (``runloop.journal``): every write of its execution, and what the
     # run row said at the last of them (Stop, the API's requests).
     journal: RunJournal
@@ -72,7 +76,6 @@ class RunState:
     started: float = field(default_factory=time.monotonic)
     sub_instances: int = 0
     pipelines: dict[int, ContextPipeline] = field(default_factory=dict)  # per instance
-    _figures: RunFigures | None = None
     # Signed thinking blocks may go back only to the model that wrote them (CTX-11): true
     # when every earlier action call of the session went to this model, and nothing was imported.
     thinking_continues: bool = False
@@ -96,17 +99,9 @@ class RunState:
     margin_set: bool = False
     output_set: bool = False
 
-    @property
-    def figures(self) -> RunFigures:
-        """One estimator and one calibration per run (CTX-24, CTX-25): what the provider
-        counted against our estimates for this model, read once per run from what every
-        earlier session of the connection taught. Every decision reads its figures."""
-        if self._figures is None:
-            estimates = EstimateCache(get_estimator(self.target.model, exact_tokenizer=self.target.exact_tokenizer))
-            calibration = calibration_get(connection_id=self.target.connection_id, model=self.target.model,
-                                          estimator_id=estimates.id, prior=prior(self, estimates.id))
-            self._figures = RunFigures(estimates, calibration, self.frozen_budget)
-        return self._figures
+    def request_parts(self, depth: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The system message and the tool schemas of every request of an instance at ``depth``."""
+        return system_message(self, depth), [tool.schema() for tool in self.tools_at(depth)]
 
     def pipeline(self, instance: Instance, depth: int) -> ContextPipeline:
         """The context pipeline of an instance, made at its first step and kept (LOOP-1)."""
@@ -199,8 +194,16 @@ def run_state_build(run: Run, journal: RunJournal | None = None) -> RunState:
             run=run, instance=getattr(run, "main_as_claimed", None), attempt=run.attempt),
         redactor=Redactor(version_credentials(version=version, sessions=sessions)),
         target=target,
+        figures=_figures(target, budget),
         tool_sessions=sessions,
     )
+
+
+def _figures(target: ModelTarget, budget: Budget) -> RunFigures:
+    estimates = EstimateCache(get_estimator(target.model, exact_tokenizer=target.exact_tokenizer))
+    calibration = calibration_get(connection_id=target.connection_id, model=target.model, estimator_id=estimates.id,
+                                  prior=prior(target, estimates.id))
+    return RunFigures(estimates, calibration, budget)
 
 
 def _file_tools(run: Run, version: Any, traits: SessionTraits) -> list[Tool]:

@@ -38,7 +38,7 @@ from runloop.journal.watch import RunWatch
 from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention, SessionMessage
 from sessions.run_errors import RunError
 from sessions.selectors import record_as_engine_dict
-from sessions.services.events import BroadcastHold, DeltaBuffer, events_write
+from sessions.services.event_log import BroadcastHold, DeltaBuffer, events_write
 from sessions.services.frames import frame_update
 from sessions.services.history import (
     CheckpointResult,
