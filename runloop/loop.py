@@ -54,12 +54,14 @@ def run_execute(*, run_id: int) -> None:
     # this worker was slow to start it, then resumed) is not this worker's to fail.
     try:
         state = run_state_build(journal.run, journal)
-    except RunStopped as stop:  # e.g. the connection moved to another endpoint (CAT-6)
-        journal.finish(Run.Status.FAILED, error=stop.error, announce=False)
-        return
-    except Exception:  # e.g. a key that no longer decrypts: fail clearly, never hang "running"
-        logger.exception("run %s could not start", run_id)
-        journal.finish(Run.Status.FAILED, error=COULD_NOT_START, announce=False)
+    except Exception as exc:  # e.g. a key that no longer decrypts: fail clearly, never hang "running"
+        if not isinstance(exc, RunStopped):  # e.g. the connection moved to another endpoint (CAT-6)
+            logger.exception("run %s could not start", run_id)
+        try:
+            journal.finish(Run.Status.FAILED, error=exc.error if isinstance(exc, RunStopped) else COULD_NOT_START,
+                           announce=False)
+        except RunLost:
+            logger.warning("run %s is no longer owned by this worker; not failing it", run_id)
         return
     with secrets_kept_from_logs(state.redactor.secrets):  # LOOP-8: out of every thread's log lines too
         journal.watch.start_background()
@@ -107,8 +109,8 @@ def _drive(state: RunState, journal: RunJournal) -> None:
         # takes it up then (the reaper's sweep), as a new attempt from the last saved step.
         journal.release()
         calibration_save(state)
-        if journal.wait_for_server(seconds=wait.seconds, error=RunError.from_provider(wait.error)):
-            logger.info("run %s waits %.0f s for its model's server (Retry-After)", run.pk, wait.seconds)
+        journal.wait_for_server(seconds=wait.seconds, error=RunError.from_provider(wait.error))
+        logger.info("run %s waits %.0f s for its model's server (Retry-After)", run.pk, wait.seconds)
     except Exception:
         logger.exception("run %s failed unexpectedly", run.pk)
         _drop_dead_connection()

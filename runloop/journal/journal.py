@@ -345,17 +345,20 @@ class RunJournal:
     # ------------------------------------------------------------- the end
 
     def finish(self, status: str, *, error: RunError | None = None, reason: str = "",
-               event_data: dict[str, Any] | None = None, announce: bool = True) -> bool:
-        """Record the end, only from ``running`` and only while this attempt owns the run;
-        the error announced first (``run_error``), only while the run is ours. The main
-        instance's steps counted in memory are saved with it. ``SupplementsPending`` when a
-        supplement arrived meanwhile (RUN-5: the loop answers it too)."""
+               event_data: dict[str, Any] | None = None, announce: bool = True) -> None:
+        """Record the end, only from ``running`` and only while this attempt owns the run
+        (``run_finish``'s guarded transition is the check); the error announced first
+        (``run_error``), only while the run is ours. The main instance's steps counted in
+        memory are saved with it. ``SupplementsPending`` when a supplement arrived meanwhile
+        (RUN-5: the loop answers it too)."""
         if error is not None and announce:
             self.emit("run_error", error.event())
-        return run_finish(run=self.run, status=status, error=error, reason=reason, event_data=event_data,
+        if not run_finish(run=self.run, status=status, error=error, reason=reason, event_data=event_data,
                           expected_from=(Run.Status.RUNNING,), of_attempt=self.attempt,
-                          main_steps=self.main.model_steps if self.main is not None else None)
+                          main_steps=self.main.model_steps if self.main is not None else None):
+            raise RunLost()
 
-    def wait_for_server(self, *, seconds: float, error: RunError) -> bool:
-        """LOOP-3: back to the queue until the server's time; False when the run was not ours."""
-        return run_wait_for_server(run=self.run, attempt=self.attempt, seconds=seconds, error=error)
+    def wait_for_server(self, *, seconds: float, error: RunError) -> None:
+        """LOOP-3: back to the queue until the server's time (its guarded transition is the check)."""
+        if not run_wait_for_server(run=self.run, attempt=self.attempt, seconds=seconds, error=error):
+            raise RunLost()
