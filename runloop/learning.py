@@ -5,9 +5,9 @@ the run's journal: kept in the run's figures at once, saved for later sessions e
 samples and when the run ends."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from context import budget_under_window, estimate_is_exact, prior_ratio
+from context import RunFigures, budget_under_window, estimate_is_exact, prior_ratio
 from models_catalog.errors import ContextOverflowError
 from models_catalog.learning import (
     PROVIDER_REFUSAL,
@@ -18,10 +18,17 @@ from models_catalog.learning import (
 )
 from models_catalog.target import ModelTarget
 
-if TYPE_CHECKING:
-    from runloop.state import RunState
-
 CALIBRATION_SAVE_EVERY = 8
+
+
+class Learner(Protocol):
+    """What learning reads and keeps of a run's state (``runloop.state.RunState``)."""
+
+    figures: RunFigures
+    target: ModelTarget
+    unsaved_samples: list[float]
+    margin_set: bool
+    output_set: bool
 
 
 def prior(target: ModelTarget, estimator_id: str) -> float:
@@ -30,7 +37,7 @@ def prior(target: ModelTarget, estimator_id: str) -> float:
                                                              exact_tokenizer=target.exact_tokenizer))
 
 
-def usage_learn(state: RunState, *, estimate: int, provider_count: int | None) -> None:
+def usage_learn(state: Learner, *, estimate: int, provider_count: int | None) -> None:
     """Keep a provider's count of a request we estimated (any call: action, summary,
     check). In force at once; saved for later sessions every few samples and when the
     run ends (:func:`calibration_save`), not with every step."""
@@ -41,7 +48,7 @@ def usage_learn(state: RunState, *, estimate: int, provider_count: int | None) -
             calibration_save(state)
 
 
-def calibration_save(state: RunState) -> None:
+def calibration_save(state: Learner) -> None:
     """Add this run's new samples to the connection's stored calibration."""
     samples, state.unsaved_samples = state.unsaved_samples, []
     if samples:
@@ -50,14 +57,14 @@ def calibration_save(state: RunState) -> None:
                            estimator_id=estimator_id, prior=prior(state.target, estimator_id), samples=samples)
 
 
-def estimate_exact(state: RunState) -> bool:
+def estimate_exact(state: Learner) -> bool:
     """Whether the run's estimator is the model's own tokenizer (CAT-10 reads its estimate
     as the count to expect)."""
     return estimate_is_exact(state.figures.estimator_id, state.target.model,
                              exact_tokenizer=state.target.exact_tokenizer)
 
 
-def refusal_learn(state: RunState, error: ContextOverflowError, *, estimate: int, truncated: bool = False) -> int:
+def refusal_learn(state: Learner, error: ContextOverflowError, *, estimate: int, truncated: bool = False) -> int:
     """CAT-3: a context-overflow refusal. Keep its count as a calibration sample, lower
     the connection's window to what the server keeps, and this run's budget with it.
     Returns the window now in force."""

@@ -354,7 +354,7 @@ class RunJournal:
         if error is not None and announce:
             self.emit("run_error", error.event())
         if not run_finish(run=self.run, status=status, error=error, reason=reason, event_data=event_data,
-                          expected_from=(Run.Status.RUNNING,), of_attempt=self.attempt,
+                          expected_from=(str(Run.Status.RUNNING),), of_attempt=self.attempt,
                           main_steps=self.main.model_steps if self.main is not None else None):
             raise RunLost()
 
