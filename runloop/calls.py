@@ -32,7 +32,7 @@ from models_catalog.errors import ContextOverflowError, ProviderError
 from models_catalog.slots import ACTION, Waiting, model_slot
 from models_catalog.target import ModelTarget
 from runloop.errors import ContextRefused, RunLost, RunStopped, WaitForServer
-from runloop.journal import ActionLog
+from runloop.journal import ActionLog, Deltas
 from runloop.learning import estimate_exact, usage_learn
 from runloop.state import RunState
 from sessions.models import Instance, ModelCall
@@ -258,8 +258,8 @@ def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], 
         return StreamEnd(finish_reason="cancelled", usage=None, cut=True, text="")
 
 
-def _stream_held(state: RunState, body: dict[str, Any], attempt: _Attempt, bound: int, text: Any,
-                 thinking: Any, lease: Any) -> StreamEnd:
+def _stream_held(state: RunState, body: dict[str, Any], attempt: _Attempt, bound: int, text: Deltas,
+                 thinking: Deltas, lease: Any) -> StreamEnd:
     """``_stream_once`` with the server's slot held (CAT-11; ``lease`` None: no bound)."""
     pieces: list[str] = []
     reasoning: list[str] = []

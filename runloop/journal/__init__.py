@@ -6,7 +6,7 @@ the only door from the run loop to ``sessions.services`` (the side writers' few 
 in ``runloop.journal.side``). One per attempt, made from the run, its main instance and
 the attempt, never from the ``RunState``. The step machine decides; the journal writes.
 """
-from runloop.journal.journal import ActionLog, RunJournal
+from runloop.journal.journal import ActionLog, Deltas, RunJournal
 from runloop.journal.watch import RunWatch
 
 # The shapes of what the journal writes, and what its end may say: the step machine builds
@@ -15,4 +15,4 @@ from sessions.services.history import assistant_record
 from sessions.services.records import NewRecord
 from sessions.services.runs import SupplementsPending
 
-__all__ = ["ActionLog", "NewRecord", "RunJournal", "RunWatch", "SupplementsPending", "assistant_record"]
+__all__ = ["ActionLog", "Deltas", "NewRecord", "RunJournal", "RunWatch", "SupplementsPending", "assistant_record"]

@@ -64,6 +64,7 @@ from sessions.services.steps import step_announce, step_commit
 from sessions.step_selectors import assistant_steps
 
 Event = tuple[str, dict[str, Any] | None]
+Deltas = DeltaBuffer  # streamed text on its way, a few events a second (``RunJournal.deltas``)
 ACTION = ModelCall.Purpose.ACTION
 
 
@@ -191,7 +192,7 @@ class RunJournal:
                      of_attempt=self.attempt if self.executes else None)
 
     def deltas(self, type: str, *, extra: dict[str, Any], redact: Callable[[str], str],
-               hold: Callable[[str], int]) -> DeltaBuffer:
+               hold: Callable[[str], int]) -> Deltas:
         """Streamed text as a few events a second, each flush written only while the run is
         ours, reading the Stop flag with its seqs (no poll of its own while text flows)."""
         return DeltaBuffer(self.run.pk, type, extra=extra, redact=redact, hold=hold,
