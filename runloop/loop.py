@@ -5,7 +5,9 @@ loses at most the step in flight and the run can be resumed.
 
 This module is the step machine; what it drives lives beside it: ``state`` (what a run
 knows, built once per claim), ``calls`` (model calls), ``tool_calls`` (tools, delegation,
-pending calls on resume), ``compaction`` (CTX-30…44) and ``verification`` (LOOP-9).
+pending calls on resume), ``compaction`` (CTX-30…44) and ``verification`` (LOOP-9). It
+decides and writes nothing itself: every write is its attempt's journal's
+(``runloop.journal.RunJournal``), which checks that the attempt still owns the run.
 
 No network call happens inside a database transaction: each save commits before the
 next model or tool call starts.
