@@ -123,8 +123,8 @@ class RunJournal:
     def side(cls, run: Run) -> RunJournal:
         """The journal of a side writer of ``run``'s data that does not execute it (a manual
         compaction of a finished run, a summary prepared in the background): plain
-        transactions, kept by its own guards (the session's compaction hold, the
-        preparation's lease), never announcing in the run's name."""
+        transactions, its events' seqs taken without the ownership check, its writes kept
+        by its own guards (the session's compaction hold, the preparation's lease)."""
         return cls(run=run, instance=None, attempt=run.attempt, executes=False)
 
     # ------------------------------------------------------------- the check
