@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from context import Send, prompt_truncated, truncation_confirmed, usage_prompt_tokens
+from context.after_answer import Answer
 from context.calibration import UNDER_COUNT
 from context.truncation import answer_bound
 from models_catalog.client import (
@@ -23,6 +24,7 @@ from models_catalog.client import (
     ReasoningDelta,
     StreamEnd,
     TextDelta,
+    ToolCall,
     ToolCallDelta,
     call_with_retries,
     collect,
@@ -90,15 +92,13 @@ def server_slot(state: RunState, *, purpose: str, source: dict[str, str] | None 
 # provider that ignored the limit it was sent. The answer is kept; the chat offers Continue.
 OUTPUT_LIMIT = "output_limit"
 # ... and of an answer with no text and no tool call that no limit stopped: the model
-# answered nothing (the run says so, and offers to ask again).
+# answered nothing (LOOP-10, ``Answer.empty``: the run says so, and offers to ask again).
 EMPTY = "empty"
 
 
-def answer_is_empty(end: StreamEnd) -> bool:
-    """No text, no complete tool call, and neither a Stop nor the output limit ended it
-    (LOOP-10: asked once more, then the run ends ``empty_answer``; a cut is never empty)."""
-    return (end.finish_reason not in ("cancelled", "length") and not end.cut and not end.text.strip()
-            and not any(call.complete for call in end.tool_calls))
+def answer_parts(end: StreamEnd) -> Answer[ToolCall]:
+    """The parts of an answer the decision after it reads (``context.after_answer``)."""
+    return Answer(text=end.text, calls=end.tool_calls, finish_reason=end.finish_reason, cut=end.cut)
 
 
 @dataclass
@@ -170,7 +170,7 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
         raise _truncated(state, instance, request, end, usage, counted=counted, source=source)
     outcome = ("cancelled" if end.finish_reason == "cancelled"
                else OUTPUT_LIMIT if attempt.over_bound or end.finish_reason == "length"
-               else EMPTY if answer_is_empty(end) else "ok")
+               else EMPTY if answer_parts(end).empty else "ok")
     log = CallLog(journal.action_log(instance, **_log(state, request, outcome, usage, end=end)), usage=usage)
     usage_learn(state, estimate=request.estimate, provider_count=counted)
     return ActionAnswer(end=end, log=log, events=attempt.tail)

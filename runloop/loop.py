@@ -15,14 +15,25 @@ next model or tool call starts.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, assert_never
 
 from django.db import connection as db_connection
 
 from context import ContextPipeline, ContextTooLong, PolicyError, RequestValidationError, Send, length_cause
+from context.after_answer import (
+    AskAgain,
+    Cut,
+    CutReason,
+    FailedEmpty,
+    Finish,
+    RunTools,
+    TakeSupplement,
+    Wait,
+    after_answer,
+)
 from core.log_redaction import secrets_kept_from_logs
 from runloop import compaction
-from runloop.calls import action_call, answer_is_empty
+from runloop.calls import action_call, answer_parts
 from runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped, WaitForServer
 from runloop.journal import RunJournal, SupplementsPending, assistant_record
 from runloop.learning import calibration_save, refusal_learn
@@ -187,7 +198,8 @@ def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, dep
 
 
 def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
-    """Drive one instance until it answers; returns the answer text."""
+    """Drive one instance until it answers; returns the answer text. Each step ends in the
+    decision after the answer (``context.after_answer``), which this carries out."""
     system, schemas = state.request_parts(depth)
     pipeline: ContextPipeline | None = None
     refused = 0  # refusals of this step's request as too long (CAT-3, CAT-9)
@@ -228,14 +240,15 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
             continue
         refused = 0
         end = answer.end
-        if not answer_is_empty(end):
+        parts = answer_parts(end)
+        if not parts.empty:
             empty_asked_again = False  # the rule is per answer: a later empty one is asked again too
         step = journal.step_number(instance)
         message = end.assistant_message()
         if end.finish_reason == "length":  # stopped by its output limit: the chat says so and offers Continue
             message["finish_reason"] = "length"
             _length_named(state, message, request=request, usage=answer.log.usage)
-        calls = [call for call in end.tool_calls if call.complete] if not end.cut else []
+        calls = list(parts.runnable)
         if calls:
             message["tool_calls"] = [call.to_message_dict() for call in calls]
         else:
@@ -243,10 +256,9 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         # Stored redacted (LOOP-8); the tools themselves run with what the model wrote.
         message = state.redactor.message(message)
         record, steps = assistant_record(message=message, entry_key=f"assistant-{step}")
-        empty = answer_is_empty(end)
         # A cut answer is kept, with no step (CTX-6); an empty one is not kept at all (only
         # its call's log is), so asking again sends what was sent before.
-        kept = [record] if not empty and (not end.cut or message.get("content")) else []
+        kept = [record] if not parts.empty and (not end.cut or message.get("content")) else []
         measured = [step_measured(state, estimate=request.estimate, usage=answer.log.usage, answer=message)
                     ] if instance.parent_id is None else []
         if calls or (instance.parent_id is None and not end.cut):
@@ -255,12 +267,18 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
             journal.hold()
         journal.step(instance, records=kept, events=[*answer.events, *measured, *tool_call_events(state, calls)],
                      model_steps=steps if kept else 0, model_call=answer.log.action)
-        if end.cut:
-            raise RunCancelled()
-        if not calls:
-            if instance.parent_id is None and journal.attention(RunAttention.SUPPLEMENT):
+        # The decision after the answer (context.after_answer), read after the commit: it
+        # brought back the supplements queued meanwhile (RUN-5).
+        decision = after_answer(parts, main=instance.parent_id is None, asked_again=empty_asked_again,
+                                supplement_waiting=journal.attention(RunAttention.SUPPLEMENT))
+        match decision:
+            case Cut(reason=CutReason.STOPPED):  # LOOP-7: Stop ended the stream; what was said is kept
+                raise RunCancelled()
+            case RunTools(calls=runnable):
+                run_tool_calls(state, instance, step, list(runnable), depth=depth, instance_loop=instance_loop)
+            case TakeSupplement():
                 continue  # a supplement arrived while answering: take it and go on (RUN-5)
-            if empty and not empty_asked_again:
+            case AskAgain():
                 # LOOP-10: small local models answer nothing now and then, and a second ask
                 # usually answers. Nothing of the empty one was kept, so the same request
                 # goes again; the chat says so (a retry, not a failure yet).
@@ -268,8 +286,11 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
                 journal.emit("run_error", EMPTY_ANSWER_RETRY.event(retrying_in=0, attempt=1, reset=True,
                                                                  instance="main" if instance.parent_id is None
                                                                  else str(instance.pk)))
-                continue
-            if empty:  # a sub-agent's empty answer fails its delegation with the same words
+            case FailedEmpty():  # a sub-agent's empty answer fails its delegation with the same words
                 raise RunStopped.of(EMPTY_ANSWER)
-            return message.get("content") or ""
-        run_tool_calls(state, instance, step, calls, depth=depth, instance_loop=instance_loop)
+            case Finish() | Cut():  # CAT-12: an answer its output limit stopped stands as it is
+                return message.get("content") or ""
+            case Wait():  # TOOL-8 lands with approvals: nothing decides it yet
+                raise NotImplementedError("a run that waits for approvals")
+            case _:
+                assert_never(decision)
