@@ -43,8 +43,8 @@ _load_local_env(VAR_DIR / "local.env")
 
 DEBUG = env_bool("DEBUG", False)
 
-SECRET_KEY = env_str("SECRET_KEY")
-ENCRYPTION_KEY = env_str("AGENTLOOM_ENCRYPTION_KEY")
+SECRET_KEY = env_str("SECRET_KEY", "")  # empty when unset: refused below unless DEBUG
+ENCRYPTION_KEY = env_str("AGENTLOOM_ENCRYPTION_KEY", "")
 if not DEBUG:
     # Production mode: both secrets are mandatory. The encryption library signs with
     # SECRET_KEY as well as encrypting with AGENTLOOM_ENCRYPTION_KEY, so losing or

@@ -11,7 +11,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Max
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
@@ -160,13 +160,14 @@ class AgentAdmin(ConsoleListMixin, admin.ModelAdmin):
         script recomputes it live as the connection or the ratios change."""
         from django.utils.html import json_script
 
+        from models_catalog.learning import connection_input_tokens
         from models_catalog.models import ModelConnection
 
-        figures = {str(c.pk): {"id": c.pk, "context_window": c.effective_context_window(),
-                               "max_output_tokens": c.max_output_tokens,
-                               "safety_margin_tokens": c.safety_margin_tokens}
-                   for c in ModelConnection.objects.only("id", "context_window", "server_context_window",
-                                                         "max_output_tokens", "safety_margin_tokens")}
+        # The effective input comes from the one budget (CAT-9), not a sum in the script.
+        figures = {str(c.pk): {"id": c.pk, "effective_input_tokens": connection_input_tokens(c)}
+                   for c in ModelConnection.objects.only(
+                       "id", "context_window", "server_context_window", "learned_context_window",
+                       "max_output_tokens", "max_output_tokens_source", "safety_margin_tokens")}
         text = _budget_text(agent_budget(agent=obj)) if obj.pk is not None else "Pick a model connection."
         return format_html('<span id="live-budget" aria-live="polite">{}</span>{}', text,
                            json_script(figures, "agent-connection-figures"))
@@ -208,7 +209,7 @@ class VersionPage:
     suffix: str
     name: str
     label: str
-    view: Callable[..., HttpResponse]
+    view: Callable[..., HttpResponseBase]  # a page, or a streamed download (the usage CSV)
     linked: bool = True  # listed with the version's links (a download beside its page is not)
 
 
@@ -249,7 +250,7 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     def provider_name(self, obj: AgentVersion) -> str:
         return provider_label(obj.provider)
 
-    def _page(self, view: Callable[..., HttpResponse], request: HttpRequest, object_id: str) -> HttpResponse:
+    def _page(self, view: Callable[..., HttpResponseBase], request: HttpRequest, object_id: str) -> HttpResponseBase:
         return view(self, request, object_id)
 
     @admin.display(description="Console")

@@ -6,12 +6,13 @@ reported on the input that holds it; the rules are the agent services'
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
 from agents.models import Agent
-from agents.services import LIMIT_KEYS, MAX_LIMIT, agent_draft_validate, context_policy_normalize
+from agents.run_limits import MAX_LIMIT, SETTABLE
+from agents.services import agent_draft_validate, context_policy_normalize
 from agents.tool_registry import tool_names_available
 from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
 from core.errors import ValidationFailed
@@ -21,7 +22,7 @@ from toolservers.models import ToolServer
 
 POLICY_FIELDS = ("context_ratio", "target_ratio", "user_turns", "model_steps", "max_compaction_calls",
                  "prepare_ratio")
-LIMIT_FIELDS = LIMIT_KEYS  # max_model_calls, max_tool_calls, max_wall_seconds, max_depth
+LIMIT_FIELDS = SETTABLE  # max_model_calls, max_tool_calls, max_wall_seconds, max_depth
 LIMIT_HELP = {
     "max_model_calls": "Model calls one run may make (summary calls included).",
     "max_tool_calls": "Tool calls one run may make.",
@@ -41,7 +42,7 @@ def tool_choices(current: list[str]) -> list[tuple[str, Any]]:
     groups: list[tuple[str, Any]] = [("Built-in", [(name, name) for name in builtins])]
     offered = set(builtins)
     for server in ToolServer.objects.defer("headers").select_related("space").order_by("name", "id"):
-        owner = "operator's" if server.space_id is None else server.space.name
+        owner = "operator's" if server.space is None else server.space.name
         tools = [(f"{server.name}.{tool['name']}",
                   f"{tool['name']} — {(tool['description'] or 'no description')[:160]} "
                   f"[{annotations_text(tool['annotations'])}]") for tool in server.tools]
@@ -99,9 +100,10 @@ class AgentAdminForm(forms.ModelForm):
         current = list(self.instance.tools or []) if self.instance.pk else []
         # Stored names outside the registry stay visible, so saving reports them instead of
         # dropping them silently.
-        self.fields["tools"].choices = tool_choices(current)
-        if "model_connection" in self.fields:
-            self.fields["model_connection"].queryset = ModelConnection.objects.defer("api_key").select_related("space")
+        cast(forms.MultipleChoiceField, self.fields["tools"]).choices = tool_choices(current)  # declared above
+        if "model_connection" in self.fields:  # the ModelForm's field of the foreign key
+            cast(forms.ModelChoiceField, self.fields["model_connection"]).queryset = (
+                ModelConnection.objects.defer("api_key").select_related("space"))
         if self.instance.pk:
             self.initial["tools"] = current
             self.initial["tool_overrides"] = self.instance.tool_overrides or {}
@@ -133,11 +135,13 @@ class AgentAdminForm(forms.ModelForm):
         return data
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        if self.errors or self.space_id() is None:
+        super().clean()
+        cleaned = self.cleaned_data
+        space_id = self.space_id()
+        if self.errors or space_id is None:
             return cleaned
         try:
-            agent_draft_validate(agent=self.instance if self.instance.pk else None, space_id=self.space_id(),
+            agent_draft_validate(agent=self.instance if self.instance.pk else None, space_id=space_id,
                                  data=self.service_data())
         except ValidationFailed as exc:
             for name, message in exc.fields.items():

@@ -68,7 +68,8 @@ class BudgetOut(serializers.Serializer):
     context_window = serializers.IntegerField()
     max_output_tokens = serializers.IntegerField()
     safety_margin_tokens = serializers.IntegerField()
-    effective_input_tokens = serializers.IntegerField(help_text="CTX-21: window - output - margin.")
+    effective_input_tokens = serializers.IntegerField(help_text=(
+        "CTX-21: the window less the output reserve and the safety margin, under what the server proved (CAT-9)."))
     trigger_tokens = serializers.IntegerField(allow_null=True, help_text="effective input x context_ratio (CTX-22).")
     target_tokens = serializers.IntegerField(allow_null=True, help_text="effective input x target_ratio.")
     legacy_policy = serializers.BooleanField()

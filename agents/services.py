@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from agents.models import Agent, AgentVersion
+from agents.run_limits import MAX_LIMIT, SETTABLE
 from agents.server_tools import (
     is_server_ref,
     server_refs_check,
@@ -18,6 +19,7 @@ from agents.server_tools import (
 from agents.tool_registry import tool_names_available
 from context.policy import ContextPolicy, PolicyError
 from core.errors import ValidationFailed
+from models_catalog.models import ModelConnection
 from models_catalog.providers import provider_label
 
 
@@ -59,11 +61,27 @@ def agent_create(
     )
 
 
+def _figures_frozen(connection: ModelConnection) -> dict[str, int]:
+    """The figures a version published now freezes: the connection's budget in force
+    (``ModelConnection.budget``: within what the server keeps, CAT-7, with the margin and
+    output reserve nobody set following a window it proved, CAT-9), so its runs, its page
+    and the chat's meter read one figure; the plain figures when they leave no input."""
+    try:
+        budget = connection.budget()
+        return {"context_window": budget.context_window, "max_output_tokens": budget.max_output_tokens,
+                "safety_margin_tokens": budget.safety_margin_tokens}
+    except PolicyError:
+        return {"context_window": connection.effective_context_window(),
+                "max_output_tokens": connection.max_output_tokens,
+                "safety_margin_tokens": connection.safety_margin_tokens}
+
+
 def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
     """Freeze the draft and its connection's figures into the next version number.
 
-    The frozen window is the connection's effective one: never more than the server
-    keeps (CAT-7), so no run of the version relies on context the server would drop.
+    The frozen figures are the connection's budget in force (``_figures_frozen``): never
+    more than the server keeps (CAT-7), so no run of the version relies on context the
+    server would drop.
     Server tools are frozen from their servers' last listing, the one the admin saw
     (TOOL-3, TOOL-6): publishing connects to nothing. Locks the agent row so two
     publishers never get the same number.
@@ -85,9 +103,7 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
             provider=connection.provider,
             base_url=connection.base_url,
             model=connection.model,
-            context_window=connection.effective_context_window(),
-            max_output_tokens=connection.max_output_tokens,
-            safety_margin_tokens=connection.safety_margin_tokens,
+            **_figures_frozen(connection),
             context_policy=context_policy_normalize(agent.context_policy),
             limits=dict(agent.limits),
             verify_before_complete=agent.verify_before_complete,
@@ -138,9 +154,10 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
     compare("Provider", provider_label(latest.provider), provider_label(connection.provider))
     compare("Base URL", latest.base_url, connection.base_url)
     compare("Model", latest.model, connection.model)
-    compare("Context window", latest.context_window, connection.effective_context_window())
-    compare("Max output tokens", latest.max_output_tokens, connection.max_output_tokens)
-    compare("Safety margin", latest.safety_margin_tokens, connection.safety_margin_tokens)
+    figures = _figures_frozen(connection)
+    compare("Context window", latest.context_window, figures["context_window"])
+    compare("Max output tokens", latest.max_output_tokens, figures["max_output_tokens"])
+    compare("Safety margin", latest.safety_margin_tokens, figures["safety_margin_tokens"])
     if latest.instructions.replace("\r\n", "\n") != agent.instructions.replace("\r\n", "\n"):
         changes.append(DraftChange(what="Instructions", before=f"{len(latest.instructions):,} characters",
                                    after=f"{len(agent.instructions):,} characters, changed"))
@@ -164,7 +181,7 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
     for name, value in context_policy_normalize(agent.context_policy).items():
         before = policy_before.get(name) if policy_before is not None else "legacy policy"
         compare(name.replace("_", " ").capitalize(), before, value, empty=POLICY_EMPTY.get(name, "default"))
-    for name in LIMIT_KEYS:
+    for name in SETTABLE:
         compare(f"Run limit: {name.removeprefix('max_').replace('_', ' ')}", latest.limits.get(name),
                 agent.limits.get(name))
     compare("Verify before completing", latest.verify_before_complete, agent.verify_before_complete)
@@ -173,8 +190,6 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
 
 # --- drafts as the API and the admin console write them ---------------------------------
 
-LIMIT_KEYS = ("max_model_calls", "max_tool_calls", "max_wall_seconds", "max_depth")
-MAX_LIMIT = 1_000_000
 MAX_INSTRUCTIONS = 100_000
 DRAFT_FIELDS = ("name", "instructions", "model_connection", "tools", "tool_overrides", "context_policy", "limits",
                 "verify_before_complete", "call_log_retention_days")
@@ -208,8 +223,8 @@ def agent_limits_normalize(limits: Any) -> dict[str, int]:
         raise ValidationFailed("The limits are not valid.", fields={"limits": "must be an object"})
     errors: dict[str, str] = {}
     for key, value in limits.items():
-        if key not in LIMIT_KEYS:
-            errors[f"limits.{key}"] = f"unknown field; use {', '.join(LIMIT_KEYS)}"
+        if key not in SETTABLE:
+            errors[f"limits.{key}"] = f"unknown field; use {', '.join(SETTABLE)}"
         elif value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                     or not 1 <= value <= MAX_LIMIT):
             errors[f"limits.{key}"] = f"must be an integer from 1 to {MAX_LIMIT:,} or null"

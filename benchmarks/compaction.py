@@ -336,9 +336,9 @@ def main() -> None:
 
 def report(results: dict[tuple[float, str], Measured], latencies: list[float], discards: Measured,
            pause: float) -> None:
-    from context.policy import default_safety_margin
+    from context.policy import Budget, default_safety_margin
 
-    effective = WINDOW - OUTPUT - default_safety_margin(WINDOW)
+    effective = Budget(WINDOW, OUTPUT, default_safety_margin(WINDOW)).effective_input
     rows = []
     for latency in latencies:
         inline = results[latency, "inline"]

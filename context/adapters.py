@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from itertools import islice
 from typing import Any
 
 from context.attachments import image_note
+from context.kept import same_until
 from context.records import EMPTY_RESULT_TEXT, is_image_part, is_text_part
 from context.validate import Problem, RequestValidator, check_dialect
 
@@ -196,19 +196,24 @@ def string_contents(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
     the classic roles only. Such a turn is sent with ``""``, ``developer`` as ``system``, a
     text-only list as its joined text (a list with images stays: only a user turn carries
     one, and that the servers read). New dicts where something changes; the others are
-    the caller's own (read-only, as everywhere in this module)."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        content, role = message.get("content"), message.get("role")
-        changed = dict(message)
-        if content is None:
-            changed["content"] = ""
-        elif isinstance(content, list) and all(is_text_part(p) for p in content):
-            changed["content"] = "\n".join(p["text"] for p in content)
-        if role == "developer":
-            changed["role"] = "system"
-        out.append(changed)
-    return out
+    the caller's own objects (read-only, as everywhere in this module)."""
+    return [string_message(message) for message in messages]
+
+
+def string_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """One message of ``string_contents``: a new dict if it changes, else ``message`` itself,
+    so the identity checks of the steps after it (estimates, call log) still hold."""
+    content = message.get("content")
+    changed: dict[str, Any] = {}
+    if content is None:
+        changed["content"] = ""
+    elif isinstance(content, list) and all(is_text_part(p) for p in content):
+        changed["content"] = "\n".join(p["text"] for p in content)
+    if message.get("role") == "developer":
+        changed["role"] = "system"
+    if not changed and isinstance(message, dict):
+        return message
+    return {**message, **changed}
 
 
 def adapt_messages(
@@ -290,6 +295,10 @@ class RequestBuilder:
     the options change, everything is built afresh. The first message (the system text,
     rebuilt every step) is compared by value, the rest by identity: the caller treats the
     messages it passes as read-only, as the projector's output is.
+
+    With ``string_contents`` the messages kept are also the same objects as in the previous
+    body, the ones ``string_message`` changed included (steps after the body — estimates,
+    the call log — recognise them by identity).
     """
 
     def __init__(self) -> None:
@@ -298,19 +307,27 @@ class RequestBuilder:
         self._adapted: list[dict[str, Any]] = []  # without the closing continuation note
         self._validator: RequestValidator | None = None
         self._opened = False  # a turn other than system text has been adapted
+        self._strung: list[dict[str, Any]] | None = None  # string_contents of _adapted, when asked
         self.reused = 0  # messages the last build took from the one before (for tests)
 
     def build(self, messages: Sequence[Mapping[str, Any]], *, dialect: str, model: str, max_output_tokens: int,
               output_limit_field: str = "max_tokens", tools: Sequence[Mapping[str, Any]] | None = None,
               stream: bool = True, supports_images: bool | None = None, thinking: bool = False,
-              stream_usage: bool = True) -> dict[str, Any]:
-        """The request body, as ``build_request_body`` builds it (same arguments, same errors)."""
+              stream_usage: bool = True, string_contents: bool = False) -> dict[str, Any]:
+        """The request body, as ``build_request_body`` builds it (same arguments, same errors);
+        ``string_contents``: its messages passed through ``string_message`` (issue #45)."""
         mode = check_dialect(dialect)
         if isinstance(max_output_tokens, bool) or not isinstance(max_output_tokens, int) or max_output_tokens < 1:
             raise ValueError("max_output_tokens must be a positive integer")
         thinking = thinking or (mode == "deepseek" and "reasoner" in model)
         images_ok = supports_images if supports_images is not None else mode != "deepseek"
         adapted, validator = self._extend(messages, (mode, images_ok, thinking))
+        if string_contents:
+            kept = self._strung if self.reused and self._strung is not None else []
+            self._strung = kept + [string_message(m) for m in adapted[len(kept):]]
+            adapted = list(self._strung)
+        else:
+            self._strung = None
         if adapted and adapted[-1]["role"] == "assistant":
             adapted.append({"role": "user", "content": CONTINUE_NOTE})
             validator = validator.copy()
@@ -335,7 +352,7 @@ class RequestBuilder:
         self.reused = 0
         if (key == self._key and self._validator is not None and 0 < known <= len(messages)
                 and messages[0] == self._inputs[0]
-                and all(a is b for a, b in zip(islice(messages, 1, known), islice(self._inputs, 1, None)))):
+                and same_until(messages, self._inputs, 1) == known):
             fresh = messages[known:]
             # The seam is checked on the input first (a tool result would join the held
             # images), then on the adapted side (nothing merges), before anything is reused.

@@ -34,7 +34,6 @@ import copy
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
 
 from context.adapters import CONTINUE_NOTE, RequestValidationError, adapt_rules
@@ -47,6 +46,7 @@ from context.anthropic_validate import (
 )
 from context.compaction.view import is_continuation_message
 from context.ids import is_portable_id
+from context.kept import same_until
 from context.records import is_image_part, is_text_part, parse_arguments, wrap_invalid_arguments
 from context.surrogates import json_loads_clean
 from context.validate import RequestValidator
@@ -369,7 +369,7 @@ class AnthropicBuilder:
         known = len(kept.inputs) if kept is not None else 0
         if (kept is not None and key == self._key and 0 < known <= len(messages)
                 and messages[0] == kept.inputs[0]
-                and all(a is b for a, b in zip(islice(messages, 1, known), islice(kept.inputs, 1, None)))):
+                and same_until(messages, kept.inputs, 1) == known):
             fresh = messages[known:]
             if not fresh:
                 self.reused = known

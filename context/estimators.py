@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from context.dense_text import dense_runs
+from context.kept import same_until
 from context.records import is_image_part, is_text_part
 
 log = logging.getLogger(__name__)
@@ -405,9 +406,20 @@ class EstimateCache:
         out: list[int] = []
         new_snapshots: list[Any] = []
         known = len(snapshots)
-        for position, message in enumerate(messages):
-            # A snapshot of a track that is not read-only is a copy: never the message itself.
-            if position < known and (message is snapshots[position] or message == snapshots[position]):
+        position = 0
+        while position < len(messages):
+            # A read-only track's run of the very same objects is taken whole (``same_until``:
+            # no Python step per message kept, issue #46); a snapshot of a track that is not
+            # read-only is a copy, never the message itself.
+            kept = same_until(messages, snapshots, position) if read_only else position
+            if kept > position:
+                self.hits += kept - position
+                out += figures[position:kept]
+                new_snapshots += snapshots[position:kept]
+                position = kept
+                continue
+            message = messages[position]
+            if position < known and message == snapshots[position]:
                 self.hits += 1
                 out.append(figures[position])
                 new_snapshots.append(message if read_only else snapshots[position])
@@ -415,6 +427,7 @@ class EstimateCache:
                 out.append(self.message(message))
                 # A snapshot, not the caller's object: in-place edits must not fool layer 1.
                 new_snapshots.append(message if read_only else copy.deepcopy(message))
+            position += 1
         self._tracks.pop(track, None)  # re-inserted last: the dict's order is the order of use
         if len(self._tracks) >= 64:
             self._tracks.pop(next(iter(self._tracks)))  # the least recently used: a finished sub-agent's

@@ -23,7 +23,7 @@ from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from context.adapters import RequestBuilder, string_contents
+from context.adapters import RequestBuilder
 from context.anthropic import AnthropicBuilder
 from context.attachments import DEFAULT_IMAGE_BUDGET, apply_image_budget
 from context.calibration import CalibratedEstimator, Calibration, ratio_sample
@@ -82,9 +82,8 @@ def build_body(shape: RequestShape, messages: Sequence[Mapping[str, Any]], *, ma
                              supports_images=shape.supports_images, keep_thinking=keep_thinking)
     body = builder.build(messages, dialect=shape.dialect, output_limit_field=shape.output_limit_field,
                          model=shape.model, max_output_tokens=max_output_tokens, tools=tools or None,
-                         supports_images=shape.supports_images, stream_usage=shape.stream_usage)
-    if shape.string_content:
-        body["messages"] = string_contents(body["messages"])
+                         supports_images=shape.supports_images, stream_usage=shape.stream_usage,
+                         string_contents=shape.string_content)
     return body
 
 

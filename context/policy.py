@@ -34,6 +34,13 @@ def default_safety_margin(context_window: int) -> int:
     return max(SAFETY_MARGIN_FLOOR, min(SAFETY_MARGIN_CAP, context_window // SAFETY_MARGIN_SHARE))
 
 
+def input_room(context_window: int, max_output_tokens: int, safety_margin_tokens: int) -> int:
+    """CTX-21, the one home of the sum: what a request may use of ``context_window`` after
+    the output reserve and the safety margin. Zero or less when the figures leave nothing
+    (a :class:`Budget` refuses those; a page showing an admin's figures shows the number)."""
+    return context_window - max_output_tokens - safety_margin_tokens
+
+
 # CAT-9: the output reserve under a window the server proved, when no admin set one: a
 # quarter of the window (never more than the reserve it had), so a 2,048-token server
 # keeps about three quarters of its window for the conversation instead of none.
@@ -160,8 +167,8 @@ class Budget:
 
     @property
     def effective_input(self) -> int:
-        """context_window - max_output_tokens - safety_margin_tokens."""
-        return self.context_window - self.max_output_tokens - self.safety_margin_tokens
+        """context_window - max_output_tokens - safety_margin_tokens (:func:`input_room`)."""
+        return input_room(self.context_window, self.max_output_tokens, self.safety_margin_tokens)
 
     def fits(self, figure: int) -> bool:
         """CTX-39, the one hard-limit rule: a request whose calibrated figure plus the output

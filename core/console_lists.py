@@ -24,14 +24,16 @@ it with a 400 for the whole site.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import EmptyResultSet, FullResultSet, ValidationError
 from django.db import DataError, OperationalError, models, transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
 
 from core.api.fields import id_from_text
 
@@ -108,18 +110,23 @@ def _is_a_key(model: Any, value: str) -> bool:
     return True
 
 
-class ConsoleListMixin:
+if TYPE_CHECKING:
+    # What the mixin overrides and calls up to is ModelAdmin's, typed by django-stubs.
+    _AdminBase = admin.ModelAdmin[Any]
+else:
+    _AdminBase = object
+
+
+class ConsoleListMixin(_AdminBase):
     """Mixed into every console ``ModelAdmin`` before ``admin.ModelAdmin``."""
 
-    model: type[models.Model]  # set by ModelAdmin
-
-    def get_changelist(self, request: Any, **kwargs: Any) -> type[ChangeList]:
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ConsoleChangeList
 
-    def response_action(self, request: Any, queryset: Any) -> Any:
+    def response_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
         """An action's selection is ids of the list; Django filters on them as posted, so a
         value no key can be (``²``, 30 digits) raised while the list was filtered."""
         if not all(_is_a_key(self.model, value) for value in request.POST.getlist(ACTION_CHECKBOX_NAME)):
             messages.warning(request, "The selection holds a value that is not an id of this list: nothing was done.")
             return None  # the list is shown again, as after an action that did nothing
-        return super().response_action(request, queryset)  # type: ignore[misc]
+        return super().response_action(request, queryset)

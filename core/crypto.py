@@ -61,7 +61,7 @@ class DecryptionFailed(Exception):
 
 
 def derive_key(encryption_key: str) -> bytes:
-    salt = settings.CRYPTOGRAPHY_SALT
+    salt = settings.CRYPTOGRAPHY_SALT  # type: ignore[misc]  # set at start by django-cryptography's AppConf
     kdf = PBKDF2HMAC(algorithm=hashes.SHA256(), length=32, salt=salt, iterations=30000)
     return kdf.derive(encryption_key.encode())
 

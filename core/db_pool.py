@@ -56,7 +56,9 @@ def worker_pool_apply(threads: int) -> None:
     options = settings.DATABASES["default"].setdefault("OPTIONS", {})
     connections.close_all()
     connection = connections["default"]
-    connection.close_pool()  # a pool opened before this (an early import) is rebuilt at the new size
+    # A pool opened before this (an early import) is rebuilt at the new size. Django 5.1's
+    # PostgreSQL pool API, which django-stubs 5.2 does not declare:
+    connection.close_pool()  # type: ignore[attr-defined]
     if options.get("application_name") == "agentloom-web":
         options["application_name"] = "agentloom-worker"
     if options.get("pool"):

@@ -24,6 +24,16 @@ _COLUMNS: dict[type[Model], tuple[Field, ...]] = {}
 _STATEMENTS: dict[tuple[type[Model], int, str], str] = {}
 
 
+def concrete_field(model: type[Model], name: str) -> Field[Any, Any]:
+    """The field ``name`` of ``model`` that is a column of its table, as the written-out
+    statements prepare values (``get_db_prep_save``) and name columns with; TypeError for a
+    reverse relation or a generic key, which have no column."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or not field.concrete:
+        raise TypeError(f"{model.__name__}.{name} is not a column")
+    return field
+
+
 def _columns(model: type[Model]) -> tuple[Field, ...]:
     if model not in _COLUMNS:
         _COLUMNS[model] = tuple(field for field in model._meta.concrete_fields if not isinstance(field, AutoField))

@@ -6,7 +6,11 @@ line that names the variable instead of a stack trace deep inside Django.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, overload
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from dj_database_url import DBConfig
 
 __all__ = [
     "ConfigError",
@@ -39,6 +43,10 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
+@overload
+def env_str(name: str, default: str) -> str: ...
+@overload
+def env_str(name: str, default: None = None) -> str | None: ...
 def env_str(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     if value is None or value.strip() == "":
@@ -122,7 +130,7 @@ def env_rate(name: str, default: str) -> tuple[int, int]:
 _DB_SCHEMES = {"sqlite", "postgres", "postgresql", "pgsql"}
 
 
-def database_from_url(url: str, *, variable: str = "DATABASE_URL") -> dict:
+def database_from_url(url: str, *, variable: str = "DATABASE_URL") -> DBConfig:
     """Turn ``DATABASE_URL`` into Django's DATABASES entry (SQLite or PostgreSQL only)."""
     import dj_database_url
 

@@ -276,7 +276,8 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         form = ConnectionTestForm(request.POST)
         outcome = self._test(form.cleaned_data, by=request.user,
                              detailed=user_is_operator(user=request.user)) if form.is_valid() else {
-            "ok": False, "message": "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())}
+            "ok": False,
+            "message": "; ".join(f"{name}: {' '.join(map(str, errors))}" for name, errors in form.errors.items())}
         return TemplateResponse(request, TEST_RESULT_TEMPLATE, outcome)
 
     def _test(self, values: dict[str, Any], *, by, detailed: bool) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The chat-completions client: one narrow method, ``stream_chat(request_body)``.
 
 ``get_chat_client(provider=..., ...)`` looks the provider up in the registry and returns
-an object with ``stream_chat(body) -> Iterator[ChatEvent]``: :class:`HttpChatClient` for
+an object with ``stream_chat(body) -> ChatStream``: :class:`HttpChatClient` for
 providers spoken to over OpenAI-style ``POST {base_url}/chat/completions`` (OpenAI,
 DeepSeek, every compatible server) and ``demo.DemoChatClient`` for the offline demo.
 The body is a ready dict (``context.build_body`` makes it, ``stream_options`` included
@@ -34,10 +34,12 @@ from models_catalog.errors import (
     ProviderUnavailableError,
 )
 from models_catalog.http import HttpLimits, Resolver
+from models_catalog.private_hosts import AllowPrivate
 from models_catalog.providers import ChatClient, ProviderSpec, get_provider
 from models_catalog.providers.chat_http import GuardedChatClient
 from models_catalog.providers.events import (
     ChatEvent,
+    ChatStream,
     ReasoningDelta,
     StreamEnd,
     TextDelta,
@@ -60,7 +62,7 @@ def get_chat_client(
     provider: str,
     base_url: str | None = None,
     api_key: str | None = None,
-    allow_private: bool = False,
+    allow_private: AllowPrivate = False,
     limits: HttpLimits | None = None,
     transport: httpx.BaseTransport | None = None,
     resolver: Resolver | None = None,
@@ -88,7 +90,7 @@ class HttpChatClient(GuardedChatClient):
         spec: ProviderSpec,
         base_url: str,
         api_key: str | None,
-        allow_private: bool = False,
+        allow_private: AllowPrivate = False,
         limits: HttpLimits | None = None,
         transport: httpx.BaseTransport | None = None,
         resolver: Resolver | None = None,
@@ -112,7 +114,7 @@ class HttpChatClient(GuardedChatClient):
             headers["Authorization"] = f"Bearer {self._key()}"
         return headers
 
-    def stream_chat(self, request_body: Mapping[str, Any]) -> Iterator[ChatEvent]:
+    def stream_chat(self, request_body: Mapping[str, Any]) -> ChatStream:
         """Send ``request_body`` and yield its events; ``"stream": false`` uses plain JSON."""
         body = dict(request_body)  # never mutate the caller's dict
         label = self.label
@@ -130,7 +132,7 @@ class HttpChatClient(GuardedChatClient):
                 return [], True
             return assembler.feed(parse_chunk(message.data, message.event, provider_label=label)), False
 
-        def unstreamed() -> Iterator[ChatEvent]:
+        def unstreamed() -> ChatStream:
             # A 200 that ended before its first data event: llama.cpp's server answers a
             # streamed prompt over its window with an empty body, llama-cpp-python's with a
             # ": ping" comment and a cut connection. Ask once without streaming to learn why

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from context.records import content_text
 from context.surrogates import replace_lone_surrogate_escapes, replace_lone_surrogates
-from models_catalog.providers.events import ChatEvent, StreamEnd, TextDelta, ToolCall, ToolCallDelta, Usage, as_dict
+from models_catalog.providers.events import ChatStream, StreamEnd, TextDelta, ToolCall, ToolCallDelta, Usage, as_dict
 
 DEMO_MODEL_ID = "agentloom-demo"
 DEMO_BASE_URL = "demo://offline"
@@ -59,7 +59,7 @@ class DemoChatClient:
     def close(self) -> None:
         pass
 
-    def stream_chat(self, request_body: Mapping[str, Any]) -> Iterator[ChatEvent]:
+    def stream_chat(self, request_body: Mapping[str, Any]) -> ChatStream:
         """Answer ``request_body`` (an OpenAI chat-completions body) as events."""
         messages = [m for m in request_body.get("messages") or [] if isinstance(m, dict)]
         tools = _offered_tools(request_body.get("tools"))

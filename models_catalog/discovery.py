@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 from models_catalog.errors import AuthenticationError, InvalidRequestError, ProviderError, UnsafeURLError
-from models_catalog.http import DISCOVERY_LIMITS, HttpLimits, Resolver, build_client
+from models_catalog.http import DISCOVERY_LIMITS, AllowPrivate, HttpLimits, Resolver, build_client
 from models_catalog.manifest import Manifest, ManifestEntry, load_manifest, normalise_base_url
 from models_catalog.providers import ListingContext, RawModel, get_provider
 from models_catalog.providers.local_servers import LLAMACPP_PROPS
@@ -156,7 +156,7 @@ def discover_models(
     provider: str,
     base_url: str | None = None,
     api_key: str | None = None,
-    allow_private: bool = False,
+    allow_private: AllowPrivate = False,
     transport: httpx.BaseTransport | None = None,
     resolver: Resolver | None = None,
     limits: HttpLimits | None = None,

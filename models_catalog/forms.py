@@ -111,7 +111,8 @@ class ModelConnectionAdminForm(forms.ModelForm):
         return data
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         if self.errors:
             return cleaned
         # clean() runs before the form copies its values onto the instance, so
@@ -144,7 +145,8 @@ class DiscoverForm(forms.Form):
         self.fields["api_key"].help_text = "Leave empty to use the stored key of the connection being edited."
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         spec = find_provider(cleaned.get("provider"))
         base_url = (cleaned.get("base_url") or "").strip()
         # The same reading as every other URL field: a malformed host or port is an error on

@@ -42,7 +42,7 @@ from models_catalog.errors import (
     UnsafeURLError,
     error_from_status,
 )
-from models_catalog.private_hosts import PrivateHosts
+from models_catalog.private_hosts import AllowPrivate, PrivateHosts
 from models_catalog.url_syntax import MalformedURL, url_parse
 
 Resolver = Callable[[str, int], list[str]]
@@ -184,7 +184,7 @@ def address_problem(address: str, *, allow_private: bool) -> str | None:
     return "a private, loopback or reserved address (allowed only when private endpoints are enabled)"
 
 
-def private_host_problem(host: str, address: str, allow_private: bool | PrivateHosts) -> str | None:
+def private_host_problem(host: str, address: str, allow_private: AllowPrivate) -> str | None:
     """Why a private ``address`` of ``host`` is refused by the operator's list, or None (no
     list, a public address, or a listed one). Called for addresses ``address_problem`` let
     through."""
@@ -195,7 +195,7 @@ def private_host_problem(host: str, address: str, allow_private: bool | PrivateH
     return "a private address that is not on the operator's list of private endpoints"
 
 
-def check_url(url: str | httpx.URL, *, allow_private: bool | PrivateHosts = False,
+def check_url(url: str | httpx.URL, *, allow_private: AllowPrivate = False,
               resolver: Resolver | None = None) -> GuardedTarget:
     """Validate ``url`` and resolve its host; raise :class:`UnsafeURLError` if refused."""
     try:
@@ -233,7 +233,8 @@ def check_url(url: str | httpx.URL, *, allow_private: bool | PrivateHosts = Fals
 class GuardedTransport(httpx.BaseTransport):
     """Checks every request with :func:`check_url` and pins it to the checked address."""
 
-    def __init__(self, inner: httpx.BaseTransport, *, allow_private: bool, resolver: Resolver | None = None) -> None:
+    def __init__(self, inner: httpx.BaseTransport, *, allow_private: AllowPrivate,
+                 resolver: Resolver | None = None) -> None:
         self._inner = inner
         self._allow_private = allow_private
         self._resolver = resolver
@@ -273,7 +274,7 @@ def _tls_context() -> ssl.SSLContext:
 
 def build_client(
     *,
-    allow_private: bool = False,
+    allow_private: AllowPrivate = False,
     limits: HttpLimits | None = None,
     transport: httpx.BaseTransport | None = None,
     resolver: Resolver | None = None,
@@ -400,7 +401,7 @@ class FetchResult:
 def fetch_url(
     url: str,
     *,
-    allow_private: bool = False,
+    allow_private: AllowPrivate = False,
     limits: HttpLimits = FETCH_LIMITS,
     headers: Mapping[str, str] | None = None,
     truncate: bool = True,

@@ -23,14 +23,13 @@ from context import (
     Budget,
     Calibration,
     PolicyError,
-    budget_under_window,
-    default_safety_margin,
     estimate_is_exact,
     get_estimator,
     prior_ratio,
 )
+from context.policy import input_room
 from models_catalog.errors import ContextOverflowError
-from models_catalog.models import FigureSource, ModelConnection, TokenCalibration
+from models_catalog.models import ModelConnection, TokenCalibration
 from models_catalog.providers import get_provider
 
 PROVIDER_REFUSAL = "provider_refusal"
@@ -50,7 +49,7 @@ def calibration_get(*, connection_id: int | None, model: str, estimator_id: str,
         cursor.execute(f'SELECT "ratios" FROM "{TokenCalibration._meta.db_table}" WHERE "connection_id" = %s '
                        'AND "model" = %s AND "estimator_id" = %s LIMIT 1', [connection_id, model, estimator_id])
         row = cursor.fetchone()
-    ratios = field.from_db_value(row[0], None, db_connection) if row is not None else None
+    ratios = field.from_db_value(row[0], field.cached_col, db_connection) if row is not None else None
     return Calibration(prior=prior, ratios=tuple(float(r) for r in ratios or ()))
 
 
@@ -115,42 +114,26 @@ def window_learn(*, connection_id: int | None, window: int, note: str) -> int | 
 
 def figures_set(*, connection: ModelConnection | None) -> tuple[bool, bool]:
     """Whether an admin set the safety margin and the output reserve of ``connection``'s
-    runs: a margin other than the default for the connection's window was typed (the rule
-    the connection's own validation follows, ``validation._safety_margin``); an output
-    reserve was set when its source is ``manual``. What was not set follows a window the
-    server proves (CAT-9)."""
-    if connection is None:
-        return False, False
-    margin_set = connection.safety_margin_tokens != default_safety_margin(connection.context_window)
-    return margin_set, connection.max_output_tokens_source == FigureSource.MANUAL
+    runs (``ModelConnection.figures_set``; neither without a connection)."""
+    return connection.figures_set() if connection is not None else (False, False)
 
 
 def budget_in_force(*, connection: ModelConnection | None, budget: Budget) -> Budget:
     """CAT-9, RUN-4 amended: a frozen budget under what the server proved about the window
-    (learned from a refusal, or read from the server): a smaller window lowers it at once,
-    for every version and run of the connection; a larger one changes nothing. PolicyError
-    when the figures an admin set leave no input in that window."""
-    if connection is None:
-        return budget
-    margin_set, output_set = figures_set(connection=connection)
-    return budget_under_window(budget, connection.effective_context_window(budget.context_window),
-                               margin_set=margin_set, output_set=output_set)
+    (``ModelConnection.budget``); unchanged without a connection. PolicyError when the
+    figures an admin set leave no input in that window."""
+    return connection.budget(budget) if connection is not None else budget
 
 
 def connection_input_tokens(connection: ModelConnection) -> int:
     """CTX-21, CAT-9: what a request of this connection's figures may use, as the runs of a
-    version published now use it: the figures frozen within what the server keeps, then
-    lowered to a window a refusal or a cut prompt proved, with the margin and output
-    reserve nobody set following it (the plain difference when the figures leave nothing)."""
-    window = connection.effective_context_window()
-    plain = window - connection.max_output_tokens - connection.safety_margin_tokens
-    frozen = min(connection.context_window, connection.server_context_window or connection.context_window)
+    version published now use it (``ModelConnection.budget``); the plain difference when
+    the figures leave nothing, so the console shows the admin the shortfall."""
     try:
-        budget = Budget(context_window=frozen, max_output_tokens=connection.max_output_tokens,
-                        safety_margin_tokens=connection.safety_margin_tokens)
-        return budget_in_force(connection=connection, budget=budget).effective_input
+        return connection.budget().effective_input
     except PolicyError:
-        return plain
+        return input_room(connection.effective_context_window(), connection.max_output_tokens,
+                          connection.safety_margin_tokens)
 
 
 # Failures a window the server proved since can fix (CAT-9): a resumed run compacts under it.

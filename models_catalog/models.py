@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from context.policy import Budget, budget_under_window, default_safety_margin
 from core.crypto import encrypt
 from models_catalog.providers import provider_label
 
@@ -115,10 +116,38 @@ class ModelConnection(models.Model):
                 window = min(window, limit)
         return window
 
+    def figures_set(self) -> tuple[bool, bool]:
+        """Whether an admin set the safety margin and the output reserve: a margin other than
+        the default for the configured window was typed (the rule the connection's own
+        validation follows, ``validation._safety_margin``); an output reserve was set when
+        its source is ``manual``. What was not set follows a window the server proves (CAT-9)."""
+        margin_set = self.safety_margin_tokens != default_safety_margin(self.context_window)
+        return margin_set, self.max_output_tokens_source == FigureSource.MANUAL
+
+    def budget(self, frozen: Budget | None = None) -> Budget:
+        """CTX-21, CAT-9, RUN-4: the budget a request through this connection may use — the
+        one figure every page, the API and the run loop show and decide with.
+
+        ``frozen`` is a version's frozen figures (a run's); without it, this connection's
+        own, within the window the server keeps (what a version published now freezes).
+        Either is then lowered to the window the server proved (discovered, or learned from
+        a refusal or a cut prompt), with the safety margin and output reserve an admin did
+        not set following it (``context.budget_under_window``); a larger window changes
+        nothing. PolicyError when the figures leave no room for input."""
+        if frozen is None:
+            frozen = Budget(context_window=min(self.context_window, self.server_context_window or self.context_window),
+                            max_output_tokens=self.max_output_tokens, safety_margin_tokens=self.safety_margin_tokens)
+        margin_set, output_set = self.figures_set()
+        return budget_under_window(frozen, self.effective_context_window(frozen.context_window),
+                                   margin_set=margin_set, output_set=output_set)
+
     @property
     def exceeds_server_context(self) -> bool:
         """Whether the configured window is larger than what the server keeps (the admin is warned)."""
-        return bool(self.server_context_window) and self.context_window > self.server_context_window
+        server = self.server_context_window
+        if not server:  # unknown
+            return False
+        return self.context_window > server
 
 
 class TokenCalibration(models.Model):

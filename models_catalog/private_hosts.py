@@ -58,3 +58,8 @@ def private_hosts_parse(entries: list[str]) -> PrivateHosts:
         else:
             names.add(item)
     return PrivateHosts(names=frozenset(names), suffixes=tuple(suffixes), networks=tuple(networks))
+
+
+# What every caller of the URL guard is handed (settings.ALLOW_PRIVATE_MODEL_ENDPOINTS): the
+# operator's switch, or, when the operator lists hosts, that list (private endpoints on).
+AllowPrivate = bool | PrivateHosts

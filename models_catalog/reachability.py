@@ -21,7 +21,7 @@ from __future__ import annotations
 from models_catalog.errors import ProviderError, ProviderUnavailableError, ResponseTooLargeError, UnsafeURLError
 from models_catalog.http import check_url
 from models_catalog.manifest import load_manifest
-from models_catalog.private_hosts import PrivateHosts
+from models_catalog.private_hosts import AllowPrivate
 from models_catalog.providers import find_provider
 
 UNREACHED_CODE = "unreachable"
@@ -39,7 +39,7 @@ def _no_lookup(host: str, port: int) -> list[str]:
     raise _NoLookup()
 
 
-def refused_by_input(url: str, *, allow_private: bool | PrivateHosts) -> bool:
+def refused_by_input(url: str, *, allow_private: AllowPrivate) -> bool:
     """Whether the URL guard refuses ``url`` by what it spells alone, before any name is
     looked up: its scheme, port, credentials, a metadata name, a literal address refused."""
     try:
@@ -63,7 +63,7 @@ def official_endpoint(*, provider: str, base_url: str | None) -> bool:
     return any(manifest.endpoint_provider(form) is not None for form in {entered, spec.base_url_form(entered)})
 
 
-def discovery_failure_is_the_networks(exc: ProviderError, *, url: str, allow_private: bool | PrivateHosts) -> bool:
+def discovery_failure_is_the_networks(exc: ProviderError, *, url: str, allow_private: AllowPrivate) -> bool:
     """Whether a discovery failure's words depend on what answered at ``url`` (or whether
     anything did): an HTTP status, a connection or answer that failed, an address the name
     resolved to. Errors raised before any request — a missing key or base URL, a URL the

@@ -72,7 +72,7 @@ def server_concurrency(base_url: str | None) -> int | None:
     connection is saved (discovery, Test connection) to a server already configured."""
     key = server_key(base_url)
     known = [figure for url, figure in ModelConnection.objects.filter(concurrency__isnull=False)
-             .values_list("base_url", "concurrency") if server_key(url) == key]
+             .values_list("base_url", "concurrency") if figure is not None and server_key(url) == key]
     return min(known) if known else None
 
 

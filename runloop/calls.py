@@ -10,6 +10,7 @@ the context inspector before it is sent and closed with its outcome and usage.
 from __future__ import annotations
 
 import copy
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ from models_catalog.client import (
     get_chat_client,
 )
 from models_catalog.errors import ContextOverflowError, ProviderError
-from models_catalog.slots import ACTION, Waiting, model_slot
+from models_catalog.slots import ACTION, Lease, Waiting, model_slot
 from models_catalog.target import ModelTarget
 from runloop.errors import ContextRefused, RunLost, RunStopped, WaitForServer
 from runloop.journal import ActionLog, Deltas
@@ -52,7 +53,8 @@ class _StopWhileWaiting(Exception):
     """Stop was asked while the action call waited for the model server: nothing was sent."""
 
 
-def server_slot(state: RunState, *, purpose: str, source: dict[str, str] | None = None, stoppable: bool = False):
+def server_slot(state: RunState, *, purpose: str, source: dict[str, str] | None = None,
+                stoppable: bool = False) -> AbstractContextManager[Lease | None]:
     """A slot of the model server for one call of the run (CAT-11), held for the block.
 
     While it waits the run's heartbeat goes on (the reaper must not take a waiting run for

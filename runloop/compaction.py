@@ -227,7 +227,7 @@ def compaction_run(state: RunState, instance: Instance, pipeline: ContextPipelin
     journal = state.journal
     journal.emit("compaction_started",
                  {"trigger": trigger, **token_figures("before", estimated=action.estimate, calibrated=tokens)})
-    remaining = state.limits["max_model_calls"] - journal.counters.get("model_calls", 0) - 1
+    remaining = state.limits.max_model_calls - journal.counters.get("model_calls", 0) - 1
     calibration = state.figures.calibration
     request = compaction_request(
         state, instance, system=system, messages=projected.messages,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions.run_errors import RunError, RunNotOwned, window_refused
+from sessions.run_errors import RunError, RunErrorCode, RunNotOwned, window_refused
 
 
 class RunCancelled(Exception):
@@ -14,19 +14,20 @@ class RunCancelled(Exception):
 class RunStopped(Exception):
     """The run cannot continue: a limit, a provider fault, an overflow, an invalid request."""
 
-    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.error = RunError(code, message, retryable=retryable)
+    def __init__(self, error: RunError | RunErrorCode, message: str = "") -> None:
+        """``RunStopped(RunErrorCode.X, "what happened")``, or ``RunStopped(error)`` for an
+        error already built (``sessions.run_errors``)."""
+        self.error = error if isinstance(error, RunError) else error.error(message)
+        super().__init__(self.error.message)
 
     @classmethod
     def of(cls, error: RunError) -> RunStopped:
-        return cls(error.code, error.message, retryable=error.retryable)
+        return cls(error)
 
     @classmethod
     def from_provider(cls, error: Any) -> RunStopped:
         """A provider fault the retries could not get past (LOOP-3)."""
-        stopped = RunError.from_provider(error)
-        return cls(stopped.code, stopped.message, retryable=stopped.retryable)
+        return cls.of(RunError.from_provider(error))
 
 
 # This worker no longer owns the run (reaped as interrupted, stopped, or resumed by another

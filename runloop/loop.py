@@ -42,7 +42,14 @@ from runloop.state import RunState, run_state_build
 from runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_events
 from runloop.verification import run_verify
 from sessions.models import Instance, Run, RunAttention
-from sessions.run_errors import COULD_NOT_START, EMPTY_ANSWER, EMPTY_ANSWER_RETRY, INTERNAL_ERROR, RunError
+from sessions.run_errors import (
+    COULD_NOT_START,
+    EMPTY_ANSWER,
+    EMPTY_ANSWER_RETRY,
+    INTERNAL_ERROR,
+    RunError,
+    RunErrorCode,
+)
 from sessions.selectors import main_instance
 
 logger = logging.getLogger("runloop")
@@ -191,10 +198,10 @@ def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, dep
     except RequestValidationError as exc:
         # CTX-10: an invalid request is a bug. Never send it; say so and keep the records.
         logger.error("run %s: refusing to send an invalid request: %s", state.run.pk, exc)
-        raise RunStopped("invalid_request", "The conversation could not be turned into a valid request; "
+        raise RunStopped(RunErrorCode.INVALID_REQUEST, "The conversation could not be turned into a valid request; "
                          "nothing was sent. This is a bug and has been logged.") from None
     except ContextTooLong as exc:  # CTX-39, checked before anything is sent
-        raise RunStopped("context_overflow", str(exc)) from None
+        raise RunStopped(RunErrorCode.CONTEXT_OVERFLOW, str(exc)) from None
 
 
 def instance_loop(state: RunState, instance: Instance, depth: int) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agents.run_limits import RunLimits
 from agents.server_tools import run_tool_sessions, version_credentials
 from agents.tool_registry import Tool, registry
 from context import (
@@ -39,15 +40,12 @@ from runloop.journal import RunJournal
 from runloop.learning import prior
 from sessions.frames import run_budget
 from sessions.models import Instance, Run
-from sessions.run_errors import window_refused
+from sessions.run_errors import RunErrorCode, window_refused
 from sessions.selectors import SessionTraits, session_traits
-from tools.delegate import MAX_DEPTH
 from tools.read_file import files_in_view
 from tools.server_tools import server_tools_build
 from toolservers.sessions import RunToolSessions
 
-DEFAULT_LIMITS = {"max_model_calls": 25, "max_tool_calls": 50, "max_wall_seconds": 900, "max_depth": MAX_DEPTH,
-                  "max_sub_instances": 8}
 SUB_AGENT_NOTE = ("You are a sub-agent working on one delegated task. Work it through with your tools if needed, "
                   "then answer with the result only; your answer is returned to the agent that delegated.")
 
@@ -57,7 +55,7 @@ class RunState:
     """Everything one execution of a run needs, built once per claim (``run_state_build``)."""
 
     run: Run
-    limits: dict[str, int]
+    limits: RunLimits
     frozen_budget: Budget  # as the run froze it (RUN-4), under the window the server proved (CAT-9);
     # ``figures.budget`` is the one in force (a refusal during the run lowers it)
     policy: ContextPolicy | None  # the frozen context policy; None keeps the legacy threshold (CTX-40)
@@ -132,17 +130,16 @@ class RunState:
         """Between steps: a Stop request, then the per-run bounds (LOOP-2). Ownership and the
         Stop flag come back with every write (``RunJournal.check``); then the limits."""
         self.journal.check()
-        for counter, limit in (("model_calls", "max_model_calls"), ("tool_calls", "max_tool_calls")):
-            if self.journal.counters.get(counter, 0) >= self.limits[limit]:
-                noun = counter.replace("_", " ")
-                raise RunStopped("limit_reached", f"The run reached its limit of {self.limits[limit]} {noun}.")
-        if time.monotonic() - self.started > self.limits["max_wall_seconds"]:
-            raise RunStopped("limit_reached",
-                             f"The run reached its time limit of {self.limits['max_wall_seconds']} seconds.")
+        counters = self.journal.counters
+        reached = self.limits.reached(model_calls=counters.get("model_calls", 0),
+                                      tool_calls=counters.get("tool_calls", 0),
+                                      seconds=time.monotonic() - self.started)
+        if reached is not None:
+            raise RunStopped(RunErrorCode.LIMIT_REACHED, reached)
 
     def tools_at(self, depth: int) -> list[Tool]:
         """The tools an instance at ``depth`` may call: no delegation past the depth limit (RUN-3)."""
-        return [tool for tool in self.tools if depth < self.limits["max_depth"] or not tool.delegates]
+        return [tool for tool in self.tools if depth < self.limits.max_depth or not tool.delegates]
 
 
 def run_state_build(run: Run, journal: RunJournal | None = None) -> RunState:
@@ -152,7 +149,7 @@ def run_state_build(run: Run, journal: RunJournal | None = None) -> RunState:
     (``RunJournal.side``), whose writes are kept by their own guards."""
     version = run.version
     frozen = run_budget(run.budget, version=version)
-    limits = {**DEFAULT_LIMITS, **frozen["limits"]}
+    limits = RunLimits.from_dict(frozen["limits"])
     connection = version.model_connection
     endpoint_check(version=version)
     api_key = connection.api_key if connection is not None else ""
@@ -228,8 +225,9 @@ def endpoint_check(*, version: Any) -> None:
     frozen = (version.provider, effective_base_url(provider=version.provider, base_url=version.base_url))
     current = (connection.provider, effective_base_url(provider=connection.provider, base_url=connection.base_url))
     if frozen != current:
-        raise RunStopped("endpoint_changed", "This agent's model connection now points to another endpoint than "
-                         "the published version; nothing was sent. An admin must publish the agent again.")
+        raise RunStopped(RunErrorCode.ENDPOINT_CHANGED, "This agent's model connection now points to another "
+                         "endpoint than the published version; nothing was sent. An admin must publish the agent "
+                         "again.")
 
 
 def system_message(state: RunState, depth: int) -> dict[str, Any]:

@@ -212,10 +212,10 @@ def _delegate(state: RunState, parent: Instance, call: ToolCall, instance_loop: 
     task = arguments.get("task")
     if not isinstance(task, str) or not task.strip():
         return ToolOutcome("error", "delegate needs a non-empty 'task' string.")
-    if depth + 1 > state.limits["max_depth"]:
-        return ToolOutcome("error", f"Delegation is limited to a depth of {state.limits['max_depth']}.")
-    if state.sub_instances >= state.limits["max_sub_instances"]:
-        return ToolOutcome("error", f"This run may start at most {state.limits['max_sub_instances']} sub-agents.")
+    if depth + 1 > state.limits.max_depth:
+        return ToolOutcome("error", f"Delegation is limited to a depth of {state.limits.max_depth}.")
+    if state.sub_instances >= state.limits.max_sub_instances:
+        return ToolOutcome("error", f"This run may start at most {state.limits.max_sub_instances} sub-agents.")
     state.sub_instances += 1
     # Keyed by the parent's step and the call's position, like its result: call ids repeat.
     # Made, given its task and announced in one commit, only while the run is this worker's.

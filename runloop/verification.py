@@ -8,6 +8,7 @@ check is never reported as a completed one. It does not count as a model step.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from context import build_body, within_window
@@ -25,7 +26,7 @@ EVIDENCE_CHARS = 2_000
 
 
 def verification_messages(*, task: str, plan: str | None, evidence: list[str], candidate: str,
-                          fits: callable) -> list[dict[str, Any]] | None:
+                          fits: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]] | None:
     """The check's request: task and plan verbatim, as much evidence as fits (newest first).
 
     ``fits(messages)`` says whether a request is under the hard limit. None when even the

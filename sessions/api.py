@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.http import HttpResponse
-from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -33,7 +32,7 @@ from sessions.serializers import (
     SessionOut,
 )
 from sessions.services.dispatch import compaction_dispatch_on_commit
-from sessions.services.files import file_delete, file_name_of, file_store, file_too_large
+from sessions.services.files import attachment_disposition, file_delete, file_name_of, file_store, file_too_large
 from sessions.services.history import compaction_request
 from sessions.services.imports import session_import
 from sessions.services.sessions import session_create
@@ -181,7 +180,7 @@ def _download(file: SessionFile) -> HttpResponse:
     else:
         content_type = "application/octet-stream"
     response = HttpResponse(bytes(file.data), content_type=content_type)
-    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=file_name_of(file))
+    response["Content-Disposition"] = attachment_disposition(file_name_of(file))
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     response["Cache-Control"] = "private, no-store"
@@ -210,9 +209,10 @@ def file_download(request, file_id: int):
     except NotFound:
         if not staff_may_read(user=request.user, row_model=Session, content_model=SessionFile):
             raise
-        file = SessionFile.objects.select_related("session").filter(pk=file_id).first()
-        if file is None:
+        found = SessionFile.objects.select_related("session").filter(pk=file_id).first()
+        if found is None:
             raise
+        file = found
         with transaction.atomic():  # no audit row, no content; the row first
             access_audit_write(user=request.user, what="file", session=file.session, detail={"file": file.pk})
             return _download(file)

@@ -76,7 +76,10 @@ class _Nudges:
     def __init__(self) -> None:
         import redis.asyncio as aioredis
 
-        client = aioredis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=5)
+        url = settings.REDIS_URL
+        if not url:  # a stream without Redis polls (_Waker.open) and makes no hub
+            raise RuntimeError("stream nudges need REDIS_URL")
+        client = aioredis.from_url(url, socket_connect_timeout=1, socket_timeout=5)
         self.pubsub = client.pubsub()
         self.waiting: dict[str, set[asyncio.Event]] = {}
         self.subscribed: dict[str, asyncio.Future] = {}
@@ -232,7 +235,8 @@ def stream_poll(*, run_id: int, user_id: int, after: int) -> tuple[list[RunEvent
     if not rows:
         return [], None
     payload = RunEvent._meta.get_field("payload")
-    events = [RunEvent(run_id=run_id, seq=seq, type=type, payload=payload.from_db_value(data, None, connection))
+    column = payload.cached_col  # what Django's compiler hands from_db_value for a plain read
+    events = [RunEvent(run_id=run_id, seq=seq, type=type, payload=payload.from_db_value(data, column, connection))
               for _, seq, type, data in rows if seq is not None]
     return events, rows[0][0]
 

@@ -66,7 +66,7 @@ class JsonCount(Func):
                f"THEN ({column} #>> {path})::bigint END)")
         return sql, [*params, *params, *params]
 
-    def as_sql(self, compiler, connection, **extra: Any):
+    def as_sql(self, compiler: Any, connection: Any, *args: Any, **extra: Any) -> Any:
         raise NotImplementedError(f"usage figures are read on SQLite and PostgreSQL, not {connection.vendor}")
 
 

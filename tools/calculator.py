@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import operator
 import re
+from collections.abc import Callable
 
 from agents.tool_registry import Tool, ToolError, register
 
@@ -17,9 +18,9 @@ MAX_EXPONENT = 1000
 MAX_MAGNITUDE = 1e300
 _TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"  # a number
                     r"|(\*\*|//|[-+*/%^(),])|([A-Za-z_]+))")  # an operator, a function name
-_FUNCTIONS = {"sqrt": math.sqrt, "abs": abs, "round": round, "floor": math.floor, "ceil": math.ceil,
-              "log": math.log, "log10": math.log10, "sin": math.sin, "cos": math.cos, "tan": math.tan,
-              "exp": math.exp}
+_FUNCTIONS: dict[str, Callable[[float], float]] = {
+    "sqrt": math.sqrt, "abs": abs, "round": round, "floor": math.floor, "ceil": math.ceil, "log": math.log,
+    "log10": math.log10, "sin": math.sin, "cos": math.cos, "tan": math.tan, "exp": math.exp}
 _PRODUCTS = {"*": operator.mul, "/": operator.truediv, "//": operator.floordiv, "%": operator.mod}
 _CONSTANTS = {"pi": math.pi, "e": math.e}
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from agents.tool_registry import Tool, ToolError, register
 
-MAX_DEPTH = 2
-
 
 def _run(arguments: dict, context) -> str:
     raise ToolError("delegate is run by the run loop, not as a plain tool")

@@ -78,7 +78,7 @@ def servers_parse(text: str) -> dict[str, OperatorServer]:
     """The servers of a file's text; ``ServersFileError`` naming the first problem."""
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ServersFileError(f"is not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
         raise ServersFileError('must be an object with "mcpServers": {name: {command, args?, env?}}')

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from models_catalog.private_hosts import AllowPrivate
+
 STREAMABLE_HTTP = "streamable_http"
 SSE = "sse"
 STDIO = "stdio"
@@ -38,7 +40,7 @@ class RemoteEndpoint:
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     transport: str = ""
-    allow_private: bool = True
+    allow_private: AllowPrivate = True
     timeout: float = DEFAULT_TIMEOUT
 
 

@@ -73,7 +73,8 @@ class ToolServerAdminForm(forms.ModelForm):
         return data
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         if self.errors:
             return cleaned
         if not self.instance.pk and cleaned.get("space") is None:
@@ -95,7 +96,9 @@ class ToolServerAdminForm(forms.ModelForm):
                 self.saved, _ = toolserver_register(space=cleaned["space"], data=data, created_by=self.user,
                                                     detailed=user_is_operator(user=self.user))
         except DomainError as exc:
-            for field, message in (exc.fields or {None: exc.message}).items():
+            if not exc.fields:
+                self.add_error(None, exc.message)
+            for field, message in exc.fields.items():
                 target = {"headers": "header_lines"}.get(field, field)
                 self.add_error(target if target in self.fields else None, message)
         return cleaned

@@ -28,6 +28,7 @@ import httpx2
 
 from models_catalog.errors import ProviderError
 from models_catalog.http import USER_AGENT, Resolver, check_url
+from models_catalog.private_hosts import AllowPrivate
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # one response (a JSON answer or a whole SSE stream)
 
@@ -71,7 +72,7 @@ class _BoundedStream(httpx2.AsyncByteStream):
 class GuardedAsyncTransport(httpx2.AsyncBaseTransport):
     """``models_catalog.http.GuardedTransport`` for ``httpx2``: check, pin, refuse redirects."""
 
-    def __init__(self, *, allow_private: bool, trace: Trace, resolver: Resolver | None = None,
+    def __init__(self, *, allow_private: AllowPrivate, trace: Trace, resolver: Resolver | None = None,
                  max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         # TCP_NODELAY: a JSON-RPC POST goes out as headers then body; with Nagle on, the body
         # waits for the server's delayed ACK of the headers (40 ms on Linux) — every call.
@@ -123,7 +124,7 @@ class GuardedAsyncTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def guarded_client(*, allow_private: bool, trace: Trace, headers: Mapping[str, str] | None = None,
+def guarded_client(*, allow_private: AllowPrivate, trace: Trace, headers: Mapping[str, str] | None = None,
                    timeout: httpx2.Timeout | None = None, resolver: Resolver | None = None) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` for one tool server with every CAT-5 property."""
     return httpx2.AsyncClient(

@@ -318,10 +318,11 @@ class Connection:
         """``tools/call``; returns the result as the protocol's JSON (``content``,
         ``structuredContent``, ``isError``). ``cancel`` set → the call is abandoned, the
         server sent ``notifications/cancelled``, and ``CallCancelled`` raised."""
-        progress: queue.SimpleQueue[tuple[float, float | None, str | None]] = queue.SimpleQueue()
+        updates: queue.SimpleQueue[tuple[float, float | None, str | None]] = queue.SimpleQueue()
 
-        async def on_server_progress(done: float, total: float | None, message: str | None) -> None:
-            progress.put((done, total, message))
+        # The SDK's ProgressFnT names its parameters: these names, which it may pass by keyword.
+        async def on_server_progress(progress: float, total: float | None, message: str | None) -> None:
+            updates.put((progress, total, message))
 
         async def run() -> dict[str, Any]:
             assert self._client is not None
@@ -339,8 +340,8 @@ class Connection:
             except BaseException as exc:
                 raise self._call_error(exc) from None
             finally:
-                while on_progress is not None and not progress.empty():
-                    on_progress(*progress.get_nowait())
+                while on_progress is not None and not updates.empty():
+                    on_progress(*updates.get_nowait())
             if cancel.is_set():
                 future.cancel()
                 raise CallCancelled()

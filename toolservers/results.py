@@ -67,7 +67,9 @@ def _part(part: Mapping[str, Any]) -> dict[str, Any]:
         return {"type": "text", "text": f"[resource link: {part.get('name', '')} "
                                         f"{_named(part.get('uri'), part.get('mimeType'))}{description}]"}
     if kind == "resource":
-        resource = part.get("resource") if isinstance(part.get("resource"), Mapping) else {}
+        resource = part.get("resource")
+        if not isinstance(resource, Mapping):
+            resource = {}
         where = _named(resource.get("uri"), resource.get("mimeType"))
         if isinstance(resource.get("text"), str):
             return {"type": "text", "text": f"[resource {where}]\n{resource['text']}"}

@@ -22,13 +22,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from core.errors import Conflict, ValidationFailed
+from core.errors import Conflict, Forbidden, ValidationFailed
 from core.slow_work import slow_work
 from models_catalog.reachability import UNREACHED_CODE, UNREACHED_TOOLS, refused_by_input
 from toolservers.endpoints import Endpoint, Listing, RemoteEndpoint, StdioEndpoint, ToolServerError
 from toolservers.listing import listing_changes
 from toolservers.models import ToolServer
-from toolservers.selectors import operator_servers, servers_for_space
+from toolservers.selectors import OPERATOR_READ_ONLY, operator_servers, servers_for_space
 from toolservers.validation import header_hints, headers_check, name_check, timeout_check, url_check
 
 logger = logging.getLogger("toolservers")
@@ -124,6 +124,8 @@ def toolserver_update(*, server: ToolServer, data: Mapping[str, Any], by=None,
     """Change a remote server. A new URL or new headers connect again first (a probe of
     ``by``'s); a new URL needs its headers again, because headers go only to the URL they
     were entered for (CAT-6)."""
+    if server.space_id is None:  # TOOL-2: the callers refuse the operator's servers first; so does this
+        raise Forbidden(OPERATOR_READ_ONLY, code="read_only")
     unknown = set(data) - {"name", "url", "headers", "timeout_seconds"}
     if unknown:
         raise ValidationFailed("Unknown fields.", fields=dict.fromkeys(sorted(unknown), "unknown field"))

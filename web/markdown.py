@@ -88,11 +88,15 @@ def _image_as_link(renderer, tokens, idx, options, env) -> str:
     return f'<a href="{html.escape(source)}">[image: {html.escape(label)}]</a>'
 
 
+class _LinkingMarkdownIt(MarkdownIt):
+    def validateLink(self, url: str) -> bool:
+        return True  # every URL becomes a link; nh3 keeps only allowed schemes' hrefs
+
+
 @functools.lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
     # Built once: rendering keeps its state in per-call objects, so threads can share it.
-    md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
-    md.validateLink = lambda url: True  # every URL becomes a link; nh3 keeps only allowed schemes' hrefs
+    md = _LinkingMarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
     md.core.ruler.after("block", "fence_languages", _fence_languages)
     md.add_render_rule("image", _image_as_link)
     return md

@@ -17,6 +17,7 @@ from typing import Any
 from context.records import content_text, is_image_part
 from core.api.parsers import json_loads_bounded
 from sessions.models import Run, SessionMessage
+from sessions.run_errors import RunErrorCode
 from web.attachments import AttachmentView, attachment_views
 from web.errors import error_explain
 from web.markdown import RenderBudget
@@ -170,6 +171,13 @@ class RunView:
     supplements: dict[str, str] = field(default_factory=dict)  # a working run's, by id
 
     @property
+    def asks_again(self) -> bool:
+        """Resuming sends the same question once more (its error's code says so: the button
+        reads "Ask again")."""
+        code = RunErrorCode.find(str((self.run.error or {}).get("code") or ""))
+        return code is not None and code.asks_again
+
+    @property
     def plan_done(self) -> int:
         return sum(step.status == "done" for step in self.plan)
 
@@ -302,7 +310,9 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             for call in message.get("tool_calls") or []:
                 if not isinstance(call, dict):
                     continue
-                function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                function = call.get("function")
+                if not isinstance(function, dict):
+                    function = {}
                 call_id = str(call.get("id", ""))
                 arguments, _ = _clip(arguments_pretty(function.get("arguments", "")), ARGUMENTS_PREVIEW_CHARS)
                 step = Step(call_id=call_id, name=str(function.get("name", "tool")), arguments=arguments,
@@ -311,8 +321,10 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                 items.append(step)
         elif kind in ("tool_result", "delegation_result"):
             call_id = str(message.get("tool_call_id", ""))
-            step = steps.get(call_id)
-            if step is None:  # a result whose call is outside this run's records (e.g. resolved on resume)
+            found = steps.get(call_id)
+            if found is not None:
+                step = found
+            else:  # a result whose call is outside this run's records (e.g. resolved on resume)
                 step = Step(call_id=call_id, name=str(message.get("name", "tool")), arguments="",
                             duration_ms=durations.get(call_id))
                 steps[call_id] = step

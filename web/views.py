@@ -19,6 +19,7 @@ from core.api.fields import id_from_text
 from core.errors import NotFound, TryLater, ValidationFailed
 from core.slow_work import slow_work
 from models_catalog.providers import provider_is_offline
+from sessions.event_types import event_names
 from sessions.models import Session
 from sessions.selectors import prepared_summary_state, session_get_for_user
 from sessions.services.sessions import session_draft
@@ -52,7 +53,7 @@ class ChatLoginView(LoginView):
     template_name = "registration/login.html"
     authentication_form = LimitedAuthenticationForm
     redirect_authenticated_user = True
-    next_page = reverse_lazy("web:home")
+    next_page = "web:home"  # a URL name: LoginView resolves it (resolve_url)
 
     def get_context_data(self, **kwargs):
         # The first-time hint says where the admin's password came from: `make run` prints a
@@ -162,6 +163,7 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "csrfCookie": settings.CSRF_COOKIE_NAME,
         "urls": urls,
         "errors": error_table(),
+        "events": event_names(),  # the script names no event itself (sessions/event_types.py)
         "compactedNotice": COMPACTED_NOTICE,
         "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
         "planStatus": PLAN_STATUS_LABELS,

@@ -20,8 +20,8 @@ class ApiTokenAdmin(ConsoleListMixin, admin.ModelAdmin):
     list_select_related = ["user"]
     list_filter = ["client"]
     search_fields = ["user__username", "client"]
-    fields = ["user", "client", "created_at", "expires_at"]
-    readonly_fields = fields
+    # One tuple for both: a list would be typed as `fields` only (django-stubs).
+    fields = readonly_fields = ("user", "client", "created_at", "expires_at")
 
     @admin.display(description="Live", boolean=True)
     def live(self, obj: ApiToken) -> bool:

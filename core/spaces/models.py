@@ -1,8 +1,13 @@
 """Spaces (workspaces) and who belongs to them (SPEC §2)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.db import models
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 class Space(models.Model):
@@ -10,7 +15,8 @@ class Space(models.Model):
 
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
-    members = models.ManyToManyField(
+    # Typed by hand: the plugin cannot follow a `through` model declared below this one.
+    members: models.ManyToManyField[User, Membership] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="spaces"
     )
 

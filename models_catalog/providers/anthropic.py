@@ -28,7 +28,7 @@ ends before its first event is asked once more without streaming (LOOP-3, as eve
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -42,10 +42,11 @@ from models_catalog.errors import (
     ProviderUnavailableError,
 )
 from models_catalog.http import HttpLimits, Resolver, request_json
+from models_catalog.private_hosts import AllowPrivate
 from models_catalog.providers.anthropic_stream import AnthropicAssembler, events_from_message
 from models_catalog.providers.base import Listing, ListingContext, ProviderSpec, RawModel, with_api_path
 from models_catalog.providers.chat_http import GuardedChatClient
-from models_catalog.providers.events import ChatEvent, as_dict
+from models_catalog.providers.events import ChatEvent, ChatStream, as_dict
 from models_catalog.providers.model_lists import positive_int
 from models_catalog.providers.streaming import SSEMessage
 
@@ -119,7 +120,7 @@ class AnthropicChatClient(GuardedChatClient):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        allow_private: bool = False,
+        allow_private: AllowPrivate = False,
         limits: HttpLimits | None = None,
         transport: httpx.BaseTransport | None = None,
         resolver: Resolver | None = None,
@@ -137,7 +138,7 @@ class AnthropicChatClient(GuardedChatClient):
     def url(self) -> str:
         return f"{self.base_url}/messages"
 
-    def stream_chat(self, request_body: Mapping[str, Any]) -> Iterator[ChatEvent]:
+    def stream_chat(self, request_body: Mapping[str, Any]) -> ChatStream:
         """Send a native Messages body and yield its events; ``"stream": false`` uses JSON.
 
         A body with fields the Messages API does not have (a chat-completions body handed
@@ -160,7 +161,7 @@ class AnthropicChatClient(GuardedChatClient):
         def read(message: SSEMessage) -> tuple[list[ChatEvent], bool]:
             return assembler.feed(_event(message.data), message.event), assembler.stopped
 
-        def unstreamed() -> Iterator[ChatEvent]:
+        def unstreamed() -> ChatStream:
             # Anthropic itself refuses before the stream begins and opens every stream with
             # message_start; a 200 that ends before any event comes from what stands in
             # between (a gateway, a local server speaking the Messages API). Asked plainly,

@@ -89,9 +89,9 @@ class AnthropicAssembler:
         elif kind == "content_block_start":
             events = self._start(payload.get("index"), as_dict(payload.get("content_block")))
         elif kind == "content_block_delta":
-            events = self._delta(self._blocks.get(payload.get("index")), as_dict(payload.get("delta")))
+            events = self._delta(self._block(payload.get("index")), as_dict(payload.get("delta")))
         elif kind == "content_block_stop":
-            block = self._blocks.get(payload.get("index"))
+            block = self._block(payload.get("index"))
             if block is not None:
                 block["done"] = True
         elif kind == "message_delta":
@@ -103,6 +103,10 @@ class AnthropicAssembler:
             self.stopped = True
         self.emitted = self.emitted or bool(events)
         return events
+
+    def _block(self, index: Any) -> dict[str, Any] | None:
+        """The block an event names by its index (an int, as _start stored it), if it started."""
+        return self._blocks.get(index) if isinstance(index, int) else None
 
     def _start(self, index: Any, block: dict[str, Any]) -> list[ChatEvent]:
         if not isinstance(index, int) or isinstance(index, bool):

@@ -1,23 +1,28 @@
 """Shared shapes of the provider adapters: what a model list yields, what a spec holds."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 from urllib.parse import urlsplit
 
 import httpx
 
 from models_catalog.http import HttpLimits, request_json
-from models_catalog.providers.events import ChatEvent
+from models_catalog.providers.events import ChatStream
 
 
 class ChatClient(Protocol):
-    """What the run loop needs from any provider: one narrow method, and ``close``."""
+    """What the run loop needs from any provider: one narrow method, and ``close`` (also as a
+    context manager: ``with chat_client(target) as client`` closes it)."""
 
-    def stream_chat(self, request_body: Mapping[str, Any]) -> Iterator[ChatEvent]: ...
+    def stream_chat(self, request_body: Mapping[str, Any]) -> ChatStream: ...
 
     def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
 
 
 @dataclass

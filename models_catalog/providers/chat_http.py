@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, Self
 
 import httpx
 
@@ -42,7 +42,8 @@ from models_catalog.http import (
     read_limited,
     transport_error,
 )
-from models_catalog.providers.events import ChatEvent, StreamEnd
+from models_catalog.private_hosts import AllowPrivate
+from models_catalog.providers.events import ChatEvent, ChatStream, StreamEnd
 from models_catalog.providers.streaming import SSEMessage, iter_sse
 
 JsonEvents = Callable[[Any], list[ChatEvent]]
@@ -111,7 +112,7 @@ class GuardedChatClient:
         *,
         base_url: str,
         api_key: str | None,
-        allow_private: bool = False,
+        allow_private: AllowPrivate = False,
         limits: HttpLimits | None = None,
         transport: httpx.BaseTransport | None = None,
         resolver: Resolver | None = None,
@@ -126,7 +127,7 @@ class GuardedChatClient:
         self._fresh_client: Callable[[], httpx.Client] | None = None if transport is not None else (
             lambda: build_client(allow_private=allow_private, limits=self._limits, resolver=resolver))
 
-    def __enter__(self) -> GuardedChatClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -139,7 +140,7 @@ class GuardedChatClient:
         return self.__api_key
 
     def _post_json(self, url: str, body: dict[str, Any], *, headers: Mapping[str, str],
-                   json_events: JsonEvents, fresh: bool = False) -> Iterator[ChatEvent]:
+                   json_events: JsonEvents, fresh: bool = False) -> ChatStream:
         """One plain JSON request and its answer as events.
 
         ``fresh``: on a new connection, closed after it, not on one of the pool. The
@@ -171,8 +172,8 @@ class GuardedChatClient:
         read: Callable[[SSEMessage], tuple[list[ChatEvent], bool]],
         ended: Callable[[], bool],
         json_events: JsonEvents,
-        unstreamed: Callable[[], Iterator[ChatEvent]] | None = None,
-    ) -> Iterator[ChatEvent]:
+        unstreamed: Callable[[], ChatStream] | None = None,
+    ) -> ChatStream:
         """A streamed request. ``read`` turns one SSE message into events and says whether
         it was the last; ``ended`` says whether the provider declared the answer complete
         (for a stream that closes without its last message); ``unstreamed`` asks the same

@@ -11,6 +11,7 @@ record's opaque ``reasoning`` so the same model can be given them back byte-iden
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,3 +180,6 @@ class StreamEnd:
 
 
 ChatEvent = TextDelta | ReasoningDelta | ToolCallDelta | StreamEnd
+# What ``stream_chat`` returns: a generator, so the reader that stops early closes it, and the
+# HTTP response with it.
+ChatStream = Generator[ChatEvent, None, None]

@@ -59,8 +59,8 @@ class RunInline(ReadOnlyAdminMixin, admin.TabularInline):
     """A session's runs on its page, with the way into each run's timeline and inspector."""
 
     model = Run
-    fields = ["status", "attempt", "created_at", "finished_at", "pages"]
-    readonly_fields = fields
+    # One tuple for both: a list would be typed as `fields` only (django-stubs).
+    fields = readonly_fields = ("status", "attempt", "created_at", "finished_at", "pages")
     ordering = ["-id"]
     extra = 0
     can_delete = False
@@ -81,8 +81,8 @@ class SessionAdmin(ConsoleListMixin, admin.ModelAdmin):
     list_select_related = ["user", "agent", "version"]
     list_filter = ["space"]
     search_fields = ["=id", "user__username"]
-    fields = ["space", "user", "agent", "version", "last_seq", "created_at", "updated_at", "pages"]
-    readonly_fields = fields
+    # One tuple for both: a list would be typed as `fields` only (django-stubs).
+    fields = readonly_fields = ("space", "user", "agent", "version", "last_seq", "created_at", "updated_at", "pages")
     inlines = [RunInline]
     actions = ["compact_now"]
 
@@ -137,9 +137,10 @@ class RunAdmin(ReadOnlyAdmin):
     list_select_related = ["session"]
     list_filter = ["status"]
     search_fields = ["=id", "=session__id"]
-    fields = ["session", "version", "status", "attempt", "cancel_requested", "error", "figures", "budget",
-              "inherited_watermark", "heartbeat_at", "created_at", "started_at", "finished_at", "pages"]
-    readonly_fields = fields
+    # One tuple for both: a list would be typed as `fields` only (django-stubs).
+    fields = readonly_fields = ("session", "version", "status", "attempt", "cancel_requested", "error", "figures",
+                                "budget", "inherited_watermark", "heartbeat_at", "created_at", "started_at",
+                                "finished_at", "pages")
     actions = ["stop_runs", "resume_runs"]
 
     def get_urls(self):

@@ -117,7 +117,9 @@ def _tool_calls(calls: Any) -> tuple[ToolCallView, ...]:
     for call in calls if isinstance(calls, list) else []:
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = call.get("function")
+        if not isinstance(function, dict):
+            function = {}
         views.append(ToolCallView(call_id=str(call.get("id", "")), name=str(function.get("name", "?")),
                                   arguments=_arguments(function.get("arguments", ""))))
     return tuple(views)
@@ -149,18 +151,18 @@ def message_view(message: Any, *, kind: str = "") -> MessageView:
         texts = [text(f"$ {message.get('command', '')}", mono=True)]
         if message.get("output"):
             texts.append(text(str(message["output"]), label="output", mono=True))
-        badges = ("excluded from the model",) if message.get("exclude") else ()
+        excluded = ("excluded from the model",) if message.get("exclude") else ()
         exit_code = message.get("exit_code")
         return MessageView(role="command", kind=kind, status="" if exit_code is None else f"exit {exit_code}",
-                           badges=badges,
+                           badges=excluded,
                            texts=(*texts, *_others(message, {"command", "output", "exit_code", "exclude"})))
     if kind == "compaction":
         messages = message.get("messages") or []
         texts = [text(str(message.get("summary", "")), label="summary")] if message.get("summary") else []
         texts.append(text(as_json(messages), label=f"view after the checkpoint ({len(messages)} messages)",
                           mono=True, head_chars=600))
-        badges = (f"covers up to #{message['covered_seq']}",) if message.get("covered_seq") is not None else ()
-        return MessageView(role="checkpoint", kind=kind, badges=badges,
+        covers = (f"covers up to #{message['covered_seq']}",) if message.get("covered_seq") is not None else ()
+        return MessageView(role="checkpoint", kind=kind, badges=covers,
                            texts=(*texts, *_others(message, {"messages", "summary", "covered_seq"})))
     if kind == "compaction_summary":
         texts = [text(str(message.get("summary") or ""), label="summary")]

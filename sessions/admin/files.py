@@ -10,13 +10,12 @@ from __future__ import annotations
 from django.contrib.admin import ModelAdmin
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
-from django.utils.http import content_disposition_header
 
 from core.api.fields import id_from_text
 from sessions.admin.audit import access_audit_write
 from sessions.admin.pages import object_or_404
 from sessions.models import Session, SessionFile
-from sessions.services.files import file_name_of
+from sessions.services.files import attachment_disposition, file_name_of
 
 
 def file_download_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str, file_id: str) -> HttpResponse:
@@ -31,8 +30,7 @@ def file_download_view(model_admin: ModelAdmin, request: HttpRequest, object_id:
     response = HttpResponse(bytes(stored.data), content_type="application/octet-stream")
     # Cleaned again as the API's download is: a row stored before names were cleaned keeps
     # no direction override and gets an extension that matches what the bytes are.
-    response["Content-Disposition"] = content_disposition_header(as_attachment=True,
-                                                                 filename=file_name_of(stored) or f"file-{pk}")
+    response["Content-Disposition"] = attachment_disposition(file_name_of(stored) or f"file-{pk}")
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "private, no-store"
     return response

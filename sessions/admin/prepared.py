@@ -30,10 +30,10 @@ class PreparedCompactionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelA
                     "duration", "created_at", "ready_at", "ended_at"]
     list_filter = ["status"]
     search_fields = ["=session__id", "=run__id"]
-    fields = ["session_link", "run_link", "instance_id", "status", "reason", "tokens", "prefix", "summary_calls",
-              "duration", "estimator_id", "policy", "metrics", "claimed_at", "lease_until", "created_at", "ready_at",
-              "ended_at"]
-    readonly_fields = fields
+    # One tuple for both: a list would be typed as `fields` only (django-stubs).
+    fields = readonly_fields = ("session_link", "run_link", "instance_id", "status", "reason", "tokens", "prefix",
+                                "summary_calls", "duration", "estimator_id", "policy", "metrics", "claimed_at",
+                                "lease_until", "created_at", "ready_at", "ended_at")
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("summary", "snapshot")

@@ -24,28 +24,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from context.surrogates import replace_lone_surrogates
+from core.db_rows import concrete_field
+from sessions.event_types import EventType
 from sessions.models import Run, RunEvent
 from sessions.services.ownership import RunNotOwned, attempt_touch, touch_statement
 
 logger = logging.getLogger("agentloom.events")
 
-EVENT_TYPES = frozenset({
-    "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
-    "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped",
-    "compaction_failed", "compacted", "sub_instance_started", "sub_instance_finished", "run_finished",
-    "run_error",  # a run's error, or a retry of a provider fault (its data has ``retrying_in``)
-    "plan_updated",  # the agent's plan changed (update_plan); the chat shows it beside the run
-    "context_measured",  # how full the main context is after a step: the chat's meter
-    "tool_progress",  # a server tool's progress notification (TOOL-4), shown on its step
-    # CTX-45: a summary is being prepared in the background / is ready for the trigger.
-    "compaction_preparing", "compaction_prepared",
-    # A queued run waits for its person's (or space's) earlier runs to end (issue #44).
-    "run_waiting",
-    # CAT-11: a model call waits for a free slot of its model server / has one now.
-    "model_waiting", "model_waited",
-    # CAT-10: the server cut the prompt without refusing; the answer is dropped, asked again.
-    "prompt_truncated",
-})
+EVENT_TYPES = frozenset(EventType)  # the one list of names (sessions/event_types.py)
 
 class Sink(Protocol):
     def __call__(self, event: RunEvent) -> None: ...
@@ -239,7 +225,7 @@ def _event_write_alone(*, run_id: int, type: str, data: dict[str, Any] | None,
     while an answer streams (issue #29). The same UPDATE and INSERT as ``events_write``:
     for a run's execution (``of_attempt``), the ownership check's UPDATE, so a worker that
     lost its run inserts nothing (the INSERT reads its seq from the UPDATE's row)."""
-    payload, created = (RunEvent._meta.get_field(name) for name in _EVENT_COLUMNS[3:])
+    payload, created = (concrete_field(RunEvent, name) for name in _EVENT_COLUMNS[3:])
     row = RunEvent(run_id=run_id, type=type, payload=data or {}, created_at=timezone.now())
     columns = ", ".join(f'"{name}"' for name in _EVENT_COLUMNS)
     if of_attempt is None:
@@ -272,7 +258,7 @@ def _events_insert(rows: Sequence[RunEvent]) -> None:
     written out: every question writes several batches of events, and ``bulk_create``
     composed each INSERT field by field and read back ids nobody uses (issue #29). The
     rows get their ``created_at``; their ids stay unset."""
-    fields = [RunEvent._meta.get_field(name) for name in _EVENT_COLUMNS]
+    fields = [concrete_field(RunEvent, name) for name in _EVENT_COLUMNS]
     payload, created = fields[3:]
     now = timezone.now()
     columns = ", ".join(f'"{field.column}"' for field in fields)

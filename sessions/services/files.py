@@ -28,6 +28,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
+from django.utils.http import content_disposition_header
 
 from context.surrogates import replace_lone_surrogates
 from core.errors import Conflict, NotFound, TooLarge, UnsupportedType, ValidationFailed
@@ -101,6 +102,12 @@ def file_name_clean(name: Any, *, kind: str, content_type: str) -> str:
 def file_name_of(file: SessionFile) -> str:
     """The name ``file`` is downloaded as (its stored name, cleaned again for older rows)."""
     return file_name_clean(file.name, kind=file.kind, content_type=file.content_type)
+
+
+def attachment_disposition(name: str) -> str:
+    """The ``Content-Disposition`` of a download named ``name``: an attachment, never shown in
+    the page (Django's helper gives None only for an inline file with no name)."""
+    return content_disposition_header(as_attachment=True, filename=name) or "attachment"
 
 
 def file_store(*, session: Session, user, name: Any, data: bytes) -> SessionFile:

@@ -129,7 +129,8 @@ def main_line_carried(*, session_id: int) -> tuple[int, dict[str, Any]]:
             f'FROM "{session}" s WHERE s."id" = %s',
             ["user", "assistant", len(PARTIAL_PREFIX), PARTIAL_PREFIX, session_id])
         watermark, turns, steps, baseline_turns, baseline_steps, frame = cursor.fetchone()
-    previous = Instance._meta.get_field("frame").from_db_value(frame, None, connection) or {} if frame else {}
+    frame_field = Instance._meta.get_field("frame")
+    previous = frame_field.from_db_value(frame, frame_field.cached_col, connection) or {} if frame else {}
     return watermark, {
         "user_turns": turns, "model_steps": steps,
         "baseline_user_turns": baseline_turns or 0, "baseline_model_steps": baseline_steps or 0,

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from context.kept import equal_until, same_until
 from context.surrogates import replace_lone_surrogates
 from core.db_rows import rows_insert
 from sessions.models import Instance, ModelCall, Run, SentBlob, Session
@@ -139,33 +140,35 @@ def _refs(session_id: int, chain: CallChain, messages: Sequence[Any],
     hand the same, never-changed message objects to successive bodies (LOOP-1), and
     Python's containers treat identity as equality too. Only the rest is hashed and
     stored, all in one write."""
-    refs: list[int | None] = []
+    refs: list[int] = []
     fresh: list[Any] = []
+    missing: list[int] = []  # the places of ``fresh`` in ``refs``
     known = len(chain.messages)
-    for position, message in enumerate(messages):
-        if position < known and (message is chain.messages[position] or message == chain.messages[position]):
+    position = 0
+    while position < len(messages):
+        same = same_until(messages, chain.messages, position)  # C speed over what is kept (issue #46)
+        if same > position:
+            refs += chain.refs[position:same]
+            position = same
+            continue
+        message = messages[position]
+        if position < known and message == chain.messages[position]:
             refs.append(chain.refs[position])
         else:
-            refs.append(None)
+            missing.append(len(refs))
+            refs.append(0)
             fresh.append(message)
+        position += 1
     kept = {name: chain.named[name] for name, value in named.items()
             if name in chain.named and chain.named[name][0] == value}
     new_names = [name for name in named if name not in kept]
-    stored = iter(blobs_store(session_id=session_id, pieces=[*fresh, *(named[n] for n in new_names)],
-                              seen_before=known == 0))  # a first call: the session's history, logged before
-    refs = [ref if ref is not None else next(stored) for ref in refs]
-    for name in new_names:
-        kept[name] = (named[name], next(stored))
+    stored = blobs_store(session_id=session_id, pieces=[*fresh, *(named[n] for n in new_names)],
+                         seen_before=known == 0)  # a first call: the session's history, logged before
+    for place, ref in zip(missing, stored):  # only the new places: no Python step per message kept
+        refs[place] = ref
+    for name, ref in zip(new_names, stored[len(missing):]):
+        kept[name] = (named[name], ref)
     return refs, kept
-
-
-def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 @dataclass
@@ -199,7 +202,7 @@ def model_call_prepare(*, run: Run, instance: Instance, purpose: str, provider: 
     per_message = [*estimates, *([None] * (len(messages) - len(estimates)))][:len(messages)]
     blobs = {name: blob for name, (_, blob) in named.items()}
     delta = chain.call_id is not None and chain.length < FULL_EVERY
-    keep = min(_common_prefix(chain.refs, refs), _common_prefix(chain.estimates, per_message)) if delta else 0
+    keep = min(equal_until(chain.refs, refs), equal_until(chain.estimates, per_message)) if delta else 0
     request = {
         "v": REQUEST_FORMAT, "order": list(body),
         "fields": {k: v for k, v in body.items() if k != "messages" and k not in BLOB_FIELDS}, "blobs": blobs,

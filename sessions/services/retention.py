@@ -37,7 +37,10 @@ def call_logs_prune(*, now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     pruned_calls = pruned_blobs = 0
     for agent in Agent.objects.filter(call_log_retention_days__isnull=False).only("pk", "call_log_retention_days"):
-        cutoff = now - timedelta(days=agent.call_log_retention_days)
+        days = agent.call_log_retention_days
+        if days is None:  # not selected above; the column is nullable
+            continue
+        cutoff = now - timedelta(days=days)
         # An instance whose newest call is older than the cutoff: its whole chain goes.
         pending = ModelCall.objects.filter(run__session__agent=agent, pruned_at__isnull=True).values("instance_id")
         instances = (ModelCall.objects.filter(run__session__agent=agent, instance_id__in=pending).values("instance_id")

@@ -40,6 +40,7 @@ question the person asks meanwhile may take a slot first (their own order is the
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -177,7 +178,7 @@ def _wake(run_ids: list[int]) -> list[int]:
     sender = dispatch.dispatcher_get()
     if sender is not None:
         for run_id in woken:
-            transaction.on_commit(lambda run_id=run_id: _send(sender, run_id, reasons[run_id]))
+            transaction.on_commit(partial(_send, sender, run_id, reasons[run_id]))
     return woken
 
 

@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents.models import AgentVersion
-from core.db_rows import models_from_row, row_insert_unless_conflict, rows_insert, select_list
+from core.db_rows import concrete_field, models_from_row, row_insert_unless_conflict, rows_insert, select_list
 from core.errors import ActiveRunConflict, Conflict, NotFound
 from models_catalog.learning import window_since_proven
 from models_catalog.models import ModelConnection
@@ -130,7 +130,7 @@ def _transition_written_out(*, run_id: int, sources: list[str], attempt: int | N
     and, with ``probe``, what ``run_slots.WAITING_PROBE`` says of the moved run."""
     if not sources:
         return 0, False
-    fields = [Run._meta.get_field(name) for name in ("status", *changes)]
+    fields = [concrete_field(Run, name) for name in ("status", *changes)]
     values = [field.get_db_prep_save(value, connection) for field, value in zip(fields, (to, *changes.values()))]
     assignments = ", ".join(f'"{field.column}" = %s' for field in fields)
     condition = f'"id" = %s AND "status" IN ({", ".join(["%s"] * len(sources))})'

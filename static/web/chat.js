@@ -12,15 +12,6 @@
 (function () {
   "use strict";
 
-  var EVENT_TYPES = [
-    "run_started", "message_delta", "thinking_delta", "tool_call_detected", "tool_started", "tool_finished",
-    "supplement_received", "compaction_started", "compaction_progress", "compaction_skipped", "compaction_failed",
-    "compacted", "sub_instance_started", "sub_instance_finished", "run_finished", "run_error", "plan_updated",
-    "context_measured", "tool_progress", "compaction_preparing", "compaction_prepared", "run_waiting",
-    "model_waiting", "model_waited",
-    "prompt_truncated"
-  ];
-  var COMPACTION_ENDS = ["compacted", "compaction_failed", "compaction_skipped"];
   var COMPACTION_WATCH_MS = 120000;
   // An idle session whose summary is still being prepared asks how it goes, less and less
   // often, for ten minutes at most (no event reaches a page when no run is active).
@@ -71,6 +62,16 @@
   });
 
   if (!config) return;
+
+  // Event names are the server's (sessions/event_types.py, handed to the page): the script
+  // reads EVENT.RUN_STARTED and so on and names none itself.
+  var EVENT = config.events;
+  var EVENT_TYPES = Object.keys(EVENT).map(function (name) { return EVENT[name]; });
+  var COMPACTION_END_WORDS = {};
+  COMPACTION_END_WORDS[EVENT.COMPACTED] = "Earlier messages were summarized.";
+  COMPACTION_END_WORDS[EVENT.COMPACTION_FAILED] = "Summarizing did not succeed; nothing was changed.";
+  COMPACTION_END_WORDS[EVENT.COMPACTION_SKIPPED] = "Nothing needed summarizing.";
+  var COMPACTION_ENDS = Object.keys(COMPACTION_END_WORDS);
 
   // ---------------------------------------------------------------- helpers
   var transcript = document.getElementById("transcript");
@@ -170,18 +171,18 @@
   }
 
   function explain(error) {
-    var code = (error && error.code) || "internal_error";
+    // The words are the server's (sessions.run_errors.RunErrorCode, handed to the page).
+    var code = (error && error.code) || config.errors.fallback_code;
     var text = config.errors.runs[code] || config.errors.fallback;
     return { code: code, title: text.title, hint: text.hint, message: (error && error.message) || "" };
   }
 
   function retryStatus(data) {
     // Worded as web/errors.py's retry_status: what happened, what is done about it.
-    var code = (data && data.code) || "";
-    var what = (config.errors.retries || {})[code] || explain(data).title;
+    var words = config.errors.runs[(data && data.code) || ""] || config.errors.runs[config.errors.fallback_code];
+    var what = words.retrying || explain(data).title;
     var seconds = Number(data.retrying_in) || 0;
-    var when = code === "empty_answer" && !seconds ? "asking once more…"
-      : !seconds ? "asking again now…" : "asking again in " + seconds + " s…";
+    var when = !seconds ? words.at_once : "asking again in " + seconds + " s…";
     return what + " — " + when + " Nothing is lost.";
   }
 
@@ -372,14 +373,12 @@
     var timer = setTimeout(function () {
       end("Summarizing is taking longer than expected; it goes on in the background.");
     }, COMPACTION_WATCH_MS);
-    source.addEventListener("context_measured", function (event) {
+    source.addEventListener(EVENT.CONTEXT_MEASURED, function (event) {
       try { meterSet(JSON.parse(event.data)); } catch (e) { /* a malformed event changes nothing */ }
     });
     COMPACTION_ENDS.forEach(function (type) {
       source.addEventListener(type, function () {
-        end({ compacted: "Earlier messages were summarized.",
-              compaction_failed: "Summarizing did not succeed; nothing was changed.",
-              compaction_skipped: "Nothing needed summarizing." }[type]);
+        end(COMPACTION_END_WORDS[type]);
       });
     });
   }
@@ -588,7 +587,7 @@
   LiveRun.prototype.apply = function (type, data, seq) {
     var main = !data.instance || data.instance === "main";
     switch (type) {
-      case "run_waiting":
+      case EVENT.RUN_WAITING:
         if (data.reason === "model_server") {
           // Back in the queue until the model's server's time (LOOP-3): said with the time
           // in the reader's own zone; the answer goes on by itself then.
@@ -599,46 +598,46 @@
           setStatus(waitingWords(data.reason, data.limit), true);
         }
         break;
-      case "model_waiting":
+      case EVENT.MODEL_WAITING:
         setStatus(modelWaitingWords(data.concurrency), true);
         break;
-      case "model_waited":
+      case EVENT.MODEL_WAITED:
         setStatus("Working…", true);
         break;
-      case "run_started":
+      case EVENT.RUN_STARTED:
         this.section.removeAttribute("data-waiting");
         this.section.setAttribute("data-status", "running");
         setStatus(data.attempt ? "Resumed — working…" : "Working…", true);
         break;
-      case "message_delta":
+      case EVENT.MESSAGE_DELTA:
         if (main) this.appendText(String(data.text || ""), seq);
         break;
-      case "thinking_delta":
+      case EVENT.THINKING_DELTA:
         if (main) this.appendThinking(String(data.text || ""));
         break;
-      case "tool_call_detected":
+      case EVENT.TOOL_CALL_DETECTED:
         this.closeText(seq, true);
         this.stepDetected(data);
         break;
-      case "tool_started":
+      case EVENT.TOOL_STARTED:
         this.stepSet(this.step(data), "running", "running");
         setStatus("Running " + (data.name || "a tool") + "…", true);
         break;
-      case "tool_progress":
+      case EVENT.TOOL_PROGRESS:
         this.stepProgress(data);
         break;
-      case "tool_finished":
+      case EVENT.TOOL_FINISHED:
         this.stepFinished(data);
         setStatus("Working…", true);
         break;
-      case "supplement_received":
+      case EVENT.SUPPLEMENT_RECEIVED:
         this.supplementReceived(String(data.id || ""));
         break;
-      case "compaction_started":
-      case "compaction_progress":
+      case EVENT.COMPACTION_STARTED:
+      case EVENT.COMPACTION_PROGRESS:
         setStatus("Compacting earlier messages to fit the model's context…", true);
         break;
-      case "prompt_truncated":
+      case EVENT.PROMPT_TRUNCATED:
         // CAT-10: the server cut the prompt without refusing: the answer shown so far read a
         // conversation without its beginning; it is dropped and the question asked again.
         if (main && this.block) {
@@ -648,45 +647,45 @@
         this.notice(String(data.message || "The model's server dropped part of this conversation; it is " +
                            "summarized to fit and the question asked once more."), seq);
         break;
-      case "compaction_failed":
+      case EVENT.COMPACTION_FAILED:
         this.notice("Compacting earlier messages did not succeed; the run goes on with what fits.", seq);
         break;
-      case "compaction_skipped":
+      case EVENT.COMPACTION_SKIPPED:
         // The trigger fired while a summary was still being prepared: it is committed later.
         if (data.reason === "summary_being_prepared") preparedSet("preparing");
         break;
-      case "compaction_preparing":
+      case EVENT.COMPACTION_PREPARING:
         preparedSet("preparing");
         break;
-      case "compaction_prepared":
+      case EVENT.COMPACTION_PREPARED:
         preparedSet("ready");
         break;
-      case "compacted":
+      case EVENT.COMPACTED:
         if (main) {
           this.notice(config.compactedNotice, seq);
           setStatus("Working…", true);
           preparedSet(null);
         }
         break;
-      case "context_measured":
+      case EVENT.CONTEXT_MEASURED:
         // A main step is over (or a compaction): what streams next is the next step's,
         // shown after any supplement sent meanwhile, as the records order them.
         this.closeText(seq, true);
         meterSet(data);
         break;
-      case "plan_updated":
+      case EVENT.PLAN_UPDATED:
         if (main) this.plan(data.steps || []);
         break;
-      case "sub_instance_started":
+      case EVENT.SUB_INSTANCE_STARTED:
         setStatus("A sub-agent is working on a delegated task…", true);
         break;
-      case "sub_instance_finished":
+      case EVENT.SUB_INSTANCE_FINISHED:
         setStatus("Working…", true);
         break;
-      case "run_error":  // never "error": EventSource would also call its connection-lost handler
+      case EVENT.RUN_ERROR:  // never "error": EventSource would also call its connection-lost handler
         this.error(data, main, seq);
         break;
-      case "run_finished":
+      case EVENT.RUN_FINISHED:
         this.closeText(seq, false);
         this.finish();
         break;
@@ -899,17 +898,17 @@
     setStatus("Supplement received: the agent reads it at the next safe point.", true);
   };
 
-  var ENDINGS = {
-    // Its cause (the output limit, or the server's context filling: CAT-12) is in the note under the answer.
-    cut: "The answer stopped before its end (the note under it says why) — Continue to get the rest.",
-    empty_answer: "The model returned an empty answer — Ask again to send the question once more.",
-    context_window: "The model's server refused a request this long — see the message above for what to change."
-  };
+  // Its cause (the output limit, or the server's context filling: CAT-12) is in the note under the answer.
+  var CUT_WORDS = "The answer stopped before its end (the note under it says why) — Continue to get the rest.";
 
   function endingWords(data) {
     // A stopped run says so once, in the transcript ("You stopped this answer."); a cut or
-    // empty answer is never "complete" and says what to do next.
-    return ENDINGS[data.ending] || { completed: "Answer complete.", cancelled: "",
+    // empty answer is never "complete" and says what to do next (an error code's own
+    // ending words are the server's, RunErrorCode.ended).
+    var coded = data.ending && config.errors.runs[data.ending];
+    if (data.ending === "cut") return CUT_WORDS;
+    if (coded && coded.ended) return coded.ended;
+    return { completed: "Answer complete.", cancelled: "",
       failed: "The run failed — see the message above.", interrupted: "Interrupted." }[data.status] || "";
   }
 

@@ -143,7 +143,7 @@ def test_a_server_error_outside_the_api_is_a_bare_page():
 
 @pytest.mark.django_db(transaction=True)
 def test_over_a_real_socket_errors_carry_no_trace_and_a_broken_stream_just_ends(alice, make_session, monkeypatch):
-    import sessions.api
+    import sessions.api_runs
     from sessions import event_stream as stream
     from sessions.services.events import event_emit
     from sessions.services.runs import run_create
@@ -162,7 +162,7 @@ def test_over_a_real_socket_errors_carry_no_trace_and_a_broken_stream_just_ends(
         return real_poll(**kwargs)
 
     monkeypatch.setattr(stream, "stream_poll", failing_after_first)
-    monkeypatch.setattr(sessions.api, "run_get_for_user", _boom)
+    monkeypatch.setattr(sessions.api_runs, "run_get_for_user", _boom)
     with LiveServer() as server, httpx.Client(base_url=server.url, timeout=10,
                                              headers={"Authorization": f"Token {token}"}) as client:
         crashed = client.get(f"/api/v1/runs/{run.pk}")  # the patched selector raises

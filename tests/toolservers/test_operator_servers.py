@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
+from core.errors import Forbidden
 from tests.conftest import REPO
 from tests.fakes.fake_provider import chat_stream, sequence
 from toolservers.config import servers_parse
 from toolservers.models import ToolServer
-from toolservers.services import operator_servers_sync
+from toolservers.services import operator_servers_sync, toolserver_update
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/api/v1/tool-servers"
@@ -47,6 +48,14 @@ def test_tool2_a_worker_lists_the_operators_server_over_stdio_and_the_api_shows_
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "read_only"
     assert as_alice.post(f"{URL}/{operator_time.pk}/refresh").status_code == 403
     assert as_mallory.get(URL).json() == [] and as_mallory.get(f"{URL}/{operator_time.pk}").status_code == 404
+
+
+def test_tool2_the_update_service_itself_refuses_an_operators_server(operator_time, alice):
+    with pytest.raises(Forbidden) as refused:
+        toolserver_update(server=operator_time, data={"name": "renamed"}, by=alice)
+    assert refused.value.code == "read_only"
+    operator_time.refresh_from_db()
+    assert operator_time.name == "time"
 
 
 def test_tool2_only_operators_read_how_the_operators_server_is_started(operator_time, as_alice, as_bob, olivia,

@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from web.errors import ERROR_TEXTS, FALLBACK, error_explain
+from sessions.run_errors import UNKNOWN_TITLE, RunErrorCode
+from web.errors import error_explain
 from web.transcript import (
     RESULT_PREVIEW_CHARS,
     Answer,
@@ -77,19 +78,19 @@ def test_an_interrupted_run_invites_a_resume():
     assert items[0].tone == "stopped" and "resume" in items[0].text
 
 
-@pytest.mark.parametrize("code", sorted(ERROR_TEXTS))
+@pytest.mark.parametrize("code", list(RunErrorCode), ids=lambda code: code.value)
 def test_a_failed_run_gets_the_words_of_its_error_code(code):
-    items = items_from_records([rec("run_status", status="failed", error={"code": code, "message": "Detail."})])
-    assert items == [ErrorBox(code=code, title=ERROR_TEXTS[code].title, hint=ERROR_TEXTS[code].hint, message="Detail.")]
+    items = items_from_records([rec("run_status", status="failed", error={"code": code.value, "message": "Detail."})])
+    assert items == [ErrorBox(code=code.value, title=code.title, hint=code.hint, message="Detail.")]
 
 
 def test_the_codes_the_chat_promises_are_all_worded():
     assert {"rate_limited", "context_overflow", "provider_unavailable", "auth", "limit_reached",
-            "invalid_request", "internal_error"} <= set(ERROR_TEXTS)
+            "invalid_request", "internal_error"} <= {code.value for code in RunErrorCode}
 
 
 def test_an_unknown_error_code_gets_the_fallback_words():
-    assert error_explain({"code": "martian", "message": "?"})["title"] == FALLBACK.title
+    assert error_explain({"code": "martian", "message": "?"})["title"] == UNKNOWN_TITLE == "The run failed"
     assert error_explain(None)["code"] == "internal_error"
 
 

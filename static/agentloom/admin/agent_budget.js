@@ -1,6 +1,7 @@
-// The agent form's budget line (CTX-21), recomputed live: effective input = window −
-// output reserve − safety margin; compaction triggers at effective × context ratio and
-// aims for effective × target ratio. The server checks the same figures on save.
+// The agent form's budget line (CTX-21), recomputed live: the effective input of each
+// connection comes from the server (ModelConnection.budget, CAT-9); compaction triggers at
+// effective × context ratio and aims for effective × target ratio. The server checks the
+// same figures on save.
 (function () {
   "use strict";
   function number(id) {
@@ -15,7 +16,7 @@
     if (!out || !data || !connection) { return; }
     var figures = JSON.parse(data.textContent)[connection.value];
     if (!figures) { out.textContent = "Pick a model connection."; return; }
-    var effective = figures.context_window - figures.max_output_tokens - figures.safety_margin_tokens;
+    var effective = figures.effective_input_tokens;
     var ratio = number("id_context_ratio"), target = number("id_target_ratio");
     var text = "effective input " + effective.toLocaleString("en") + " tokens";
     if (ratio !== null && target !== null) {
