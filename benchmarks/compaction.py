@@ -192,7 +192,7 @@ def _between(session: Any, events: list[str]) -> None:
     """The discard scenario: while a summary is ready, the next of ``events`` happens
     before the next question (a manual compaction, a changed policy)."""
     from agents.services import agent_publish, agent_update
-    from runloop.compaction import compaction_manual
+    from runloop.compaction_manual import compaction_manual
     from sessions.models import PreparedCompaction
     from sessions.services.manual_compaction import compaction_request
 

@@ -10,7 +10,6 @@ the context inspector before it is sent and closed with its outcome and usage.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +20,6 @@ from context import Send, prompt_truncated, truncation_confirmed, usage_prompt_t
 from context.after_answer import Answer
 from context.calibration import UNDER_COUNT
 from context.truncation import answer_bound
-from core.db_rows import rows_insert
 from models_catalog.client import (
     ChatClient,
     ReasoningDelta,
@@ -37,18 +35,12 @@ from models_catalog.errors import ContextOverflowError, ProviderError
 from models_catalog.slots import ACTION, Lease, Waiting, model_slot
 from models_catalog.target import ModelTarget
 from runloop.errors import ContextRefused, RunLost, RunStopped, WaitForServer
+from runloop.journal import ActionLog, Deltas
+from runloop.learning import estimate_exact, usage_learn
 from runloop.state import RunState
 from sessions.models import Instance, ModelCall
 from sessions.run_errors import RunError
 from sessions.selectors.usage import session_largest_prompt_count
-from sessions.services.events import DeltaBuffer
-from sessions.services.model_calls import (
-    PreparedCall,
-    model_call_close,
-    model_call_open,
-    model_call_prepare,
-    session_action_model_note,
-)
 
 
 def chat_client(target: ModelTarget) -> ChatClient:
@@ -70,26 +62,27 @@ def server_slot(state: RunState, *, purpose: str, source: dict[str, str] | None 
     chat: ``model_waiting`` when the wait starts, ``model_waited`` when the slot comes;
     a summary prepared in the background waits silently, behind every action call.
     """
-    announce = state.executes and state.slot_kind == ACTION
+    journal = state.journal
+    announce = journal.executes and state.slot_kind == ACTION
     where = source or {"instance": "main"}
 
     def on_wait() -> None:
         if announce:
-            state.emit("model_waiting", {**where, "purpose": purpose, "concurrency": state.target.concurrency})
+            journal.emit("model_waiting", {**where, "purpose": purpose, "concurrency": state.target.concurrency})
 
     def on_waited(seconds: float) -> None:
         if announce:
-            state.emit("model_waited", {**where, "purpose": purpose, "seconds": round(seconds, 1)})
+            journal.emit("model_waited", {**where, "purpose": purpose, "seconds": round(seconds, 1)})
 
     def on_poll() -> None:
-        if not state.executes:  # a side writer (a background summary): no heartbeat of the run's to keep
+        if not journal.executes:  # a side writer (a background summary): no heartbeat of the run's to keep
             if state.slot_poll is not None:
                 state.slot_poll()
             return
-        state.watch.beat()
-        if state.watch.lost:
+        journal.watch.beat()
+        if journal.watch.lost:
             raise RunLost()
-        if stoppable and state.watch.cancel_requested():
+        if stoppable and journal.watch.cancel_requested():
             raise _StopWhileWaiting()
 
     return model_slot(base_url=state.target.base_url, concurrency=state.target.concurrency, kind=state.slot_kind,
@@ -121,18 +114,11 @@ class _Attempt:
 
 @dataclass
 class CallLog:
-    """An action call's log, made when the step that saves its answer commits: what it sent
-    is stored (the pieces the session did not have yet) inside that transaction, so a
-    worker that lost the run meanwhile stores none of it. ``call`` makes the row (for
-    ``step_commit``); ``prepared`` is then what the call chain advances to."""
+    """An action call's log, saved by the step that saves its answer (``RunJournal.step``),
+    and the provider's usage it reports."""
 
-    make: Callable[[], PreparedCall]
+    action: ActionLog
     usage: dict[str, Any] | None
-    prepared: PreparedCall | None = None
-
-    def call(self) -> ModelCall:
-        self.prepared = self.make()
-        return self.prepared.call
 
 
 @dataclass
@@ -151,11 +137,11 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
     The call's log is saved with the step that saves the answer (one transaction); a call
     that fails is logged with its error code here.
     """
-    state.bump("model_calls")
+    journal = state.journal
+    journal.bump("model_calls")
     if not state.model_noted:  # the session's next runs learn where its calls went (CTX-11)
-        with state.owned():
-            session_action_model_note(session_id=state.run.session_id, provider=state.target.provider,
-                                      model=state.target.model, other_models=state.other_models)
+        journal.model_noted(provider=state.target.provider, model=state.target.model,
+                            other_models=state.other_models)
         state.model_noted = True
     source = {"instance": "main" if instance.parent_id is None else str(instance.pk)}
     attempt = _Attempt()
@@ -163,8 +149,8 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
 
     def on_retry(number: int, error: ProviderError, delay: float) -> None:
         # The run error's shape, plus what a retry adds: the screen says "retrying in …".
-        state.emit("run_error", RunError.from_provider(error).event(retrying_in=round(delay, 1), attempt=number,
-                                                                    reset=True, **source))
+        journal.emit("run_error", RunError.from_provider(error).event(retrying_in=round(delay, 1), attempt=number,
+                                                                      reset=True, **source))
 
     try:
         end = call_with_retries(lambda: _stream_once(state, request.body, source, attempt, bound),
@@ -187,8 +173,8 @@ def action_call(state: RunState, instance: Instance, request: Send) -> ActionAns
     outcome = ("cancelled" if end.finish_reason == "cancelled"
                else OUTPUT_LIMIT if attempt.over_bound or end.finish_reason == "length"
                else EMPTY if answer_parts(end).empty else "ok")
-    log = CallLog(lambda: _log(state, instance, request, outcome, usage, end=end), usage=usage)
-    state.learn_usage(estimate=request.estimate, provider_count=counted)
+    log = CallLog(journal.action_log(instance, **_log(state, request, outcome, usage, end=end)), usage=usage)
+    usage_learn(state, estimate=request.estimate, provider_count=counted)
     return ActionAnswer(end=end, log=log, events=attempt.tail)
 
 
@@ -200,11 +186,12 @@ def _cut_by_server(state: RunState, request: Send, counted: int) -> bool:
     """CAT-10: the server's own count says it cut the prompt. An under-count is confirmed
     against the largest count the server gave for this session before (read only then: a
     suspicion is rare, an answer is not)."""
+    exact = estimate_exact(state)
     said = prompt_truncated(estimate=request.estimate, counted=counted, calibration=state.figures.calibration,
-                            exact=state.estimate_exact, server_window=state.figures.budget.context_window)
+                            exact=exact, server_window=state.figures.budget.context_window)
     if said != UNDER_COUNT:
         return said is not None
-    return truncation_confirmed(counted=counted, exact=state.estimate_exact,
+    return truncation_confirmed(counted=counted, exact=exact,
                                 largest_earlier=session_largest_prompt_count(session_id=state.run.session_id))
 
 
@@ -215,16 +202,13 @@ def _truncated(state: RunState, instance: Instance, request: Send, end: StreamEn
     It is logged ``truncated_prompt`` (not kept as a record, nor its count as a calibration
     sample), the chat is told and drops the text it showed, and the loop learns the window
     from the server's own count (CAT-9), compacts and asks once more."""
-    with state.owned():
-        prepared = _log(state, instance, request, TRUNCATED_PROMPT, usage, end=end)
-        rows_insert([prepared.call])
-    state.call_chain(instance, ModelCall.Purpose.ACTION).advance(prepared)
+    state.journal.action_logged(instance, **_log(state, request, TRUNCATED_PROMPT, usage, end=end))
     estimated = state.figures.figure(request.estimate)
-    state.emit("prompt_truncated", {**source, "kept_tokens": counted, "estimated_tokens": estimated, "reset": True,
-                                    "message": f"The model's server kept only {counted:,} tokens of this "
-                                               f"conversation (about {estimated:,}) and dropped the rest without "
-                                               "saying so: its window is smaller than its connection says. Earlier "
-                                               "messages are summarized to fit it and the question asked once more."})
+    state.journal.emit("prompt_truncated", {
+        **source, "kept_tokens": counted, "estimated_tokens": estimated, "reset": True,
+        "message": f"The model's server kept only {counted:,} tokens of this conversation (about {estimated:,}) and "
+                   "dropped the rest without saying so: its window is smaller than its connection says. Earlier "
+                   "messages are summarized to fit it and the question asked once more."})
     error = ContextOverflowError(f"The model's server cut the prompt to {counted:,} tokens.", window=counted)
     return ContextRefused(error, estimate=request.estimate, truncated=True)
 
@@ -236,22 +220,19 @@ def call_output(state: RunState, end: StreamEnd) -> tuple[dict[str, Any], int]:
     return {"message": message, "finish_reason": end.finish_reason}, state.figures.estimates.message(message)
 
 
-def _log(state: RunState, instance: Instance, request: Send, outcome: str,
-         usage: dict[str, Any] | None, *, end: StreamEnd | None = None) -> PreparedCall:
+def _log(state: RunState, request: Send, outcome: str, usage: dict[str, Any] | None, *,
+         end: StreamEnd | None = None) -> dict[str, Any]:
+    """What an action call's log says (``RunJournal.action_log``)."""
     output, estimate = call_output(state, end) if end is not None else (None, None)
-    return model_call_prepare(run=state.run, instance=instance, purpose=ModelCall.Purpose.ACTION,
-                              provider=state.target.provider, model=state.target.model,
-                              estimator_id=request.estimator_id, estimated_tokens=request.estimate, body=request.body,
-                              estimates=request.per_message, chain=state.call_chain(instance, ModelCall.Purpose.ACTION),
-                              outcome=outcome, usage=usage, finished=True, repairs=request.repairs,
-                              output=output, estimated_output_tokens=estimate)
+    return {"provider": state.target.provider, "model": state.target.model, "estimator_id": request.estimator_id,
+            "estimated_tokens": request.estimate, "body": request.body, "estimates": request.per_message,
+            "outcome": outcome, "usage": usage, "finished": True, "repairs": request.repairs, "output": output,
+            "estimated_output_tokens": estimate}
 
 
 def _log_failed(state: RunState, instance: Instance, request: Send, outcome: str) -> None:
-    with state.owned():  # what it sent, and the row, only while the run is this worker's
-        prepared = _log(state, instance, request, outcome, None)
-        rows_insert([prepared.call])
-    state.call_chain(instance, ModelCall.Purpose.ACTION).advance(prepared)
+    # What it sent, and the row, only while the run is this worker's.
+    state.journal.action_logged(instance, **_log(state, request, outcome, None))
 
 
 def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], attempt: _Attempt,
@@ -269,11 +250,9 @@ def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], 
     attempt.over_bound = False
     # Each flush of streamed text reads the Stop flag with its seqs (no poll of its own while
     # text flows), which the ownership check takes: a worker that lost the run streams no more.
-    owner = state.run.attempt if state.executes else None
-    text = DeltaBuffer(state.run.pk, "message_delta", extra=source, redact=state.redactor.text,
-                       hold=state.redactor.hold, stop_flag=state.watch.stop_flag_read, of_attempt=owner)
-    thinking = DeltaBuffer(state.run.pk, "thinking_delta", extra=source, redact=state.redactor.text,
-                           hold=state.redactor.hold, stop_flag=state.watch.stop_flag_read, of_attempt=owner)
+    journal = state.journal
+    text = journal.deltas("message_delta", extra=source, redact=state.redactor.text, hold=state.redactor.hold)
+    thinking = journal.deltas("thinking_delta", extra=source, redact=state.redactor.text, hold=state.redactor.hold)
     try:
         with server_slot(state, purpose=ModelCall.Purpose.ACTION, source=source, stoppable=True) as lease:
             return _stream_held(state, body, attempt, bound, text, thinking, lease)
@@ -281,13 +260,14 @@ def _stream_once(state: RunState, body: dict[str, Any], source: dict[str, str], 
         return StreamEnd(finish_reason="cancelled", usage=None, cut=True, text="")
 
 
-def _stream_held(state: RunState, body: dict[str, Any], attempt: _Attempt, bound: int, text: DeltaBuffer,
-                 thinking: DeltaBuffer, lease: Any) -> StreamEnd:
+def _stream_held(state: RunState, body: dict[str, Any], attempt: _Attempt, bound: int, text: Deltas,
+                 thinking: Deltas, lease: Any) -> StreamEnd:
     """``_stream_once`` with the server's slot held (CAT-11; ``lease`` None: no bound)."""
     pieces: list[str] = []
     reasoning: list[str] = []
     room = bound  # characters the answer may still stream
     end: StreamEnd | None = None
+    watch = state.journal.watch
     with chat_client(state.target) as client:
         stream = client.stream_chat(body)
         events = lease.kept(stream) if lease is not None else stream
@@ -305,15 +285,15 @@ def _stream_held(state: RunState, body: dict[str, Any], attempt: _Attempt, bound
                     room -= len(event.arguments)
                 elif isinstance(event, StreamEnd):
                     end = event
-                state.watch.beat()
-                if state.watch.lost:  # the beat found the run taken over: stop paying for its answer
+                watch.beat()
+                if watch.lost:  # the beat found the run taken over: stop paying for its answer
                     raise RunLost()
                 if end is None and room < 0:
                     attempt.over_bound = True
                     attempt.tail.extend([*thinking.take(), *text.take()])
                     return StreamEnd(finish_reason="length", usage=None, cut=False, text="".join(pieces),
                                      reasoning="".join(reasoning))
-                if end is None and state.watch.cancel_requested():
+                if end is None and watch.cancel_requested():
                     # LOOP-7 mid-stream: keep what was said, marked interrupted; calls whose
                     # arguments were still streaming are dropped and never executed (CTX-6).
                     attempt.tail.extend([*thinking.take(), *text.take()])
@@ -341,14 +321,14 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
 
     Raises the ``ProviderError`` of the last attempt after closing the log with its code.
     """
-    chain = (copy.copy(state.call_chain(instance, ModelCall.Purpose.ACTION)) if extends_action
-             else state.call_chain(instance, purpose))
-    with state.owned():  # the log, opened and closed, only while the run is the caller's to write
-        log = model_call_open(run=state.run, instance=instance, purpose=purpose, provider=state.target.provider,
-                              model=state.target.model, estimator_id=estimator_id, estimated_tokens=estimate,
-                              body=body, chain=chain)
+    journal = state.journal
+    chain = (copy.copy(journal.call_chain(instance, ModelCall.Purpose.ACTION)) if extends_action
+             else journal.call_chain(instance, purpose))
+    # The log, opened and closed, only while the run is the caller's to write.
+    log = journal.call_open(instance, chain=chain, purpose=purpose, provider=state.target.provider,
+                            model=state.target.model, estimator_id=estimator_id, estimated_tokens=estimate, body=body)
     if counts_as_model_call:
-        state.bump("model_calls")
+        journal.bump("model_calls")
 
     def attempt() -> StreamEnd:
         # CAT-11: each attempt takes its slot, so a retry's pause leaves the server to others.
@@ -357,8 +337,8 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
             return collect(lease.kept(stream) if lease is not None else stream).raise_if_cut()
 
     def on_retry(number: int, error: ProviderError, delay: float) -> None:
-        if state.executes:  # a manual compaction has no live run to speak in
-            state.emit("run_error", RunError.from_provider(error).event(retrying_in=round(delay, 1), attempt=number,
+        if journal.executes:  # a manual compaction has no live run to speak in
+            journal.emit("run_error", RunError.from_provider(error).event(retrying_in=round(delay, 1), attempt=number,
                                                                         reset=False, purpose=purpose))
 
     try:
@@ -366,12 +346,10 @@ def collected_call(state: RunState, instance: Instance, *, purpose: str, body: d
                                 base_delay=settings.AGENTLOOM_RETRY_BASE_DELAY,
                                 max_delay=settings.AGENTLOOM_PROVIDER_RETRY_MAX_DELAY, on_retry=on_retry)
     except ProviderError as exc:
-        with state.owned():
-            model_call_close(call=log, outcome=exc.code)
+        journal.call_close(log, outcome=exc.code)
         raise
     usage = end.usage.raw if end.usage else None
     output, output_estimate = call_output(state, end)
-    with state.owned():
-        model_call_close(call=log, outcome="ok", usage=usage, output=output, estimated_output_tokens=output_estimate)
-    state.learn_usage(estimate=estimate, provider_count=usage_prompt_tokens(usage))
+    journal.call_close(log, outcome="ok", usage=usage, output=output, estimated_output_tokens=output_estimate)
+    usage_learn(state, estimate=estimate, provider_count=usage_prompt_tokens(usage))
     return end

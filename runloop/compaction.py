@@ -36,27 +36,16 @@ from context.compaction import (
 )
 from context.compaction.types import Source
 from context.traces import Trace, traces_json
-from core.log_redaction import secrets_kept_from_logs
 from models_catalog.errors import ProviderError
 from runloop.calls import collected_call
-from runloop.errors import RunLost, RunStopped
+from runloop.errors import RunLost
+from runloop.journal import NewRecord
 from runloop.meter import context_measured
-from runloop.state import RunState, run_state_build, system_message
+from runloop.state import RunState
 from sessions.frames import plan_text
-from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention, SessionMessage
-from sessions.selectors.instances import main_instance, sub_instances_running, tool_calls_unsettled
-from sessions.services.checkpoints import checkpoint_commit
-from sessions.services.events import event_emit
-from sessions.services.frames import frame_update
-from sessions.services.manual_compaction import compaction_hold_release, compaction_request_taken
-from sessions.services.prepared import (
-    preparation_last_failure,
-    preparation_open,
-    preparation_request,
-    preparation_take,
-    preparations_end,
-)
-from sessions.services.records import NewRecord
+from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention
+from sessions.selectors.instances import sub_instances_running, tool_calls_unsettled
+from sessions.step_selectors import instance_frame, last_question, preparation_last_failure
 from tools.read_file import files_in_view
 
 logger = logging.getLogger("agentloom.compaction")
@@ -82,8 +71,9 @@ def step_request(state: RunState, instance: Instance, pipeline: ContextPipeline,
     provider refused a request as too long (CAT-3), the next one must be smaller.
 
     Raises RequestValidationError (CTX-10) and ContextTooLong (CTX-39)."""
-    if instance.parent_id is None and state.signals.attention & RunAttention.COMPACT:
-        instance.refresh_from_db(fields=["frame"])  # a manual compaction was asked for (CTX-43)
+    journal = state.journal
+    if instance.parent_id is None and journal.attention(RunAttention.COMPACT):
+        instance.frame = instance_frame(instance=instance)  # a manual compaction was asked for (CTX-43)
     frame = instance.frame or {}  # the loop's copy: only it and the API's flagged requests write the frame
     counters = Counters(instance.user_turns, instance.model_steps, instance.baseline_user_turns,
                         instance.baseline_model_steps)
@@ -91,20 +81,19 @@ def step_request(state: RunState, instance: Instance, pipeline: ContextPipeline,
                                   force=force, failure=frame.get("compaction_failure"), now=time.time())
     if isinstance(action, Send):
         if action.throttled:
-            state.emit("compaction_skipped", {"reason": "throttled_after_failure",
-                                              **token_figures("before", estimated=action.estimate,
-                                                              calibrated=action.figure)})
+            journal.emit("compaction_skipped", {"reason": "throttled_after_failure",
+                                                **token_figures("before", estimated=action.estimate,
+                                                                calibrated=action.figure)})
         elif action.prepare and depth == 0:
             prepare_maybe(state, instance, pipeline, system, schemas, figure=action.figure, estimate=action.estimate)
         return action
     prepared = None
     if depth == 0 and action.trigger != "manual" and force is None and pipeline.policy is not None:
-        with state.owned():  # it ends a preparation whose worker went away: a write
-            prepared = preparation_open(session_id=state.run.session_id)
+        prepared = journal.preparation_open()  # it ends a preparation whose worker went away: a write
         waiting = _while_prepared(state, pipeline, action, prepared, frame.get("compaction_failure"))
         if waiting is not None:
             return waiting
-    compacted = _run_compaction(state, instance, pipeline, action, system, schemas, depth=depth,
+    compacted = compaction_run(state, instance, pipeline, action, system, schemas, depth=depth,
                                 prepared=prepared if prepared is not None and prepared.status == "ready" else None)
     if compacted is None:
         return pipeline.without_compaction()
@@ -126,13 +115,13 @@ def _while_prepared(state: RunState, pipeline: ContextPipeline, action: CompactF
             send = pipeline.without_compaction()
         except ContextTooLong:
             return None
-        state.emit("compaction_skipped", {"reason": "summary_being_prepared", **_before(action)})
+        state.journal.emit("compaction_skipped", {"reason": "summary_being_prepared", **_before(action)})
         return send
     if prepared is None:
         latest = preparation_last_failure(session_id=state.run.session_id)
         if latest is not None and latest["at"] > (failure or {}).get("at", 0) and throttled(
                 latest, action.tokens, state.figures.budget, now=time.time()):
-            state.emit("compaction_skipped", {"reason": "throttled_after_failure", **_before(action)})
+            state.journal.emit("compaction_skipped", {"reason": "throttled_after_failure", **_before(action)})
             return pipeline.without_compaction()
     return None
 
@@ -160,23 +149,23 @@ def prepare_maybe(state: RunState, instance: Instance, pipeline: ContextPipeline
                 "traces": traces_json(projected_traces(projected) or [])}
     # What follows may take time (the session's lock, the broker; an inline summary when tasks
     # run eagerly): the answer's held wake-up goes first (issue #29).
-    state.broadcasts.release()
-    with state.owned():
-        asked = preparation_request(run=state.run, instance=instance, snapshot=snapshot, tokens=figure,
-                                    policy=pipeline.policy.to_dict(), estimator_id=state.figures.estimator_id)
+    journal = state.journal
+    journal.release()
+    asked = journal.preparation_request(instance, snapshot=snapshot, tokens=figure, policy=pipeline.policy.to_dict(),
+                                        estimator_id=state.figures.estimator_id)
     if asked is not None:
-        state.emit("compaction_preparing", token_figures("before", estimated=estimate, calibrated=figure))
+        journal.emit("compaction_preparing", token_figures("before", estimated=estimate, calibrated=figure))
 
 
 def prepare_at_end(state: RunState) -> None:
     """CTX-45: a run that ends past the prepare point has a summary prepared while the
     session is idle, for the next question to commit. Never fails the run."""
-    main = state.main
+    main = state.journal.main
     pipeline = state.pipelines.get(main.pk) if main is not None else None
     if main is None or pipeline is None or pipeline.policy is None or not pipeline.context.loaded:
         return
     try:
-        system, schemas = system_message(state, 0), [tool.schema() for tool in state.tools_at(0)]
+        system, schemas = state.request_parts(0)
         estimate, figure, past = pipeline.measure(system, schemas)
         if past:
             prepare_maybe(state, main, pipeline, system, schemas, figure=figure, estimate=estimate)
@@ -189,7 +178,7 @@ def prepare_at_end(state: RunState) -> None:
 def _task_anchor(instance: Instance) -> dict[str, Any] | None:
     """The last question as the view shows it: its files as blocks (RUN-13), never the
     stored attachments themselves."""
-    question = SessionMessage.objects.filter(instance=instance, kind="user").order_by("-seq").first()
+    question = last_question(instance=instance)
     return question_message(question.message) if question else None
 
 
@@ -200,7 +189,7 @@ def _runtime_state(run: Run, instance: Instance) -> RuntimeState:
     to question, LOOP-4), the calls in flight (normally settled first, CTX-30) and those
     whose outcome is unknown (one call, one id, one state), sub-agents still running,
     queued supplements, and the files of the questions the run sees (RUN-13)."""
-    frame = Instance.objects.get(pk=instance.pk).frame or {}
+    frame = instance_frame(instance=instance)
     calls = tool_calls_unsettled(run=run, instance=instance)
     return RuntimeState(
         plan=plan_text(frame.get("plan")),
@@ -226,7 +215,7 @@ def compaction_request(state: RunState, instance: Instance, *, system: dict[str,
         dialect=state.target.dialect, ride_cache=state.target.prompt_cache, headroom=headroom, traces=traces)
 
 
-def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeline, action: CompactFirst,
+def compaction_run(state: RunState, instance: Instance, pipeline: ContextPipeline, action: CompactFirst,
                     system: dict[str, Any], schemas: list[dict[str, Any]], *, depth: int,
                     prepared: PreparedCompaction | None = None) -> list[dict[str, Any]] | None:
     """Commit the ``prepared`` summary when it still fits the view (CTX-45), else drive
@@ -235,9 +224,10 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
     started = time.monotonic()
     trigger, tokens, projected = action.trigger, action.tokens, action.projected
     policy = pipeline.policy or ContextPolicy()
-    state.emit("compaction_started",
-               {"trigger": trigger, **token_figures("before", estimated=action.estimate, calibrated=tokens)})
-    remaining = state.limits.max_model_calls - state.counters.get("model_calls", 0) - 1
+    journal = state.journal
+    journal.emit("compaction_started",
+                 {"trigger": trigger, **token_figures("before", estimated=action.estimate, calibrated=tokens)})
+    remaining = state.limits.max_model_calls - journal.counters.get("model_calls", 0) - 1
     calibration = state.figures.calibration
     request = compaction_request(
         state, instance, system=system, messages=projected.messages,
@@ -252,16 +242,15 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
         if result.outcome == "compacted":
             note = {"prepared": True, "prepared_age_ms": int(max(0.0, time.time() - prepared.ready_at.timestamp())
                                                                * 1000) if prepared.ready_at else None}
-            state.bump("model_calls", int(result.metrics.get("summary_calls") or 0))  # CTX-35: the run paid them
+            journal.bump("model_calls", int(result.metrics.get("summary_calls") or 0))  # CTX-35: the run paid them
         else:  # no longer fits: discarded whole, and the summary is made now (the inline path)
-            with state.owned():
-                preparations_end(prepared=prepared, status=PreparedCompaction.Status.DISCARDED, reason=result.reason)
+            journal.preparation_discard(prepared, reason=result.reason)
             note["prepared_discarded"] = result.reason
             result = None
 
     def summarize(call: SummaryCall) -> SummaryReply:
         reply = summary_call(state, instance, call)
-        state.emit("compaction_progress", {"segment": call.segment, "of": call.planned_segments,
+        journal.emit("compaction_progress", {"segment": call.segment, "of": call.planned_segments,
                                            "attempt": call.attempt, "ok": bool(reply.text)})
         return reply
 
@@ -277,23 +266,23 @@ def _run_compaction(state: RunState, instance: Instance, pipeline: ContextPipeli
         covered = max(action.start.watermark, pipeline.context.last_seq)
         committed = _checkpoint(state, instance, result, covered, metrics, prepared if note["prepared"] else None)
         if committed is None:  # taken from under us (a resume discarded it): compact the ordinary way
-            return _run_compaction(state, instance, pipeline, action, system, schemas, depth=depth)
+            return compaction_run(state, instance, pipeline, action, system, schemas, depth=depth)
         _requests_taken(state, instance, compaction_failure=None, compact_requested=None)
         if instance.parent_id is None:  # before ``compacted``: whoever waits for that reads the new size
-            state.emit("context_measured", context_measured(state, tokens=metrics["tokens_after_calibrated"],
+            journal.emit("context_measured", context_measured(state, tokens=metrics["tokens_after_calibrated"],
                                                             measured_by="estimate"))
-        state.emit("compacted", {
+        journal.emit("compacted", {
             "trigger": trigger, **{name: metrics.get(name) for name in TOKEN_FIGURES},
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
             "revision": committed.snapshot.revision, "prepared": metrics["prepared"], "stall_ms": waited})
         return list(result.messages or [])
     if result.outcome == "skipped":
         _requests_taken(state, instance, compact_requested=None)
-        state.emit("compaction_skipped", {"reason": result.reason, "metrics": metrics})
+        journal.emit("compaction_skipped", {"reason": result.reason, "metrics": metrics})
     else:
         _requests_taken(state, instance, compact_requested=None,
                         compaction_failure={"tokens": tokens, "at": time.time(), "reason": result.reason})
-        state.emit("compaction_failed", {"reason": result.reason, "metrics": metrics})
+        journal.emit("compaction_failed", {"reason": result.reason, "metrics": metrics})
     return None
 
 
@@ -303,15 +292,13 @@ def _checkpoint(state: RunState, instance: Instance, result: CompactionResult, c
     transaction, so it is used exactly when its checkpoint commits. None when it was not
     ready any more (nothing was written)."""
     trigger = metrics["trigger"]
-    with state.owned():  # RunLost, nothing written, when the run is not this worker's any more
-        if prepared is not None and not preparation_take(prepared=prepared):
-            return None
-        return checkpoint_commit(
-            run=state.run, instance=instance, messages=list(result.messages or []), covered_seq=covered,
-            estimator_id=state.figures.estimator_id, metrics=metrics,
-            records=[NewRecord("compaction_summary", {"summary": result.summary, "metrics": metrics},
-                               f"compaction-{covered}-{trigger}")],
-            traces=traces_json(result.traces) if result.traces is not None else None)
+    # RunLost, nothing written, when the run is not this worker's any more.
+    return state.journal.checkpoint(
+        instance, prepared=prepared, messages=list(result.messages or []), covered_seq=covered,
+        estimator_id=state.figures.estimator_id, metrics=metrics,
+        records=[NewRecord("compaction_summary", {"summary": result.summary, "metrics": metrics},
+                           f"compaction-{covered}-{trigger}")],
+        traces=traces_json(result.traces) if result.traces is not None else None)
 
 
 def projected_traces(projected: Projected) -> list[Trace] | None:
@@ -323,10 +310,7 @@ def projected_traces(projected: Projected) -> list[Trace] | None:
 
 def _requests_taken(state: RunState, instance: Instance, **frame: Any) -> None:
     """Write the frame's compaction state, and clear a manual request the run took."""
-    with state.owned():
-        frame_update(instance=instance, **frame)
-        if instance.parent_id is None and state.signals.attention & RunAttention.COMPACT:
-            compaction_request_taken(run=state.run)
+    state.journal.frame(instance, **frame)
 
 
 def summary_call(state: RunState, instance: Instance, call: SummaryCall) -> SummaryReply:
@@ -350,57 +334,3 @@ def summary_call(state: RunState, instance: Instance, call: SummaryCall) -> Summ
     except ProviderError as exc:
         return SummaryReply(text=None, error_code=exc.code, deterministic=exc.permanent)
     return SummaryReply(text=state.redactor.text(end.text or ""), truncated=end.finish_reason == "length")
-
-
-def compaction_manual(*, run_id: int) -> str:
-    """CTX-43 for a session with no active run: compact its latest run's main history now,
-    under the same commit rules; a compliant result becomes the next run's starting view."""
-    run = Run.objects.select_related("session", "version").get(pk=run_id)
-    try:
-        return _compaction_manual(run)
-    finally:  # the session takes questions again, whatever happened (one thing at a time)
-        compaction_hold_release(run_id=run.pk)
-
-
-def _compaction_manual(run: Run) -> str:
-    if run.status in Run.ACTIVE_STATUSES:
-        return "active"  # the loop picks the request up at its next preparation
-    if Run.objects.filter(session_id=run.session_id, pk__gt=run.pk).exists():
-        # A newer question started meanwhile: it will compact by its own triggers; writing
-        # into this older run now would put a foreign record inside the newer run's prefix.
-        return "superseded"
-    try:
-        state = run_state_build(run)
-    except RunStopped as stop:  # e.g. figures an admin set leave no input in the window the server keeps (CAT-9)
-        event_emit(run_id=run.pk, type="compaction_failed", data={"reason": stop.error.code,
-                                                                   "message": stop.error.message})
-        return "failed"
-    state.executes = False  # a finished run's history, under the session's compaction hold
-    # LOOP-8: the summary call sends the run's key and builds its tool servers' headers;
-    # every log line of the process keeps them out meanwhile, as while a run executes.
-    # What goes wrong is logged here, inside, never by the task runner outside (its log
-    # line would quote the exception as it was).
-    with secrets_kept_from_logs(state.redactor.secrets):
-        try:
-            return _compact_manually(state, run)
-        except Exception:
-            logger.exception("manual compaction of run %s failed", run.pk)
-            try:  # the chat waits for the end of the compaction it asked for
-                event_emit(run_id=run.pk, type="compaction_failed", data={"reason": "internal_error"})
-            except Exception:
-                logger.exception("manual compaction of run %s: its failure could not be recorded", run.pk)
-            return "failed"
-
-
-def _compact_manually(state: RunState, run: Run) -> str:
-    instance = main_instance(run=run)
-    pipeline = state.pipeline(instance, 0)
-    pipeline.policy = pipeline.policy or ContextPolicy()  # asked for by a person: under the defaults without one
-    # The commit rule judges what the next request will carry: the agent's tools included.
-    schemas = [tool.schema() for tool in state.tools_at(0)]
-    system = system_message(state, 0)
-    action = pipeline.next_action(system, schemas, counters=Counters(), manual=True)
-    if not isinstance(action, CompactFirst):
-        return "not_compacted"
-    result = _run_compaction(state, instance, pipeline, action, system, schemas, depth=0)
-    return "compacted" if result is not None else "not_compacted"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions.run_errors import RunError, RunErrorCode, window_refused
-from sessions.services.ownership import RunNotOwned
+from sessions.run_errors import RunError, RunErrorCode, RunNotOwned, window_refused
 
 
 class RunCancelled(Exception):

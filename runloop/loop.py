@@ -5,7 +5,9 @@ loses at most the step in flight and the run can be resumed.
 
 This module is the step machine; what it drives lives beside it: ``state`` (what a run
 knows, built once per claim), ``calls`` (model calls), ``tool_calls`` (tools, delegation,
-pending calls on resume), ``compaction`` (CTX-30…44) and ``verification`` (LOOP-9).
+pending calls on resume), ``compaction`` (CTX-30…44) and ``verification`` (LOOP-9). It
+decides and writes nothing itself: every write is its attempt's journal's
+(``runloop.journal.RunJournal``), which checks that the attempt still owns the run.
 
 No network call happens inside a database transaction: each save commits before the
 next model or tool call starts.
@@ -13,7 +15,6 @@ next model or tool call starts.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import Any, assert_never
 
 from django.db import connection as db_connection
@@ -34,11 +35,13 @@ from core.log_redaction import secrets_kept_from_logs
 from runloop import compaction
 from runloop.calls import action_call, answer_parts
 from runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped, WaitForServer
+from runloop.journal import RunJournal, SupplementsPending, assistant_record
+from runloop.learning import calibration_save, refusal_learn
 from runloop.meter import step_measured
-from runloop.state import RunState, run_state_build, system_message
+from runloop.state import RunState, run_state_build
 from runloop.tool_calls import resolve_pending_calls, run_tool_calls, tool_call_events
 from runloop.verification import run_verify
-from sessions.models import Instance, ModelCall, Run, RunAttention
+from sessions.models import Instance, Run, RunAttention
 from sessions.run_errors import (
     COULD_NOT_START,
     EMPTY_ANSWER,
@@ -48,15 +51,6 @@ from sessions.run_errors import (
     RunErrorCode,
 )
 from sessions.selectors.instances import main_instance
-from sessions.services.model_steps import assistant_record, instance_steps_recount
-from sessions.services.runs import (
-    SupplementsPending,
-    run_claim,
-    run_finish,
-    run_reopen_record,
-    run_wait_for_server,
-)
-from sessions.services.supplements import supplements_take
 
 logger = logging.getLogger("runloop")
 
@@ -73,61 +67,56 @@ def run_execute(*, run_id: int) -> None:
     start and on a schedule, ``runloop.housekeeping``), not here: a scan of the
     running runs with every run was one query per question for nothing.
     """
-    run = run_claim(run_id=run_id)
-    if run is None:
+    journal = RunJournal.claim(run_id=run_id)
+    if journal is None:
         return
     # Ended only from this attempt's working state: a run taken over meanwhile (reaped while
     # this worker was slow to start it, then resumed) is not this worker's to fail.
-    mine: dict[str, Any] = {"expected_from": (Run.Status.RUNNING,), "of_attempt": run.attempt}
     try:
-        state = run_state_build(run)
-    except RunStopped as stop:  # e.g. the connection moved to another endpoint (CAT-6)
-        run_finish(run=run, status=Run.Status.FAILED, error=stop.error, **mine)
-        return
-    except Exception:  # e.g. a key that no longer decrypts: fail clearly, never hang "running"
-        logger.exception("run %s could not start", run.pk)
-        run_finish(run=run, status=Run.Status.FAILED, error=COULD_NOT_START, **mine)
-        return
-    # The claim has just written the heartbeat, and the run read after it carries the Stop
-    # flag: the first beat and Stop check are due one interval from now, not at the first
-    # token (an UPDATE per question for nothing, issue #29).
-    state.watch.noted(cancelled=run.cancel_requested)
-    with secrets_kept_from_logs(state.redactor.secrets):  # LOOP-8: out of every thread's log lines too
-        state.watch.start_background()
+        state = run_state_build(journal.run, journal)
+    except Exception as exc:  # e.g. a key that no longer decrypts: fail clearly, never hang "running"
+        if not isinstance(exc, RunStopped):  # e.g. the connection moved to another endpoint (CAT-6)
+            logger.exception("run %s could not start", run_id)
         try:
-            _drive(state)
+            journal.finish(Run.Status.FAILED, error=exc.error if isinstance(exc, RunStopped) else COULD_NOT_START,
+                           announce=False)
         except RunLost:
-            logger.warning("run %s is no longer owned by this worker; stopping without writing", run.pk)
+            logger.warning("run %s is no longer owned by this worker; not failing it", run_id)
+        return
+    with secrets_kept_from_logs(state.redactor.secrets):  # LOOP-8: out of every thread's log lines too
+        journal.watch.start_background()
+        try:
+            _drive(state, journal)
+        except RunLost:
+            logger.warning("run %s is no longer owned by this worker; stopping without writing", run_id)
         finally:
-            state.broadcasts.release()  # before anything that may take time
-            state.watch.stop_background()
+            journal.release()  # before anything that may take time
+            journal.watch.stop_background()
             state.tool_sessions.close_all()  # one protocol session per server and run (TOOL-4)
 
 
-def _drive(state: RunState) -> None:
-    run = state.run
+def _drive(state: RunState, journal: RunJournal) -> None:
+    run = journal.run
     try:
         # run_started was written with the claim. The main instance was read with it (one
         # statement); a run claimed otherwise reads it now.
-        main = state.main = getattr(run, "main_as_claimed", None) or main_instance(run=run)
+        main = journal.main = journal.main or main_instance(run=run)
         if run.attempt:
-            with state.owned():  # a worker that lost the run before it began writes nothing of it
-                instance_steps_recount(run=run, instance=main)
-                run_reopen_record(run=run)
+            journal.reopen(main)  # a worker that lost the run before it began writes nothing of it
             resolve_pending_calls(state, main)
         else:  # a first attempt: its main line (made with the run) has no step yet, nothing pending
-            state.steps[main.pk] = 0
+            journal.steps[main.pk] = 0
         while True:
             answer = instance_loop(state, main, 0)
             if run.version.verify_before_complete:
-                state.broadcasts.release()  # the answer is shown while it is checked
+                journal.release()  # the answer is shown while it is checked
                 run_verify(state, main, answer)
             compaction.prepare_at_end(state)  # CTX-45: the idle session's next summary, made meanwhile
             try:
                 _finish(state, Run.Status.COMPLETED)
                 break
             except SupplementsPending:  # a supplement arrived while finishing: answer it too (RUN-5)
-                state.noted(replace(state.signals, attention=state.signals.attention | RunAttention.SUPPLEMENT))
+                journal.asked(RunAttention.SUPPLEMENT)
                 continue
     except RunLost:
         raise
@@ -138,11 +127,10 @@ def _drive(state: RunState) -> None:
     except WaitForServer as wait:
         # LOOP-3: back to the queue until the server's time, freeing this thread; a worker
         # takes it up then (the reaper's sweep), as a new attempt from the last saved step.
-        state.broadcasts.release()
-        state.calibration_save()
-        if run_wait_for_server(run=run, attempt=run.attempt, seconds=wait.seconds,
-                               error=RunError.from_provider(wait.error)):
-            logger.info("run %s waits %.0f s for its model's server (Retry-After)", run.pk, wait.seconds)
+        journal.release()
+        calibration_save(state)
+        journal.wait_for_server(seconds=wait.seconds, error=RunError.from_provider(wait.error))
+        logger.info("run %s waits %.0f s for its model's server (Retry-After)", run.pk, wait.seconds)
     except Exception:
         logger.exception("run %s failed unexpectedly", run.pk)
         _drop_dead_connection()
@@ -158,15 +146,14 @@ def _drop_dead_connection() -> None:
 
 def _finish(state: RunState, status: str, *, error: RunError | None = None, reason: str = "") -> None:
     """Record the end, only from ``running`` and only while this worker's attempt owns it."""
+    journal = state.journal
     if status != Run.Status.COMPLETED:
-        state.broadcasts.release()  # a failing end may wait on a broken database: the answer goes first
-    state.calibration_save()
-    if error is not None:  # only while the run is ours: a lost worker's failure is not the run's
-        state.emit("run_error", error.event())
-    extra = {"verification": state.counters["verification"]} if "verification" in state.counters else None
-    run_finish(run=state.run, status=status, error=error, reason=reason, event_data=extra,
-               expected_from=(Run.Status.RUNNING,), of_attempt=state.run.attempt,
-               main_steps=state.main.model_steps if state.main is not None else None)
+        journal.release()  # a failing end may wait on a broken database: the answer goes first
+    calibration_save(state)
+    # The error is announced only while the run is ours: a lost worker's failure is not the run's.
+    verdict = journal.counters.get("verification")
+    journal.finish(status, error=error, reason=reason,
+                   event_data={"verification": verdict} if verdict is not None else None)
 
 
 def _length_named(state: RunState, message: dict[str, Any], *, request: Send, usage: Any) -> None:
@@ -190,7 +177,7 @@ def _learn_window(state: RunState, refusal: ContextRefused) -> None:
     """The server keeps less than the configured window: learn what it keeps (CAT-3), then
     the next preparation compacts under the lowered budget and the call is tried once more."""
     try:
-        window = state.learn_refusal(refusal.error, estimate=refusal.estimate, truncated=refusal.truncated)
+        window = refusal_learn(state, refusal.error, estimate=refusal.estimate, truncated=refusal.truncated)
     except PolicyError:
         raise refusal.stop(connection=_connection_name(state), budget=state.figures.budget,
                            after_summary=False) from None
@@ -202,11 +189,11 @@ def _connection_name(state: RunState) -> str:
     return connection.name if connection is not None else state.target.model
 
 
-def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, depth: int,
+def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, depth: int, system: dict[str, Any],
              schemas: list[dict[str, Any]], *, refused: int) -> Send:
     """The step's request from the instance's pipeline, compacted first when it says so."""
     try:
-        return compaction.step_request(state, instance, pipeline, system_message(state, depth), schemas, depth=depth,
+        return compaction.step_request(state, instance, pipeline, system, schemas, depth=depth,
                                        force="budget" if refused else None)
     except RequestValidationError as exc:
         # CTX-10: an invalid request is a bug. Never send it; say so and keep the records.
@@ -220,20 +207,21 @@ def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, dep
 def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
     """Drive one instance until it answers; returns the answer text. Each step ends in the
     decision after the answer (``context.after_answer``), which this carries out."""
-    schemas = [tool.schema() for tool in state.tools_at(depth)]
+    system, schemas = state.request_parts(depth)
+    pipeline: ContextPipeline | None = None
     refused = 0  # refusals of this step's request as too long (CAT-3, CAT-9)
     last_refusal: ContextRefused | None = None
     empty_asked_again = False  # LOOP-10: one empty answer is asked once more, a second ends the run
+    journal = state.journal
     while True:
-        state.broadcasts.release()  # a step after one that was held: what it waited for is out
+        journal.release()  # a step after one that was held: what it waited for is out
         state.check()
-        if instance.parent_id is None and state.signals.attention & RunAttention.SUPPLEMENT:
-            with state.owned():
-                taken = supplements_take(run=state.run, instance=instance)
-            state.written(instance, taken)
-        pipeline = state.pipeline(instance, depth)  # loads its records at the first step and after a compaction
+        if instance.parent_id is None and journal.attention(RunAttention.SUPPLEMENT):
+            journal.supplements_take(instance)
+        if pipeline is None or not pipeline.context.loaded:  # the first step, or the first after a compaction
+            pipeline = state.pipeline(instance, depth)  # made once, its records loaded again
         try:
-            request = _request(state, instance, pipeline, depth, schemas, refused=refused)
+            request = _request(state, instance, pipeline, depth, system, schemas, refused=refused)
             answer = action_call(state, instance, request)
         except RunStopped as stop:
             if refused and stop.error.code == "context_overflow" and last_refusal is not None:
@@ -262,7 +250,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         parts = answer_parts(end)
         if not parts.empty:
             empty_asked_again = False  # the rule is per answer: a later empty one is asked again too
-        step = state.step_number(instance)
+        step = journal.step_number(instance)
         message = end.assistant_message()
         if end.finish_reason == "length":  # stopped by its output limit: the chat says so and offers Continue
             message["finish_reason"] = "length"
@@ -283,15 +271,13 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
         if calls or (instance.parent_id is None and not end.cut):
             # What follows this step at once goes out with it: the calls' ``tool_started``
             # (run_tool_calls), or the end of the run after its answer (issue #29).
-            state.broadcasts.hold()
-        state.commit(instance, records=kept, events=[*answer.events, *measured, *tool_call_events(state, calls)],
-                     model_steps=steps if kept else 0, model_call=answer.log.call)
-        assert answer.log.prepared is not None  # made by the commit
-        state.call_chain(instance, ModelCall.Purpose.ACTION).advance(answer.log.prepared)
+            journal.hold()
+        journal.step(instance, records=kept, events=[*answer.events, *measured, *tool_call_events(state, calls)],
+                     model_steps=steps if kept else 0, model_call=answer.log.action)
         # The decision after the answer (context.after_answer), read after the commit: it
         # brought back the supplements queued meanwhile (RUN-5).
         decision = after_answer(parts, main=instance.parent_id is None, asked_again=empty_asked_again,
-                                supplement_waiting=bool(state.signals.attention & RunAttention.SUPPLEMENT))
+                                supplement_waiting=journal.attention(RunAttention.SUPPLEMENT))
         match decision:
             case Cut(reason=CutReason.STOPPED):  # LOOP-7: Stop ended the stream; what was said is kept
                 raise RunCancelled()
@@ -304,7 +290,7 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
                 # usually answers. Nothing of the empty one was kept, so the same request
                 # goes again; the chat says so (a retry, not a failure yet).
                 empty_asked_again = True
-                state.emit("run_error", EMPTY_ANSWER_RETRY.event(retrying_in=0, attempt=1, reset=True,
+                journal.emit("run_error", EMPTY_ANSWER_RETRY.event(retrying_in=0, attempt=1, reset=True,
                                                                  instance="main" if instance.parent_id is None
                                                                  else str(instance.pk)))
             case FailedEmpty():  # a sub-agent's empty answer fails its delegation with the same words

@@ -7,7 +7,7 @@ holds with the ordinary engine and the run's own model target, figures and call 
 (CTX-46's cached form included), leaving room for what the view grows by before the
 trigger, and saves the summary and the prefix it covers. Nothing here touches the view:
 the trigger commits the summary, or discards it, under the commit rules
-(``compaction._run_compaction``). A worker killed meanwhile leaves a row whose lease
+(``compaction.compaction_run``). A worker killed meanwhile leaves a row whose lease
 lapses; nothing else was written but the call log.
 """
 from __future__ import annotations
@@ -23,10 +23,18 @@ from core.log_redaction import secrets_kept_from_logs
 from models_catalog.errors import ProviderError
 from models_catalog.slots import BACKGROUND
 from runloop.compaction import compaction_request, summary_call, token_figures
+from runloop.journal import RunJournal
+from runloop.journal.side import (
+    preparation_claim,
+    preparation_failed,
+    preparation_ready,
+    preparation_renew,
+    side_event,
+)
+from runloop.learning import calibration_save
 from runloop.state import RunState, run_state_build
-from sessions.models import PreparedCompaction, Run
-from sessions.services.events import event_emit
-from sessions.services.prepared import preparation_claim, preparation_failed, preparation_ready, preparation_renew
+from sessions.models import PreparedCompaction
+from sessions.step_selectors import run_for_execution, run_is_active
 
 logger = logging.getLogger("agentloom.compaction")
 
@@ -38,8 +46,9 @@ def compaction_prepare(*, prepared_id: int) -> str:
     if prepared is None:
         return "not_claimed"
     try:
-        state = run_state_build(Run.objects.select_related("session", "version").get(pk=prepared.run_id))
-        state.executes = False  # it writes for the run, not as it: its lease keeps its writes
+        # It writes for the run, not as it (a side writer's journal): its lease keeps its writes.
+        run = run_for_execution(run_id=prepared.run_id)
+        state = run_state_build(run, RunJournal.side(run))
         state.slot_kind = BACKGROUND  # CAT-11: it yields the model server to the runs' own calls
     except Exception:
         logger.exception("prepared summary %s: its run's model could not be reached", prepared_id)
@@ -93,16 +102,16 @@ def _prepare(state: RunState, prepared: PreparedCompaction) -> str:
     made = prepared_from(result, request)
     metrics: dict[str, Any] = {**(made.metrics if made is not None else result.metrics),
                                "duration_ms": int((time.monotonic() - started) * 1000), "headroom": headroom}
-    state.calibration_save()
+    calibration_save(state)
     if made is None:
         preparation_failed(prepared=prepared, reason=result.reason, metrics=metrics)
         return "failed"
     if not preparation_ready(prepared=prepared, summary=made.summary, prefix=made.prefix, digest=made.digest,
                              metrics=metrics):
         return "discarded"
-    if Run.objects.filter(pk=prepared.run_id, status__in=Run.ACTIVE_STATUSES).exists():
+    if run_is_active(run_id=prepared.run_id):
         # The chat's meter says a summary is ready (an idle session's shows it when loaded).
-        event_emit(run_id=prepared.run_id, type="compaction_prepared",
+        side_event(run_id=prepared.run_id, type="compaction_prepared",
                    data={**token_figures("after", estimated=metrics.get("tokens_after_estimated"),
                                          calibrated=metrics.get("tokens_after_calibrated")),
                          "summary_calls": metrics.get("summary_calls")})

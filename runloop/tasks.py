@@ -23,7 +23,7 @@ def dispatch_run(run_id: int) -> None:
 
 @shared_task(name="agentloom.compaction_manual", acks_late=True, ignore_result=True)
 def compaction_manual_task(run_id: int) -> None:
-    from runloop.compaction import compaction_manual
+    from runloop.compaction_manual import compaction_manual
 
     compaction_manual(run_id=run_id)
 

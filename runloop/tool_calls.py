@@ -18,9 +18,10 @@ from django.db import connections
 from agents.tool_registry import Tool, ToolContext, ToolOutcome
 from models_catalog.providers.events import ToolCall
 from runloop.errors import RunCancelled, RunStopped
+from runloop.journal import NewRecord
 from runloop.state import RunState
-from sessions.models import Instance, SessionMessage
-from sessions.services.records import NewRecord
+from sessions.models import Instance
+from sessions.step_selectors import last_assistant, result_keys
 from tools.invoke import tool_invoke
 
 # Drives one instance until it answers: (state, instance, depth) -> the answer text.
@@ -97,7 +98,7 @@ class ToolGroup:
         plain = [i for i, call in enumerate(self.calls) if not self._delegated(call)]
         for index in plain:
             self.started[index] = time.monotonic()
-        self.state.bump("tool_calls", len(self.calls))
+        self.state.journal.bump("tool_calls", len(self.calls))
         if len(plain) > 1:
             with ThreadPoolExecutor(max_workers=min(MAX_TOOL_THREADS, len(plain)), thread_name_prefix="tools") as pool:
                 futures = {index: pool.submit(self._invoke_in_thread, self.calls[index]) for index in plain}
@@ -112,7 +113,7 @@ class ToolGroup:
         for index, call in enumerate(self.calls):
             if self._delegated(call):
                 self.started[index] = time.monotonic()
-                self.state.emit("tool_started", {"call_id": call.id, "name": call.name})
+                self.state.journal.emit("tool_started", {"call_id": call.id, "name": call.name})
                 key = f"sub-{self.instance.pk}-{self.step}-{index}"
                 self.outcomes[index] = _delegate(self.state, self.instance, call, instance_loop, depth=depth, key=key)
                 self.save_finished()
@@ -133,11 +134,11 @@ class ToolGroup:
                                              "duration_ms": int((time.monotonic() - self.started[index]) * 1000)}))
             self.cancelled = self.cancelled or outcome.status == "cancelled"
         if records:
-            self.state.commit(self.instance, records=records, events=events)
+            self.state.journal.step(self.instance, records=records, events=events)
 
     def save_not_started(self) -> None:
         """LOOP-7: stopped after the calls were announced — none of them ran."""
-        self.state.commit(self.instance, records=[
+        self.state.journal.step(self.instance, records=[
             NewRecord("tool_result", result_message(call.id, call.name, ToolOutcome("cancelled", NOT_STARTED)),
                       _result_key(self.step, index)) for index, call in enumerate(self.calls)])
 
@@ -156,10 +157,11 @@ def tool_context(state: RunState, instance: Instance, call: ToolCall) -> ToolCon
     # (the plan), so it is stored as every record is (LOOP-8).
     # ``owned``: the transaction a tool that writes into the run's own storage (the plan)
     # writes in, which checks that the run is still this attempt's (RunLost otherwise).
+    journal = state.journal
     return ToolContext(run_id=state.run.pk, session_id=state.run.session_id, instance_id=instance.pk, call_id=call.id,
-                       services={"should_cancel": state.watch.cancel_requested_from_thread,
+                       services={"should_cancel": journal.watch.cancel_requested_from_thread,
                                  "progress": _progress_events(state, call), "redact": state.redactor.content,
-                                 "owned": state.owned})
+                                 "owned": journal.owned})
 
 
 def _progress_events(state: RunState, call: ToolCall) -> Callable[[float, float | None, str | None], None]:
@@ -171,7 +173,7 @@ def _progress_events(state: RunState, call: ToolCall) -> Callable[[float, float 
         if now - last[0] < PROGRESS_EVERY and (total is None or done < total):
             return
         last[0] = now
-        state.emit("tool_progress", {"call_id": call.id, "name": call.name, "progress": done, "total": total,
+        state.journal.emit("tool_progress", {"call_id": call.id, "name": call.name, "progress": done, "total": total,
                                      "message": state.redactor.text(message or "")[:300]})
 
     return progress
@@ -181,12 +183,13 @@ def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[T
                    instance_loop: InstanceLoop) -> None:
     """Run a step's calls and save their results in call order; RunCancelled after a Stop.
     The step that saved the calls announced them (``tool_call_events``)."""
+    journal = state.journal
     group = ToolGroup(state, instance, step, calls)
     # The plain tools start now: say so, and read the Stop flag fresh in the same write.
-    state.announce([("tool_started", {"call_id": call.id, "name": call.name})
-                    for call in calls if not _delegates(state, call)])
-    state.broadcasts.release()  # the step that announced the calls, with their start (instance_loop held it)
-    if state.signals.cancel_requested:  # LOOP-7: stopped after the calls were announced
+    journal.announce([("tool_started", {"call_id": call.id, "name": call.name})
+                      for call in calls if not _delegates(state, call)])
+    journal.release()  # the step that announced the calls, with their start (instance_loop held it)
+    if journal.signals.cancel_requested:  # LOOP-7: stopped after the calls were announced
         group.save_not_started()
         raise RunCancelled()
     group.run_plain()
@@ -194,11 +197,11 @@ def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[T
     try:
         group.run_delegations(instance_loop, depth)
     finally:
-        if not state.watch.lost:
+        if not journal.watch.lost:
             group.save_finished()
     # A call without an outcome was stopped mid-tool: its effect cannot be known.
     cancelled = group.cancelled or any(outcome is None for outcome in group.outcomes)
-    if cancelled or state.signals.cancel_requested:  # read back by the results' commit
+    if cancelled or journal.signals.cancel_requested:  # read back by the results' commit
         raise RunCancelled()
 
 
@@ -216,18 +219,15 @@ def _delegate(state: RunState, parent: Instance, call: ToolCall, instance_loop: 
     state.sub_instances += 1
     # Keyed by the parent's step and the call's position, like its result: call ids repeat.
     # Made, given its task and announced in one commit, only while the run is this worker's.
-    with state.owned():
-        sub, _ = Instance.objects.get_or_create(run=state.run, key=key[:64],
-                                                defaults={"parent": parent, "depth": depth + 1})
-        state.commit(sub, records=[NewRecord("user", {"role": "user", "content": state.redactor.text(task)},
-                                             "task")],  # LOOP-8
-                     events=[("sub_instance_started", {"instance": str(sub.pk), "call_id": call.id})])
+    journal = state.journal
+    sub = journal.sub_instance(parent, key=key, depth=depth + 1, task=state.redactor.text(task),  # LOOP-8
+                               call_id=call.id)
     try:
         answer = instance_loop(state, sub, depth + 1)
     except RunStopped as stop:
-        state.emit("sub_instance_finished", {"instance": str(sub.pk), "status": "failed"})
+        journal.emit("sub_instance_finished", {"instance": str(sub.pk), "status": "failed"})
         return ToolOutcome("error", f"The sub-agent could not finish: {stop.error.message}")
-    state.emit("sub_instance_finished", {"instance": str(sub.pk), "status": "completed"})
+    journal.emit("sub_instance_finished", {"instance": str(sub.pk), "status": "completed"})
     return ToolOutcome("ok", answer or "(the sub-agent gave an empty answer)")
 
 
@@ -235,12 +235,11 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
     """RUN-6: calls left without a result by an earlier attempt. Idempotent tools run
     again; the others get an ``unknown`` result and are never re-run automatically. A call
     that already has a stored result is never repeated (results are keyed by step)."""
-    last = SessionMessage.objects.filter(instance=instance, kind="assistant").order_by("-seq").first()
+    last = last_assistant(instance=instance)
     if last is None or not last.message.get("tool_calls") or last.message.get("partial"):
         return
     step = int(last.entry_key.rsplit("-", 1)[-1]) if last.entry_key.startswith("assistant-") else 0
-    done = set(SessionMessage.objects.filter(instance=instance, entry_key__startswith=f"result-{step}-")
-               .values_list("entry_key", flat=True))
+    done = result_keys(instance=instance, step=step)
     allowed: dict[str, Tool] = {tool.name: tool for tool in state.tools}
     for index, raw in enumerate(last.message["tool_calls"]):
         if _result_key(step, index) in done:
@@ -250,11 +249,11 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
                         index=index)
         tool = allowed.get(call.name)
         if tool is not None and tool.idempotent:
+            state.journal.touch()  # a tool is run again only while the run is this attempt's (RunLost)
             outcome = (tool_invoke(tool, call.arguments, tool_context(state, instance, call))
                        or ToolOutcome("unknown", UNKNOWN_ON_RESUME))
         else:
             outcome = ToolOutcome("unknown", UNKNOWN_ON_RESUME)
         # Saved only while the run is this attempt's: a worker that lost it settles nothing.
-        state.commit(instance, records=[NewRecord("tool_result", result_message(call.id, call.name,
-                                                                                _redacted(state, outcome)),
-                                                  _result_key(step, index))])  # LOOP-8
+        result = result_message(call.id, call.name, _redacted(state, outcome))  # LOOP-8
+        state.journal.step(instance, records=[NewRecord("tool_result", result, _result_key(step, index))])

@@ -17,8 +17,8 @@ from models_catalog.errors import ProviderError
 from runloop.calls import collected_call
 from runloop.state import RunState
 from sessions.frames import plan_text
-from sessions.models import Instance, ModelCall, SessionMessage
-from sessions.services.records import NewRecord
+from sessions.models import Instance, ModelCall
+from sessions.step_selectors import instance_frame, last_question, tool_results
 
 VERIFY_SYSTEM = ("You check a candidate answer against the evidence gathered while answering. Reply with the "
                  "first line exactly VERIFIED or NOT VERIFIED, then one short sentence saying why.")
@@ -65,19 +65,15 @@ def run_verify(state: RunState, instance: Instance, answer: str) -> dict[str, An
     """Check the candidate ``answer`` of ``instance``; the verdict is recorded in the run's
     counters and as a ``context`` record, and returned. Always a verdict: ``not_done``
     when the check could not run. Not a model step (it is logged as a verification call)."""
-    task = SessionMessage.objects.filter(instance=instance, kind="user").order_by("-seq").first()
-    evidence = evidence_from_records(SessionMessage.objects.filter(instance=instance, kind="tool_result")
-                                     .order_by("seq"))
+    task = last_question(instance=instance)
+    evidence = evidence_from_records(tool_results(instance=instance))
     verdict = _verdict(state, instance, task=content_text((task.message.get("content") if task else "") or ""),
-                       plan=plan_text((Instance.objects.get(pk=instance.pk).frame or {}).get("plan")),
+                       plan=plan_text(instance_frame(instance=instance).get("plan")),
                        evidence=evidence, candidate=answer)
     verdict = state.redactor.content(verdict)  # LOOP-8: the reason is the model's own words (and an error's)
-    steps = SessionMessage.objects.filter(instance=instance, kind="assistant").count()
-    state.run.counters["verification"] = verdict
     # The verdict's counters and its record in one commit, which checks that the run is
     # still this attempt's: a worker that lost the run meanwhile writes neither.
-    state.commit(instance, records=[NewRecord("context", {"verification": verdict},
-                                              f"verification-{state.run.attempt}-{steps}")])
+    state.journal.verdict(instance, verdict)
     return verdict
 
 

@@ -190,3 +190,9 @@ EMPTY_ANSWER_RETRY = RunErrorCode.EMPTY_ANSWER.error("The model returned an empt
 NOT_A_MEMBER = RunErrorCode.NOT_A_MEMBER.error("This session's owner is no longer a member of its space.")
 QUEUE_UNAVAILABLE = RunErrorCode.QUEUE_UNAVAILABLE.error(
     "The task queue is unavailable, so this could not start; resume it in a moment.")
+
+
+class RunNotOwned(Exception):
+    """The run is no longer this worker's (ended, reaped, resumed by another attempt):
+    nothing of the write was written, and the worker must stop and write nothing more
+    (``sessions.services.ownership`` raises it; the run loop knows it as ``RunLost``)."""

@@ -26,8 +26,8 @@ of an ended state, finds it still running. Once another attempt owns the run the
 matches nothing, ``RunNotOwned`` is raised and the transaction — the whole write — is rolled
 back.
 
-This is the journal's check in waiting: one writer per attempt, checking ownership in each
-write transaction. Writes that are not the run's are not checked here: what a provider
+It is the check of the run's journal (``runloop.journal.RunJournal``, the one writer per
+attempt), made in each of its write transactions. Writes that are not the run's are not checked here: what a provider
 taught about a connection (a calibration sample, CTX-25; a window it proved, CAT-3) stays
 true whoever owns the run, and the side writers of a run's data that are not its
 execution — a manual compaction of a finished run, a summary prepared in the background —
@@ -44,11 +44,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from sessions.models import Run
+from sessions.run_errors import RunNotOwned
 
-
-class RunNotOwned(Exception):
-    """The run is no longer this worker's (ended, reaped, resumed by another attempt):
-    nothing of the write was written, and the worker must stop and write nothing more."""
+__all__ = ["RunNotOwned", "RunSignals", "attempt_touch", "run_owned", "run_touch", "touch_statement"]
 
 
 @dataclass(frozen=True)

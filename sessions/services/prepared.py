@@ -20,6 +20,7 @@ from django.utils import timezone
 from context.compaction import prefix_digest
 from sessions.models import Instance, PreparedCompaction, Run
 from sessions.services import dispatch
+from sessions.step_selectors import preparation_last_failure as preparation_last_failure  # a read: its home
 
 Status = PreparedCompaction.Status
 # What a preparation's worker leaves when it goes away: no failure of the summarizer, so
@@ -130,12 +131,3 @@ def preparation_take(*, prepared: PreparedCompaction) -> bool:
     exactly when the checkpoint made of it commits. False when it is not ready any more."""
     return bool(PreparedCompaction.objects.filter(pk=prepared.pk, status=Status.READY)
                 .update(**_ended(Status.USED, "committed")))
-
-
-def preparation_last_failure(*, session_id: int) -> dict[str, Any] | None:
-    """CTX-44: the session's latest failed preparation, as the throttle reads a failure."""
-    row = (PreparedCompaction.objects.filter(session_id=session_id, status=Status.FAILED)
-           .only("tokens", "ended_at", "reason").order_by("-id").first())
-    if row is None or row.ended_at is None:
-        return None
-    return {"tokens": row.tokens, "at": row.ended_at.timestamp(), "reason": row.reason}

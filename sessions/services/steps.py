@@ -36,7 +36,7 @@ from django.db import IntegrityError, transaction
 
 from core.db_rows import rows_insert
 from sessions.models import Instance, ModelCall, Run, SessionMessage
-from sessions.services.events import events_write
+from sessions.services.event_log import events_write
 from sessions.services.ownership import RunSignals, run_touch
 from sessions.services.records import NewRecord, records_append, records_append_new
 

@@ -95,7 +95,7 @@ def test_a_session_without_compactions_says_so(console, story):
 @pytest.mark.django_db(transaction=True)
 def test_a_real_compaction_made_by_the_loop_shows_the_figures_it_stored(console, fake_session, strict):
     """Not a fixture's idea of the metrics: a compaction the worker really committed."""
-    from runloop.compaction import compaction_manual
+    from runloop.compaction_manual import compaction_manual
     from runloop.loop import run_execute
     from sessions.models import CompactionSnapshot
     from sessions.services.manual_compaction import compaction_request

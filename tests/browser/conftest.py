@@ -105,7 +105,7 @@ def _shared_memory_sqlite_without_table_locks(transactional_db):
 def worker_threads(transactional_db) -> Iterator[list[threading.Thread]]:
     """Runs and manual compactions are executed by a thread each, as a worker would;
     joined at the end so no run writes into the next test's database."""
-    from runloop.compaction import compaction_manual
+    from runloop.compaction_manual import compaction_manual
     from runloop.loop import run_execute
     from sessions.services.dispatch import compaction_dispatcher_set, dispatcher_set
 

@@ -149,7 +149,7 @@ def test_a_reload_mid_answer_places_a_supplement_as_the_live_page_did(page, serv
 
 
 def test_compact_now_and_a_question_take_turns_and_say_why_in_words(page, server, fake_session, fake_provider):
-    from runloop.compaction import compaction_manual
+    from runloop.compaction_manual import compaction_manual
     from sessions.services.dispatch import compaction_dispatcher_set
 
     session = fake_session()

@@ -18,7 +18,7 @@ from django.db import connection
 
 from runloop.loop import run_execute
 from sessions.models import Run, RunEvent, SessionMessage
-from sessions.services import events
+from sessions.services import event_log as events  # the rows and their sinks
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.questions import question_ask
 from sessions.services.run_controls import run_resume

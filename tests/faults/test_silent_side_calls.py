@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from runloop.compaction import compaction_manual
+from runloop.compaction_manual import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run
 from sessions.services.manual_compaction import compaction_request

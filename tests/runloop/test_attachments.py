@@ -16,7 +16,7 @@ import pytest
 
 from context.attachments import READ_FILE_MAX_CHARS
 from models_catalog.models import ModelConnection
-from runloop.compaction import compaction_manual
+from runloop.compaction_manual import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Run, SessionFile, SessionMessage
 from sessions.services.manual_compaction import compaction_request

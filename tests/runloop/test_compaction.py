@@ -151,7 +151,7 @@ def test_ctx39_a_window_too_small_for_the_system_prompt_stops_at_once_with_nothi
 def test_ctx43_manual_compaction_of_a_finished_session_saves_a_view(fake_session, strict, alice):
     from rest_framework.test import APIClient
 
-    from runloop.compaction import compaction_manual
+    from runloop.compaction_manual import compaction_manual
 
     strict.handler = Provider()
     session = fake_session(**SMALL, context_policy={"target_ratio": 0.2})  # history above target, under trigger
@@ -206,7 +206,7 @@ def test_ctx25_a_provider_counting_twice_our_estimate_moves_the_trigger_and_the_
 
 def test_ctx43_manual_compaction_judges_the_commit_rule_with_the_agents_tool_schemas(fake_session, strict):
     from context import get_estimator
-    from runloop.compaction import compaction_manual
+    from runloop.compaction_manual import compaction_manual
     from sessions.services.manual_compaction import compaction_request
 
     strict.handler = Provider()
@@ -317,7 +317,7 @@ def test_ctx43_a_manual_compaction_of_a_run_that_compacted_starts_from_its_snaps
     session view can stand in for it."""
     from rest_framework.test import APIClient
 
-    from runloop.compaction import compaction_manual
+    from runloop.compaction_manual import compaction_manual
     from sessions.services.checkpoints import checkpoint_commit
 
     strict.handler = Provider()

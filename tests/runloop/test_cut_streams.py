@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from models_catalog.client import collect, get_chat_client
 from models_catalog.errors import ContextOverflowError, StreamCutError
-from runloop.compaction import compaction_manual
+from runloop.compaction_manual import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, RunEvent, SessionMessage
 from sessions.services.questions import question_ask

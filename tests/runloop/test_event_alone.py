@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from sessions.models import Run, RunEvent
-from sessions.services import events as events_service
+from sessions.services import event_log as events_service  # the rows and their sinks
 from sessions.services.events import event_emit
 from sessions.services.questions import question_ask
 

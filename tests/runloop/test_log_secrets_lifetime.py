@@ -19,7 +19,7 @@ import pytest
 from agents.tool_registry import Tool, register, registry
 from core.log_redaction import secrets_held
 from runloop import compaction
-from runloop.compaction import compaction_manual
+from runloop.compaction_manual import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.manual_compaction import compaction_request

@@ -26,12 +26,12 @@ from models_catalog.models import ModelConnection
 from models_catalog.providers.events import ToolCall
 from runloop.compaction import step_request
 from runloop.errors import RunLost
+from runloop.journal import RunWatch
 from runloop.loop import instance_loop, run_execute
 from runloop.reaper import runs_reap_interrupted
 from runloop.state import RunState, run_state_build, system_message
 from runloop.tool_calls import ToolGroup, resolve_pending_calls, tool_context
 from runloop.verification import run_verify
-from runloop.watch import RunWatch
 from sessions.models import (
     CompactionSnapshot,
     Instance,
@@ -46,7 +46,6 @@ from sessions.models import (
     SessionView,
 )
 from sessions.selectors.instances import main_instance
-from sessions.services.events import DeltaBuffer
 from sessions.services.frames import frame_update
 from sessions.services.questions import question_ask
 from sessions.services.records import NewRecord
@@ -100,7 +99,7 @@ def lost(fake_session, strict):
         run = question_ask(session=fake_session(**agent_options), content="What is 6*7?")
         claimed = run_claim(run_id=run.pk)
         state = run_state_build(claimed)
-        state.main = main_instance(run=claimed)
+        state.journal.main = main_instance(run=claimed)
         if before is not None:
             before(state)
         take_over(run.pk)
@@ -116,66 +115,66 @@ def _assistant_with_call(name: str, arguments: dict[str, Any]) -> NewRecord:
 
 
 def _step(state: RunState) -> None:
-    state.commit(state.main, records=[NewRecord("assistant", {"role": "assistant", "content": "42"}, "assistant-1")],
-                 events=[("context_measured", {"tokens": 10})])
+    answer = NewRecord("assistant", {"role": "assistant", "content": "42"}, "assistant-1")
+    state.journal.step(state.journal.main, records=[answer], events=[("context_measured", {"tokens": 10})])
 
 
 def _announcement(state: RunState) -> None:
-    state.announce([("tool_started", {"call_id": "c1", "name": "calculator"})])
+    state.journal.announce([("tool_started", {"call_id": "c1", "name": "calculator"})])
 
 
 def _heartbeat_and_counters(state: RunState) -> None:
-    state.bump("model_calls")
-    state.touch()
+    state.journal.bump("model_calls")
+    state.journal.touch()
 
 
 def _event_alone(state: RunState) -> None:
-    state.emit("compaction_started", {"trigger": "budget", "tokens": 1})
+    state.journal.emit("compaction_started", {"trigger": "budget", "tokens": 1})
 
 
 def _events_in_a_transaction(state: RunState) -> None:
     with transaction.atomic():
-        state.emit("compaction_started", {"trigger": "budget", "tokens": 1})
+        state.journal.emit("compaction_started", {"trigger": "budget", "tokens": 1})
 
 
 def _streamed_text(state: RunState) -> None:
-    buffer = DeltaBuffer(state.run.pk, "message_delta", of_attempt=state.run.attempt)
+    buffer = state.journal.deltas("message_delta", extra={}, redact=str, hold=lambda text: 0)
     buffer.add("Once upon")
     buffer.flush(final=True)
 
 
 def _frame(state: RunState) -> None:
-    with state.owned():
-        frame_update(instance=state.main, compaction_failure={"tokens": 1, "at": 1.0, "reason": "x"})
+    with state.journal.owned():
+        frame_update(instance=state.journal.main, compaction_failure={"tokens": 1, "at": 1.0, "reason": "x"})
 
 
 def _first_step_notes_the_model(state: RunState) -> None:
-    instance_loop(state, state.main, 0)
+    instance_loop(state, state.journal.main, 0)
 
 
 def _delegation(state: RunState) -> None:
     call = ToolCall(id="d1", name="delegate", arguments=json.dumps({"task": "Sum 2 and 2."}))
-    ToolGroup(state, state.main, 1, [call]).run_delegations(instance_loop, 0)
+    ToolGroup(state, state.journal.main, 1, [call]).run_delegations(instance_loop, 0)
 
 
 def _completion_check(state: RunState) -> None:
-    run_verify(state, state.main, "42")
+    run_verify(state, state.journal.main, "42")
 
 
 def _plan(state: RunState) -> None:
     call = ToolCall(id="p1", name="update_plan", arguments=json.dumps({"steps": [{"step": "x", "status": "done"}]}))
-    tool_invoke(registry["update_plan"], call.arguments, tool_context(state, state.main, call))
+    tool_invoke(registry["update_plan"], call.arguments, tool_context(state, state.journal.main, call))
 
 
 def _tool_progress(state: RunState) -> None:
     call = ToolCall(id="t1", name="calculator", arguments="{}")
-    tool_context(state, state.main, call).services["progress"](1.0, 2.0, "half way")
+    tool_context(state, state.journal.main, call).services["progress"](1.0, 2.0, "half way")
 
 
 def _compaction(state: RunState) -> None:
     schemas = [tool.schema() for tool in state.tools_at(0)]
-    step_request(state, state.main, state.pipeline(state.main, 0), system_message(state, 0), schemas, depth=0,
-                 force="budget")
+    main = state.journal.main
+    step_request(state, main, state.pipeline(main, 0), system_message(state, 0), schemas, depth=0, force="budget")
 
 
 WRITES = [_step, _announcement, _heartbeat_and_counters, _event_alone, _events_in_a_transaction, _streamed_text,
@@ -194,22 +193,22 @@ def test_loop1_a_write_of_a_run_another_attempt_owns_raises_run_lost_and_writes_
 def test_loop1_a_lost_worker_takes_no_supplement(lost):
     def supplement_seen(state):
         supplement_add(run=state.run, content="Also: in French.")
-        state.touch()  # the worker learns of it from a write, as after a step
-        assert state.signals.attention & RunAttention.SUPPLEMENT
+        state.journal.touch()  # the worker learns of it from a write, as after a step
+        assert state.journal.signals.attention & RunAttention.SUPPLEMENT
 
     state, before = lost(before=supplement_seen)
     with pytest.raises(RunLost):
-        instance_loop(state, state.main, 0)
+        instance_loop(state, state.journal.main, 0)
     assert ledger(state.run.pk) == before  # still queued for the attempt that owns the run
 
 
 def test_run6_a_lost_worker_settles_no_pending_call(lost):
     def a_call_left_pending(state):
-        state.commit(state.main, records=[_assistant_with_call("calculator", {"expression": "6*7"})])
+        state.journal.step(state.journal.main, records=[_assistant_with_call("calculator", {"expression": "6*7"})])
 
     state, before = lost(before=a_call_left_pending)
     with pytest.raises(RunLost):
-        resolve_pending_calls(state, state.main)
+        resolve_pending_calls(state, state.journal.main)
     assert ledger(state.run.pk) == before
 
 
@@ -270,7 +269,7 @@ def test_run6_a_resumed_run_taken_over_as_it_starts_settles_no_pending_call(fake
     run = question_ask(session=fake_session(), content="What is 6*7?")
     first = run_claim(run_id=run.pk)
     state = run_state_build(first)
-    state.commit(main_instance(run=first), records=[_assistant_with_call("calculator", {"expression": "6*7"})])
+    state.journal.step(main_instance(run=first), records=[_assistant_with_call("calculator", {"expression": "6*7"})])
     Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
     runs_reap_interrupted()
     run_resume(run=Run.objects.select_related("session").get(pk=run.pk))  # attempt 1, with a call pending

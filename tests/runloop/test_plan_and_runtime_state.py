@@ -11,7 +11,7 @@ import json
 import pytest
 
 from context.compaction import RUNTIME_STATE_HEADER
-from runloop.compaction import compaction_manual
+from runloop.compaction_manual import compaction_manual
 from sessions.frames import frame_initial, plan_text
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent
 from sessions.selectors.instances import main_instance

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from agents.services import agent_publish, agent_update
-from runloop.compaction import compaction_manual
+from runloop.compaction_manual import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, PreparedCompaction, Run, RunEvent, SessionMessage
 from sessions.services.dispatch import preparation_dispatcher_set

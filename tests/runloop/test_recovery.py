@@ -136,7 +136,7 @@ def test_healthz_answers_503_until_a_worker_beats_then_lists_it_and_503_again_on
 
 
 def test_a_working_run_beats_four_times_per_stale_interval(settings):
-    from runloop.watch import RunWatch
+    from runloop.journal import RunWatch
 
     assert RunWatch(1).heartbeat_every == heartbeat_period() == 2.0
     settings.AGENTLOOM_HEARTBEAT_STALE_SECONDS = 120

@@ -10,7 +10,7 @@ import pytest
 
 from models_catalog.discovery import PLATFORM_DEFAULT_CONTEXT_WINDOW
 from models_catalog.models import PLATFORM_DEFAULT_MAX_OUTPUT_TOKENS, ModelConnection
-from runloop.compaction import compaction_manual
+from runloop.compaction_manual import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Run
 from sessions.run_errors import window_refused

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from runloop.compaction import compaction_manual
+from runloop.compaction_manual import compaction_manual
 from sessions.models import Run, RunAttention
 from sessions.services.manual_compaction import MANUAL_COMPACTION_HOLD_SECONDS
 from sessions.services.questions import question_ask
