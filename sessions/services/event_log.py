@@ -89,7 +89,7 @@ class BroadcastHold:
     per run, in the order committed. The per-event sinks (the log, metrics) are not held.
 
     For events that are about to be followed by more within a moment, with nothing slow
-    between (issue #29): a run's final answer and its ``run_finished``, a step that
+    between: a run's final answer and its ``run_finished``, a step that
     announces a tool call and the ``tool_started`` of that call. One wake-up, one read and
     one write to each stream instead of two. The events themselves are committed as usual
     — a stream that reads meanwhile (its own check, a reconnection) sees them — only the
@@ -220,9 +220,8 @@ _EVENT_COLUMNS = ("run_id", "seq", "type", "payload", "created_at")
 def _event_write_alone(*, run_id: int, type: str, data: dict[str, Any] | None,
                        stop_flag: StopFlag | None, of_attempt: int | None) -> RunEvent:
     """One event outside any transaction (streamed text on its way), on PostgreSQL: its seq
-    taken and its row inserted by one statement, which commits by itself — one round trip
-    where BEGIN, the seq's UPDATE, the INSERT and COMMIT were four, a few times a second
-    while an answer streams (issue #29). The same UPDATE and INSERT as ``events_write``:
+    taken and its row inserted by one statement, which commits by itself: one round trip,
+    a few times a second while an answer streams (docs/performance.md). The same UPDATE and INSERT as ``events_write``:
     for a run's execution (``of_attempt``), the ownership check's UPDATE, so a worker that
     lost its run inserts nothing (the INSERT reads its seq from the UPDATE's row)."""
     payload, created = (concrete_field(RunEvent, name) for name in _EVENT_COLUMNS[3:])
@@ -255,9 +254,8 @@ def _event_write_alone(*, run_id: int, type: str, data: dict[str, Any] | None,
 
 def _events_insert(rows: Sequence[RunEvent]) -> None:
     """The rows in one INSERT (a batch past the database's bound on parameters in a few),
-    written out: every question writes several batches of events, and ``bulk_create``
-    composed each INSERT field by field and read back ids nobody uses (issue #29). The
-    rows get their ``created_at``; their ids stay unset."""
+    written out, reading back no ids (every question writes several batches of events;
+    docs/performance.md says why not ``bulk_create``). The rows get their ``created_at``; their ids stay unset."""
     fields = [concrete_field(RunEvent, name) for name in _EVENT_COLUMNS]
     payload, created = fields[3:]
     now = timezone.now()
@@ -311,8 +309,8 @@ class DeltaBuffer:
     def add(self, text: str) -> None:
         if not text:
             return
-        # The first words leave as soon as more follow them, not a flush interval later
-        # (issue #29: a person saw the first token 0.1 s after it came); an answer that
+        # The first words leave as soon as more follow them, not a flush interval later,
+        # so a person sees the answer begin when it begins; an answer that
         # comes whole in one piece is still written once, with its step.
         waiting = bool(self.text) and not self.flushed
         self.text += text
