@@ -45,7 +45,7 @@ from runloop.state import RunState
 from sessions.frames import plan_text
 from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention
 from sessions.selectors.instances import sub_instances_running, tool_calls_unsettled
-from sessions.step_selectors import instance_frame, last_question, preparation_last_failure
+from sessions.selectors.steps import instance_frame, last_question, preparation_last_failure
 from tools.read_file import files_in_view
 
 logger = logging.getLogger("agentloom.compaction")

@@ -16,7 +16,7 @@ from runloop.journal.side import compaction_hold_release, side_event
 from runloop.state import RunState, run_state_build, system_message
 from sessions.models import Run
 from sessions.selectors.instances import main_instance
-from sessions.step_selectors import run_for_execution, run_superseded
+from sessions.selectors.steps import run_for_execution, run_superseded
 
 logger = logging.getLogger("agentloom.compaction")
 

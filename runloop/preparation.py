@@ -34,7 +34,7 @@ from runloop.journal.side import (
 from runloop.learning import calibration_save
 from runloop.state import RunState, run_state_build
 from sessions.models import PreparedCompaction
-from sessions.step_selectors import run_for_execution, run_is_active
+from sessions.selectors.steps import run_for_execution, run_is_active
 
 logger = logging.getLogger("agentloom.compaction")
 

@@ -21,7 +21,7 @@ from runloop.errors import RunCancelled, RunStopped
 from runloop.journal import NewRecord
 from runloop.state import RunState
 from sessions.models import Instance
-from sessions.step_selectors import last_assistant, result_keys
+from sessions.selectors.steps import last_assistant, result_keys
 from tools.invoke import tool_invoke
 
 # Drives one instance until it answers: (state, instance, depth) -> the answer text.

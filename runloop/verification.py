@@ -18,7 +18,7 @@ from runloop.calls import collected_call
 from runloop.state import RunState
 from sessions.frames import plan_text
 from sessions.models import Instance, ModelCall
-from sessions.step_selectors import instance_frame, last_question, tool_results
+from sessions.selectors.steps import instance_frame, last_question, tool_results
 
 VERIFY_SYSTEM = ("You check a candidate answer against the evidence gathered while answering. Reply with the "
                  "first line exactly VERIFIED or NOT VERIFIED, then one short sentence saying why.")

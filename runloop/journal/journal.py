@@ -39,6 +39,7 @@ from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAtt
 from sessions.run_errors import RunError
 from sessions.selectors.context import context_load
 from sessions.selectors.records import record_as_engine_dict
+from sessions.selectors.steps import assistant_steps
 from sessions.services.checkpoints import CheckpointResult, checkpoint_commit
 from sessions.services.event_log import BroadcastHold, DeltaBuffer, events_write
 from sessions.services.frames import frame_update
@@ -58,7 +59,6 @@ from sessions.services.records import NewRecord
 from sessions.services.runs import run_claim, run_finish, run_reopen_record, run_wait_for_server
 from sessions.services.steps import step_announce, step_commit
 from sessions.services.supplements import supplements_take
-from sessions.step_selectors import assistant_steps
 
 Event = tuple[str, dict[str, Any] | None]
 Deltas = DeltaBuffer  # streamed text on its way, a few events a second (``RunJournal.deltas``)

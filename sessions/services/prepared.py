@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from context.compaction import prefix_digest
 from sessions.models import Instance, PreparedCompaction, Run
+from sessions.selectors.steps import preparation_last_failure as preparation_last_failure  # a read: its home
 from sessions.services import dispatch
-from sessions.step_selectors import preparation_last_failure as preparation_last_failure  # a read: its home
 
 Status = PreparedCompaction.Status
 # What a preparation's worker leaves when it goes away: no failure of the summarizer, so
