@@ -129,9 +129,17 @@ def test_ctx7_no_answer_in_a_projection_is_longer_than_the_bound_and_each_keeps_
     assert len(shown) == len(written)  # every answer stays, in order
     suffix = "\n\n[interrupted: this response was cut off before it finished]"
     for message, (answer, partial) in zip(shown, written):
-        body = _texts(message["content"]) if isinstance(message["content"], list) else message["content"]
-        if partial:  # the interrupted note comes after the answer (as its own block in a list)
-            body = body[:-len(suffix)] if body.endswith(suffix) else body[:-len(suffix.lstrip())]
+        content = message["content"]
+        if isinstance(content, list):  # the interrupted note is a block of its own, after the answer's
+            if partial:
+                assert content[-1] == {"type": "text", "text": suffix.lstrip()}
+                content = content[:-1]
+            body = _texts(content)
+        else:  # the note follows the answer's text after a blank line
+            body = content
+            if partial:
+                assert body.endswith(suffix)
+                body = body[:-len(suffix)]
         assert len(body) <= limit
         if len(answer) <= limit:
             assert body == answer
