@@ -145,7 +145,9 @@ def _sdist(folder: Path, python: Path, log: Path) -> Path:
         if candidate.is_file():
             return candidate
     (folder / "sdist").mkdir(exist_ok=True)
-    _run([str(python), "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
+    # Build isolation stays on: pip reads the sdist's metadata with its build backend
+    # (scikit-build-core), which the runtime venv does not have.
+    _run([str(python), "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
           "-d", str(folder / "sdist"), f"llama-cpp-python=={LLAMA_CPP_PYTHON}"], log=log)
     return folder / "sdist" / name
 
@@ -186,10 +188,29 @@ def build(*, llama_server: bool = True) -> dict[str, Any]:
         if time.monotonic() - waited > 1:
             say(f"waited {time.monotonic() - waited:.0f}s for another build of {folder}")
         manifest = read_manifest(folder)
-        if manifest is not None:
-            say(f"already built: {folder}")
-            return manifest
-        return _build_locked(folder, llama_server=llama_server)
+        if manifest is None:
+            return _build_locked(folder, llama_server=llama_server)
+        if llama_server and manifest["skipped"].get("llama_server", "").startswith("it did not build"):
+            say(f"llama-server did not build last time; trying again: {folder}")
+            return _server_retried(folder, manifest)
+        say(f"already built: {folder}")
+        return manifest
+
+
+def _server_retried(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """A cached build whose llama-server failed (a download cut, a missing tool since
+    installed) builds that part again; what did build is kept."""
+    skipped = dict(manifest["skipped"])
+    timings = dict(manifest["timings_seconds"])
+    server_binary = manifest["llama_server"]
+    with _timed(timings, "llama-server (cmake)"):
+        try:
+            server_binary = str(_build_llama_server(folder, Path(manifest["python"]), folder / "build.log"))
+            skipped.pop("llama_server", None)
+        except (SystemExit, OSError, tarfile.TarError, subprocess.TimeoutExpired) as exc:
+            skipped["llama_server"] = f"it did not build: {exc}"
+    return _manifest_write(folder, {**manifest, "llama_server": server_binary, "skipped": skipped,
+                                    "timings_seconds": timings})
 
 
 def _build_locked(folder: Path, *, llama_server: bool) -> dict[str, Any]:
@@ -248,11 +269,15 @@ def _build_locked(folder: Path, *, llama_server: bool) -> dict[str, Any]:
         "build_flags": BUILD_FLAGS, "server_flags": SERVER_FLAGS, "model_packages": list(MODEL_PACKAGES),
         "timings_seconds": timings, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    say(f"built in {timings['total']:.0f}s: {folder}")
+    return _manifest_write(folder, manifest)
+
+
+def _manifest_write(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     # Written last, through a rename: a manifest present means a complete build.
     partial = folder / (MANIFEST + ".partial")
     partial.write_text(json.dumps(manifest, indent=2) + "\n")
     partial.replace(folder / MANIFEST)
-    say(f"built in {timings['total']:.0f}s: {folder}")
     return manifest
 
 
