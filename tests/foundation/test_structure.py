@@ -242,3 +242,11 @@ def test_a_relative_private_import_and_an_upward_import_are_found(tmp_path):
 def test_a_long_module_is_named(tmp_path):
     modules = _tree(tmp_path, {"context/__init__.py": "", "context/long.py": "x = 1\n" * (MAX_LINES + 1)})
     assert oversized(modules) == [f"context.long: {MAX_LINES + 1} lines"]
+
+
+def test_no_script_or_benchmark_shadows_a_package_of_the_product():
+    # A script runs with its own folder first on sys.path: a benchmarks/tools.py made
+    # `import tools` find the benchmark, and the load run found no built-in tools.
+    for folder in ("benchmarks", "scripts"):
+        shadows = sorted(path.name for path in (REPO / folder).glob("*.py") if path.stem in PACKAGES)
+        assert not shadows, f"{folder}/ has modules named like the product's packages: {shadows}"

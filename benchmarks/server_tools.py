@@ -1,7 +1,7 @@
 """Benchmark: a server tool call through the run loop against the same call made directly with
 the MCP SDK's client, and protocol sessions per run (TOOL-4).
 
-    .venv/bin/python benchmarks/tools.py [--calls 30] [--runs 3]
+    .venv/bin/python benchmarks/server_tools.py [--calls 30] [--runs 3]
 
 (a) An SDK-built server on loopback (Streamable HTTP behind a bearer token; the stateless
     2026-07-28 revision, then the stateful earlier one). Directly: one SDK ``Client``, its
