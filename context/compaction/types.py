@@ -36,11 +36,26 @@ class RuntimeState:
     # RUN-13: the files attached to the session's questions, ``{"id", "name", "kind", "size"}``
     # each (``context.attachments.session_files``), so the agent can read one again.
     files: tuple[dict[str, Any], ...] = ()
+    # CTX-49: the artifact ledger, newest first, computed by code from the records
+    # (``{"kind", "label", "ref", "outcome"}`` each; see context/compaction/ledger.py).
+    ledger: tuple[dict[str, Any], ...] = ()
 
     def is_empty(self) -> bool:
         """True when there is nothing to tell the model."""
         return not ((self.plan or "").strip() or self.pending_calls or self.unknown_calls
-                    or self.sub_instances or self.queued_supplements or self.files)
+                    or self.sub_instances or self.queued_supplements or self.files or self.ledger)
+
+
+@dataclass(frozen=True)
+class HistoryFacts:
+    """CTX-48: what a summary written by code is made of, read from the records (never from
+    the view being replaced): every real user message of the main line in order, the tool
+    calls with their statuses (``{"id", "name", "arguments", "status"}``), and the last
+    assistant answer."""
+
+    user_messages: tuple[str, ...] = ()
+    calls: tuple[dict[str, Any], ...] = ()
+    last_answer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +115,11 @@ class CompactionRequest:
     cut: int | None = None
     prepared: PreparedSummary | None = None
     traces: list[Trace] | None = None
+    # CTX-50: the seqs of the pinned records; a message whose source is ``(s, s)`` with ``s``
+    # pinned stays verbatim (never masked, never summarized while the pins' room holds it).
+    pinned: frozenset[int] = frozenset()
+    # CTX-48: the records' facts for a summary written by code when the summarizer fails the check.
+    history: HistoryFacts | None = None
 
 
 @dataclass(frozen=True)
