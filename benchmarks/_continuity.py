@@ -208,7 +208,7 @@ def faithful(prompt: str) -> str:
         if entry.startswith("[earlier summary]"):
             for n, found in _previous_items(entry).items():
                 items[n] += found
-        items[3] += [p for p in _PATH.findall(entry)]
+        items[3] += _PATH.findall(entry)
         if entry.startswith("[tool result]"):
             note = _NOTE.match(entry)
             if "outcome unknown" in entry:

@@ -14,9 +14,12 @@ Path: the worker's compaction path without Django -- each step's request is proj
 from the records (``project_records`` with the last checkpoint's view, as the pipeline
 does), the CTX-22 triggers are evaluated, and ``compact()`` runs with the inputs the
 worker's ``runloop.compaction.compaction_request`` gives it (anchor, runtime state with
-unknown calls, ledger, pins, history facts) and the summarizer answering its calls. The
-full run loop on a fake provider was too slow here for 5 compactions × many sessions × 3
-summarizers × 2 tier choices on a busy 2-core machine (about a second per step).
+unknown calls, ledger, pins, history facts) and the summarizer answering its calls. Not
+the run loop on a fake provider: the transcripts' tools (Claude Code's ``Read``, SWE-agent's
+``str_replace_editor``, …) do not exist on the platform, so the loop would record errors
+instead of their outputs; an unknown outcome needs a worker lost during a call; and 13
+sessions × about 55 steps × 3 summarizers × 2 tier choices (over 4,000 steps, each with its
+database writes) does not fit five minutes on a busy 2-core machine.
 
 Compared in the same run, per summarizer (faithful, terse, junk):
 * §5a -- the policy's first tier on (``mask_tool_results``), the goal and the pinned
@@ -39,11 +42,19 @@ import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from _continuity import CARRIED_BY_CODE, KINDS, SUMMARIZERS, TOOLS, Session, extend, generated_steps, \
-    open_session, present
+from _continuity import (
+    CARRIED_BY_CODE,
+    KINDS,
+    SUMMARIZERS,
+    TOOLS,
+    Session,
+    extend,
+    generated_steps,
+    open_session,
+    present,
+)
 from _continuity_inputs import features, history_facts, ledger
 from _django import REPO
 
@@ -52,8 +63,8 @@ sys.path.insert(0, str(REPO))
 from context import Budget, ContextPolicy, Counters, evaluate_triggers, get_estimator, project_records  # noqa: E402
 from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive  # noqa: E402
 from context.pipeline import throttled  # noqa: E402
-from context.truncation import DEFAULT_TOOL_RESULT_LIMIT  # noqa: E402
 from context.policy import POLICY_DEFAULTS, default_safety_margin  # noqa: E402
+from context.truncation import DEFAULT_TOOL_RESULT_LIMIT  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus"
 WINDOW, OUTPUT = 16_384, 1_024
