@@ -239,15 +239,40 @@ def faithful(prompt: str) -> str:
                          for n, title in enumerate(SECTION_TITLES, start=1))
 
     text = render()
-    while len(text) > limit - 30 and any(len(v) > 1 for v in items.values()):
-        longest = max(items, key=lambda n: sum(len(i) for i in items[n]) if len(items[n]) > 1 else -1)
-        items[longest].pop(0)
+    while len(text) > limit - 30 and _drop_one(items):
         text = render()
     if len(text) > limit:  # one entry per section and still too long: shorter entries
         for n in items:
             items[n] = [_clip(i, max(40, limit // 12)) for i in items[n]]
         text = render()
     return f"<summary>\n{text}\n</summary>"
+
+
+def _is_result(item: str) -> bool:
+    return " returned" in item.split(":", 1)[0]
+
+
+# What a careful writer leaves out first when the summary must be shorter: the tools'
+# routine output, then paths, errors, the older user messages (never the first, the goal),
+# pending tasks, and only then decisions and findings.
+_DROP_ORDER = ((5, _is_result), (3, None), (4, None), (6, "after-first"), (7, None), (5, None), (8, None))
+
+
+def _drop_one(items: dict[int, list[str]]) -> bool:
+    """Leave out the oldest entry of the first kind ``_DROP_ORDER`` names; False when
+    nothing is left to drop."""
+    for section, which in _DROP_ORDER:
+        entries = items[section]
+        if which == "after-first":
+            if len(entries) > 1:
+                entries.pop(1)
+                return True
+            continue
+        for index, entry in enumerate(entries):
+            if which is None or which(entry):
+                entries.pop(index)
+                return True
+    return False
 
 
 def terse(prompt: str) -> str:

@@ -4,7 +4,18 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from _django import table
+from _django import table as _plain
+
+MARKDOWN = False  # --markdown: the tables as docs/performance.md shows them
+
+
+def table(title: str, rows: list[tuple[str, ...]], headers: tuple[str, ...]) -> None:
+    if not MARKDOWN:
+        _plain(title, rows, headers)
+        return
+    print(f"\n{title}\n\n| " + " | ".join(headers) + " |\n|" + "---|" * len(headers))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
 
 
 def share(outcomes: list[Any], k: int, kinds: tuple[str, ...]) -> tuple[float | None, int]:

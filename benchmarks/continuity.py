@@ -224,6 +224,7 @@ def main() -> None:
     parser.add_argument("--generated", type=int, default=3, help="generated tool-heavy sessions")
     parser.add_argument("--per-source", type=int, default=2, help="real transcripts per corpus source")
     parser.add_argument("--compactions", type=int, default=5)
+    parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     args = parser.parse_args()
     on = features()
     print("features on this tree: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in on.items()))
@@ -237,8 +238,10 @@ def main() -> None:
             for s in all_sessions:
                 results[summarizer, config].append(run(s, summarizer, config, args.compactions))
         print(f"  {summarizer}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    import _continuity_report
     from _continuity_report import report
 
+    _continuity_report.MARKDOWN = args.markdown
     report(results, args.compactions, CONFIGS, KINDS, CARRIED_BY_CODE)
 
 
