@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
@@ -227,6 +228,9 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     args = parser.parse_args()
     on = features()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                            check=False).stdout.strip() or "unknown"
+    print(f"measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit {commit}")
     print("features on this tree: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in on.items()))
     all_sessions = sessions(args.generated, args.per_source)
     print(f"{len(all_sessions)} sessions: " + ", ".join(f"{s.source} {s.name} ({len(s.records)} records)"
