@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 KINDS = ("goal", "instruction", "artifact", "decision", "open_task", "subagent", "unknown_call", "pin")
+# Rows of the table: the kinds, and the sub-agent's result counted by its text alone.
+ROWS = (*KINDS, "subagent (its text)")
 # The kinds SPEC §5a says code carries whatever the summarizer writes (the 100% goal).
 CARRIED_BY_CODE = ("goal", "instruction", "pin", "artifact", "unknown_call", "subagent")
 
@@ -35,6 +37,9 @@ class Fact:
     kind: str
     marker: str
     seq: int  # the record it was planted in
+    # Planted in a tool result: a ``read_record`` reference to its record in the request
+    # (a masked result's note, the ledger's entry) reads it back whole, so it counts.
+    readable: bool = False
 
 
 @dataclass
@@ -58,7 +63,7 @@ class Session:
         return record
 
     def plant(self, kind: str, marker: str, record: Mapping[str, Any]) -> None:
-        self.facts.append(Fact(kind, marker, int(record["seq"])))
+        self.facts.append(Fact(kind, marker, int(record["seq"]), readable=record["kind"] == "tool_result"))
 
 
 def _call(session: Session, text: str | None, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -98,10 +103,10 @@ def open_session(source: str, name: str, system: str, number: int) -> Session:
         f"keeping the monthly totals identical. Call the project {m['goal']} in every commit message.")})
     s.plant("goal", m["goal"], goal)
     s.pinned.add(int(goal["seq"]))
-    record, call = _call(s, "I will look at the export first.", "read_file",
-                         {"path": f"reports/{m['artifact']}/export.py"})
+    record, call = _call(s, "I will read the scheduler's guide first.", "http_fetch",
+                         {"url": f"https://docs.example.org/{m['artifact']}/scheduler-guide.html"})
     s.plant("artifact", m["artifact"], record)
-    _result(s, call, "read_file", "def export(month):\n" + _filler(40, "export"))
+    _result(s, call, "http_fetch", "Scheduler guide\n" + _filler(40, "guide"))
     s.add("assistant", {"role": "assistant", "content": (
         "The export reads the ledger table month by month. After weighing a rewrite against a wrapper, "
         f"Decision: we keep the old SQL and wrap it in a scheduler task, recorded as {m['decision']}. "
@@ -151,14 +156,43 @@ def generated_steps(session: Session, steps: int, *, output_lines: int = 45, eve
 # --- presence -----------------------------------------------------------------------------------
 
 
+_REFERENCE = re.compile(r'read_record \{"seq": (\d+)\}')
+
+
 def request_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    """Everything a model reads of ``messages``: contents and tool calls, lower-cased."""
-    return json.dumps(list(messages), ensure_ascii=False).lower()
+    """Everything a model reads of ``messages``: their texts and their calls' names and arguments."""
+    parts: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts += [str(p.get("text", "")) for p in content if isinstance(p, Mapping)]
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            parts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
+    return "\n".join(parts)
 
 
-def present(facts: Iterable[Fact], messages: Sequence[Mapping[str, Any]]) -> dict[Fact, bool]:
+def present(facts: Iterable[Fact], messages: Sequence[Mapping[str, Any]]) -> dict[Fact, str]:
+    """How each fact is in the request: ``text`` (its marker), ``reference`` (only a
+    ``read_record`` reference to the result it was planted in), or ``""`` (lost)."""
     text = request_text(messages)
-    return {fact: fact.marker.lower() in text for fact in facts}
+    lowered = text.lower()
+    referenced = {int(n) for n in _REFERENCE.findall(text)}
+    return {fact: "text" if fact.marker.lower() in lowered else
+            "reference" if fact.readable and fact.seq in referenced else "" for fact in facts}
+
+
+def tally(found: Mapping[Fact, str]) -> dict[str, tuple[int, int]]:
+    """Per kind (kept, of); a readable kind also as ``<kind> (its text)``, the text alone."""
+    kinds: dict[str, tuple[int, int]] = {}
+    for fact, how in found.items():
+        keys = [(fact.kind, bool(how))] + ([(f"{fact.kind} (its text)", how == "text")] if fact.readable else [])
+        for key, kept in keys:
+            k, n = kinds.get(key, (0, 0))
+            kinds[key] = (k + kept, n + 1)
+    return kinds
 
 
 # --- the three summarizers ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ them (every real user message in order, the calls and their statuses, the last a
 """
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -18,38 +18,32 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-ENGINE = REPO / "context" / "compaction"
+# The built-in tools the registry declares idempotent (``Tool.idempotent``): every other
+# call has side effects and is listed in the ledger with its outcome (CTX-49), as the
+# worker's ``_idempotent_tools`` does; a transcript's own tools are unknown, so side effects.
+IDEMPOTENT = frozenset({"calculator", "clock", "http_fetch", "update_plan", "read_file", "read_record"})
 
 
-def _engine_uses(name: str) -> bool:
-    return any(f".{name}" in path.read_text(encoding="utf-8") for path in ENGINE.glob("*.py")
-               if path.name != "types.py")
-
-
-def _ledger_function() -> Any:
-    try:
-        module = importlib.import_module("context.compaction.ledger")
-    except ImportError:
-        return None
-    for name in ("ledger_from_records", "artifact_ledger", "compute_ledger", "build_ledger", "ledger"):
-        if callable(getattr(module, name, None)):
-            return getattr(module, name)
-    return None
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def features() -> dict[str, bool]:
     from context.policy import POLICY_DEFAULTS
 
     return {"masking (CTX-47)": "mask_tool_results" in POLICY_DEFAULTS,
-            "checked summaries + code-written fallback (CTX-48)": _engine_uses("history"),
-            "artifact ledger (CTX-49)": _ledger_function() is not None,
-            "pins (CTX-50)": _engine_uses("pinned")}
+            "checked summaries + code-written fallback (CTX-48)": _has("context.compaction.check"),
+            "artifact ledger (CTX-49)": _has("context.compaction.ledger"),
+            "pins (CTX-50)": _has("context.compaction.pins")}
 
 
-def ledger(records: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+def ledger(records: list[dict[str, Any]], open_runs: set[Any]) -> tuple[dict[str, Any], ...]:
     """CTX-49's ledger from the records, when this tree computes one; else nothing."""
-    function = _ledger_function()
-    return tuple(function(records)) if function is not None else ()
+    if not _has("context.compaction.ledger"):
+        return ()
+    from context.compaction.ledger import artifact_ledger
+
+    return tuple(artifact_ledger(records, idempotent=IDEMPOTENT, open_runs=open_runs))
 
 
 def _text(content: Any) -> str:
@@ -60,11 +54,16 @@ def _text(content: Any) -> str:
     return ""
 
 
-def history_facts(records: list[dict[str, Any]]) -> Any:
-    """CTX-48's ``HistoryFacts`` from the records: every real user message in order, the
-    calls with their statuses (``unknown`` for a call of an ended run without a result), the
-    last assistant answer."""
+def history_facts(records: list[dict[str, Any]], open_runs: set[Any]) -> Any:
+    """CTX-48's ``HistoryFacts`` from the records (the product's ``history_facts`` when this
+    tree has it): every real user message in order, the calls with their statuses
+    (``unknown`` for a call of an ended run without a result), the last assistant answer."""
     from context.compaction.types import HistoryFacts
+
+    if _has("context.compaction.history"):
+        from context.compaction.history import history_facts as product
+
+        return product(records, open_runs=open_runs)
 
     results = {r["message"].get("tool_call_id"): r["message"].get("status") or "ok"
                for r in records if r["kind"] == "tool_result"}

@@ -47,7 +47,7 @@ from typing import Any
 
 from _continuity import (
     CARRIED_BY_CODE,
-    KINDS,
+    ROWS,
     SUMMARIZERS,
     TOOLS,
     Session,
@@ -55,6 +55,7 @@ from _continuity import (
     generated_steps,
     open_session,
     present,
+    tally,
 )
 from _continuity_inputs import features, history_facts, ledger
 from _django import REPO
@@ -174,7 +175,8 @@ def run(session: Session, summarizer: str, config: str, compactions: int) -> Out
         seen = records[:position]
         sources: list[Any] = []
         traced: list[Any] = []
-        options: dict[str, Any] = {"open_runs": set(), "sources_out": sources, "traces_out": traced}
+        current = {seen[-1]["run"]}  # the run in progress: its unanswered calls are pending
+        options: dict[str, Any] = {"open_runs": current, "sources_out": sources, "traces_out": traced}
         if view is not None:
             options.update(start_view=view, start_watermark=watermark, start_traces=traces)
         messages = project_records([r for r in seen if r["seq"] > watermark], **options)
@@ -182,14 +184,14 @@ def run(session: Session, summarizer: str, config: str, compactions: int) -> Out
         fired = evaluate_triggers(policy=policy, budget=budget, estimated_tokens=tokens, counters=Counters())
         if fired and not throttled(failure, tokens, budget, now=time.time()):
             anchor = next((r["message"] for r in reversed(seen) if r["kind"] == "user"), None)
-            state = RuntimeState(unknown_calls=_unknown_calls(seen), ledger=ledger(seen) if on else ())
+            state = RuntimeState(unknown_calls=_unknown_calls(seen), ledger=ledger(seen, current) if on else ())
             request = CompactionRequest(
                 system=system, messages=messages, sources=sources, task_anchor=anchor, runtime_state=state,
                 budget=budget, policy=policy, estimator=estimator, tools=TOOLS, trigger="budget",
                 max_summary_calls=policy.max_compaction_calls, dialect="openai",
                 traces=traced if len(traced) == len(messages) else None,
                 pinned=frozenset(session.pinned) if on else frozenset(),
-                history=history_facts(seen) if on else None)
+                history=history_facts(seen, current) if on else None)
             result = drive(compact(request), summarize)
             outcome.outcomes[result.outcome] += 1
             for key in ("tiers", "tier", "summary_source"):
@@ -201,12 +203,8 @@ def run(session: Session, summarizer: str, config: str, compactions: int) -> Out
                 messages = list(result.messages or [])
                 tokens = estimator.request([system, *messages], TOOLS)
                 if len(outcome.present) < compactions:
-                    found = present([f for f in session.facts if f.seq <= watermark], [system, *messages])
-                    kinds: dict[str, tuple[int, int]] = {}
-                    for fact, kept in found.items():
-                        k, n = kinds.get(fact.kind, (0, 0))
-                        kinds[fact.kind] = (k + kept, n + 1)
-                    outcome.present.append(kinds)
+                    outcome.present.append(tally(present([f for f in session.facts if f.seq <= watermark],
+                                                         [system, *messages])))
             elif result.outcome == "failed":
                 failure = {"tokens": tokens, "at": time.time(), "reason": result.reason}
         if not budget.fits(tokens):
@@ -246,7 +244,7 @@ def main() -> None:
     from _continuity_report import report
 
     _continuity_report.MARKDOWN = args.markdown
-    report(results, args.compactions, CONFIGS, KINDS, CARRIED_BY_CODE)
+    report(results, args.compactions, CONFIGS, ROWS, CARRIED_BY_CODE)
 
 
 if __name__ == "__main__":

@@ -64,17 +64,32 @@ def test_ctx52_an_uncompacted_view_carries_every_fact():
     s = _session()
     view = project_records(s.records, open_runs=set())
     found = harness.present(s.facts, [{"role": "system", "content": s.system}, *view])
-    assert all(found.values()), [f for f, ok in found.items() if not ok]
+    assert set(found.values()) == {"text"}, found
 
 
 def test_ctx52_a_fact_is_found_in_content_and_in_call_arguments_whatever_the_case():
     fact = harness.Fact("artifact", "quartz-otter-3", 2)
     parts = [{"type": "text", "text": "see QUARTZ-OTTER-3"}]
-    assert harness.present([fact], [{"role": "user", "content": parts}])[fact]
+    assert harness.present([fact], [{"role": "user", "content": parts}])[fact] == "text"
     assert harness.present([fact], [{"role": "assistant", "content": None, "tool_calls": [{
-        "id": "c", "type": "function", "function": {"name": "read_file",
-                                                     "arguments": '{"path": "a/quartz-otter-3/b.py"}'}}]}])[fact]
+        "id": "c", "type": "function", "function": {"name": "http_fetch",
+                                                     "arguments": '{"url": "https://x.org/quartz-otter-3"}'}}]}])[fact]
     assert not harness.present([fact], [{"role": "user", "content": "quartz-otter-4 is another one"}])[fact]
+
+
+def test_ctx52_a_result_fact_counts_when_a_reference_reads_its_record_back_and_only_then():
+    s = _session()
+    result = next(f for f in s.facts if f.kind == "subagent")
+    goal = next(f for f in s.facts if f.kind == "goal")
+    assert result.readable and not goal.readable
+    folded = f'[tool result folded] read it whole: read_record {{"seq": {result.seq}}}'
+    note = [{"role": "tool", "tool_call_id": "c", "content": folded}]
+    assert harness.present([result], note)[result] == "reference"
+    other = [{"role": "tool", "tool_call_id": "c", "content": f'read_record {{"seq": {result.seq + 1}}}'}]
+    assert harness.present([result], other)[result] == ""
+    assert harness.present([goal], [{"role": "user", "content": f'read_record {{"seq": {goal.seq}}}'}])[goal] == ""
+    counted = harness.tally(harness.present([result, goal], note))
+    assert counted == {"subagent": (1, 1), "subagent (its text)": (0, 1), "goal": (0, 1)}
 
 
 @given(st.lists(st.text(alphabet="abcdefghij klmnop.,\n", max_size=60), min_size=1, max_size=6),
@@ -100,7 +115,7 @@ def test_ctx52_the_faithful_summarizer_writes_nine_sections_from_what_it_was_giv
     assert all(title in body for title in SECTION_TITLES)
     assert len(body) <= 6_000
     found = harness.present(s.facts, [{"role": "user", "content": reply}])
-    assert all(found.values()), [f.kind for f, ok in found.items() if not ok]  # room enough: nothing dropped
+    assert all(found.values()), [f.kind for f, how in found.items() if not how]  # room enough: nothing dropped
 
 
 def test_ctx52_the_terse_summarizer_keeps_the_shape_and_drops_the_detail():
