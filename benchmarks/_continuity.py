@@ -198,9 +198,22 @@ def tally(found: Mapping[Fact, str]) -> dict[str, tuple[int, int]]:
 # --- the three summarizers ----------------------------------------------------------------------
 
 _ENTRY = re.compile(r"\n+(?=\[(?:user|assistant|tool result|earlier summary|late tool result|user command|system)\])")
-_MAX = re.compile(r"in at most ([\d,]+) characters")
+_MAX = re.compile(r"at most ([\d,]+) characters")
 _NOTE = re.compile(r'\[tool result\] ([\w.-]+)\(.*?\): status \w+, .*? Begins: "(.*)"$', re.S)
 _PATH = re.compile(r"(?:https?://[^\s\"')\\]+|\b[\w.-]+(?:/[\w.-]+)+\.\w+)")
+
+
+def prompt_text(messages: Sequence[Mapping[str, Any]], *, cached: bool) -> str:
+    """What a summarizer reads of a summary request, in the transcript form's shape: the
+    request's instruction and its ``<conversation>`` of notes (CTX-33). A request of the
+    cached form (CTX-46) is the action request and then the instruction: its messages are
+    rendered as the notes a transcript-form request would carry."""
+    from context.compaction import summarizer_input
+
+    if not cached:
+        return str(messages[-1].get("content") or "")
+    notes = "\n\n".join(summarizer_input(list(messages[1:-1])))
+    return f"{messages[-1].get('content')}\n\n<conversation>\n{notes}\n</conversation>"
 
 
 def _block(text: str, name: str) -> str | None:

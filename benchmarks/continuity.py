@@ -55,6 +55,7 @@ from _continuity import (
     generated_steps,
     open_session,
     present,
+    prompt_text,
     tally,
 )
 from _continuity_inputs import features, history_facts, ledger
@@ -74,6 +75,9 @@ SESSION_CHARS = 150_000  # every session is topped up with generated steps to ab
 MIN_STEPS = 30  # and at least this many generated steps after the transcript
 TRANSCRIPT_CHARS = 80_000  # of a real transcript, at most this much is used
 CONFIGS = ("§5a", "summary only")
+# The provider modelled has an automatic prefix cache (OpenAI's, DeepSeek's): the worker
+# sends its summary requests in the cached form (CTX-46, ``ride_cache``); --no-cache: not.
+RIDE_CACHE = True
 
 
 @dataclass
@@ -87,6 +91,7 @@ class Outcome:
     forms: Counter[str] = field(default_factory=Counter)  # tiers / summary source, from the metrics
     sent: int = 0
     summary_sent: int = 0
+    summary_calls: int = 0
     cache_read: int = 0
     stopped: str | None = None
     steps: int = 0
@@ -164,10 +169,11 @@ def run(session: Session, summarizer: str, config: str, compactions: int) -> Out
     write = SUMMARIZERS[summarizer]
 
     def summarize(call: Any) -> SummaryReply:
-        nonlocal previous
         outcome.summary_sent += call.estimated_tokens
-        outcome.cache_read += _cached(previous, call.messages, estimator) if call.tools is not None else 0
-        return SummaryReply(text=write(str(call.messages[-1]["content"])))
+        outcome.summary_calls += 1
+        if call.tools is not None:  # the cached form (CTX-46): the action request's prefix, then the instruction
+            outcome.cache_read += _cached(previous, call.messages, estimator)
+        return SummaryReply(text=write(prompt_text(call.messages, cached=call.tools is not None)))
 
     for position in range(1, len(records) + 1):
         if position < len(records) and records[position]["kind"] != "assistant":
@@ -188,7 +194,7 @@ def run(session: Session, summarizer: str, config: str, compactions: int) -> Out
             request = CompactionRequest(
                 system=system, messages=messages, sources=sources, task_anchor=anchor, runtime_state=state,
                 budget=budget, policy=policy, estimator=estimator, tools=TOOLS, trigger="budget",
-                max_summary_calls=policy.max_compaction_calls, dialect="openai",
+                max_summary_calls=policy.max_compaction_calls, dialect="openai", ride_cache=RIDE_CACHE,
                 traces=traced if len(traced) == len(messages) else None,
                 pinned=frozenset(session.pinned) if on else frozenset(),
                 history=history_facts(seen, current) if on else None)
@@ -224,7 +230,10 @@ def main() -> None:
     parser.add_argument("--per-source", type=int, default=2, help="real transcripts per corpus source")
     parser.add_argument("--compactions", type=int, default=5)
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    parser.add_argument("--no-cache", action="store_true", help="summary requests in the transcript form")
     args = parser.parse_args()
+    global RIDE_CACHE
+    RIDE_CACHE = not args.no_cache
     on = features()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                             check=False).stdout.strip() or "unknown"
