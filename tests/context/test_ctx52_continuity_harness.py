@@ -130,3 +130,18 @@ def test_ctx52_the_junk_summarizer_ignores_the_instruction():
     reply = harness.junk(_prompt(s))
     assert "<summary>" not in reply and not any(title in reply for title in SECTION_TITLES)
     assert not any(harness.present(s.facts, [{"role": "user", "content": reply}]).values())
+
+
+def test_ctx52_a_summary_request_of_the_cached_form_is_read_as_its_notes():
+    """CTX-46: the action request then the instruction; the summarizer reads the same facts."""
+    from context.compaction.prompt import cached_summary_instruction
+
+    s = _session()
+    view = project_records(s.records, open_runs=set())
+    messages = [{"role": "system", "content": s.system}, *view, cached_summary_instruction(kept=0, max_chars=6_000)]
+    text = harness.prompt_text(messages, cached=True)
+    assert "at most 6,000 characters" in text and "<conversation>" in text
+    reply = harness.faithful(text)
+    assert len(reply) <= 6_000 + len("<summary>\n\n</summary>")
+    found = harness.present(s.facts, [{"role": "user", "content": reply}])
+    assert all(found.values()), [f.kind for f, how in found.items() if not how]
