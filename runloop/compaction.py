@@ -44,7 +44,7 @@ from runloop.journal import NewRecord
 from runloop.meter import context_measured
 from runloop.state import RunState
 from sessions.frames import plan_text
-from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention
+from sessions.models import Instance, ModelCall, PreparedCompaction, RunAttention
 from sessions.selectors.instances import sub_instances_running, tool_calls_unsettled
 from sessions.selectors.ledger import instance_ledger
 from sessions.selectors.steps import instance_frame, last_question, preparation_last_failure

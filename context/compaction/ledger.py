@@ -153,7 +153,8 @@ class _Ledger:
 
 
 def artifact_ledger(records: Iterable[Mapping[str, Any]], *, idempotent: Collection[str] = frozenset(),
-                    open_runs: Collection[Any] | None = None, instance: str | None = None) -> tuple[dict[str, Any], ...]:
+                    open_runs: Collection[Any] | None = None,
+                    instance: str | None = None) -> tuple[dict[str, Any], ...]:
     """The artifact ledger of ``records`` (CTX-49), newest first (see the module docstring).
 
     ``records`` are SPEC §3 dicts in seq order, every record the instance may see;
@@ -304,11 +305,12 @@ def ledger_to_show(ledger: Sequence[Mapping[str, Any]], *, unknown: Sequence[Map
     attached = {file_ref(f.get("id")) for f in files}
     out: list[Mapping[str, Any]] = []
     for entry in ledger:
-        call = entry.get("call")
+        made_by = entry.get("call")
         if entry.get("kind") == "file" and entry.get("ref") in attached:
             continue
-        if entry.get("outcome") == "unknown" and isinstance(call, Mapping):
-            key = (str(call.get("id") or ""), str(call.get("name") or ""), str(call.get("arguments") or ""))
+        if entry.get("outcome") == "unknown" and isinstance(made_by, Mapping):
+            key = (str(made_by.get("id") or ""), str(made_by.get("name") or ""),
+                   str(made_by.get("arguments") or ""))
             if listed.get(key):
                 listed[key] -= 1
                 continue

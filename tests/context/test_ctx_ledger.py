@@ -195,7 +195,7 @@ def histories(draw):
     """Runs of one to six steps of one to three calls each, every result of any status or
     missing, with ids reused across runs (real transcripts reuse them)."""
     rng = random.Random(draw(st.integers(0, 2**32)))
-    h, expected = History(), {}
+    h = History()
     runs = draw(st.integers(1, 4))
     for run in range(1, runs + 1):
         h.ask(f"question {run}", run=run)
@@ -203,7 +203,7 @@ def histories(draw):
             calls = [(f"c{rng.randint(0, 3)}", rng.choice(TOOLS), {"n": rng.randint(0, 2), "url": f"https://e/{step}",
                                                                      "seq": 1}) for _ in range(rng.randint(1, 3))]
             h.calls(*(_call(i, name, args) for i, name, args in calls), run=run)
-            for i, name, args in calls:
+            for i, name, _ in calls:
                 status = rng.choice(STATUSES)
                 if status is None:
                     continue
