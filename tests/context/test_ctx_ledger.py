@@ -10,6 +10,7 @@ stays within its bound for a ledger of any size.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -17,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_ctx_compaction import EST
 from test_ctx_compaction_properties import CI
+from test_ctx_compaction_state import runtime_states
 
 from context import tool_call_states
 from context.compaction import RuntimeState, render_runtime_state
@@ -281,3 +283,25 @@ def test_ctx49_the_block_with_a_ledger_of_any_size_stays_within_its_bound(size, 
     assert listed == list(range(len(listed)))  # the newest first, none skipped
     if len(listed) < size:
         assert f"{size - len(listed)} earlier artifact" in text or "artifact" in text.splitlines()[-1]
+
+
+@settings(max_examples=200 if CI else 60, deadline=None)
+@given(state=runtime_states(), size=st.sampled_from([0, 1, 5, 80, 1_000]), max_units=st.integers(0, 8_000),
+       name=st.sampled_from(sorted(ESTIMATORS)))
+def test_ctx49_beside_every_other_list_the_ledger_keeps_the_block_within_its_room(state, size, max_units, name):
+    estimator = ESTIMATORS[name]
+    ledger = tuple({"kind": "url", "label": f"URL https://example.org/{n}/" + "p" * (n % 7 * 40), "outcome": "done",
+                    "ref": f'read_record {{"seq": {10_000 - n}}}', "seq": 10_000 - n, "call": None}
+                   for n in range(size))
+    state = dataclasses.replace(state, ledger=ledger)
+    block = render_runtime_state(state, max_units=max_units, cost_of=estimator.message)
+    if block is None:
+        return
+    assert estimator.message(block) <= max_units
+    text = block["content"]
+    shown = [n for n in range(size) if f"URL https://example.org/{n}/" in text]
+    assert shown == list(range(len(shown)))  # the newest, in their order, none skipped
+    if size and not shown:  # not even its newest: counted in the block's last line
+        assert f"{size} artifact" in text.splitlines()[-1]
+    elif len(shown) < size:
+        assert f"and {size - len(shown)} earlier artifact" in text
