@@ -188,8 +188,8 @@ def _idempotent_tools(state: RunState) -> frozenset[str]:
     """CTX-49: the tools without side effects, as the run knows them: the agent's version
     (its server tools as frozen, TOOL-5) over the built-ins. A tool neither knows (an
     earlier version's server tool) counts as having side effects."""
-    known = {name: tool.idempotent for name, tool in registry.items()}
-    known.update({tool.name: tool.idempotent for tool in state.tools})
+    known = {**{name: tool.idempotent for name, tool in registry.items()},
+             **{tool.name: tool.idempotent for tool in state.tools}}
     return frozenset(name for name, idempotent in known.items() if idempotent)
 
 
