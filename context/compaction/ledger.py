@@ -60,6 +60,9 @@ NOT_STARTED_TEXT = rec.NOT_STARTED_TEXT
 # TOOL-4: how a server tool's resource link and embedded resource read in the record
 # (``toolservers.results``): ``[resource link: NAME <URI> (mime) — description]`` and
 # ``[resource <URI> (mime)]`` / ``[resource <URI> (mime): N bytes of binary content, not shown]``.
+# Tools whose results are text from elsewhere (a web page, another record, a file): a line of
+# theirs that reads like a resource is that text's, not a tool server's, and names nothing.
+_ECHOING = frozenset({HTTP_FETCH_TOOL, READ_RECORD_TOOL, READ_FILE_TOOL})
 _RESOURCE_LINK = re.compile(r"^\[resource link: (?P<name>[^\n<]*?) ?<(?P<uri>[^>\n]+)>")
 _RESOURCE = re.compile(r"^\[resource <(?P<uri>[^>\n]+)>")
 _SPACES = re.compile(r"\s+")
@@ -160,49 +163,18 @@ def artifact_ledger(records: Iterable[Mapping[str, Any]], *, idempotent: Collect
     ``records`` are SPEC §3 dicts in seq order, every record the instance may see;
     ``idempotent`` names the tools without side effects; ``open_runs`` and ``instance`` as
     in ``tool_call_states`` (the run still going, whose unanswered calls are pending)."""
-    records = [r for r in records if isinstance(r, dict)]
-    reader = Reader(DEFAULT_TOOL_RESULT_LIMIT, instance)
-    seq_of: dict[int, int] = {}  # id(Call) -> the seq of the assistant record that made it
-    raw_results: dict[int, Any] = {}  # seq -> the stored content of a result record (whole, not cut)
-    kinds: dict[int, str] = {}  # seq -> what the record is, for the label of a record read back
-    with gc_paused():
-        for record in records:
-            seq = record.get("seq")
-            message = record.get("message")
-            if isinstance(seq, int) and isinstance(message, dict):
-                kind = record.get("kind")
-                if kind in rec.RESULT_KINDS:
-                    raw_results[seq] = message.get("content")
-                    kinds[seq] = f"the result of {_one_line(message.get('name') or 'a tool')}"
-                elif isinstance(kind, str):
-                    kinds[seq] = {"user": "a question", "assistant": "an answer"}.get(kind, f"a {kind} record")
-            if record.get("kind") == rec.COMPACTION:
-                record = {**record, "kind": "checkpoint_not_applied"}  # still a record of its run
-            reader.read(record)
-    runs = open_runs if open_runs is not None else ({reader.closures.latest_run} if reader.any_read else set())
-    calls: list[Call] = []
-    entries: list[Call | Result] = []
-    for tag, payload, read_calls, _, seq, _ in reader.items:
-        if tag == ITEM_ASSISTANT:
-            for call in read_calls:
-                seq_of[id(call)] = _int_seq(seq)
-            calls.extend(read_calls)
-            entries.extend(read_calls)
-        elif tag == ITEM_RESULT:
-            entries.append(payload)
-    pair(entries, reader.closures)
-
+    read = _Read([r for r in records if isinstance(r, dict)], instance)
+    runs = open_runs if open_runs is not None else (
+        {read.reader.closures.latest_run} if read.reader.any_read else set())
     ledger = _Ledger()
-    files = {f["id"]: f for f in session_files(records) if isinstance(f.get("id"), (int, str))}
-    for record in records:  # the files attached, at the question that carried each
+    for record in read.records:  # the files attached, at the question that carried each
         for file_id in _attached_ids(record):
-            if file_id in files:
-                name = _one_line(files[file_id].get("name") or "a file")
-                ledger.add("file", file_id, f"file {name} (id {file_id})",
-                           file_ref(file_id), "attached", _int_seq(record.get("seq")))
-    for call in calls:
-        _touch(ledger, call, seq_of.get(id(call), 0), runs, reader, raw_results, kinds, files,
-               side_effects=call.name not in idempotent)
+            if file_id in read.files:
+                name = _one_line(read.files[file_id].get("name") or "a file")
+                ledger.add("file", file_id, f"file {name} (id {file_id})", file_ref(file_id), "attached",
+                           _int_seq(record.get("seq")))
+    for call in read.calls:
+        read.touch(ledger, call, runs, side_effects=call.name not in idempotent)
     # Newest record first; what one record holds (the resources of one result) in its order.
     ordered = sorted(ledger.entries.values(), key=lambda e: (-e.seq, e.order))
     return tuple(e.as_dict() for e in ordered)
@@ -214,42 +186,83 @@ def _attached_ids(record: Mapping[str, Any]) -> list[Any]:
     return [a.get("id") for a in attachments if isinstance(a, Mapping)] if isinstance(attachments, list) else []
 
 
-def _touch(ledger: _Ledger, call: Call, call_seq: int, runs: Collection[Any], reader: Reader,
-           raw_results: Mapping[int, Any], kinds: Mapping[int, str], files: Mapping[Any, Mapping[str, Any]], *,
-           side_effects: bool) -> None:
-    """What one call adds to the ledger."""
-    answer = call.answer
-    if answer is None:
-        if call_outcome(call, reader.closures, runs) != "unknown":
-            return  # pending in the open run, or from a cut stream: it never ran (CTX-2, CTX-6)
-        late = call.late
-        seq = _int_seq(late.seq) if late is not None else call_seq
-        outcome, ref, content = "unknown", record_ref(late.seq) if late is not None else None, None
-    else:
-        seq = _int_seq(answer.seq)
-        content = raw_results.get(seq, answer.content)
-        outcome, ref = _outcome(answer.status, content, side_effects), record_ref(answer.seq)
-    described = {"id": call.raw_id or "", "name": call.name, "arguments": call.arguments}
-    arguments = _arguments(call)
-    if call.name == HTTP_FETCH_TOOL and isinstance(arguments.get("url"), str):
-        url = _one_line(arguments["url"])
-        ledger.add("url", url, f"URL {url}, fetched", ref, outcome, seq, described)
-    elif call.name == READ_RECORD_TOOL and isinstance(arguments.get("seq"), int):
-        read = arguments["seq"]
-        what = kinds.get(read)
-        ledger.add("record", read, f"record {read}{f' ({what})' if what else ''}, read back", record_ref(read),
-                   outcome, seq, described)
-    elif call.name == READ_FILE_TOOL and isinstance(arguments.get("file_id"), (int, str)):
-        file_id = arguments["file_id"]
-        name = files.get(file_id, {}).get("name")
-        attached = ", attached by the person" if file_id in files else ""
-        ledger.add("file", file_id, f"file {_one_line(name or 'not attached here')} (id {file_id}){attached}, "
-                   "read back by the agent", file_ref(file_id), outcome, seq, described)
-    elif side_effects:
-        ident = f" (call {call.raw_id})" if call.raw_id else ""
-        ledger.add("call", ("call", id(call)), f"{call.name}{ident} with arguments {_one_line(call.arguments)}",
-                   ref, outcome, seq, described)
-    if content is not None:
+class _Read:
+    """The records read and paired as ``tool_call_states`` reads them (a checkpoint replaces
+    nothing), with what the ledger needs beside: where each call was made, each result's
+    stored content (whole, not cut for the view), what each record is, the files attached."""
+
+    def __init__(self, records: list[dict[str, Any]], instance: str | None) -> None:
+        self.records = records
+        self.reader = Reader(DEFAULT_TOOL_RESULT_LIMIT, instance)
+        self.stored: dict[int, Any] = {}  # seq -> a result record's content
+        self.naming: set[int] = set()  # seqs of the tool results that may name resources
+        self.kinds: dict[int, str] = {}  # seq -> what the record is (the label of a record read back)
+        with gc_paused():
+            for record in records:
+                self._note(record)
+                if record.get("kind") == rec.COMPACTION:
+                    record = {**record, "kind": "checkpoint_not_applied"}  # still a record of its run
+                self.reader.read(record)
+        self.calls: list[Call] = []
+        self.made_at: dict[int, int] = {}  # id(Call) -> the seq of the assistant record that made it
+        entries: list[Call | Result] = []
+        for tag, payload, read_calls, _, seq, _ in self.reader.items:
+            if tag == ITEM_ASSISTANT:
+                for call in read_calls:
+                    self.made_at[id(call)] = _int_seq(seq)
+                self.calls.extend(read_calls)
+                entries.extend(read_calls)
+            elif tag == ITEM_RESULT:
+                entries.append(payload)
+        pair(entries, self.reader.closures)
+        self.files = {f["id"]: f for f in session_files(records) if isinstance(f.get("id"), (int, str))}
+
+    def _note(self, record: Mapping[str, Any]) -> None:
+        seq, message, kind = record.get("seq"), record.get("message"), record.get("kind")
+        if not isinstance(seq, int) or not isinstance(message, dict) or not isinstance(kind, str):
+            return
+        if kind in rec.RESULT_KINDS:
+            self.stored[seq] = message.get("content")
+            if kind == rec.TOOL_RESULT and message.get("name") not in _ECHOING:
+                self.naming.add(seq)
+            self.kinds[seq] = f"the result of {_one_line(message.get('name') or 'a tool')}"
+        else:
+            self.kinds[seq] = {"user": "a question", "assistant": "an answer"}.get(kind, f"a {kind} record")
+
+    def touch(self, ledger: _Ledger, call: Call, runs: Collection[Any], *, side_effects: bool) -> None:
+        """What one call adds to the ledger."""
+        answer = call.answer
+        content = None
+        if answer is None:
+            if call_outcome(call, self.reader.closures, runs) != "unknown":
+                return  # pending in the open run, or from a cut stream: it never ran (CTX-2, CTX-6)
+            late = call.late  # what the tool reported after its run ended (CTX-4): the call stays unknown
+            seq = _int_seq(late.seq) if late is not None else self.made_at.get(id(call), 0)
+            outcome, ref = "unknown", record_ref(late.seq) if late is not None else None
+        else:
+            seq = _int_seq(answer.seq)
+            outcome, ref = _outcome(answer.status, self.stored.get(seq), side_effects), record_ref(answer.seq)
+            content = self.stored.get(seq) if seq in self.naming else None
+        described = {"id": call.raw_id or "", "name": call.name, "arguments": call.arguments}
+        arguments = _arguments(call)
+        if call.name == HTTP_FETCH_TOOL and isinstance(arguments.get("url"), str):
+            url = _one_line(arguments["url"])
+            ledger.add("url", url, f"URL {url}, fetched", ref, outcome, seq, described)
+        elif call.name == READ_RECORD_TOOL and isinstance(arguments.get("seq"), int):
+            read = arguments["seq"]
+            what = self.kinds.get(read)
+            ledger.add("record", read, f"record {read}{f' ({what})' if what else ''}, read back", record_ref(read),
+                       outcome, seq, described)
+        elif call.name == READ_FILE_TOOL and isinstance(arguments.get("file_id"), (int, str)):
+            file_id = arguments["file_id"]
+            name = self.files.get(file_id, {}).get("name")
+            attached = ", attached by the person" if file_id in self.files else ""
+            ledger.add("file", file_id, f"file {_one_line(name or 'not attached here')} (id {file_id}){attached}, "
+                       "read back by the agent", file_ref(file_id), outcome, seq, described)
+        elif side_effects:
+            ident = f" (call {call.raw_id})" if call.raw_id else ""
+            ledger.add("call", ("call", id(call)), f"{call.name}{ident} with arguments {_one_line(call.arguments)}",
+                       ref, outcome, seq, described)
         for name, uri in _resources(content):
             label = f"resource {name + ' ' if name else ''}<{uri}>, named by {call.name}"
             ledger.add("resource", uri, label, ref, outcome, seq, described)
