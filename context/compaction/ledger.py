@@ -57,12 +57,12 @@ KINDS = ("file", "url", "resource", "record", "call")
 OUTCOMES = ("done", "failed", "unknown", "denied", "attached")
 # LOOP-7: the result a call gets when the person stopped the run before it started.
 NOT_STARTED_TEXT = rec.NOT_STARTED_TEXT
-# TOOL-4: how a server tool's resource link and embedded resource read in the record
-# (``toolservers.results``): ``[resource link: NAME <URI> (mime) — description]`` and
-# ``[resource <URI> (mime)]`` / ``[resource <URI> (mime): N bytes of binary content, not shown]``.
 # Tools whose results are text from elsewhere (a web page, another record, a file): a line of
 # theirs that reads like a resource is that text's, not a tool server's, and names nothing.
 _ECHOING = frozenset({HTTP_FETCH_TOOL, READ_RECORD_TOOL, READ_FILE_TOOL})
+# TOOL-4: how a server tool's resource link and embedded resource read in the record
+# (``toolservers.results``): ``[resource link: NAME <URI> (mime) — description]`` and
+# ``[resource <URI> (mime)]`` / ``[resource <URI> (mime): N bytes of binary content, not shown]``.
 _RESOURCE_LINK = re.compile(r"^\[resource link: (?P<name>[^\n<]*?) ?<(?P<uri>[^>\n]+)>")
 _RESOURCE = re.compile(r"^\[resource <(?P<uri>[^>\n]+)>")
 _SPACES = re.compile(r"\s+")
@@ -120,7 +120,7 @@ def _outcome(status: str, content: Any, side_effects: bool) -> str:
 def _arguments(call: Call) -> dict[str, Any]:
     try:
         value = json.loads(call.arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 
