@@ -120,6 +120,8 @@ class CompactionRequest:
     pinned: frozenset[int] = frozenset()
     # CTX-48: the records' facts for a summary written by code when the summarizer fails the check.
     history: HistoryFacts | None = None
+    # CTX-45, CTX-47: a background preparation wants a summary: the mask tier is not tried.
+    summary_only: bool = False
 
 
 @dataclass(frozen=True)
