@@ -49,6 +49,9 @@ def _positive(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 COMPACTED_NOTICE = ("Earlier messages were summarized to fit the model's context window. "
                     "The full history is still kept.")
+# CTX-47: a compaction that folded older tool results (no summary, or before one).
+FOLDED_NOTICE = ("Older tool results folded to save room; open one to read it whole. The agent now sees each "
+                 "as a short note and reads it back whole when it needs it. The full history is still kept.")
 PLAN_STATUS_LABELS = {"pending": "to do", "in_progress": "in progress", "done": "done"}
 RESULT_PREVIEW_CHARS = 4_000
 MAX_STEP_IMAGES = 4
@@ -109,6 +112,8 @@ class Step:
     duration_ms: int | None = None
     images: list[str] = field(default_factory=list)  # data URLs of the result's images (TOOL-4)
     kind: str = "step"
+    # CTX-47: the record seq of a result a compaction folded for the model (None: not folded).
+    folded_seq: int | None = None
 
     @property
     def status_label(self) -> str:
@@ -138,6 +143,8 @@ class Summary:
 
     text: str
     kind: str = "summary"
+    # CTX-47: tool results folded to notes at the same compaction ("mask" tier), before the summary.
+    folded: int = 0
 
 
 @dataclass
@@ -279,12 +286,27 @@ def _spent_newest_first(records: list[SessionMessage], budget: RenderBudget) -> 
     return shown
 
 
+def folded_seqs(records: Iterable[SessionMessage]) -> set[int]:
+    """CTX-47: the record seqs of the tool results the compactions among ``records`` folded
+    to notes for the model (their ``compaction_summary`` records' metrics say which)."""
+    seqs: set[int] = set()
+    for record in records:
+        message = record.message if isinstance(record.message, dict) else {}
+        metrics = message.get("metrics") if record.kind == "compaction_summary" else None
+        if isinstance(metrics, dict) and isinstance(metrics.get("masked_seqs"), list):
+            seqs.update(seq for seq in metrics["masked_seqs"] if isinstance(seq, int))
+    return seqs
+
+
 def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str, int] | None = None,
-                       budget: RenderBudget | None = None) -> list[Any]:
+                       budget: RenderBudget | None = None, folded: set[int] | None = None) -> list[Any]:
     """A finished run's main-instance records → display items, in record order. Their texts
-    spend ``budget`` (the page's; a fresh one when none is given), newest first."""
+    spend ``budget`` (the page's; a fresh one when none is given), newest first. ``folded``:
+    the seqs of results a compaction folded for the model (CTX-47; by default those the
+    records' own compactions folded), each step marked."""
     durations = durations or {}
     records = list(records)
+    folded = folded_seqs(records) if folded is None else folded
     shown = _spent_newest_first(records, budget or RenderBudget())
     items: list[Any] = []
     steps: dict[str, Step] = {}
@@ -333,6 +355,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             step.result, step.result_omitted = _clip(content_text(message.get("content"), image=""),
                                                      RESULT_PREVIEW_CHARS)
             step.images = result_images(message.get("content"))
+            if record.seq in folded:
+                step.folded_seq = record.seq
         elif kind == "run_status":
             item = _status_item(message)
             if item is not None:
@@ -342,7 +366,12 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            items.append(Summary(shown[(index, "summary")]))
+            metrics = message.get("metrics") if isinstance(message.get("metrics"), dict) else {}
+            folded_count = int(metrics.get("masked_results") or 0)
+            if message.get("summary"):
+                items.append(Summary(shown[(index, "summary")], folded=folded_count))
+            elif folded_count:  # CTX-47: folded, with no summary
+                items.append(Notice(FOLDED_NOTICE))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 

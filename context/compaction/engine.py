@@ -147,7 +147,7 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
         "covered": None, "covered_ranges": None, "retained_messages": 0, "summarized_messages": 0,
         "summary_failure": None, "error_code": None, "state_room": None, "state_cost": None, "summary_form": None,
         "unknown_calls_in_block": 0, "tiers": [], "masked_results": 0, "masked_seqs": [], "mask_tokens_removed": 0,
-        "summary_tokens_removed": 0, "tokens_masked": None,
+        "summary_tokens_removed": 0, "tokens_masked_calibrated": None,
     }
 
     def finish(outcome: str, reason: str) -> CompactionResult:

@@ -212,7 +212,7 @@ def mask_tier(request: CompactionRequest, traces: Sequence[Trace], *, keep_from:
     metrics["masked_results"] = len(masking.masked)
     metrics["masked_seqs"] = list(masking.seqs)
     metrics["mask_tokens_removed"] = tokens_before - after
-    metrics["tokens_masked"] = after
+    metrics["tokens_masked_calibrated"] = after
     decision = commit_decision(problems=view_problems(r.system, view, r.dialect), tokens_before=tokens_before,
                                tokens_after=after, threshold=threshold, target=target, trigger=r.trigger)
     if not decision.commit:
@@ -233,7 +233,7 @@ def tiers_noted(result: CompactionResult) -> CompactionResult:
         metrics["tiers"] = [*metrics.get("tiers", []), "summary"]
         after = metrics.get("tokens_after_calibrated")
         if result.outcome == "compacted" and after is not None:
-            before = metrics.get("tokens_masked") or metrics.get("tokens_before_calibrated") or 0
+            before = metrics.get("tokens_masked_calibrated") or metrics.get("tokens_before_calibrated") or 0
             metrics["summary_tokens_removed"] = before - after
     return result
 

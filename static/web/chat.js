@@ -662,7 +662,10 @@
         break;
       case EVENT.COMPACTED:
         if (main) {
-          this.notice(config.compactedNotice, seq);
+          // CTX-47: which tier ran -- older tool results folded, with no summary, or a summary.
+          var tiers = data.tiers || [];
+          this.notice(tiers.indexOf("summary") < 0 && tiers.indexOf("mask") >= 0 ? config.foldedNotice
+                      : config.compactedNotice, seq);
           setStatus("Working…", true);
           preparedSet(null);
         }
