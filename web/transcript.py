@@ -366,8 +366,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            metrics = message.get("metrics") if isinstance(message.get("metrics"), dict) else {}
-            folded_count = int(metrics.get("masked_results") or 0)
+            metrics = message.get("metrics")
+            folded_count = int(metrics.get("masked_results") or 0) if isinstance(metrics, dict) else 0
             if message.get("summary"):
                 items.append(Summary(shown[(index, "summary")], folded=folded_count))
             elif folded_count:  # CTX-47: folded, with no summary

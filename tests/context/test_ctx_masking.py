@@ -150,7 +150,10 @@ def tool_history(groups: int) -> tuple[list[dict], list]:
     return messages, [(seq, seq) for seq in range(1, len(messages) + 1)]
 
 
-def engine_request(messages, sources, *, policy=ContextPolicy(), tools=TOOLS, pinned=frozenset()):
+DEFAULT_POLICY = ContextPolicy()
+
+
+def engine_request(messages, sources, *, policy=DEFAULT_POLICY, tools=TOOLS, pinned=frozenset()):
     return CompactionRequest(system=SYSTEM, messages=messages, sources=sources, task_anchor=messages[0],
                              runtime_state=RuntimeState(), budget=BUDGET, policy=policy, estimator=EST, tools=tools,
                              trigger="budget", max_summary_calls=4, pinned=pinned)

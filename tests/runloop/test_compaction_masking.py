@@ -99,7 +99,8 @@ def test_ctx47_a_tool_heavy_trigger_is_resolved_by_masking_alone(fake_session, s
     # CTX-45: masking alone would do, so no summary was prepared in the background.
     assert not RunEvent.objects.filter(run=run, type="compaction_preparing").exists()
     # The next model request holds the notes in place of the older bodies, pairs intact.
-    after = next(m for m in agent.requests if any(NOTE_RE.search(_text(x["content"])) for x in m if x["role"] == "tool"))
+    after = next(m for m in agent.requests
+                 if any(NOTE_RE.search(_text(x["content"])) for x in m if x["role"] == "tool"))
     tool_messages = [m for m in after if m["role"] == "tool"]
     notes = [m for m in tool_messages if NOTE_RE.search(_text(m["content"]))]
     assert len(notes) == payload["masked_results"]
