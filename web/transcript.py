@@ -355,7 +355,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             step.result, step.result_omitted = _clip(content_text(message.get("content"), image=""),
                                                      RESULT_PREVIEW_CHARS)
             step.images = result_images(message.get("content"))
-            if record.seq in folded:
+            if folded and record.seq in folded:
                 step.folded_seq = record.seq
         elif kind == "run_status":
             item = _status_item(message)
