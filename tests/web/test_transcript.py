@@ -110,9 +110,11 @@ def test_a_summary_is_a_marker_that_opens_to_the_summary_text():
 
 def test_ctx47_a_compaction_that_only_folded_tool_results_says_so_and_marks_each_folded_step():
     records = [SimpleNamespace(kind="assistant", seq=1, message={"role": "assistant", "tool_calls": [call("c1")]}),
-               SimpleNamespace(kind="tool_result", seq=2, message={"tool_call_id": "c1", "content": "42", "status": "ok"}),
+               SimpleNamespace(kind="tool_result", seq=2,
+                               message={"tool_call_id": "c1", "content": "42", "status": "ok"}),
                SimpleNamespace(kind="assistant", seq=3, message={"role": "assistant", "tool_calls": [call("c2")]}),
-               SimpleNamespace(kind="tool_result", seq=4, message={"tool_call_id": "c2", "content": "43", "status": "ok"}),
+               SimpleNamespace(kind="tool_result", seq=4,
+                               message={"tool_call_id": "c2", "content": "43", "status": "ok"}),
                SimpleNamespace(kind="compaction_summary", seq=5, message={
                    "summary": None, "metrics": {"tiers": ["mask"], "masked_results": 1, "masked_seqs": [2]}})]
     items = items_from_records(records)
