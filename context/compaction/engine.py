@@ -210,8 +210,9 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
         retained_traces = [retained_traces[i] for i in positions]
     metrics["summarized_messages"] = sum(g.stop - g.start for g in prefix)
     if masks(r) and fitted is None:  # CTX-47: reversible before lossy (an overflow's cut newest group: not here)
-        committed, masked = mask_tier(r, traces, keep_from=start, tokens_before=tokens_before, threshold=threshold,
-                                      target=target, metrics=metrics)
+        # Never the newest group either, retained or not: the model is about to continue from it.
+        committed, masked = mask_tier(r, traces, keep_from=min(start, groups[-1].start), tokens_before=tokens_before,
+                                      threshold=threshold, target=target, metrics=metrics)
         if committed is not None:
             return committed
         messages = masked if masked is not None else messages  # the summary tier reads the notes

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from test_ctx_compaction import DIALECTS, EST, SYSTEM, drive_recording, scripted
 from test_ctx_compaction_properties import build_view, group_specs
@@ -225,3 +225,71 @@ def test_ctx45_a_summary_is_prepared_only_when_masking_alone_would_not_do() -> N
     assert not masking_would_do(engine_request(logs, sources, tools=[READ_LOG]))
     chat = [{"role": "user" if n % 2 == 0 else "assistant", "content": "words " * 300} for n in range(12)]
     assert not masking_would_do(engine_request(chat, [(s, s) for s in range(1, 13)]))
+
+
+# -- the engine, for any history -------------------------------------------------------------------
+
+
+@st.composite
+def engine_scenarios(draw):
+    messages, sources = build_view(draw(group_specs), draw(st.booleans()), draw(st.booleans()))
+    seqs = sorted(s[0] for s in sources if s is not None)
+    pinned = frozenset(draw(st.sets(st.sampled_from(seqs), max_size=3))) if seqs else frozenset()
+    effective = draw(st.integers(2_500, 40_000))
+    output = draw(st.integers(256, 4_096))
+    budget = Budget(context_window=effective + output + 256, max_output_tokens=output, safety_margin_tokens=256)
+    context_ratio = draw(st.sampled_from([0.5, 0.7, 0.8, 0.9, 1.0]))
+    target_ratio = draw(st.sampled_from([r for r in (0.2, 0.3, 0.45, 0.6, 0.75) if r < context_ratio]))
+    users = [m for m in messages if m["role"] == "user"]
+    return CompactionRequest(
+        system=SYSTEM, messages=messages, sources=sources, task_anchor=users[-1] if users else None,
+        runtime_state=RuntimeState(), budget=budget,
+        policy=ContextPolicy(context_ratio=context_ratio, target_ratio=target_ratio), estimator=EST, tools=TOOLS,
+        trigger=draw(st.sampled_from(["budget", "user_turns", "manual"])), max_summary_calls=draw(st.integers(1, 6)),
+        dialect=draw(st.sampled_from(DIALECTS)), pinned=pinned)
+
+
+def notes_of(messages) -> list[str]:
+    return [m["content"] for m in messages if is_mask_note(m)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(request=engine_scenarios())
+def test_ctx47_for_any_history_the_engine_folds_only_older_unpinned_results_and_summarizes_the_rest(request) -> None:
+    before = json.dumps(request.messages)
+    result, calls = drive_recording(compact(request), scripted)
+    assert json.dumps(request.messages) == before  # pure
+    m = result.metrics
+    event(f"{result.outcome}: {'+'.join(m['tiers']) or 'none'}")
+    if result.outcome != "compacted":
+        assert result.messages is None
+        return
+    view = result.messages
+    for dialect in DIALECTS:
+        assert view_problems(SYSTEM, view, dialect) == []
+    assert m["tokens_after_calibrated"] < m["threshold"] and m["tokens_after_calibrated"] < m["tokens_before_calibrated"]
+    if m["tiers"] == ["mask"]:
+        # Folded, no summary: the same messages, only some results' bodies replaced by notes.
+        assert calls == [] and result.summary is None and m["masked_results"] >= 1
+        assert len(view) == len(request.messages) and result.sources == request.sources
+        changed = [i for i, (new, old) in enumerate(zip(view, request.messages)) if new != old]
+        assert len(changed) == m["masked_results"]
+        for i in changed:
+            old, new = request.messages[i], view[i]
+            assert old["role"] == "tool" and new["tool_call_id"] == old["tool_call_id"] and is_mask_note(new)
+            assert note_seq(new) not in request.pinned and note_seq(new) == request.sources[i][0]
+        # The newest group is what the model continues from: never folded.
+        last_call = max(i for i, x in enumerate(request.messages) if x["role"] != "tool")
+        assert all(view[i] == request.messages[i] for i in range(last_call, len(view)))
+        # Idempotent: compacting the folded view folds nothing more.
+        again, _ = drive_recording(compact(CompactionRequest(**{
+            **request.__dict__, "messages": view, "sources": result.sources, "traces": result.traces})), scripted)
+        assert again.metrics["masked_results"] == 0
+    else:
+        assert "summary" in m["tiers"] and calls
+        # The summary tier keeps the retained groups as they were: no note appears in them,
+        # and a folded result's note reached the summarizer, never its body.
+        assert notes_of(view) == [n for n in notes_of(request.messages) if n in notes_of(view)]
+        if "mask" in m["tiers"]:
+            shown = "\n".join(json.dumps(c.messages) for c in calls)
+            assert all(f'read_record {{\\"seq\\": {seq}}}' in shown for seq in m["masked_seqs"])
