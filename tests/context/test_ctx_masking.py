@@ -267,7 +267,8 @@ def test_ctx47_for_any_history_the_engine_folds_only_older_unpinned_results_and_
     view = result.messages
     for dialect in DIALECTS:
         assert view_problems(SYSTEM, view, dialect) == []
-    assert m["tokens_after_calibrated"] < m["threshold"] and m["tokens_after_calibrated"] < m["tokens_before_calibrated"]
+    after = m["tokens_after_calibrated"]
+    assert after < m["threshold"] and after < m["tokens_before_calibrated"]
     if m["tiers"] == ["mask"]:
         # Folded, no summary: the same messages, only some results' bodies replaced by notes.
         assert calls == [] and result.summary is None and m["masked_results"] >= 1
