@@ -15,6 +15,7 @@ from sessions.models import CompactionSnapshot, Run, RunEvent, SessionMessage
 from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
+from web.transcript import FOLDED_NOTICE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")
@@ -117,6 +118,21 @@ def test_ctx47_a_tool_heavy_trigger_is_resolved_by_masking_alone(fake_session, s
     # The chat's marker says which tier ran; the record behind it has no summary.
     summary = SessionMessage.objects.filter(session=session, kind="compaction_summary").order_by("seq").first()
     assert summary.message["summary"] is None and summary.message["metrics"]["masked_seqs"][0] == seq
+
+
+def test_ctx47_the_chat_says_the_results_were_folded_and_which(fake_session, strict, report_tool, alice, client):
+    session, run, _ = run_reports(fake_session, strict)
+    folded = {seq for metrics in CompactionSnapshot.objects.filter(instance__run=run).values_list("metrics", flat=True)
+              for seq in metrics["masked_seqs"]}
+    assert folded
+    client.force_login(alice)
+    html = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert FOLDED_NOTICE in html and 'class="summary-marker"' not in html  # folded, not summarized
+    badges = re.findall(r'step-folded-badge', html)
+    marked = {int(n) for n in re.findall(r"reads it back whole when it needs it \(record (\d+)\)", html)}
+    assert len(badges) == len(marked) and folded <= marked
+    # Opening a folded step shows the result as recorded, whole.
+    assert "row 0-069: region north, sales steady, margin fine" in html
 
 
 def test_ctx47_off_in_the_policy_the_same_session_goes_straight_to_a_summary(fake_session, strict, report_tool,
