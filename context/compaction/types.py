@@ -176,6 +176,8 @@ class CompactionResult:
     """What a compaction came to (the generator's return value).
 
     ``outcome`` is ``compacted``, ``skipped`` or ``failed``; ``reason`` a stable slug.
+    ``summary`` is None when no summary was made -- a compaction the masking tier resolved
+    alone (CTX-47, ``metrics["tiers"] == ["mask"]``) among them.
     ``messages`` is the new view after the system message, only when compacted, with
     ``sources`` per message (None for the summary, the anchor and the state block) and
     ``traces`` per message (CTX-41): the summary stands for every record its segments
