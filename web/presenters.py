@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sessions.models import Run, SessionMessage
+from web.folded import folded_seqs
 from web.markdown import RenderBudget
 from web.selectors import (
     compacted_run_ids,
@@ -18,7 +19,6 @@ from web.transcript import (
     CONTINUED_NOTICE,
     Notice,
     RunView,
-    folded_seqs,
     items_from_records,
     items_written,
     plan_steps,

@@ -20,6 +20,7 @@ from sessions.models import Run, SessionMessage
 from sessions.run_errors import RunErrorCode
 from web.attachments import AttachmentView, attachment_views
 from web.errors import error_explain
+from web.folded import FOLDED_NOTICE, folded_count, folded_seqs
 from web.markdown import RenderBudget
 
 # An answer the output limit stopped (finish reason ``length``): the model's own limit, or
@@ -49,9 +50,6 @@ def _positive(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 COMPACTED_NOTICE = ("Earlier messages were summarized to fit the model's context window. "
                     "The full history is still kept.")
-# CTX-47: a compaction that folded older tool results (no summary, or before one).
-FOLDED_NOTICE = ("Older tool results folded to save room; open one to read it whole. The agent now sees each "
-                 "as a short note and reads it back whole when it needs it. The full history is still kept.")
 PLAN_STATUS_LABELS = {"pending": "to do", "in_progress": "in progress", "done": "done"}
 RESULT_PREVIEW_CHARS = 4_000
 MAX_STEP_IMAGES = 4
@@ -112,8 +110,7 @@ class Step:
     duration_ms: int | None = None
     images: list[str] = field(default_factory=list)  # data URLs of the result's images (TOOL-4)
     kind: str = "step"
-    # CTX-47: the record seq of a result a compaction folded for the model (None: not folded).
-    folded_seq: int | None = None
+    folded_seq: int | None = None  # CTX-47: the record of a result a compaction folded for the model
 
     @property
     def status_label(self) -> str:
@@ -143,8 +140,7 @@ class Summary:
 
     text: str
     kind: str = "summary"
-    # CTX-47: tool results folded to notes at the same compaction ("mask" tier), before the summary.
-    folded: int = 0
+    folded: int = 0  # CTX-47: tool results folded to notes at the same compaction, before the summary
 
 
 @dataclass
@@ -286,24 +282,11 @@ def _spent_newest_first(records: list[SessionMessage], budget: RenderBudget) -> 
     return shown
 
 
-def folded_seqs(records: Iterable[SessionMessage]) -> set[int]:
-    """CTX-47: the record seqs of the tool results the compactions among ``records`` folded
-    to notes for the model (their ``compaction_summary`` records' metrics say which)."""
-    seqs: set[int] = set()
-    for record in records:
-        message = record.message if isinstance(record.message, dict) else {}
-        metrics = message.get("metrics") if record.kind == "compaction_summary" else None
-        if isinstance(metrics, dict) and isinstance(metrics.get("masked_seqs"), list):
-            seqs.update(seq for seq in metrics["masked_seqs"] if isinstance(seq, int))
-    return seqs
-
-
 def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str, int] | None = None,
                        budget: RenderBudget | None = None, folded: set[int] | None = None) -> list[Any]:
     """A finished run's main-instance records → display items, in record order. Their texts
-    spend ``budget`` (the page's; a fresh one when none is given), newest first. ``folded``:
-    the seqs of results a compaction folded for the model (CTX-47; by default those the
-    records' own compactions folded), each step marked."""
+    spend ``budget`` (the page's; a fresh one when none is given), newest first; a step whose
+    result's seq is in ``folded`` (CTX-47; by default the records' own folds) is marked."""
     durations = durations or {}
     records = list(records)
     folded = folded_seqs(records) if folded is None else folded
@@ -366,12 +349,9 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            metrics = message.get("metrics")
-            folded_count = int(metrics.get("masked_results") or 0) if isinstance(metrics, dict) else 0
-            if message.get("summary"):
-                items.append(Summary(shown[(index, "summary")], folded=folded_count))
-            elif folded_count:  # CTX-47: folded, with no summary
-                items.append(Notice(FOLDED_NOTICE))
+            count = folded_count(message)  # CTX-47: results folded, then summarized or not
+            items.append(Notice(FOLDED_NOTICE) if count and not message.get("summary") else
+                         Summary(shown[(index, "summary")], folded=count))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 

@@ -24,6 +24,7 @@ from sessions.models import Session
 from sessions.selectors.sessions import prepared_summary_state, session_get_for_user
 from sessions.services.sessions import session_draft
 from web.errors import error_table
+from web.folded import FOLDED_NOTICE
 from web.presenters import meter_label
 from web.rendered_runs import runs_rendered
 from web.security import LimitedAuthenticationForm, limited_login, login_locked, with_csp
@@ -35,7 +36,7 @@ from web.selectors import (
     session_last_run,
     sessions_for_sidebar,
 )
-from web.transcript import COMPACTED_NOTICE, FOLDED_NOTICE, PLAN_STATUS_LABELS, STEP_STATUS_LABELS
+from web.transcript import COMPACTED_NOTICE, PLAN_STATUS_LABELS, STEP_STATUS_LABELS
 
 LOGIN_URL = reverse_lazy("web:login")
 

@@ -13,7 +13,7 @@ from agents.tool_registry import Tool, register, registry
 from tests.browser.conftest import FAKE_KEY, LAST_RUN, SETTLED, ask, log_in
 from tests.fakes.fake_provider import chat_stream
 from tests.runloop.worker import wait_for
-from web.transcript import FOLDED_NOTICE
+from web.folded import FOLDED_NOTICE
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 expect = sync_api.expect

@@ -15,7 +15,7 @@ from sessions.models import CompactionSnapshot, Run, RunEvent, SessionMessage
 from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
-from web.transcript import FOLDED_NOTICE
+from web.folded import FOLDED_NOTICE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")

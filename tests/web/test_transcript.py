@@ -7,8 +7,8 @@ import pytest
 
 from sessions.run_errors import UNKNOWN_TITLE, RunErrorCode
 from web.errors import error_explain
+from web.folded import FOLDED_NOTICE
 from web.transcript import (
-    FOLDED_NOTICE,
     RESULT_PREVIEW_CHARS,
     Answer,
     Bubble,
