@@ -20,6 +20,7 @@ from sessions.models import Run, SessionMessage
 from sessions.run_errors import RunErrorCode
 from web.attachments import AttachmentView, attachment_views
 from web.errors import error_explain
+from web.folded import FOLDED_NOTICE, folded_count, folded_seqs
 from web.markdown import RenderBudget
 
 # An answer the output limit stopped (finish reason ``length``): the model's own limit, or
@@ -109,6 +110,7 @@ class Step:
     duration_ms: int | None = None
     images: list[str] = field(default_factory=list)  # data URLs of the result's images (TOOL-4)
     kind: str = "step"
+    folded_seq: int | None = None  # CTX-47: the record of a result a compaction folded for the model
 
     @property
     def status_label(self) -> str:
@@ -138,6 +140,7 @@ class Summary:
 
     text: str
     kind: str = "summary"
+    folded: int = 0  # CTX-47: tool results folded to notes at the same compaction, before the summary
 
 
 @dataclass
@@ -280,11 +283,13 @@ def _spent_newest_first(records: list[SessionMessage], budget: RenderBudget) -> 
 
 
 def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str, int] | None = None,
-                       budget: RenderBudget | None = None) -> list[Any]:
+                       budget: RenderBudget | None = None, folded: set[int] | None = None) -> list[Any]:
     """A finished run's main-instance records → display items, in record order. Their texts
-    spend ``budget`` (the page's; a fresh one when none is given), newest first."""
+    spend ``budget`` (the page's; a fresh one when none is given), newest first; a step whose
+    result's seq is in ``folded`` (CTX-47; by default the records' own folds) is marked."""
     durations = durations or {}
     records = list(records)
+    folded = folded_seqs(records) if folded is None else folded
     shown = _spent_newest_first(records, budget or RenderBudget())
     items: list[Any] = []
     steps: dict[str, Step] = {}
@@ -333,6 +338,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             step.result, step.result_omitted = _clip(content_text(message.get("content"), image=""),
                                                      RESULT_PREVIEW_CHARS)
             step.images = result_images(message.get("content"))
+            if folded and record.seq in folded:
+                step.folded_seq = record.seq
         elif kind == "run_status":
             item = _status_item(message)
             if item is not None:
@@ -342,7 +349,9 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            items.append(Summary(shown[(index, "summary")]))
+            count = folded_count(message)  # CTX-47: results folded, then summarized or not
+            items.append(Notice(FOLDED_NOTICE) if count and not message.get("summary") else
+                         Summary(shown[(index, "summary")], folded=count))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 
