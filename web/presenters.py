@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sessions.models import Run, SessionMessage
+from sessions.selectors.compactions import UndoTarget, undo_target
 from web.markdown import RenderBudget
 from web.selectors import (
     compacted_run_ids,
@@ -18,6 +19,7 @@ from web.transcript import (
     CONTINUED_NOTICE,
     Notice,
     RunView,
+    Summary,
     items_from_records,
     items_written,
     plan_steps,
@@ -31,7 +33,7 @@ def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
     """One view per run, in the given order. A working run shows only what the person
     wrote (the browser streams the rest); only the session's latest run offers Resume."""
     ids = [run.pk for run in runs]
-    shared = RunsShared.load(run_ids=ids)
+    shared = RunsShared.load(run_ids=ids, session_id=runs[0].session_id if runs else None)
     records = main_records_of_runs(run_ids=ids)
     budget = RenderBudget()  # one per page, spent from the newest run back (markdown.py)
     views = [run_view(run=run, records=records.get(run.pk, []), shared=shared, latest_run_id=latest_run_id,
@@ -48,11 +50,17 @@ class RunsShared:
     durations: dict[tuple[int, str], int]
     compacted: set[int]
     plans: dict[int, list[dict]]
+    undo: UndoTarget | None = None  # CTX-51: the compaction the session's creator may undo now
 
     @classmethod
-    def load(cls, *, run_ids: list[int]) -> RunsShared:
+    def load(cls, *, run_ids: list[int], session_id: int | None = None) -> RunsShared:
         return cls(last_seqs=last_event_seqs(run_ids=run_ids), durations=tool_durations(run_ids=run_ids),
-                   compacted=compacted_run_ids(run_ids=run_ids), plans=run_plans(run_ids=run_ids))
+                   compacted=compacted_run_ids(run_ids=run_ids), plans=run_plans(run_ids=run_ids),
+                   undo=undo_target(session_id=session_id) if session_id is not None else None)
+
+    def undo_in(self, run: Run) -> int:
+        """The compaction an Undo on this run's summary marker undoes (0: none of its markers)."""
+        return self.undo.snapshot_id if self.undo is not None and self.undo.run_id == run.pk else 0
 
 
 def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, latest_run_id: int | None,
@@ -73,9 +81,21 @@ def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, lat
         # The run's context was compacted (a `compacted` event) but no checkpoint
         # record says where: say it once, after the question.
         view.items.insert(1 if view.items else 0, Notice(COMPACTED_NOTICE))
+    _offer_undo(view.items, shared)
     view.resumable = run.pk == latest_run_id and run_is_resumable(run)
     view.continuable = run.pk == latest_run_id and run_is_continuable(run, view.items)
     return view
+
+
+def _offer_undo(items: list, shared: RunsShared) -> None:
+    """CTX-51: Undo on the marker of the compaction that may be undone now — the newest of
+    the main line, no run active — and on no other (the chat is its creator's own page)."""
+    target = shared.undo
+    if target is None:
+        return
+    for item in items:
+        if isinstance(item, Summary) and not item.undone and item.seq and item.seq == target.summary_seq:
+            item.undo_compaction = target.snapshot_id
 
 
 def meter_label(meter: dict) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sessions.models import CompactionSnapshot, MessageKind, Run, Session, SessionMessage
+from sessions.models import CompactionSnapshot, MessageKind, Run, SessionMessage
 
 # Where an undo checkpoint says what it undid (its metrics are plain JSON, as a compaction's).
 UNDO_METRICS = "undo"
@@ -46,16 +46,16 @@ class UndoTarget:
     summary_seq: int | None
 
 
-def undo_target(*, session: Session, runs_active: bool | None = None) -> UndoTarget | None:
+def undo_target(*, session_id: int, runs_active: bool | None = None) -> UndoTarget | None:
     """The compaction the session's creator may undo now (CTX-51): the newest checkpoint of
     the main line, when it is a compaction and no run of the session is active; else None.
     ``runs_active``: the caller already knows (a page that listed the runs). A manual
     compaction under way is not looked for here: the service refuses it (409) in words."""
     if runs_active is None:
-        runs_active = Run.objects.filter(session_id=session.pk, status__in=Run.ACTIVE_STATUSES).exists()
+        runs_active = Run.objects.filter(session_id=session_id, status__in=Run.ACTIVE_STATUSES).exists()
     if runs_active:
         return None
-    newest = main_snapshot_newest(session_id=session.pk)
+    newest = main_snapshot_newest(session_id=session_id)
     if newest is None or snapshot_is_undo(newest):
         return None
     return UndoTarget(snapshot_id=newest.pk, run_id=newest.instance.run_id, summary_seq=summary_record_seq(

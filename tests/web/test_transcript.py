@@ -22,8 +22,8 @@ from web.transcript import (
 )
 
 
-def rec(kind: str, **message) -> SimpleNamespace:
-    return SimpleNamespace(kind=kind, message=message)
+def rec(kind: str, *, at: int = 0, **message) -> SimpleNamespace:
+    return SimpleNamespace(kind=kind, message=message, seq=at)
 
 
 def call(call_id: str, name: str = "calculator", arguments: str = '{"expression": "6*7"}') -> dict:
@@ -105,6 +105,13 @@ def test_a_summary_is_a_marker_that_opens_to_the_summary_text():
     items = items_from_records([rec("compaction_summary", summary="<summary>1. Goal: compare regions</summary>",
                                     metrics={"tokens_before": 900})])
     assert items == [Summary(text="<summary>1. Goal: compare regions</summary>")]
+
+
+def test_ctx51_an_undone_summary_says_so_on_its_marker_and_an_earlier_one_does_not():
+    items = items_from_records([rec("compaction_summary", at=4, summary="first"),
+                                rec("compaction_summary", at=9, summary="second"),
+                                rec("compaction_undone", at=12, summary_seq=9, by="creator")])
+    assert [(item.seq, item.undone) for item in items] == [(4, False), (9, True)]
 
 
 def test_a_compaction_checkpoint_shows_a_quiet_notice():
