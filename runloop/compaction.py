@@ -82,10 +82,10 @@ def step_request(state: RunState, instance: Instance, pipeline: ContextPipeline,
                                   force=force, failure=frame.get("compaction_failure"), now=time.time())
     if isinstance(action, Send):
         if action.throttled:
-            held = frame.get("compaction_failure")
+            held = frame.get("compaction_failure") or {}
             if undo_hold_unpinned(held):  # CTX-51: the first step after an undo measures the restored view
                 journal.frame(instance, compaction_failure={**held, "tokens": action.figure})
-            reason = "held_after_undo" if (held or {}).get("reason") == UNDONE else "throttled_after_failure"
+            reason = "held_after_undo" if held.get("reason") == UNDONE else "throttled_after_failure"
             journal.emit("compaction_skipped", {"reason": reason,
                                                 **token_figures("before", estimated=action.estimate,
                                                                 calibrated=action.figure)})

@@ -134,10 +134,8 @@ class Notice:
 @dataclass
 class Summary:
     """Where earlier messages were summarized: the summary the model reads from here on,
-    which is the person's own data and opens from the marker. ``undone``: the person (or an
-    operator) undid it (CTX-51), and the model reads the earlier messages in full again;
-    ``undo_compaction``: the compaction the marker's Undo undoes, on the newest marker only
-    while an undo is possible (set by ``web.presenters``)."""
+    which is the person's own data and opens from the marker; ``undone`` once it was undone
+    (CTX-51), ``undo_compaction`` what its Undo undoes (newest marker only, ``web.presenters``)."""
 
     text: str
     kind: str = "summary"
@@ -145,16 +143,6 @@ class Summary:
     undone: bool = False
     undo_compaction: int | None = None
 
-
-def _mark_undone(items: list[Any], message: dict[str, Any]) -> None:
-    """A ``compaction_undone`` record marks the summary it names (its record's seq); one
-    from before summaries were named marks the last summary above it."""
-    summaries = [item for item in items if isinstance(item, Summary)]
-    named = message.get("summary_seq")
-    for summary in reversed(summaries):
-        if named is None or summary.seq == named:
-            summary.undone = True
-            return
 
 
 @dataclass
@@ -360,8 +348,11 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
             items.append(Summary(shown[(index, "summary")], seq=record.seq))
-        elif kind == "compaction_undone":
-            _mark_undone(items, message)
+        elif kind == "compaction_undone":  # CTX-51: marks the summary it names (else the last one above it)
+            seq = message.get("summary_seq")
+            named = [item for item in items if isinstance(item, Summary) and seq in (None, item.seq)]
+            if named:
+                named[-1].undone = True
         # Everything else (metadata kinds) is not part of the chat.
     return items
 

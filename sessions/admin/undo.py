@@ -67,7 +67,8 @@ def undo_panel(model_admin: ModelAdmin, request: HttpRequest, session: Session, 
     undone = {}
     for snapshot in undos:
         facts = undo_facts(snapshot)
-        who = people.get(facts.get("user"), "an operator") if facts.get("by") == "operator" else "the session's creator"
+        operator = facts.get("by") == "operator"
+        who = people.get(int(facts.get("user") or 0), "an operator") if operator else "the session's creator"
         undone[int(facts.get("undone_snapshot") or 0)] = UndoNote(
             at=str(facts.get("at") or snapshot.created_at.isoformat()), by=who,
             revision=int(facts.get("undone_revision") or 0), run_id=snapshot.instance.run_id)

@@ -45,7 +45,8 @@ def compact(run: Run) -> CompactionSnapshot:
     result = checkpoint_commit(
         run=run, instance=main_instance(run=run), covered_seq=covered, estimator_id="bytes-v1",
         messages=[SUMMARY, {"role": "user", "content": "Q2"}], metrics={"trigger": "budget"},
-        records=[NewRecord("compaction_summary", {"summary": "Q1 and A1.", "metrics": {}}, f"compaction-{covered}-budget")])
+        records=[NewRecord("compaction_summary", {"summary": "Q1 and A1.", "metrics": {}},
+                           f"compaction-{covered}-budget")])
     assert result.view is not None
     return result.snapshot
 
