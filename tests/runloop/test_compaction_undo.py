@@ -86,7 +86,7 @@ def test_ctx51_after_undo_the_next_request_is_the_one_a_session_that_never_compa
 
     client = APIClient()
     client.force_authenticate(alice)
-    response = client.post(f"/api/v1/sessions/{compacted.pk}/compaction/undo", {}, format="json")
+    response = client.post(f"/api/v1/sessions/{compacted.pk}/compactions/undo", {}, format="json")
     assert response.status_code == 200, response.json()
     assert response.json()["run"] == compacting.pk and response.json()["view_removed"] is True
     # Records untouched: the same rows, plus one saying who undid which compaction.
@@ -139,7 +139,7 @@ def test_ctx51_a_resumed_compacted_run_reads_the_restored_start_too(fake_session
     before = context_start(run=runs[-1], instance=main, snapshots=False)
     client = APIClient()
     client.force_authenticate(alice)
-    assert client.post(f"/api/v1/sessions/{session.pk}/compaction/undo").status_code == 200
+    assert client.post(f"/api/v1/sessions/{session.pk}/compactions/undo").status_code == 200
     start = context_start(run=runs[-1], instance=main)
     assert start.kind == "snapshot" and start.watermark == before.watermark
     assert list(start.messages) == list(before.messages or [])

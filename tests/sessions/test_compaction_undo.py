@@ -29,7 +29,7 @@ def api(user) -> APIClient:
 
 
 def undo_url(session) -> str:
-    return f"/api/v1/sessions/{session.pk}/compaction/undo"
+    return f"/api/v1/sessions/{session.pk}/compactions/undo"
 
 
 def answered(session, question: str, reply: str) -> Run:

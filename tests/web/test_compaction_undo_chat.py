@@ -51,7 +51,7 @@ def test_ctx51_only_the_newest_summary_offers_undo_and_an_undone_one_says_so(ses
     html = page(client, session)
     newest = CompactionSnapshot.objects.filter(instance__run__session=session).order_by("-id").first()
     assert UNDO.findall(html) == [str(newest.pk)]  # one offer, on the newest marker only
-    response = client.post(f"/api/v1/sessions/{session.pk}/compaction/undo", {"compaction": newest.pk},
+    response = client.post(f"/api/v1/sessions/{session.pk}/compactions/undo", {"compaction": newest.pk},
                            content_type="application/json", HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value)
     assert response.status_code == 200, response.content
     html = page(client, session)
@@ -67,4 +67,4 @@ def test_ctx51_no_undo_is_offered_while_a_run_works(session, alice, client_for):
 def test_ctx51_another_member_cannot_reach_the_chat_or_the_undo(session, bob, client_for):
     client = client_for(bob)
     assert client.get(f"/sessions/{session.pk}/").status_code == 404
-    assert client.post(f"/api/v1/sessions/{session.pk}/compaction/undo").status_code in (403, 404)
+    assert client.post(f"/api/v1/sessions/{session.pk}/compactions/undo").status_code in (403, 404)
