@@ -192,3 +192,17 @@ def test_ctx51_an_undo_and_a_question_at_once_are_ordered_by_the_session_lock(co
         assert asked.inherited_watermark >= marker.seq
         assert [m["content"] for m in context_project(run=asked, instance=main_instance(run=asked)).messages] == [
             "Q1", "A1", "Q2", "A2", "Q3"]
+
+
+def test_ctx51_an_undo_discards_every_summary_prepared_of_the_view_it_replaced(compacted, alice):
+    """CTX-45: a summary prepared in the background summarized the compacted view; after the
+    undo it no longer fits anything, so it is discarded, never committed later."""
+    from sessions.models import PreparedCompaction
+
+    run = Run.objects.filter(session=compacted).order_by("-id").first()
+    prepared = PreparedCompaction.objects.create(
+        session=compacted, run=run, instance=main_instance(run=run), status=PreparedCompaction.Status.READY,
+        estimator_id="bytes-v1", summary="a summary of the compacted view", prefix=1, digest="d")
+    assert api(alice).post(undo_url(compacted)).status_code == 200
+    prepared.refresh_from_db()
+    assert prepared.status == PreparedCompaction.Status.DISCARDED and prepared.reason == "view_changed"
