@@ -105,7 +105,8 @@ def compaction_undo(*, session: Session, by: Any, operator: bool = False,
         run = newest.instance.run
         decision = undo_decision(_checkpoints(instance=instance), _base(run=run, instance=instance))
         restored = decision.restored
-        assert decision.allowed and restored is not None  # the newest is a compaction (checked above)
+        if restored is None:  # not reached: the newest checkpoint is a compaction (checked above)
+            raise NothingToUndo("There is no summary to undo in this session.", code=decision.reason)
         now = timezone.now()
         facts = {"undone_revision": newest.revision, "undone_snapshot": newest.pk,
                  "undone_covered_seq": newest.covered_seq, "by": "operator" if operator else "creator",
@@ -119,7 +120,7 @@ def compaction_undo(*, session: Session, by: Any, operator: bool = False,
                      **({VIEW_TRACES: restored.traces} if restored.traces is not None else {})})
         view_removed = _view_remove(session=session, run=run, covered_seq=newest.covered_seq)
         preparations_discard(session_id=session.pk, reason="view_changed")
-        _hold(run=run, instance=instance, session=session)
+        _hold(instance=instance, session=session)
         record = records_append(session=session, run=run, instance=instance, records=[NewRecord(
             "compaction_undone", {**facts, "summary_seq": summary_record_seq(snapshot=newest)},
             f"compaction-undone-{newest.revision}")])
@@ -164,7 +165,7 @@ def _view_remove(*, session: Session, run: Run, covered_seq: int) -> bool:
     return True
 
 
-def _hold(*, run: Run, instance: Instance, session: Session) -> None:
+def _hold(*, instance: Instance, session: Session) -> None:
     """Hold the triggers back (CTX-44's state, reason ``undone``; ``tokens`` pinned by the
     next step): in the compacted run's frame (a resume of it reads it) and in the session's
     latest main frame, which the next question carries on (``main_line_carried``)."""
