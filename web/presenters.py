@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 from sessions.models import Run, SessionMessage
 from sessions.selectors.compactions import UndoTarget, undo_target
+from web.folded import folded_seqs
+from web.undone import summaries_marked
 from web.markdown import RenderBudget
 from web.selectors import (
     compacted_run_ids,
@@ -19,7 +21,6 @@ from web.transcript import (
     CONTINUED_NOTICE,
     Notice,
     RunView,
-    Summary,
     items_from_records,
     items_written,
     plan_steps,
@@ -36,8 +37,10 @@ def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
     shared = RunsShared.load(run_ids=ids, session_id=runs[0].session_id if runs else None)
     records = main_records_of_runs(run_ids=ids)
     budget = RenderBudget()  # one per page, spent from the newest run back (markdown.py)
+    # CTX-47: a later run's compaction may fold an earlier run's results: marked on every run.
+    folded = folded_seqs(record for run_records in records.values() for record in run_records)
     views = [run_view(run=run, records=records.get(run.pk, []), shared=shared, latest_run_id=latest_run_id,
-                      budget=budget) for run in reversed(runs)]
+                      budget=budget, folded=folded) for run in reversed(runs)]
     return views[::-1]
 
 
@@ -64,9 +67,10 @@ class RunsShared:
 
 
 def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, latest_run_id: int | None,
-             budget: RenderBudget) -> RunView:
+             budget: RenderBudget, folded: set[int] | None = None) -> RunView:
     """One run's view from its main-instance ``records``; a finished run's texts spend
-    ``budget`` (the page's, from the newest run back)."""
+    ``budget`` (the page's, from the newest run back). ``folded``: the seqs of results a
+    compaction folded for the model (CTX-47), by default those this run's compactions folded."""
     view = RunView(run=run, last_seq=shared.last_seqs.get(run.pk, 0), plan=plan_steps(shared.plans.get(run.pk, [])))
     if run.status in Run.ACTIVE_STATUSES:
         view.live = True
@@ -74,28 +78,17 @@ def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, lat
         view.supplements = supplements_written(records, queued=queued_supplements(run=run))
         return view
     own = {call_id: ms for (run_id, call_id), ms in shared.durations.items() if run_id == run.pk}
-    view.items = items_from_records(records, durations=own, budget=budget)
+    view.items = items_from_records(records, durations=own, budget=budget, folded=folded)
     if records and records[0].kind == "assistant":  # no question: a Continue
         view.items.insert(0, Notice(CONTINUED_NOTICE))
     if run.pk in shared.compacted and not any(r.kind in ("compaction", "compaction_summary") for r in records):
         # The run's context was compacted (a `compacted` event) but no checkpoint
         # record says where: say it once, after the question.
         view.items.insert(1 if view.items else 0, Notice(COMPACTED_NOTICE))
-    _offer_undo(view.items, shared)
+    summaries_marked(view.items, records, shared.undo)  # CTX-51
     view.resumable = run.pk == latest_run_id and run_is_resumable(run)
     view.continuable = run.pk == latest_run_id and run_is_continuable(run, view.items)
     return view
-
-
-def _offer_undo(items: list, shared: RunsShared) -> None:
-    """CTX-51: Undo on the marker of the compaction that may be undone now — the newest of
-    the main line, no run active — and on no other (the chat is its creator's own page)."""
-    target = shared.undo
-    if target is None:
-        return
-    for item in items:
-        if isinstance(item, Summary) and not item.undone and item.seq and item.seq == target.summary_seq:
-            item.undo_compaction = target.snapshot_id
 
 
 def meter_label(meter: dict) -> str:

@@ -20,6 +20,7 @@ from sessions.models import Run, SessionMessage
 from sessions.run_errors import RunErrorCode
 from web.attachments import AttachmentView, attachment_views
 from web.errors import error_explain
+from web.folded import FOLDED_NOTICE, folded_count, folded_seqs
 from web.markdown import RenderBudget
 
 # An answer the output limit stopped (finish reason ``length``): the model's own limit, or
@@ -109,6 +110,7 @@ class Step:
     duration_ms: int | None = None
     images: list[str] = field(default_factory=list)  # data URLs of the result's images (TOOL-4)
     kind: str = "step"
+    folded_seq: int | None = None  # CTX-47: the record of a result a compaction folded for the model
 
     @property
     def status_label(self) -> str:
@@ -134,15 +136,12 @@ class Notice:
 @dataclass
 class Summary:
     """Where earlier messages were summarized: the summary the model reads from here on,
-    which is the person's own data and opens from the marker; ``undone`` once it was undone
-    (CTX-51), ``undo_compaction`` what its Undo undoes (newest marker only, ``web.presenters``)."""
+    which is the person's own data and opens from the marker."""
 
     text: str
     kind: str = "summary"
-    seq: int = 0  # of its ``compaction_summary`` record
-    undone: bool = False
-    undo_compaction: int | None = None
-
+    folded: int = 0  # CTX-47: tool results folded to notes at the same compaction, before the summary
+    seq: int = field(default=0, compare=False)  # of its record: what an undo names (CTX-51, ``web.undone``)
 
 
 @dataclass
@@ -285,11 +284,13 @@ def _spent_newest_first(records: list[SessionMessage], budget: RenderBudget) -> 
 
 
 def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str, int] | None = None,
-                       budget: RenderBudget | None = None) -> list[Any]:
+                       budget: RenderBudget | None = None, folded: set[int] | None = None) -> list[Any]:
     """A finished run's main-instance records → display items, in record order. Their texts
-    spend ``budget`` (the page's; a fresh one when none is given), newest first."""
+    spend ``budget`` (the page's; a fresh one when none is given), newest first; a step whose
+    result's seq is in ``folded`` (CTX-47; by default the records' own folds) is marked."""
     durations = durations or {}
     records = list(records)
+    folded = folded_seqs(records) if folded is None else folded
     shown = _spent_newest_first(records, budget or RenderBudget())
     items: list[Any] = []
     steps: dict[str, Step] = {}
@@ -338,6 +339,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             step.result, step.result_omitted = _clip(content_text(message.get("content"), image=""),
                                                      RESULT_PREVIEW_CHARS)
             step.images = result_images(message.get("content"))
+            if folded and record.seq in folded:
+                step.folded_seq = record.seq
         elif kind == "run_status":
             item = _status_item(message)
             if item is not None:
@@ -347,12 +350,9 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            items.append(Summary(shown[(index, "summary")], seq=record.seq))
-        elif kind == "compaction_undone":  # CTX-51: marks the summary it names (else the last one above it)
-            seq = message.get("summary_seq")
-            named = [item for item in items if isinstance(item, Summary) and seq in (None, item.seq)]
-            if named:
-                named[-1].undone = True
+            count = folded_count(message)  # CTX-47: results folded, then summarized or not
+            items.append(Notice(FOLDED_NOTICE) if count and not message.get("summary") else
+                         Summary(shown[(index, "summary")], folded=count, seq=record.seq))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 
