@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from sessions.models import Run, SessionMessage
 from sessions.selectors.compactions import UndoTarget, undo_target
 from web.folded import folded_seqs
-from web.undone import summaries_marked
 from web.markdown import RenderBudget
 from web.selectors import (
     compacted_run_ids,
@@ -28,6 +27,7 @@ from web.transcript import (
     run_is_resumable,
     supplements_written,
 )
+from web.undone import summaries_marked
 
 
 def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
