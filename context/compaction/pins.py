@@ -15,8 +15,8 @@ words and by coming from no record, as the continuation summary and the runtime-
 are -- and places it again while it is pinned, never twice.
 
 Room: the placed pins together cost at most ``PIN_SHARE`` of the effective input. The newest
-are kept; the oldest beyond that room are summarized like any other message (metrics
-``pins_kept``, ``pins_summarized``). A pinned message is also given to the summarizer when it
+are kept; the oldest beyond that room are summarized like any other message, and so is a pin
+larger than the whole room on its own (metrics ``pins_kept``, ``pins_summarized``). A pinned message is also given to the summarizer when it
 is first summarized: the summary stays a whole account (section 6 lists every user message)
 and an unpin later loses nothing. A placed pin that is no longer pinned, or no longer fits,
 goes to the summarizer as the quote it is.
@@ -133,21 +133,20 @@ def pin_candidates(
 
 def choose_pins(candidates: Sequence[Pin], room: int) -> tuple[list[Pin], list[Pin]]:
     """Newest first while their total fits ``room``; the first that does not, and every
-    older one, are left out (CTX-50: the oldest go). Returns (kept, left out), oldest first."""
+    older one, are left out (CTX-50: the oldest go). A pin that alone is larger than the
+    whole room is left out first: it could never be kept, and it must not push out the
+    older pins that fit. Returns (kept, left out), oldest first."""
+    fitting = [pin for pin in candidates if pin.cost <= room]
     kept: list[Pin] = []
     used = 0
-    cut = 0
-    for position in range(len(candidates) - 1, -1, -1):
-        pin = candidates[position]
+    for pin in reversed(fitting):
         if used + pin.cost > room:
-            cut = position + 1
             break
         used += pin.cost
         kept.append(pin)
-    else:
-        cut = 0
     kept.reverse()
-    return kept, list(candidates[:cut])
+    chosen = {pin.seq for pin in kept}
+    return kept, [pin for pin in candidates if pin.seq not in chosen]
 
 
 def pin_room(effective: int, free: float) -> int:
@@ -167,6 +166,7 @@ class PlacedPins:
     left_out: tuple[Pin, ...] = ()
     retained: int = 0
     anchor_seq: int | None = None
+    room: int = 0
 
     @property
     def cost(self) -> int:
@@ -174,7 +174,8 @@ class PlacedPins:
 
     def metrics(self) -> dict[str, Any]:
         return {"pins_kept": len(self.placed), "pins_summarized": len(self.left_out),
-                "pins_summarized_seqs": [pin.seq for pin in self.left_out], "pins_retained": self.retained}
+                "pins_summarized_seqs": [pin.seq for pin in self.left_out], "pins_retained": self.retained,
+                "pins_room": self.room}
 
 
 def place_pins(candidates: Sequence[Pin], *, start: int, room: int, anchor_seq: int | None) -> PlacedPins:
@@ -182,7 +183,8 @@ def place_pins(candidates: Sequence[Pin], *, start: int, room: int, anchor_seq: 
     those before it, newest first within ``room`` (``choose_pins``)."""
     placeable = [pin for pin in candidates if pin.index < start]
     placed, left_out = choose_pins(placeable, room)
-    return PlacedPins(tuple(placed), tuple(left_out), len(candidates) - len(placeable), anchor_seq)
+    return PlacedPins(tuple(placed), tuple(left_out), len(candidates) - len(placeable), anchor_seq,
+                      room if placeable else 0)
 
 
 def anchor_pin_seq(messages: Sequence[Mapping[str, Any]], sources: Sequence[Source], traces: Sequence[Trace],

@@ -646,6 +646,7 @@ def test_ctx41_metrics_name_every_figure_and_the_records_each_segment_consumed()
         "unknown_calls_in_block": 0,  # retained calls the runtime-state block lists instead (CTX-3)
         # CTX-50: nothing pinned, so nothing placed, summarized for lack of room or retained.
         "pins_kept": 0, "pins_summarized": 0, "pins_summarized_seqs": [], "pins_retained": 0,
+        "pins_room": 0,
     }
     json.dumps(result.metrics)  # stored as JSON
 
