@@ -29,7 +29,7 @@ RUN_STATUS = "run_status"
 RUN_REOPENED = "resumed"
 
 METADATA_KINDS = frozenset(
-    {"run_status", "model_change", "label", "extension_state", "context", "compaction_summary"}
+    {"run_status", "model_change", "label", "extension_state", "context", "compaction_summary", "pin"}
 )
 RESULT_KINDS = frozenset({TOOL_RESULT, DELEGATION_RESULT})
 

@@ -25,6 +25,9 @@ class MessageKind(models.TextChoices):
     COMMAND = "command"
     COMPACTION = "compaction"
     COMPACTION_SUMMARY = "compaction_summary"
+    # CTX-50: a pin or an unpin of a main-line message (who, which seq); metadata that never
+    # becomes a chat message (context.records projects only the message kinds).
+    PIN = "pin"
 
 
 class SessionMessage(models.Model):
