@@ -15,6 +15,7 @@ from core.errors import ValidationFailed
 from sessions.models import SessionFile
 from sessions.selectors.files import file_get_for_user
 from sessions.selectors.instances import instance_in_session
+from sessions.selectors.pins import pins_of_session
 from sessions.selectors.records import records_page
 from sessions.selectors.sessions import session_get_for_user, session_list_for_user
 from sessions.serializers import (
@@ -32,7 +33,6 @@ from sessions.services.files import attachment_disposition, file_delete, file_na
 from sessions.services.imports import session_import
 from sessions.services.manual_compaction import compaction_request
 from sessions.services.pins import pin_set
-from sessions.selectors.pins import pins_of_session
 from sessions.services.sessions import session_create
 from sessions.staff import file_get_for_reader
 

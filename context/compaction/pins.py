@@ -16,10 +16,10 @@ are -- and places it again while it is pinned, never twice.
 
 Room: the placed pins together cost at most ``PIN_SHARE`` of the effective input. The newest
 are kept; the oldest beyond that room are summarized like any other message, and so is a pin
-larger than the whole room on its own (metrics ``pins_kept``, ``pins_summarized``). A pinned message is also given to the summarizer when it
-is first summarized: the summary stays a whole account (section 6 lists every user message)
-and an unpin later loses nothing. A placed pin that is no longer pinned, or no longer fits,
-goes to the summarizer as the quote it is.
+larger than the whole room on its own (metrics ``pins_kept``, ``pins_summarized``). A pinned
+message is also given to the summarizer when it is first summarized: the summary stays a
+whole account (section 6 lists every user message) and an unpin later loses nothing. A placed
+pin that is no longer pinned, or no longer fits, goes to the summarizer as the quote it is.
 """
 
 from __future__ import annotations

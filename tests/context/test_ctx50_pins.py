@@ -181,7 +181,7 @@ def _chain(pinned_by_round, summarizer, rounds: int = 4):
 def test_ctx50_the_first_question_stays_verbatim_through_chained_compactions_with_a_junk_summary() -> None:
     views = _chain(lambda n: {1}, junk)
     first = "Q1 compare the logs of services 1 and 2"
-    for n, (request, outcome) in enumerate(views, start=1):
+    for n, (_request, outcome) in enumerate(views, start=1):
         texts = [m["content"] for m in outcome.messages if isinstance(m.get("content"), str)]
         holding = [t for t in texts if t == first or (t.startswith("[Pinned message, record seq 1:")
                                                       and t.endswith("\n" + first))]
