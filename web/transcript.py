@@ -73,6 +73,7 @@ class Bubble:
     text: str
     queued: bool = False
     attachments: list[AttachmentView] = field(default_factory=list)  # a question's files (RUN-13)
+    seq: int | None = None  # its record, for the pin control (CTX-50); None for a queued supplement
 
 
 @dataclass
@@ -84,6 +85,7 @@ class Answer:
     kind: str = "answer"
     length_cause: str | None = None  # CAT-12: "context_filled" when the server's window, not the limit, ended it
     answer_tokens: int | None = None
+    seq: int | None = None  # its record, for the pin control (CTX-50)
 
     @property
     def limit_note(self) -> str:
@@ -109,6 +111,7 @@ class Step:
     duration_ms: int | None = None
     images: list[str] = field(default_factory=list)  # data URLs of the result's images (TOOL-4)
     kind: str = "step"
+    seq: int | None = None  # the result's record, for the pin control (CTX-50)
 
     @property
     def status_label(self) -> str:
@@ -138,6 +141,8 @@ class Summary:
 
     text: str
     kind: str = "summary"
+    # CTX-50: pinned messages (record seqs) this compaction summarized for lack of room.
+    pins_summarized: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -292,7 +297,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         message = record.message if isinstance(record.message, dict) else {}
         kind = record.kind
         if kind in ("user", "supplement"):
-            items.append(Bubble(kind=kind, text=shown[(index, "text")], attachments=attachment_views(message)))
+            items.append(Bubble(kind=kind, text=shown[(index, "text")], attachments=attachment_views(message),
+                                seq=record.seq))
         elif kind == "assistant":
             if (index, "reasoning") in shown:
                 items.append(Thinking(shown[(index, "reasoning")]))
@@ -302,7 +308,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                 items.append(Answer(html=shown[(index, "html")], partial=bool(message.get("partial")),
                                     cut_at_limit=at_limit, output_limit=message.get("output_limit"),
                                     length_cause=message.get("length_cause"),
-                                    answer_tokens=message.get("answer_tokens")))
+                                    answer_tokens=message.get("answer_tokens"), seq=record.seq))
             elif at_limit and not message.get("tool_calls"):  # the limit came before any text
                 items.append(Notice(output_limit_note(message.get("output_limit"), cause=message.get("length_cause"),
                                                       answer_tokens=message.get("answer_tokens")),
@@ -330,6 +336,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                 steps[call_id] = step
                 items.append(step)
             step.status = message.get("status") or "ok"
+            step.seq = record.seq
             step.result, step.result_omitted = _clip(content_text(message.get("content"), image=""),
                                                      RESULT_PREVIEW_CHARS)
             step.images = result_images(message.get("content"))
@@ -342,7 +349,10 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            items.append(Summary(shown[(index, "summary")]))
+            metrics = message.get("metrics") if isinstance(message.get("metrics"), dict) else {}
+            left_out = metrics.get("pins_summarized_seqs") or []
+            items.append(Summary(shown[(index, "summary")],
+                                 pins_summarized=[seq for seq in left_out if isinstance(seq, int)]))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 
@@ -355,7 +365,7 @@ def plan_steps(steps: Iterable[dict[str, Any]]) -> list[PlanStep]:
 def items_written(records: Iterable[SessionMessage]) -> list[Bubble]:
     """The question of a run that is still working, shown above its live area."""
     return [Bubble(kind=r.kind, text=content_text((r.message or {}).get("content")),
-                   attachments=attachment_views(r.message))
+                   attachments=attachment_views(r.message), seq=r.seq)
             for r in records if r.kind == "user"]
 
 
