@@ -349,8 +349,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            metrics = message.get("metrics") if isinstance(message.get("metrics"), dict) else {}
-            left_out = metrics.get("pins_summarized_seqs") or []
+            metrics = message.get("metrics")
+            left_out = (metrics.get("pins_summarized_seqs") if isinstance(metrics, dict) else None) or []
             items.append(Summary(shown[(index, "summary")],
                                  pins_summarized=[seq for seq in left_out if isinstance(seq, int)]))
         # Everything else (metadata kinds) is not part of the chat.
