@@ -298,7 +298,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         kind = record.kind
         if kind in ("user", "supplement"):
             items.append(Bubble(kind=kind, text=shown[(index, "text")], attachments=attachment_views(message),
-                                seq=record.seq))
+                                seq=getattr(record, "seq", None)))
         elif kind == "assistant":
             if (index, "reasoning") in shown:
                 items.append(Thinking(shown[(index, "reasoning")]))
@@ -308,7 +308,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                 items.append(Answer(html=shown[(index, "html")], partial=bool(message.get("partial")),
                                     cut_at_limit=at_limit, output_limit=message.get("output_limit"),
                                     length_cause=message.get("length_cause"),
-                                    answer_tokens=message.get("answer_tokens"), seq=record.seq))
+                                    answer_tokens=message.get("answer_tokens"), seq=getattr(record, "seq", None)))
             elif at_limit and not message.get("tool_calls"):  # the limit came before any text
                 items.append(Notice(output_limit_note(message.get("output_limit"), cause=message.get("length_cause"),
                                                       answer_tokens=message.get("answer_tokens")),
@@ -336,7 +336,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                 steps[call_id] = step
                 items.append(step)
             step.status = message.get("status") or "ok"
-            step.seq = record.seq
+            step.seq = getattr(record, "seq", None)
             step.result, step.result_omitted = _clip(content_text(message.get("content"), image=""),
                                                      RESULT_PREVIEW_CHARS)
             step.images = result_images(message.get("content"))
@@ -365,7 +365,7 @@ def plan_steps(steps: Iterable[dict[str, Any]]) -> list[PlanStep]:
 def items_written(records: Iterable[SessionMessage]) -> list[Bubble]:
     """The question of a run that is still working, shown above its live area."""
     return [Bubble(kind=r.kind, text=content_text((r.message or {}).get("content")),
-                   attachments=attachment_views(r.message), seq=r.seq)
+                   attachments=attachment_views(r.message), seq=getattr(r, "seq", None))
             for r in records if r.kind == "user"]
 
 

@@ -21,7 +21,6 @@ from core.slow_work import slow_work
 from models_catalog.providers import provider_is_offline
 from sessions.event_types import event_names
 from sessions.models import Session
-from sessions.selectors.pins import pins_of_session
 from sessions.selectors.sessions import prepared_summary_state, session_get_for_user
 from sessions.services.sessions import session_draft
 from web.errors import error_table
@@ -157,7 +156,8 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         urls.update(session=reverse("session-detail", args=[session.pk]),
                     questions=reverse("session-questions", args=[session.pk]),
                     compact=reverse("session-compact", args=[session.pk]),
-                    # CTX-50: the session's pins, and one pin by its record seq.
+                    # CTX-50: the session's pins (chat.js reads them as the page opens: the
+                    # page itself reads no record's content once its runs' HTML is kept).
                     pins=reverse("session-pins", args=[session.pk]),
                     pin=reverse("session-pin", args=[session.pk, _ID]).replace(str(_ID), "{id}"))
     return {
@@ -174,8 +174,6 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "meter": meter,
         "supplements": {},
         "prepared": None,
-        # CTX-50: pinned messages, marked by chat.js (the runs' kept HTML never carries them).
-        "pins": [pin.as_dict() for pin in pins_of_session(session_id=session.pk)] if session.pk else [],
         **extra,
     }
 

@@ -254,7 +254,7 @@
   // ---------------------------------------------------------------- pins (CTX-50)
   // A pinned message stays word for word in what the agent reads, through every summary.
   // The runs' HTML is kept by the server whatever the pins are, so their state is set here
-  // from the session's pins (config.pins, then each answer of the pins API).
+  // from the session's pins: read as the page opens, then from each answer of the pins API.
   var pins = {};
 
   function pinWords(pin, summarized) {
@@ -271,7 +271,7 @@
     transcript.querySelectorAll("[data-pin-seq]").forEach(function (button) {
       var seq = button.getAttribute("data-pin-seq");
       var pin = pins[seq];
-      var holder = button.closest("[data-seq]");
+      var holder = button.closest(".msg, details.step");
       var mark = holder ? holder.querySelector(".pin-mark") : null;
       button.setAttribute("data-pinned", pin ? "true" : "false");
       button.querySelector(".pin-label").textContent = pin ? "Unpin" : "Pin";
@@ -1186,7 +1186,7 @@
   if (compactButton) compactButton.addEventListener("click", compactNow);
   meterSet(config.meter);
   preparedSet(config.prepared && config.prepared.status);
-  pinsSet(config.pins);
+  pinsRefresh();
 
   transcript.addEventListener("click", function (event) {
     var button = event.target.closest("[data-pin-seq]");

@@ -132,7 +132,7 @@ POLICY = ContextPolicy(user_turns=1)
 
 
 def junk(_call) -> SummaryReply:
-    """A summarizer that ignores the instruction (CTX-52's junk): nine empty sections."""
+    """A summarizer that ignores the instruction (the junk of the continuity benchmark): nine empty sections."""
     return SummaryReply(f"<summary>\n{nine(['sea animals: the blue whale, the shrimp'])}\n</summary>")
 
 

@@ -20,7 +20,7 @@ DIALECTS = ("openai", "anthropic")
 GOAL = "Question 1. The goal: keep the North-West margin above 12% in every plan you propose."
 CODE_WORD = "The code word for the release is PAPAYA-7."
 PIN_OPENING = "[Pinned message, record seq "
-# A reply that ignores the instruction (CTX-52's junk): long enough, not repetitive, no goal.
+# A reply that ignores the instruction (the junk of the continuity benchmark): long enough, not repetitive, no goal.
 JUNK = ("1. The Blue Whale: the largest animal. 2. The Shrimp: small and many. 3. The Octopus: eight arms. "
         "4. The Seahorse: the male carries the young. 5. The Manta Ray: wide wings. 6. The Starfish: regrows. "
         "7. The Clownfish: lives in anemones. 8. The Sea Turtle: travels far. 9. The Narwhal: one long tooth.")
