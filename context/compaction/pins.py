@@ -32,7 +32,9 @@ from typing import Any
 from context.records import content_text
 from context.traces import Trace
 
+from .state import is_runtime_state_message
 from .types import Source
+from .view import is_continuation_message
 
 PIN_SHARE = 0.1  # CTX-50: the most the placed pins may cost, as a share of the effective input
 PIN_OPENING = "[Pinned message, record seq "
@@ -119,6 +121,8 @@ def pin_candidates(
             placed = dict(message)
             if seq not in pinned:
                 continue
+        elif sources[index] is None and (is_continuation_message(message) or is_runtime_state_message(message)):
+            continue  # a summary that consumed one pinned record stands for it, and is no pin
         else:
             seq = pinned_seq(sources[index], traces[index], pinned)
             if seq is None or message.get("role") not in ("user", "assistant", "tool"):

@@ -218,3 +218,62 @@ def test_ctx50_a_pinned_call_is_quoted_with_its_call_and_a_log_beyond_the_tenth_
         assert len(quotes) == 1 and pin_seq_of(quotes[0]) == 2
         assert '[called read_log with arguments {"svc": 1}]' in quotes[0]["content"]
         assert valid_everywhere(outcome.messages)
+
+
+# -- for any chain: every pin once in every view ------------------------------------------------------
+
+
+@st.composite
+def chains(draw):
+    rounds = draw(st.lists(st.tuples(st.integers(0, 300), st.integers(0, 3), st.integers(1, 400)),
+                           min_size=3, max_size=6))
+    questions = [1000 * n + 1 for n in range(1, len(rounds) + 1)]
+    answers = [1000 * n + 99 for n in range(1, len(rounds) + 1)]
+    pinned = frozenset(draw(st.lists(st.sampled_from(questions + answers), max_size=5)) + [questions[0]])
+    return rounds, pinned, draw(st.sampled_from([junk, scripted]))
+
+
+@settings(max_examples=60 if CI else 15, deadline=None)
+@given(chain=chains())
+def test_ctx50_for_any_chain_every_pin_is_in_every_later_view_once_until_the_room_lets_it_go(chain) -> None:
+    rounds, pinned, summarizer = chain
+    records: list[dict] = []
+    texts: dict[int, str] = {}
+    gone: set[int] = set()  # left out for lack of room: summarized, never placed again
+    for n, (question_words, calls, log_lines) in enumerate(rounds, start=1):
+        run, base = f"r{n}", 1000 * n
+        question = f"Q{n} " + "please look " * question_words
+        records.append(user(base + 1, question, run=run))
+        texts[base + 1] = question
+        for k in range(calls):
+            ident = f"c{n}_{k}"
+            records.append(assistant(base + 2 + 2 * k, None, [call(ident, "read_log", "{}")], run=run))
+            records.append(result(base + 3 + 2 * k, ident, f"LOG{n}.{k} " + "line\n" * log_lines, run=run,
+                                  name="read_log"))
+        sources: list = []
+        traces: list = []
+        messages = project_records(records, sources_out=sources, traces_out=traces)
+        request = CompactionRequest(
+            system=SYSTEM, messages=messages, sources=sources, task_anchor={"role": "user", "content": question},
+            runtime_state=RuntimeState(), budget=BUDGET, policy=POLICY, estimator=EST, tools=[],
+            trigger="user_turns", max_summary_calls=6, traces=traces, pinned=pinned)
+        outcome, _ = drive_recording(compact(request), summarizer)
+        if outcome.outcome == "compacted":
+            view = outcome.messages
+            assert valid_everywhere(view)
+            gone |= set(outcome.metrics["pins_summarized_seqs"])
+            for seq in sorted(pinned & set(texts)):
+                original = {"role": "user" if seq % 1000 == 1 else "assistant", "content": texts[seq]}
+                quoted = sum(1 for m in view if is_pin_message(m) and pin_seq_of(m) == seq)
+                verbatim = sum(1 for m in view if m == original)
+                if seq in gone:
+                    assert quoted == 0, seq
+                else:
+                    assert quoted + verbatim == 1, (n, seq, quoted, verbatim, outcome.metrics["pins_room"])
+                    assert quoted == 0 or pin_message(seq, original) in view
+            records.append(record(base + 90, "compaction", {"messages": view, "covered_seq": base + 89,
+                                                            "summary": outcome.summary,
+                                                            "traces": traces_json(outcome.traces)}, run=run))
+        answer = f"A{n} the logs agree " + "and more " * (question_words // 3)
+        records.append(assistant(base + 99, answer, run=run))
+        texts[base + 99] = answer
