@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from sessions.models import CompactionSnapshot, Run, SessionMessage
+from sessions.models import CompactionSnapshot, Instance, Run, SessionMessage
 from sessions.selectors.pins import pins_of_session
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
@@ -104,3 +104,19 @@ def test_ctx50_the_first_question_and_an_agent_pin_stay_verbatim_through_three_c
     assert any(t.startswith("This session is being continued") for t in last)
     metrics = snapshots.order_by("-id").first().metrics
     assert metrics["pins_kept"] == 2 and metrics["pins_summarized"] == 0
+
+
+def test_ctx50_update_plan_with_a_seq_that_names_no_message_fails_whole(fake_session, fake, strict):
+    """A bad pin fails the call, plan and all, in words the agent can act on; nothing is written."""
+    call = {"id": "plan-1", "name": "update_plan", "arguments": json.dumps(
+        {"steps": [{"step": "Keep the goal", "status": "in_progress"}], "pin": [1, 999]})}
+    replies = iter([chat_stream(tool_calls=[call]), chat_stream(["Understood."])])
+    strict.handler = lambda request: next(replies)
+    session = fake_session(tools=("update_plan",))
+    run = ask(session, GOAL)
+    assert run.status == Run.Status.COMPLETED, run.error
+    tool_message = [m for m in fake.requests[-1].json["messages"] if m["role"] == "tool"][0]
+    assert "Cannot pin: No such message in this session." in tool_message["content"]
+    assert not SessionMessage.objects.filter(session=session, kind="pin").exists()
+    assert Instance.objects.get(run=run, key="main").frame.get("plan") is None
+    assert pins_of_session(session_id=session.pk)[0].default  # the goal, pinned by default, still is
