@@ -10,6 +10,7 @@ import logging
 import time
 from typing import Any
 
+from agents.tool_registry import registry
 from context import (
     CompactFirst,
     ContextPipeline,
@@ -43,8 +44,9 @@ from runloop.journal import NewRecord
 from runloop.meter import context_measured
 from runloop.state import RunState
 from sessions.frames import plan_text
-from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention
+from sessions.models import Instance, ModelCall, PreparedCompaction, RunAttention
 from sessions.selectors.instances import sub_instances_running, tool_calls_unsettled
+from sessions.selectors.ledger import instance_ledger
 from sessions.selectors.pins import pinned_seqs
 from sessions.selectors.steps import instance_frame, last_question, preparation_last_failure
 from tools.read_file import files_in_view
@@ -183,13 +185,24 @@ def _task_anchor(instance: Instance) -> dict[str, Any] | None:
     return question_message(question.message) if question else None
 
 
-def _runtime_state(run: Run, instance: Instance) -> RuntimeState:
+def _idempotent_tools(state: RunState) -> frozenset[str]:
+    """CTX-49: the tools without side effects, as the run knows them: the agent's version
+    (its server tools as frozen, TOOL-5) over the built-ins. A tool neither knows (an
+    earlier version's server tool) counts as having side effects."""
+    known = {**{name: tool.idempotent for name, tool in registry.items()},
+             **{tool.name: tool.idempotent for tool in state.tools}}
+    return frozenset(name for name, idempotent in known.items() if idempotent)
+
+
+def _runtime_state(state: RunState, instance: Instance) -> RuntimeState:
     """CTX-36: the facts the model cannot be trusted to remember, from the records and the
     frame — never from the view being replaced, where an earlier compaction may already
     have summarized them: the agent's plan (verbatim; the session's, carried from question
     to question, LOOP-4), the calls in flight (normally settled first, CTX-30) and those
     whose outcome is unknown (one call, one id, one state), sub-agents still running,
-    queued supplements, and the files of the questions the run sees (RUN-13)."""
+    queued supplements, the files of the questions the run sees (RUN-13), and the artifact
+    ledger of every record the instance sees (CTX-49)."""
+    run = state.run
     frame = instance_frame(instance=instance)
     calls = tool_calls_unsettled(run=run, instance=instance)
     return RuntimeState(
@@ -198,7 +211,8 @@ def _runtime_state(run: Run, instance: Instance) -> RuntimeState:
         unknown_calls=calls.unknown,
         sub_instances=tuple(sub_instances_running(instance=instance)),
         queued_supplements=tuple(item["content"] for item in frame.get("supplements") or []),
-        files=files_in_view(run=run) if instance.parent_id is None else ())
+        files=files_in_view(run=run) if instance.parent_id is None else (),
+        ledger=instance_ledger(run=run, instance=instance, idempotent=_idempotent_tools(state)))
 
 
 def compaction_request(state: RunState, instance: Instance, *, system: dict[str, Any], messages: list[dict[str, Any]],
@@ -213,7 +227,7 @@ def compaction_request(state: RunState, instance: Instance, *, system: dict[str,
     pinned = pinned_seqs(session_id=state.run.session_id) if instance.parent_id is None else frozenset()
     return CompactionRequest(
         system=system, messages=messages, sources=sources, task_anchor=_task_anchor(instance),
-        runtime_state=_runtime_state(state.run, instance), budget=figures.budget, policy=policy,
+        runtime_state=_runtime_state(state, instance), budget=figures.budget, policy=policy,
         estimator=figures.calibrated_estimator(), tools=tools, trigger=trigger, max_summary_calls=max(0, max_calls),
         dialect=state.target.dialect, ride_cache=state.target.prompt_cache, headroom=headroom, traces=traces,
         pinned=pinned)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from context.compaction.state import is_runtime_state_message
 from context.records import content_text as records_content_text
 from context.surrogates import json_loads_clean
 from context.usage import UsageFigures, usage_figures
@@ -179,6 +180,8 @@ def message_view(message: Any, *, kind: str = "") -> MessageView:
         badges.append("interrupted")
     if message.get("supplement") or kind == "supplement":
         badges.append("supplement")
+    if is_runtime_state_message(message):  # CTX-36, CTX-49: written by the platform, not by the person
+        badges.append("runtime state: by the platform")
     texts = []
     body = content_text(message.get("content"))
     if body:
