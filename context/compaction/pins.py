@@ -109,9 +109,10 @@ def pin_candidates(
     cost_of: Callable[[Mapping[str, Any]], int],
     anchor: Mapping[str, Any] | None,
 ) -> list[Pin]:
-    """Every pinned message of the view, once per record, oldest first: a message read from
-    a pinned record, or an earlier placed pin whose record is still pinned. A message equal
-    to the task anchor is left out: the anchor already keeps it verbatim, once."""
+    """Every pinned message of the view, once per record (its newest copy), oldest first: a
+    message read from a pinned record, or an earlier placed pin whose record is still
+    pinned. A message equal to the task anchor is left out: the anchor already keeps it
+    verbatim, once."""
     found: dict[int, Pin] = {}
     if not pinned:
         return []
@@ -130,7 +131,7 @@ def pin_candidates(
             if anchor is not None and message == anchor:
                 continue
             placed = pin_message(seq, message)
-        if seq is not None and seq not in found:
+        if seq is not None:  # the newest copy: one a retained group holds is never placed too
             found[seq] = Pin(seq, index, placed, cost_of(placed))
     return [found[seq] for seq in sorted(found)]
 
