@@ -35,6 +35,7 @@ from context.compaction import (
     compact,
     drive,
 )
+from context.compaction.masking import masking_would_do
 from context.compaction.types import Source
 from context.traces import Trace, traces_json
 from models_catalog.errors import ProviderError
@@ -142,11 +143,13 @@ def prepare_maybe(state: RunState, instance: Instance, pipeline: ContextPipeline
     key = (instance.pk, start.key if start is not None else None)
     if key in state.preparations_asked or pipeline.policy is None:
         return
+    projected = pipeline.context.projected()
+    if _masking_would_do(state, pipeline.policy, system, schemas, projected):
+        return  # CTX-47: the trigger will fold older results, with no summary to pay for (asked again next step)
     state.preparations_asked.add(key)
     if throttled(preparation_last_failure(session_id=state.run.session_id), figure, state.figures.budget,
                  now=time.time()):
         return  # CTX-44: the last one failed; wait for growth or time, like an inline failure
-    projected = pipeline.context.projected()
     snapshot = {"system": system, "tools": schemas, "messages": projected.messages,
                 "sources": list(projected.sources or [None] * len(projected.messages)),
                 "traces": traces_json(projected_traces(projected) or [])}
@@ -158,6 +161,19 @@ def prepare_maybe(state: RunState, instance: Instance, pipeline: ContextPipeline
                                         estimator_id=state.figures.estimator_id)
     if asked is not None:
         journal.emit("compaction_preparing", token_figures("before", estimated=estimate, calibrated=figure))
+
+
+def _masking_would_do(state: RunState, policy: ContextPolicy, system: dict[str, Any], schemas: list[dict[str, Any]],
+                      projected: Projected) -> bool:
+    """CTX-45 with CTX-47: whether masking alone would resolve the trigger (the pure
+    ``masking_would_do`` decides; it reads only the view, the tools and the figures)."""
+    figures = state.figures
+    request = CompactionRequest(
+        system=system, messages=projected.messages, sources=list(projected.sources or [None] * len(projected.messages)),
+        task_anchor=None, runtime_state=RuntimeState(), budget=figures.budget, policy=policy,
+        estimator=figures.calibrated_estimator(), tools=schemas, trigger="budget", max_summary_calls=0,
+        traces=projected_traces(projected))
+    return masking_would_do(request, request.traces)
 
 
 def prepare_at_end(state: RunState) -> None:
@@ -291,6 +307,8 @@ def compaction_run(state: RunState, instance: Instance, pipeline: ContextPipelin
                                                             measured_by="estimate"))
         journal.emit("compacted", {
             "trigger": trigger, **{name: metrics.get(name) for name in TOKEN_FIGURES},
+            # CTX-47: which tiers ran ("mask", "summary") and how many results were folded.
+            "tiers": list(metrics.get("tiers") or []), "masked_results": metrics.get("masked_results") or 0,
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
             "revision": committed.snapshot.revision, "prepared": metrics["prepared"], "stall_ms": waited})
         return list(result.messages or [])

@@ -19,7 +19,9 @@ from core.api.parsers import json_loads_bounded
 from sessions.models import Run, SessionMessage
 from sessions.run_errors import RunErrorCode
 from web.attachments import AttachmentView, attachment_views
+from web.deltas import text_from_deltas as text_from_deltas  # its home; imported from here too
 from web.errors import error_explain
+from web.folded import FOLDED_NOTICE, folded_count, folded_seqs
 from web.markdown import RenderBudget
 
 # An answer the output limit stopped (finish reason ``length``): the model's own limit, or
@@ -112,6 +114,7 @@ class Step:
     images: list[str] = field(default_factory=list)  # data URLs of the result's images (TOOL-4)
     kind: str = "step"
     seq: int | None = None  # the result's record, for the pin control (CTX-50)
+    folded_seq: int | None = None  # CTX-47: the record of a result a compaction folded for the model
 
     @property
     def status_label(self) -> str:
@@ -143,6 +146,7 @@ class Summary:
     kind: str = "summary"
     # CTX-50: pinned messages (record seqs) this compaction summarized for lack of room.
     pins_summarized: list[int] = field(default_factory=list)
+    folded: int = 0  # CTX-47: tool results folded to notes at the same compaction, before the summary
 
 
 @dataclass
@@ -285,11 +289,13 @@ def _spent_newest_first(records: list[SessionMessage], budget: RenderBudget) -> 
 
 
 def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str, int] | None = None,
-                       budget: RenderBudget | None = None) -> list[Any]:
+                       budget: RenderBudget | None = None, folded: set[int] | None = None) -> list[Any]:
     """A finished run's main-instance records → display items, in record order. Their texts
-    spend ``budget`` (the page's; a fresh one when none is given), newest first."""
+    spend ``budget`` (the page's; a fresh one when none is given), newest first; a step whose
+    result's seq is in ``folded`` (CTX-47; by default the records' own folds) is marked."""
     durations = durations or {}
     records = list(records)
+    folded = folded_seqs(records) if folded is None else folded
     shown = _spent_newest_first(records, budget or RenderBudget())
     items: list[Any] = []
     steps: dict[str, Step] = {}
@@ -340,6 +346,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             step.result, step.result_omitted = _clip(content_text(message.get("content"), image=""),
                                                      RESULT_PREVIEW_CHARS)
             step.images = result_images(message.get("content"))
+            if folded and record.seq in folded:
+                step.folded_seq = record.seq
         elif kind == "run_status":
             item = _status_item(message)
             if item is not None:
@@ -349,10 +357,12 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            metrics = message.get("metrics")
-            left_out = (metrics.get("pins_summarized_seqs") if isinstance(metrics, dict) else None) or []
-            items.append(Summary(shown[(index, "summary")],
-                                 pins_summarized=[seq for seq in left_out if isinstance(seq, int)]))
+            count = folded_count(message)  # CTX-47: results folded, then summarized or not
+            metrics = message.get("metrics")  # CTX-50: pins left out for lack of room
+            left_out = [seq for seq in ((metrics.get("pins_summarized_seqs") if isinstance(metrics, dict) else None)
+                                        or []) if isinstance(seq, int)]
+            items.append(Notice(FOLDED_NOTICE) if count and not message.get("summary") else
+                         Summary(shown[(index, "summary")], folded=count, pins_summarized=left_out))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 
@@ -379,22 +389,3 @@ def supplements_written(records: Iterable[SessionMessage], *,
                for r in records if r.kind == "supplement"}
     written.update({str(item.get("id", "")): str(item.get("content", "")) for item in queued})
     return written
-
-
-def text_from_deltas(events: Iterable[tuple[str, dict[str, Any]]]) -> str:
-    """The text a stretch of events streamed into the main instance's answer.
-
-    ``message_delta`` events append; a ``run_error`` (stored as ``error`` before it was
-    renamed) marked ``reset`` (a retried attempt)
-    discards what the failed attempt had streamed, as the browser does live.
-    Sub-instances' deltas are not the main answer.
-    """
-    parts: list[str] = []
-    for type_, data in events:
-        if (data.get("instance") or "main") != "main":
-            continue
-        if type_ == "message_delta":
-            parts.append(str(data.get("text", "")))
-        elif type_ in ("run_error", "error") and data.get("reset"):
-            parts = []
-    return "".join(parts)
