@@ -229,6 +229,7 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
         committed, masked = mask_tier(r, traces, keep_from=min(start, groups[-1].start), tokens_before=tokens_before,
                                       threshold=threshold, target=target, metrics=metrics)
         if committed is not None:
+            committed.metrics.update(EMPTY_PIN_METRICS)  # CTX-50: nothing summarized, so no pin placed or lost
             return committed
         messages = masked if masked is not None else messages  # the summary tier reads the notes
     if not prefix:

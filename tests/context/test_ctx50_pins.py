@@ -277,3 +277,38 @@ def test_ctx50_for_any_chain_every_pin_is_in_every_later_view_once_until_the_roo
         answer = f"A{n} the logs agree " + "and more " * (question_words // 3)
         records.append(assistant(base + 99, answer, run=run))
         texts[base + 99] = answer
+
+
+# -- beside the masking tier (CTX-47) ------------------------------------------------------------------
+
+
+def test_ctx50_when_masking_is_not_enough_the_summarized_pins_are_placed_whole_beside_the_notes() -> None:
+    from test_ctx_masking import engine_request, tool_history
+
+    messages, _ = tool_history(3)  # seq 1 the question, 2..7 three calls and their logs, 8 an answer
+    for n in range(12):
+        messages.append({"role": "user", "content": f"Question {n}: " + "growth region sales margin " * 20})
+        messages.append({"role": "assistant", "content": f"Answer {n}: " + "noted and checked. " * 120})
+    sources = [(seq, seq) for seq in range(1, len(messages) + 1)]
+    pinned = frozenset({3, 9})  # the first log (a tool result), and Question 0
+    result, _ = drive_recording(compact(engine_request(messages, sources, pinned=pinned)), scripted)
+    m = result.metrics
+    assert result.outcome == "compacted" and m["tiers"] == ["mask", "summary"]
+    assert 3 not in m["masked_seqs"]  # a pinned result is never folded
+    quotes = {pin_seq_of(x): x for x in result.messages if is_pin_message(x)}
+    # The question fits the tenth and is placed; the 2,600-byte log alone is over it: summarized.
+    assert set(quotes) == {9} and m["pins_summarized_seqs"] == [3] and m["pins_kept"] == 1
+    for seq, quote in quotes.items():
+        assert quote == pin_message(seq, messages[seq - 1])  # whole: the body, not a fold note
+    assert valid_everywhere(result.messages)
+
+
+def test_ctx50_a_commit_by_masking_alone_places_and_loses_no_pin() -> None:
+    from test_ctx_masking import engine_request, tool_history
+
+    messages, sources = tool_history(6)
+    result, calls = drive_recording(compact(engine_request(messages, sources, pinned=frozenset({1, 5}))), scripted)
+    assert calls == [] and result.metrics["tiers"] == ["mask"]
+    assert not any(is_pin_message(x) for x in result.messages)  # nothing summarized: everything stays in place
+    assert result.messages[4] == messages[4]  # the pinned log, unfolded where it was
+    assert (result.metrics["pins_kept"], result.metrics["pins_summarized"]) == (0, 0)
