@@ -10,6 +10,7 @@ urlpatterns = [
     path("sessions/<int:session_id>", api.session_detail, name="session-detail"),
     path("sessions/<int:session_id>/messages", api.session_messages, name="session-messages"),
     path("sessions/<int:session_id>/compact", api.session_compact, name="session-compact"),
+    path("sessions/<int:session_id>/compactions/undo", api.session_compaction_undo, name="session-compaction-undo"),
     path("sessions/<int:session_id>/pins", api.session_pins, name="session-pins"),
     path("sessions/<int:session_id>/pins/<int:seq>", api.session_pin_detail, name="session-pin"),
     path("sessions/<int:session_id>/files", api.session_files_upload, name="session-files"),

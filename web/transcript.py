@@ -147,6 +147,7 @@ class Summary:
     # CTX-50: pinned messages (record seqs) this compaction summarized for lack of room.
     pins_summarized: list[int] = field(default_factory=list)
     folded: int = 0  # CTX-47: tool results folded to notes at the same compaction, before the summary
+    seq: int = field(default=0, compare=False)  # of its record: what an undo names (CTX-51, ``web.undone``)
 
 
 @dataclass
@@ -362,7 +363,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             left_out = [seq for seq in ((metrics.get("pins_summarized_seqs") if isinstance(metrics, dict) else None)
                                         or []) if isinstance(seq, int)]
             items.append(Notice(FOLDED_NOTICE) if count and not message.get("summary") else
-                         Summary(shown[(index, "summary")], folded=count, pins_summarized=left_out))
+                         Summary(shown[(index, "summary")], folded=count, seq=record.seq,
+                                 pins_summarized=left_out))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 

@@ -30,7 +30,7 @@ MANUAL_COMPACTION_HOLD_SECONDS = 600
 
 # Records that are themselves the product of a compaction, and pins (CTX-50, metadata about
 # messages already there): nothing new to summarize.
-_NOT_NEW = ("compaction_summary", "pin")
+_NOT_NEW = ("compaction_summary", "compaction_undone", "pin")
 
 
 class CompactionRunning(Conflict):
