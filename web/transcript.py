@@ -75,7 +75,7 @@ class Bubble:
     text: str
     queued: bool = False
     attachments: list[AttachmentView] = field(default_factory=list)  # a question's files (RUN-13)
-    seq: int | None = None  # its record, for the pin control (CTX-50); None for a queued supplement
+    seq: int | None = field(default=None, compare=False)  # its record, for the pin control (CTX-50)
 
 
 @dataclass
@@ -87,7 +87,7 @@ class Answer:
     kind: str = "answer"
     length_cause: str | None = None  # CAT-12: "context_filled" when the server's window, not the limit, ended it
     answer_tokens: int | None = None
-    seq: int | None = None  # its record, for the pin control (CTX-50)
+    seq: int | None = field(default=None, compare=False)  # its record, for the pin control (CTX-50)
 
     @property
     def limit_note(self) -> str:
@@ -113,7 +113,7 @@ class Step:
     duration_ms: int | None = None
     images: list[str] = field(default_factory=list)  # data URLs of the result's images (TOOL-4)
     kind: str = "step"
-    seq: int | None = None  # the result's record, for the pin control (CTX-50)
+    seq: int | None = field(default=None, compare=False)  # the result's record, for the pin control (CTX-50)
     folded_seq: int | None = None  # CTX-47: the record of a result a compaction folded for the model
 
     @property
