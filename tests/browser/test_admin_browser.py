@@ -225,7 +225,7 @@ def test_an_admin_discovers_models_saves_a_connection_and_publishes_an_agent_wit
     expect(page.locator(".messagelist")).to_contain_text("was added successfully")
     agent = Agent.objects.get()
     policy = {"context_ratio": 0.7, "target_ratio": 0.5, "user_turns": 12, "model_steps": 40,
-              "max_compaction_calls": 3, "prepare_ratio": None}
+              "max_compaction_calls": 3, "prepare_ratio": None, "mask_tool_results": True}
     assert agent.context_policy == policy and agent.tools == ["calculator"] and agent.created_by == ada
     budget = agent_budget(agent=agent)
     expect(page.locator(".field-budget_figures .readonly")).to_have_text(

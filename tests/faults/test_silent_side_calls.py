@@ -14,6 +14,7 @@ from runloop.compaction_manual import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run
 from sessions.services.manual_compaction import compaction_request
+from sessions.services.pins import pin_set
 from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
@@ -43,6 +44,9 @@ def test_a_summary_call_that_goes_silent_times_out_after_the_configured_read_tim
         run = question_ask(session=session, content=f"Question {n}: tell me about the figures. " + "Detail. " * 120)
         run_execute(run_id=run.pk)
         assert run.__class__.objects.get(pk=run.pk).status == Run.Status.COMPLETED
+    # The first question, pinned by default (CTX-50), would stay verbatim and leave this short
+    # history nothing to summarize: the person unpins it.
+    pin_set(session=session, seq=1, pinned=False, by=session.user_id)
     status, run = compaction_request(session=session)
     assert status == "queued"
     started = time.monotonic()
