@@ -49,6 +49,7 @@ _LINE_RE = re.compile(
 _EMPTY_WORDS = frozenset({"none", "n", "a", "na", "nothing", "not", "applicable", "yet", "no", "so", "far", "tbd",
                           "empty", "noted", "recorded", "unknown"})
 _SPACE_RE = re.compile(r"\s+")
+_ASIDE_RE = re.compile(r"\([^()]*\)")
 MIN_COPY_CHARS = 20  # a shorter reply is "too short" anyway; a copy is judged above this
 
 _TITLE_WORDS = tuple(tuple(w for w in _WORD_RE.findall(t.lower()) if w not in _STOPWORDS) for t in SECTION_TITLES)
@@ -69,7 +70,8 @@ def title_number(line: str) -> int | None:
     number = int(found.group(1)) if found.group(1) else None
     if "?" in found.group(2):
         return None  # a question quoted in section 6, not a title
-    words = [w for w in _WORD_RE.findall(found.group(2).lower()) if w not in _STOPWORDS]
+    title = _ASIDE_RE.sub(" ", found.group(2))  # "Current work (as of the last step)"
+    words = [w for w in _WORD_RE.findall(title.lower()) if w not in _STOPWORDS]
     if not words or len(words) > 8:
         return None
     # Without a number, a heading mark or a closing colon, only a short line is a title.
@@ -148,6 +150,17 @@ def summary_check(text: str, *, truncated: bool = False, history: Iterable[str] 
     if len(flat) >= MIN_COPY_CHARS and any(flat in _flat(message) for message in history):
         problems.append("copy_of_message")
     return problems
+
+
+def shortened_problems(text: str, *, min_chars: int = MIN_SUMMARY_CHARS) -> list[str]:
+    """The problems of a summary the platform shortened (CTX-34's fitting) or wrote itself
+    (CTX-48's code summary): CTX-35's, and ``missing_sections``. What a section says was
+    judged on the summarizer's reply before it was shortened: fitting a small room empties
+    sections by design (never section 6 first), and is not the summarizer's fault."""
+    basic = summary_problem(text, min_chars=min_chars)
+    if basic is not None:
+        return [basic]
+    return ["missing_sections"] if len(sections_of(text)) < len(SECTION_TITLES) else []
 
 
 def missing_titles(text: str) -> Sequence[str]:

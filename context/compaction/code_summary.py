@@ -36,7 +36,7 @@ from typing import Any
 from context.records import COMMAND_HEADER, UNKNOWN_OUTCOME_TEXT, content_text
 from context.traces import Trace, trace_json, trace_span
 
-from .check import history_texts, sections_of, summary_check
+from .check import sections_of, shortened_problems
 from .cleaning import fit_summary, neutralize_control_tags
 from .finish import ViewFinish
 from .sections import SECTION_TITLES, USER_MESSAGES
@@ -44,8 +44,8 @@ from .state import is_runtime_state_message
 from .types import CompactionRequest, CompactionResult, HistoryFacts
 from .view import continuation_summary, is_continuation_message, restates_anchor
 
-CODE_SUMMARY_NOTE = ("Written by the platform from the records, not by a model: the summarizer's reply did not "
-                     "pass the check, so this lists what the records hold.")
+# In the first section's title, which shortening never takes (CTX-34): the mark stays.
+CODE_SUMMARY_MARK = "written by the platform from the records, not by a model"
 _LATE_PREFIX = "[late tool result]"
 _STATUS_RE = re.compile(r"^\[tool status: (\w+)\]\n")
 _SPACE_RE = re.compile(r"\s+")
@@ -173,8 +173,8 @@ def render_code_summary(users: Sequence[str], calls: Sequence[Mapping[str, Any]]
                   if shape.dropped else []) + [f"- “{shorten(u, shape.message_chars)}”" for u in shown]
     latest = shorten(users[-1], min(200, shape.message_chars or 200)) if users else ""
     bodies = [
-        [CODE_SUMMARY_NOTE + " The user's requests are their messages in section 6, quoted as written; the first "
-         "states the goal, and instructions given there still stand."],
+        ["The summarizer gave no summary that passed the check. The user's requests are their messages in "
+         "section 6, quoted as written; the first states the goal, and instructions given there still stand."],
         ["(not recorded by code)"],
         ledger_lines or ["(none recorded)"],
         _newest(failed, shape.calls, "failed calls") or ["(no tool call failed)"],
@@ -187,8 +187,8 @@ def render_code_summary(users: Sequence[str], calls: Sequence[Mapping[str, Any]]
         [f"The last answer began: “{shorten(answer, shape.answer_chars)}”" if answer else "(no answer recorded)"],
         [f"Continue from the user's latest message: “{latest}”" if latest else "Confirm with the user."],
     ]
-    return "\n".join(f"{n}. {title}:\n" + "\n".join(body)
-                     for n, (title, body) in enumerate(zip(SECTION_TITLES, bodies), start=1))
+    titles = [f"{SECTION_TITLES[0]} ({CODE_SUMMARY_MARK})", *SECTION_TITLES[1:]]
+    return "\n".join(f"{n}. {title}:\n" + "\n".join(body) for n, (title, body) in enumerate(zip(titles, bodies), start=1))
 
 
 def code_summary(request: CompactionRequest, *, summarized: Sequence[Mapping[str, Any]],
@@ -241,6 +241,8 @@ def code_summary(request: CompactionRequest, *, summarized: Sequence[Mapping[str
 # CTX-48: why the summarizer gave no summary, when the code-written one replaces it.
 FALLBACK_REASONS = frozenset({"summary_failed", "summary_call_limit", "too_many_segments",
                               "summarizer_budget_too_small", "segment_too_large"})
+# The worker's code for a summary request over the hard limit, and the providers' own.
+OVERFLOW_CODES = frozenset({"context_overflow", "context_length_exceeded"})
 # What a prepared summary's metrics carry of its check (CTX-45 commits it later).
 PREPARED_CHECK_METRICS = ("summary_check", "summary_source", "summary_fallback", "summary_failure")
 
@@ -261,7 +263,7 @@ def falls_back(reason: str, metrics: Mapping[str, Any]) -> bool:
     if reason not in FALLBACK_REASONS:
         return False
     unreachable = (metrics.get("summary_failure") in ("error", "deterministic_error")
-                   and metrics.get("error_code") != "context_overflow" and not metrics.get("summary_check"))
+                   and metrics.get("error_code") not in OVERFLOW_CODES and not metrics.get("summary_check"))
     return not unreachable
 
 
@@ -269,13 +271,13 @@ def summary_by_code(r: CompactionRequest, reason: str, metrics: dict[str, Any], 
                     summarized: Sequence[Mapping[str, Any]], retained: Sequence[Mapping[str, Any]],
                     consumed: Trace, max_units: int, cost_of: Callable[[str], int]) -> CompactionResult:
     """The compaction with the code-written summary in place of the summarizer's (CTX-48):
-    it stands for every record the summary would have (``consumed``), is checked like any
-    summary (never committed when it fails, which a room too small for nine titles makes
-    it do), and is marked in the metrics: ``summary_source`` ``code``, ``summary_fallback``
+    it stands for every record the summary would have (``consumed``), is checked as a
+    shortened summary is (nine sections, CTX-35's problems; never committed when it fails,
+    which a room too small for nine titles makes it do), and is marked in the metrics: ``summary_source`` ``code``, ``summary_fallback``
     the reason the summarizer's was not used."""
     text = code_summary(r, summarized=summarized, retained=retained, max_units=max_units, cost_of=cost_of)
     metrics["summary_fallback"] = reason
-    problems = summary_check(text, history=history_texts(r), min_chars=1)
+    problems = shortened_problems(text, min_chars=1)
     if problems or cost_of(text) > max_units:
         metrics["summary_check"].append({"segment": None, "attempt": "code", "problems": problems or ["too_long"]})
         return CompactionResult("failed", reason, None, None, metrics)

@@ -41,7 +41,7 @@ from typing import Any
 
 from context.traces import trace_of_source, trace_union
 
-from .check import history_texts, summary_check
+from .check import shortened_problems
 from .cleaning import MIN_SUMMARY_CHARS, fit_summary
 from .code_summary import PREPARED_CHECK_METRICS, falls_back, summary_by_code
 from .finish import ViewFinish, request_figures
@@ -239,7 +239,7 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         text = r.prepared.summary
         if units.text(text) > body_units:  # the view grew since: shortened as a reply over its room is
             shorter = fit_summary(text, max_units=body_units, cost_of=units.text)
-            problems = summary_check(shorter, history=history_texts(r), min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
+            problems = shortened_problems(shorter, min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
             if problems:
                 metrics["summary_failure"] = problems[0]
                 return by_code("summary_failed")

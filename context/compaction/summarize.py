@@ -17,7 +17,7 @@ from typing import Any
 from context.estimators import Estimator
 from context.traces import Trace, trace_json, trace_span
 
-from .check import history_texts, summary_check
+from .check import history_texts, shortened_problems, summary_check
 from .cleaning import clean_summary, complete_sentences, fit_summary
 from .prompt import summary_prompt
 from .types import CompactionRequest, SummaryCall, SummaryReply
@@ -160,7 +160,7 @@ def summarize(r: CompactionRequest, sizing: Sizing, prompt_for: PromptFor, *, co
             metrics["summary_failure"] = problem
             return "summary_failed", ""
         done = fit_summary(over[1], max_units=sizing.body_units, cost_of=units.text)
-        problems = summary_check(done, history=history, min_chars=sizing.min_chars)
+        problems = shortened_problems(done, min_chars=sizing.min_chars)
         if problems:  # shortening took what made it a summary: never committed
             verdicts.append({"segment": index, "attempt": "shortened", "problems": problems})
             metrics["summary_failure"] = problems[0]
