@@ -45,7 +45,7 @@ from runloop.state import RunState
 from sessions.frames import plan_text
 from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention
 from sessions.selectors.instances import sub_instances_running, tool_calls_unsettled
-from sessions.selectors.steps import instance_frame, last_question, preparation_last_failure
+from sessions.selectors.steps import instance_frame, instance_history, last_question, preparation_last_failure
 from tools.read_file import files_in_view
 
 logger = logging.getLogger("agentloom.compaction")
@@ -206,13 +206,15 @@ def compaction_request(state: RunState, instance: Instance, *, system: dict[str,
     """What the engine needs to compact ``messages``, inline or in the background: the
     run's figures, the task anchor and runtime state from the records (CTX-31, CTX-36),
     whether the provider's prompt cache can carry the summary request (CTX-46), and the
-    records each message stands for through earlier checkpoints (``traces``, CTX-41)."""
+    records each message stands for through earlier checkpoints (``traces``, CTX-41), and
+    the records' facts for a summary written by code (CTX-48)."""
     figures = state.figures
     return CompactionRequest(
         system=system, messages=messages, sources=sources, task_anchor=_task_anchor(instance),
         runtime_state=_runtime_state(state.run, instance), budget=figures.budget, policy=policy,
         estimator=figures.calibrated_estimator(), tools=tools, trigger=trigger, max_summary_calls=max(0, max_calls),
-        dialect=state.target.dialect, ride_cache=state.target.prompt_cache, headroom=headroom, traces=traces)
+        dialect=state.target.dialect, ride_cache=state.target.prompt_cache, headroom=headroom, traces=traces,
+        history=instance_history(run=state.run, instance=instance))
 
 
 def compaction_run(state: RunState, instance: Instance, pipeline: ContextPipeline, action: CompactFirst,

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from context.records import COMMAND_HEADER, UNKNOWN_OUTCOME_TEXT, content_text
+from context.records import COMMAND_HEADER, SUPPLEMENT_PREFIX, UNKNOWN_OUTCOME_TEXT, content_text
 from context.traces import Trace, trace_json, trace_span
 
 from .check import sections_of, shortened_problems
@@ -125,7 +125,8 @@ def messages_in_range(history: HistoryFacts, retained: Sequence[Mapping[str, Any
     """The records' user messages the summary stands for: all of them but the newest ones
     the retained messages still hold verbatim (matched from the end, by text)."""
     users = list(history.user_messages)
-    kept = [_flat(content_text(m.get("content"))) for m in retained if m.get("role") == "user"]
+    kept = [_flat(content_text(m.get("content")).removeprefix(SUPPLEMENT_PREFIX)) for m in retained
+            if m.get("role") == "user"]
     end = len(users)
     for text in reversed(kept):
         if end and _flat(users[end - 1]) == text:

@@ -8,6 +8,7 @@ import pytest
 from sessions.models import AccessAudit
 from tests.admin_console.conftest import compaction
 from tests.fakes.summaries import is_summary
+from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +105,7 @@ def test_a_real_compaction_made_by_the_loop_shows_the_figures_it_stored(console,
 
     def handler(request):
         if is_summary(request.json["messages"]):
-            sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+            sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])
         return chat_stream(["A long answer about the figures. " * 30])
 

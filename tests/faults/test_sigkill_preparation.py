@@ -16,9 +16,10 @@ from tests.fakes.summaries import is_summary
 from tests.faults.support import FaultWorker
 from tests.runloop.test_prepared_compaction import ASKED, LONG, SMALL, ask
 from tests.runloop.worker import wait_for
+from context.compaction import SECTION_TITLES
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]
-SUMMARY = "<summary>\n" + "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10)) + "\n</summary>"
+SUMMARY = "<summary>\n" + "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10)) + "\n</summary>"
 
 
 def test_ctx45_a_worker_killed_while_preparing_leaves_nothing_stuck_and_nothing_half_applied(

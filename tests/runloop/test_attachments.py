@@ -23,6 +23,7 @@ from sessions.services.manual_compaction import compaction_request
 from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
+from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")
@@ -122,7 +123,7 @@ def test_run13_after_a_compaction_the_runtime_state_lists_the_file_and_the_agent
     def handler(request):
         messages = request.json["messages"]
         if is_summary(messages):
-            sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+            sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])  # names no file
         if messages[-1]["role"] == "tool":
             return chat_stream(["It was served in 12 ms."])

@@ -23,6 +23,7 @@ from sessions.services.questions import question_ask
 from tests.conftest import SHARED
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
+from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")
@@ -59,7 +60,7 @@ def test_every_call_of_a_long_run_rebuilds_byte_for_byte_and_the_log_stores_only
     def handler(request):
         messages = request.json["messages"]
         if is_summary(messages):
-            sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+            sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])
         tools_since_question = 0
         for message in reversed(messages):

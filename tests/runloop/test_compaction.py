@@ -11,6 +11,7 @@ from sessions.models import CompactionSnapshot, Instance, Run, RunEvent, Session
 from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary, summary_input
+from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).
@@ -30,7 +31,7 @@ def scripted_summary(request) -> str:
     """A summarizer that fills section 6 with every user message it was shown."""
     prompt = summary_input(request.json["messages"])
     asked = re.findall(r"Question (\d+)", prompt)
-    sections = [f"{n}. Section {n}: noted." for n in range(1, 10)]
+    sections = [f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10)]
     sections[5] = "6. All user messages: " + ", ".join(f"Question {q}" for q in dict.fromkeys(asked))
     return "<summary>\n" + "\n".join(sections) + "\n</summary>"
 

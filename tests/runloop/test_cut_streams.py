@@ -27,6 +27,7 @@ from tests.fakes.fake_provider import FakeProvider, chat_stream
 from tests.fakes.one_at_a_time import ClosingKeepAliveServer, cut_stream
 from tests.fakes.summaries import is_summary
 from web.errors import error_explain, retry_status
+from context.compaction import SECTION_TITLES
 
 DIALECTS = ("openai",)  # the one-at-a-time server speaks chat completions
 LONG = "Please keep this detail in mind: " + "the quarterly figures show steady growth across regions. " * 28
@@ -114,7 +115,7 @@ VERY_LONG = LONG
 
 
 def summary_text() -> str:
-    return "<summary>\n" + "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10)) + "\n</summary>"
+    return "<summary>\n" + "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10)) + "\n</summary>"
 
 
 @pytestmark_db

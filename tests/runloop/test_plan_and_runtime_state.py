@@ -21,6 +21,7 @@ from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
 from tests.runloop.driving import ask_and_run as _ask
 from tests.sessions.helpers import interrupted_after_calls
+from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).
@@ -66,7 +67,7 @@ def test_ctx36_the_plan_comes_through_a_compaction_verbatim_from_the_frame_not_t
 
     def handler(request):
         if is_summary(request.json["messages"]):
-            sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+            sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])  # says nothing of the plan
         if request.json["messages"][-1]["role"] == "user":  # a new question: plan first
             return chat_stream(tool_calls=[_plan_call()])
@@ -91,7 +92,7 @@ def _block(view: list[dict]) -> str:
 
 def _summaries_and_long_answers(request):
     if is_summary(request.json["messages"]):
-        sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+        sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10))
         return chat_stream([f"<summary>\n{sections}\n</summary>"])  # says nothing of calls or plans
     return chat_stream(["Here are the figures for every region in detail. " * 20])
 

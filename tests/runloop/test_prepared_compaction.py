@@ -25,6 +25,7 @@ from tests.fakes.summaries import is_summary, summary_input
 from tests.runloop.figures import figures_named
 from tests.runloop.preparing import Preparations, ready
 from tests.runloop.worker import wait_for
+from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")
@@ -60,7 +61,7 @@ class SlowSummaries:
                 return chat_stream([])
             time.sleep(SUMMARY_SECONDS)  # the provider's own latency for a long summary
             asked = [part.split(".")[0] for part in summary_input(messages).split(ASKED + " ")[1:]]
-            sections = [f"{n}. Section {n}: noted." for n in range(1, 10)]
+            sections = [f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10)]
             sections[5] = "6. All user messages: " + ", ".join(f"{ASKED} {q}" for q in dict.fromkeys(asked))
             return chat_stream(["<summary>\n" + "\n".join(sections) + "\n</summary>"])
         self.actions += 1
