@@ -144,7 +144,7 @@ def summary_check(text: str, *, truncated: bool = False, history: Iterable[str] 
     sections = sections_of(text)
     if len(sections) < len(SECTION_TITLES):
         problems.append("missing_sections")
-    if not any(_says_something(body) for number, body in sections.items() if number != USER_MESSAGES):
+    if sections and not any(_says_something(body) for number, body in sections.items() if number != USER_MESSAGES):
         problems.append("only_user_messages")
     flat = _flat(text)
     if len(flat) >= MIN_COPY_CHARS and any(flat in _flat(message) for message in history):
