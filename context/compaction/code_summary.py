@@ -15,10 +15,12 @@ only when the one before is not enough:
    last answer's opening to 200 characters;
 2. every user message is shortened to the same number of characters, the most that fits
    (its head and its end kept, " … " between), down to 60;
-3. the calls and ledger to the newest three, the answer to 100 characters, every user
-   message down to 24 characters;
-4. only then are user messages left out, the oldest first, and counted ("3 earlier
-   messages not shown");
+3. the sections lose every sentence the records do not fill (terse form), the calls and
+   ledger shrink to the newest three, the answer to 80 characters, and every user
+   message goes down to 24 characters; then no call, ledger entry or answer is shown
+   (counted), and every user message goes down to its first 9 characters;
+4. only then are user messages left out: the oldest after the first (the first states
+   the goal), counted in their place ("3 earlier messages not shown");
 5. what is still over is shortened between sentences as a model's summary is
    (``fit_summary``).
 
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from context.records import COMMAND_HEADER, SUPPLEMENT_PREFIX, UNKNOWN_OUTCOME_TEXT, content_text
@@ -61,18 +63,22 @@ class _Shape:
     message_chars: int | None  # None: whole
     calls: int | None
     answer_chars: int
-    dropped: int = 0
+    dropped: int = 0  # the oldest messages after the first left out
+    terse: bool = False
 
 
 def _flat(text: str) -> str:
     return _SPACE_RE.sub(" ", neutralize_control_tags(text)).strip()
 
 
-def shorten(text: str, limit: int | None) -> str:
-    """``text`` on one line, at most ``limit`` characters: its head and its end."""
+def shorten(text: str, limit: int | None, *, head_only: bool = False) -> str:
+    """``text`` on one line, at most ``limit`` characters: its head and its end (its head
+    alone with ``head_only``, or when under 30 characters: an end that short says nothing)."""
     flat = _flat(text)
     if limit is None or len(flat) <= limit:
         return flat
+    if head_only or limit < 30:
+        return flat[:max(1, limit - 1)].rstrip() + "…"
     tail = max(0, limit // 3 - 2)
     head = max(1, limit - tail - 3)
     return flat[:head].rstrip() + " … " + (flat[-tail:].lstrip() if tail else "")
@@ -169,27 +175,37 @@ def render_code_summary(users: Sequence[str], calls: Sequence[Mapping[str, Any]]
     for c in calls:
         status = OUTCOMES.get(str(c.get("status")), "unknown")
         counts[status] = counts.get(status, 0) + 1
-    shown = list(users[shape.dropped:])
-    user_lines = ([f"- ({shape.dropped} earlier message{'s' if shape.dropped != 1 else ''} not shown)"]
-                  if shape.dropped else []) + [f"- “{shorten(u, shape.message_chars)}”" for u in shown]
-    latest = shorten(users[-1], min(200, shape.message_chars or 200)) if users else ""
-    bodies = [
-        ["The summarizer gave no summary that passed the check. The user's requests are their messages in "
-         "section 6, quoted as written; the first states the goal, and instructions given there still stand."],
-        ["(not recorded by code)"],
-        ledger_lines or ["(none recorded)"],
-        _newest(failed, shape.calls, "failed calls") or ["(no tool call failed)"],
-        [(f"{len(calls)} tool call{'s' if len(calls) != 1 else ''}: "
-          + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + ".") if calls
-         else "No tool was called.", *_newest(call_lines, shape.calls, "calls")],
-        user_lines or ["(none)"],
-        [*(["Calls whose outcome is not known (check before repeating one):", *_newest(open_, shape.calls, "calls")]
-           if open_ else []), "Whatever the user's messages in section 6 asked for that the work has not done."],
-        [f"The last answer began: “{shorten(answer, shape.answer_chars)}”" if answer else "(no answer recorded)"],
-        [f"Continue from the user's latest message: “{latest}”" if latest else "Confirm with the user."],
-    ]
+    user_lines = [f"- “{shorten(u, shape.message_chars)}”" for u in users]
+    if shape.dropped:  # the first (the goal) stays; the oldest after it go
+        gone = min(shape.dropped, len(users) - 1)
+        user_lines[1:1 + gone] = [f"- ({gone} earlier message{'s' if gone != 1 else ''} not shown)"]
+    latest = shorten(users[-1], min(200 if not shape.terse else 40, shape.message_chars or 200)) if users else ""
+    if shape.terse:  # a small room: no sentence that the records do not fill
+        bodies = [[], [], ledger_lines, _newest(failed, shape.calls, "failed calls"),
+                  [f"{len(calls)} tool calls: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))]
+                  if calls else [], user_lines, _newest(open_, shape.calls, "calls"),
+                  [f"Last answer: “{shorten(answer, shape.answer_chars)}”"] if answer and shape.answer_chars else [],
+                  [f"Latest: “{latest}”"] if latest and shape.answer_chars else []]
+    else:
+        bodies = [
+            ["The summarizer gave no summary that passed the check. The user's requests are their messages in "
+             "section 6, quoted as written; the first states the goal, and instructions given there still stand."],
+            ["(not recorded by code)"],
+            ledger_lines or ["(none recorded)"],
+            _newest(failed, shape.calls, "failed calls") or ["(no tool call failed)"],
+            [(f"{len(calls)} tool call{'s' if len(calls) != 1 else ''}: "
+              + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + ".") if calls
+             else "No tool was called.", *_newest(call_lines, shape.calls, "calls")],
+            user_lines or ["(none)"],
+            [*(["Calls whose outcome is not known (check before repeating one):",
+                *_newest(open_, shape.calls, "calls")] if open_ else []),
+             "Whatever the user's messages in section 6 asked for that the work has not done."],
+            [f"The last answer began: “{shorten(answer, shape.answer_chars)}”" if answer else "(no answer recorded)"],
+            [f"Continue from the user's latest message: “{latest}”" if latest else "Confirm with the user."],
+        ]
     titles = [f"{SECTION_TITLES[0]} ({CODE_SUMMARY_MARK})", *SECTION_TITLES[1:]]
-    return "\n".join(f"{n}. {title}:\n" + "\n".join(body) for n, (title, body) in enumerate(zip(titles, bodies), start=1))
+    return "\n".join(f"{n}. {title}:" + "".join(f"\n{line}" for line in body)
+                     for n, (title, body) in enumerate(zip(titles, bodies), start=1))
 
 
 def code_summary(request: CompactionRequest, *, summarized: Sequence[Mapping[str, Any]],
@@ -215,27 +231,28 @@ def code_summary(request: CompactionRequest, *, summarized: Sequence[Mapping[str
     if fits(whole):
         return render(whole)
     longest = max((len(_flat(u)) for u in users), default=0)
-    for calls_shown, answer_chars, floor in ((10, 200, 60), (3, 100, 24)):
-        shape = _Shape(message_chars=longest, calls=calls_shown, answer_chars=answer_chars)
+    for calls_shown, answer_chars, floor, terse in ((10, 200, 60, False), (3, 80, 24, True), (0, 0, 10, True)):
+        shape = _Shape(message_chars=longest, calls=calls_shown, answer_chars=answer_chars, terse=terse)
         if fits(shape):
             return render(shape)
         low, high = floor, max(floor, longest - 1)  # the most characters per message that fit
-        if fits(_Shape(floor, calls_shown, answer_chars)):
+        if fits(replace(shape, message_chars=floor)):
             while low < high:
                 middle = (low + high + 1) // 2
-                if fits(_Shape(middle, calls_shown, answer_chars)):
+                if fits(replace(shape, message_chars=middle)):
                     low = middle
                 else:
                     high = middle - 1
-            return render(_Shape(low, calls_shown, answer_chars))
-    low, high = 1, len(users)  # the fewest oldest messages left out
+            return render(replace(shape, message_chars=low))
+    tight = _Shape(10, 0, 0, terse=True)
+    low, high = 1, max(1, len(users) - 1)  # the fewest messages after the first left out
     while low < high:
         middle = (low + high) // 2
-        if fits(_Shape(24, 0, 60, dropped=middle)):
+        if fits(replace(tight, dropped=middle)):
             high = middle
         else:
             low = middle + 1
-    text = render(_Shape(24, 0, 60, dropped=low if users else 0))
+    text = render(replace(tight, dropped=low if len(users) > 1 else 0))
     return text if cost_of(text) <= max_units else fit_summary(text, max_units=max_units, cost_of=cost_of)
 
 

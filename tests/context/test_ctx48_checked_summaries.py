@@ -176,7 +176,7 @@ texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_siz
 def _heads_in_order(summary: str, messages: list[str], room_chars: int) -> bool:
     at = 0
     for message in messages:
-        head = shorten(message, None)[:12]
+        head = shorten(message, None)[:8]
         found = summary.find(head, at)
         if found < 0:
             return False
