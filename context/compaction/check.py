@@ -47,7 +47,7 @@ _LINE_RE = re.compile(
     r"\s*(?:[*_`]*\s*(:|\s[-–—]\s)|[*_`]*\s*$)", re.IGNORECASE)
 # What an empty section says.
 _EMPTY_WORDS = frozenset({"none", "n", "a", "na", "nothing", "not", "applicable", "yet", "no", "so", "far", "tbd",
-                          "empty", "noted", "recorded", "unknown"})
+                          "empty", "unknown"})
 _SPACE_RE = re.compile(r"\s+")
 _ASIDE_RE = re.compile(r"\([^()]*\)")
 MIN_COPY_CHARS = 20  # a shorter reply is "too short" anyway; a copy is judged above this
