@@ -276,7 +276,8 @@ def compaction_run(state: RunState, instance: Instance, pipeline: ContextPipelin
         journal.emit("compacted", {
             "trigger": trigger, **{name: metrics.get(name) for name in TOKEN_FIGURES},
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
-            "revision": committed.snapshot.revision, "prepared": metrics["prepared"], "stall_ms": waited})
+            "revision": committed.snapshot.revision, "prepared": metrics["prepared"], "stall_ms": waited,
+            "summary_source": metrics.get("summary_source")})  # CTX-48: the chat says when code wrote it
         return list(result.messages or [])
     if result.outcome == "skipped":
         _requests_taken(state, instance, compact_requested=None)

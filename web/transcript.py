@@ -49,6 +49,11 @@ def _positive(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 COMPACTED_NOTICE = ("Earlier messages were summarized to fit the model's context window. "
                     "The full history is still kept.")
+# CTX-48: the model's summary failed the check, and the platform wrote one from the records.
+COMPACTED_BY_CODE_NOTICE = ("Earlier messages were summarized to fit the model's context window. The model's "
+                            "summary did not pass the platform's check, so the platform wrote it from the records "
+                            "instead: your messages, the tool calls and the last answer. The full history is still "
+                            "kept.")
 PLAN_STATUS_LABELS = {"pending": "to do", "in_progress": "in progress", "done": "done"}
 RESULT_PREVIEW_CHARS = 4_000
 MAX_STEP_IMAGES = 4
@@ -138,6 +143,7 @@ class Summary:
 
     text: str
     kind: str = "summary"
+    by_code: bool = False  # CTX-48: written by the platform from the records, not by the model
 
 
 @dataclass
@@ -342,9 +348,16 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            items.append(Summary(shown[(index, "summary")]))
+            items.append(Summary(shown[(index, "summary")], by_code=summary_by_code(message)))
         # Everything else (metadata kinds) is not part of the chat.
     return items
+
+
+def summary_by_code(message: dict[str, Any]) -> bool:
+    """CTX-48: whether a compaction's summary was written by the platform from the records
+    (its record's metrics say ``summary_source: code``)."""
+    metrics = message.get("metrics")
+    return isinstance(metrics, dict) and metrics.get("summary_source") == "code"
 
 
 def plan_steps(steps: Iterable[dict[str, Any]]) -> list[PlanStep]:

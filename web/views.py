@@ -35,7 +35,7 @@ from web.selectors import (
     session_last_run,
     sessions_for_sidebar,
 )
-from web.transcript import COMPACTED_NOTICE, PLAN_STATUS_LABELS, STEP_STATUS_LABELS
+from web.transcript import COMPACTED_BY_CODE_NOTICE, COMPACTED_NOTICE, PLAN_STATUS_LABELS, STEP_STATUS_LABELS
 
 LOGIN_URL = reverse_lazy("web:login")
 
@@ -165,6 +165,7 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "errors": error_table(),
         "events": event_names(),  # the script names no event itself (sessions/event_types.py)
         "compactedNotice": COMPACTED_NOTICE,
+        "compactedByCodeNotice": COMPACTED_BY_CODE_NOTICE,  # CTX-48
         "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
         "planStatus": PLAN_STATUS_LABELS,
         "meter": meter,

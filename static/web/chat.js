@@ -662,7 +662,8 @@
         break;
       case EVENT.COMPACTED:
         if (main) {
-          this.notice(config.compactedNotice, seq);
+          // CTX-48: a summary the platform wrote from the records says so, in plain words.
+          this.notice(data.summary_source === "code" ? config.compactedByCodeNotice : config.compactedNotice, seq);
           setStatus("Working…", true);
           preparedSet(null);
         }
