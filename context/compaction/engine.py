@@ -228,8 +228,11 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         """CTX-48: what the summarizer could not give, written by code from the records."""
         if not falls_back(reason, metrics):
             return finish("failed", reason)
+        # Never larger than what it replaces: the commit rule wants the view strictly smaller,
+        # and quoting every message whole could make it grow.
+        room = min(body_units, tokens_before - rest - preamble_cost - 1)
         return summary_by_code(r, reason, metrics, finished, summarized=messages[:start], retained=retained,
-                               consumed=whole, max_units=body_units, cost_of=units.text)
+                               consumed=whole, max_units=max(room, 1), cost_of=units.text)
 
     if r.prepared is not None:  # CTX-45: made in the background, judged like one made now
         made = r.prepared.metrics

@@ -79,3 +79,27 @@ def _text(message) -> str:
     if isinstance(content, list):
         return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
     return ""
+
+
+def test_ctx48_the_offline_demo_models_canned_reply_is_never_committed_as_a_summary(space, demo_connection, alice):
+    """The demo model answers a summary request as it answers anything: a short canned reply.
+    That is no summary; the platform writes one from the records, and says so."""
+    from agents.services import agent_create, agent_publish
+    from runloop.compaction_manual import compaction_manual
+    from sessions.models import Session
+    from sessions.services.manual_compaction import compaction_request
+
+    agent = agent_create(space=space, name="Demo", model_connection=demo_connection, instructions="Be brief.",
+                         tools=[], context_policy={"target_ratio": 0.05}, created_by=alice)
+    session = Session.objects.create(space=space, user=alice, agent=agent,
+                                     version=agent_publish(agent=agent, published_by=alice))
+    for n in range(4):
+        assert ask(session, f"Question {n}: the figures, please. " + "Detail. " * 150).status == Run.Status.COMPLETED
+    _, run = compaction_request(session=session)
+    assert compaction_manual(run_id=run.pk) == "compacted"
+    snapshot = CompactionSnapshot.objects.get(instance__run=run)
+    assert snapshot.metrics["summary_source"] == "code"
+    assert all(verdict["problems"] for verdict in snapshot.metrics["summary_check"])
+    summary = SessionMessage.objects.get(run=run, kind="compaction_summary").message["summary"]
+    assert CODE_SUMMARY_MARK in summary and not summary.startswith("(Offline demo model)")
+    assert summary.index("Question 0") < summary.index("Question 1") < summary.index("Question 2")
