@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from _django import REPO, setup, table
+
 from context.compaction import SECTION_TITLES
 
 sys.path.insert(0, str(REPO))

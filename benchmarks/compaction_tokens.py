@@ -20,8 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from context import Budget, ContextPolicy, Counters, evaluate_triggers, get_estimator, project_records  # noqa: E402
-from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive  # noqa: E402
-from context.compaction import SECTION_TITLES
+from context.compaction import SECTION_TITLES, CompactionRequest, RuntimeState, SummaryReply, compact, drive  # noqa: E402
 
 SYSTEM = {"role": "system", "content": "You are a coding agent. Use tools to inspect and fix the repository."}
 TOOLS = [{"type": "function", "function": {

@@ -77,13 +77,13 @@ def title_number(line: str) -> int | None:
     # Without a number, a heading mark or a closing colon, only a short line is a title.
     marked = number is not None or found.group(3) is not None or line.lstrip().startswith(("#", "**", "__"))
     best, best_score = None, 0.0
-    for index, title in enumerate(_TITLE_WORDS, start=1):
-        matched = sum(1 for t in title if any(_same_word(t, w) for w in words))
+    for index, keys in enumerate(_TITLE_WORDS, start=1):
+        matched = sum(1 for t in keys if any(_same_word(t, w) for w in words))
         if not matched:
             continue
         # A candidate that matched barely and has many words of its own is prose, not a title.
-        score = matched / len(title) - 0.05 * max(0, len(words) - len(title) - 1)
-        if not marked and len(words) > len(title) + 1:
+        score = matched / len(keys) - 0.05 * max(0, len(words) - len(keys) - 1)
+        if not marked and len(words) > len(keys) + 1:
             continue
         if score >= 0.5 or (number == index and matched):
             score += 1.0 if number == index else 0.0

@@ -112,7 +112,8 @@ def facts_from_view(messages: Sequence[Mapping[str, Any]]) -> HistoryFacts:
             for call in message.get("tool_calls") or ():
                 if not isinstance(call, Mapping):
                     continue
-                function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+                found = call.get("function")
+                function: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
                 call_id = str(call.get("id", ""))
                 calls[call_id] = {"id": call_id, "name": str(function.get("name") or "?"),
                                   "arguments": str(function.get("arguments") or ""), "status": "pending"}
@@ -291,8 +292,9 @@ def summary_by_code(r: CompactionRequest, reason: str, metrics: dict[str, Any], 
     """The compaction with the code-written summary in place of the summarizer's (CTX-48):
     it stands for every record the summary would have (``consumed``), is checked as a
     shortened summary is (nine sections, CTX-35's problems; never committed when it fails,
-    which a room too small for nine titles makes it do), and is marked in the metrics: ``summary_source`` ``code``, ``summary_fallback``
-    the reason the summarizer's was not used."""
+    which a room too small for nine titles makes it do), and is marked in the metrics:
+    ``summary_source`` ``code``, ``summary_fallback`` the reason the summarizer's was not
+    used."""
     text = code_summary(r, summarized=summarized, retained=retained, max_units=max_units, cost_of=cost_of)
     metrics["summary_fallback"] = reason
     problems = shortened_problems(text, min_chars=1)

@@ -55,7 +55,8 @@ def history_facts(records: Iterable[Mapping[str, Any]], *, open_runs: Collection
             for call in message.get("tool_calls") or ():
                 if not isinstance(call, Mapping):
                     continue
-                function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+                found = call.get("function")
+                function: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
                 call_id = str(call.get("id") or "")
                 calls[call_id] = {"id": call_id, "name": str(function.get("name") or "?"),
                                   "arguments": str(function.get("arguments") or ""), "status": None}

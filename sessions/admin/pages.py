@@ -59,9 +59,9 @@ from sessions.admin.reads import (
     session_snapshots,
     session_sub_instances,
 )
+from sessions.admin.summary_check import CheckVerdict, check_verdict
 from sessions.admin.timeline import EventRow, attempt_offsets, timeline
 from sessions.admin.wait_chart import WaitPoint, wait_chart
-from sessions.admin.summary_check import CheckVerdict, check_verdict
 from sessions.admin.waits import WaitFigures, wait_figures
 from sessions.models import CompactionSnapshot, Instance, ModelCall, Run, RunEvent, Session, SessionMessage
 from sessions.selectors.inspector import CallPairing, model_call_pairings

@@ -9,7 +9,6 @@ from django.db.models import QuerySet
 
 from context.compaction import HistoryFacts
 from context.compaction.history import history_facts
-
 from sessions.models import Instance, PreparedCompaction, Run, SessionMessage
 from sessions.selectors.records import visible_records_for_engine
 

@@ -8,12 +8,12 @@ import re
 
 import pytest
 
+from context.compaction import SECTION_TITLES
 from sessions.models import CompactionSnapshot, PreparedCompaction
 from sessions.selectors.instances import main_instance
 from sessions.services.prepared import preparation_claim, preparation_ready, preparation_request
 from tests.admin_console.conftest import compaction
 from tests.fakes.summaries import is_summary
-from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db
 

@@ -5,10 +5,10 @@ import re
 
 import pytest
 
+from context.compaction import SECTION_TITLES
 from sessions.models import AccessAudit
 from tests.admin_console.conftest import compaction
 from tests.fakes.summaries import is_summary
-from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from context import BytesEstimator
 from context.compaction import SECTION_TITLES, HistoryFacts, RuntimeState, SummaryReply, compact
 from context.compaction.check import sections_of, shortened_problems, summary_check, title_number
-from context.compaction.code_summary import CODE_SUMMARY_MARK, code_summary, facts_from_view, shorten
+from context.compaction.code_summary import CODE_SUMMARY_MARK, code_summary, shorten
 from context.compaction.history import history_facts
 from context.compaction.view import continuation_message
 from tests.context.test_ctx_compaction import drive_recording, nine, request, rounds

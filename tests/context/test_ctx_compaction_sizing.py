@@ -33,7 +33,6 @@ from test_ctx_compaction import (
 from test_ctx_compaction_properties import CI, scenarios, summarizer_for
 
 from context import Budget, ContextPolicy, project_records, tool_call_states
-from context.compaction.code_summary import CODE_SUMMARY_MARK
 from context.compaction import (
     EMPTY_SUMMARY,
     SECTION_TITLES,
@@ -47,6 +46,7 @@ from context.compaction import (
     fit_summary,
     render_runtime_state,
 )
+from context.compaction.code_summary import CODE_SUMMARY_MARK
 from context.compaction.planner import CHAT, split_groups
 from context.records import INTERRUPTED_SUFFIX, UNKNOWN_OUTCOME_TEXT
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from context.compaction import SECTION_TITLES
 from tests.fakes.responses import JSONResponse, RawResponse, RecordedRequest, ResponseSpec, chat_completion, chat_stream
 from tests.fakes.summaries import is_summary as is_summary_messages
-from context.compaction import SECTION_TITLES
 
 LONG_ANSWER = ("Here is a thorough answer with every detail you asked for, written out at length so that "
                "the conversation grows the way real long answers make it grow. ") * 12

@@ -9,6 +9,7 @@ import pytest
 from celery import Celery
 from django.utils import timezone
 
+from context.compaction import SECTION_TITLES
 from sessions.models import CompactionSnapshot, PreparedCompaction, SessionMessage
 from sessions.services.dispatch import preparation_dispatcher_set
 from tests.fakes.responses import chat_stream
@@ -16,7 +17,6 @@ from tests.fakes.summaries import is_summary
 from tests.faults.support import FaultWorker
 from tests.runloop.test_prepared_compaction import ASKED, LONG, SMALL, ask
 from tests.runloop.worker import wait_for
-from context.compaction import SECTION_TITLES
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]
 SUMMARY = "<summary>\n" + "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10)) + "\n</summary>"

@@ -15,6 +15,7 @@ import re
 import pytest
 
 from context.attachments import READ_FILE_MAX_CHARS
+from context.compaction import SECTION_TITLES
 from models_catalog.models import ModelConnection
 from runloop.compaction_manual import compaction_manual
 from runloop.loop import run_execute
@@ -23,7 +24,6 @@ from sessions.services.manual_compaction import compaction_request
 from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
-from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")

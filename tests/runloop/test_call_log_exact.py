@@ -15,6 +15,7 @@ import json
 import pytest
 
 from agents.tool_registry import Tool, register, registry
+from context.compaction import SECTION_TITLES
 from models_catalog.providers.chat_http import body_bytes
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, Run, SentBlob
@@ -23,7 +24,6 @@ from sessions.services.questions import question_ask
 from tests.conftest import SHARED
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
-from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")

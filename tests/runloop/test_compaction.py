@@ -6,14 +6,14 @@ import re
 
 import pytest
 
+from context.compaction import SECTION_TITLES
+from context.compaction.code_summary import CODE_SUMMARY_MARK
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent, SessionMessage, SessionView
 from sessions.services.questions import question_ask
-from context.compaction.code_summary import CODE_SUMMARY_MARK
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.responses import error
 from tests.fakes.summaries import is_summary, summary_input
-from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).

@@ -59,7 +59,8 @@ def test_ctx48_a_junk_summarizer_over_three_compactions_keeps_the_goal_and_the_s
     for snapshot in snapshots:
         assert snapshot.metrics["summary_source"] == "code"
         assert all("missing_sections" in verdict["problems"] for verdict in snapshot.metrics["summary_check"])
-    summaries = [r.message["summary"] for r in SessionMessage.objects.filter(session=session, kind="compaction_summary")]
+    records = SessionMessage.objects.filter(session=session, kind="compaction_summary")
+    summaries = [r.message["summary"] for r in records]
     assert len(summaries) >= 3 and all(CODE_SUMMARY_MARK in s and "Blue Whale" not in s for s in summaries)
     # Every action request after the first compaction still carries the goal and the instruction.
     first = RunEvent.objects.filter(run__session=session, type="compacted").order_by("id").first()

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from context.compaction import SECTION_TITLES
 from models_catalog.client import collect, get_chat_client
 from models_catalog.errors import ContextOverflowError, StreamCutError
 from runloop.compaction_manual import compaction_manual
@@ -27,7 +28,6 @@ from tests.fakes.fake_provider import FakeProvider, chat_stream
 from tests.fakes.one_at_a_time import ClosingKeepAliveServer, cut_stream
 from tests.fakes.summaries import is_summary
 from web.errors import error_explain, retry_status
-from context.compaction import SECTION_TITLES
 
 DIALECTS = ("openai",)  # the one-at-a-time server speaks chat completions
 LONG = "Please keep this detail in mind: " + "the quarterly figures show steady growth across regions. " * 28

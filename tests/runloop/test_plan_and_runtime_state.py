@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from context.compaction import RUNTIME_STATE_HEADER
+from context.compaction import RUNTIME_STATE_HEADER, SECTION_TITLES
 from runloop.compaction_manual import compaction_manual
 from sessions.frames import frame_initial, plan_text
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent
@@ -21,7 +21,6 @@ from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
 from tests.runloop.driving import ask_and_run as _ask
 from tests.sessions.helpers import interrupted_after_calls
-from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # Every scenario runs on both wires: OpenAI-style chat completions and Anthropic\'s Messages API (CAT-7).

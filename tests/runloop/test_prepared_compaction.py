@@ -13,6 +13,7 @@ import time
 import pytest
 
 from agents.services import agent_publish, agent_update
+from context.compaction import SECTION_TITLES
 from runloop.compaction_manual import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, PreparedCompaction, Run, RunEvent, SessionMessage
@@ -25,7 +26,6 @@ from tests.fakes.summaries import is_summary, summary_input
 from tests.runloop.figures import figures_named
 from tests.runloop.preparing import Preparations, ready
 from tests.runloop.worker import wait_for
-from context.compaction import SECTION_TITLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")
