@@ -348,16 +348,10 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            items.append(Summary(shown[(index, "summary")], by_code=summary_by_code(message)))
+            metrics = message.get("metrics") if isinstance(message.get("metrics"), dict) else {}  # CTX-48
+            items.append(Summary(shown[(index, "summary")], by_code=metrics.get("summary_source") == "code"))
         # Everything else (metadata kinds) is not part of the chat.
     return items
-
-
-def summary_by_code(message: dict[str, Any]) -> bool:
-    """CTX-48: whether a compaction's summary was written by the platform from the records
-    (its record's metrics say ``summary_source: code``)."""
-    metrics = message.get("metrics")
-    return isinstance(metrics, dict) and metrics.get("summary_source") == "code"
 
 
 def plan_steps(steps: Iterable[dict[str, Any]]) -> list[PlanStep]:
