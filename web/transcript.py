@@ -348,8 +348,9 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            metrics = message.get("metrics") if isinstance(message.get("metrics"), dict) else {}  # CTX-48
-            items.append(Summary(shown[(index, "summary")], by_code=metrics.get("summary_source") == "code"))
+            metrics = message.get("metrics")  # CTX-48: who wrote the summary
+            by_code = isinstance(metrics, dict) and metrics.get("summary_source") == "code"
+            items.append(Summary(shown[(index, "summary")], by_code=by_code))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 
