@@ -100,7 +100,8 @@ def facts_from_view(messages: Sequence[Mapping[str, Any]]) -> HistoryFacts:
         elif is_continuation_message(message):
             earlier = sections_of(continuation_summary(message)).get(USER_MESSAGES, "")
             users.extend(line.strip().lstrip("-•* ").strip("“”\"") for line in earlier.splitlines()
-                         if line.strip() and line.strip().lower() not in ("(none)", "none"))
+                         if line.strip() and line.strip().lower() not in ("(none)", "none")
+                         and not line.strip().endswith("not shown)"))
         elif role == "user" and not (previous is not None and restates_anchor(previous)):
             text = content_text(message.get("content"))
             if text.strip() and not text.startswith((_LATE_PREFIX, COMMAND_HEADER)):
@@ -134,9 +135,14 @@ def messages_in_range(history: HistoryFacts, retained: Sequence[Mapping[str, Any
     users = list(history.user_messages)
     kept = [_flat(content_text(m.get("content")).removeprefix(SUPPLEMENT_PREFIX)) for m in retained
             if m.get("role") == "user"]
-    end = len(users)
+    flat = [_flat(u) for u in users]
+    # The records may run past the view (a summary prepared of a snapshot): the range ends
+    # before the newest retained message, wherever the records hold it.
+    end = next((j + 1 for j in range(len(flat) - 1, -1, -1) if kept and flat[j] == kept[-1]), None)
+    if end is None:
+        return users  # nothing retained, or not found: too much rather than too little
     for text in reversed(kept):
-        if end and _flat(users[end - 1]) == text:
+        if end and flat[end - 1] == text:
             end -= 1
     return users[:end]
 

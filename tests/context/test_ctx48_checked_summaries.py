@@ -250,3 +250,17 @@ def test_ctx48_a_summary_that_failed_the_check_is_never_committed(count, kinds) 
         assert metrics["summary_source"] == "code" and CODE_SUMMARY_MARK in result.summary
         assert all(v["problems"] for v in metrics["summary_check"])
         assert "Blue Whale" not in result.summary
+
+
+def test_ctx48_the_range_ends_before_the_messages_kept_verbatim_even_when_the_records_run_past_the_view() -> None:
+    from context.compaction.code_summary import messages_in_range
+
+    history = HistoryFacts(user_messages=("Goal", "Always answer in French", "Q3", "Q4", "Q5 asked later"))
+    from context.records import SUPPLEMENT_PREFIX
+
+    retained = [{"role": "user", "content": "Q3"}, {"role": "assistant", "content": "A3"},
+                {"role": "user", "content": SUPPLEMENT_PREFIX + "Q4"}]
+    assert messages_in_range(history, retained) == ["Goal", "Always answer in French"]
+    assert messages_in_range(history, []) == list(history.user_messages)
+    assert messages_in_range(history, [{"role": "user", "content": "not in the records"}]) == list(
+        history.user_messages)
