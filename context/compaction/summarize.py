@@ -73,15 +73,18 @@ def summarize(r: CompactionRequest, sizing: Sizing, prompt_for: PromptFor, *, co
                messages_count: int, index: int, parts: int, metrics: dict[str, Any],
                tools: list[dict[str, Any]] | None = None,
                ) -> Generator[SummaryCall, SummaryReply, tuple[str | None, str]]:
-    """One segment's summary (CTX-34, CTX-35) in up to three attempts: returns the failure
-    reason (None when it worked) and the summary so far.
+    """One segment's summary (CTX-34, CTX-35, CTX-48) in up to three attempts: returns the
+    failure reason (None when it worked) and the summary so far.
 
-    A usable reply over its room is asked for once more with a tighter bound, when a call
-    is left beside those the later segments need; one the output limit stopped is asked
-    for the same way, and this time allowed the whole output reserve, so that it arrives
-    with every section. A reply the output limit stopped before it held a usable summary
-    (empty, too short or degenerate: a reasoning model still thinking) is retried with the
-    whole output reserve too. Whatever is still over is shortened between sentences.
+    Every reply is checked (``check.summary_check``; its verdict appended to
+    ``metrics["summary_check"]``) and only one that passed is returned. A passing reply
+    over its room is asked for once more with a tighter bound, when a call is left beside
+    those the later segments need; one the output limit stopped is never taken (CTX-48):
+    it is asked for the same way, once, and allowed the whole output reserve, so that the
+    next reply arrives whole. A reply the output limit stopped before it held a usable
+    summary (empty, too short or degenerate: a reasoning model still thinking) is retried
+    with the whole output reserve too. A passing reply still over is shortened between
+    sentences.
     ``consumed``: the records this summary stands for (CTX-41), recorded with the segment."""
     units = sizing.units
     prompt = prompt_for(sizing.max_chars)
