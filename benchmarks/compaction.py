@@ -42,8 +42,6 @@ from typing import Any
 
 from _django import REPO, setup, table
 
-from context.compaction import SECTION_TITLES
-
 sys.path.insert(0, str(REPO))
 
 KEY = "sk-ant-bench-compaction"
@@ -77,6 +75,7 @@ def answer(number: int) -> list[str]:
 
 def summary(messages: list[dict[str, Any]]) -> str:
     """Nine sections, the sixth listing every question the summarized history asked."""
+    from context.compaction import SECTION_TITLES
     from tests.fakes.summaries import summary_input
 
     asked = sorted({int(n) for n in re.findall(r"Question (\d+):", summary_input(messages))})
