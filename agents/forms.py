@@ -1,6 +1,6 @@
 """Admin console form for agent drafts (SPEC §10, CTX-20, LOOP-2).
 
-The context policy is six separate inputs and the run limits four, so a bad value is
+The context policy is seven separate inputs and the run limits four, so a bad value is
 reported on the input that holds it; the rules are the agent services'
 (``agent_draft_validate``), the same the API applies.
 """
@@ -21,7 +21,7 @@ from toolservers.admin import annotations_text
 from toolservers.models import ToolServer
 
 POLICY_FIELDS = ("context_ratio", "target_ratio", "user_turns", "model_steps", "max_compaction_calls",
-                 "prepare_ratio")
+                 "prepare_ratio", "mask_tool_results")
 LIMIT_FIELDS = SETTABLE  # max_model_calls, max_tool_calls, max_wall_seconds, max_depth
 LIMIT_HELP = {
     "max_model_calls": "Model calls one run may make (summary calls included).",
@@ -83,6 +83,14 @@ class AgentAdminForm(forms.ModelForm):
         required=False,
         help_text="A summary is prepared in the background from effective input x this ratio, so compaction "
                   "costs no waiting (between target and context ratio); empty = halfway between them.",
+    )
+    # CTX-47: unticked, a compaction goes straight to a summary (a model call).
+    mask_tool_results = forms.BooleanField(
+        required=False, initial=POLICY_DEFAULTS["mask_tool_results"], label="Fold older tool results first",
+        help_text="At a compaction, older tool results are first replaced by short notes the agent can read "
+                  "back whole (read_record), with no model call; a summary is asked for only when that is not "
+                  "enough. Needs the read_record tool among the tools: without it nothing is folded. "
+                  "Frozen at publish.",
     )
 
     max_model_calls = _limit_input("max_model_calls")

@@ -48,7 +48,8 @@ class AgentUpdateIn(RejectUnknownFields):
                                                 '(TOOL-5; also observes_screen). Frozen at publish.')
     context_policy = BoundedJSONField(required=False, allow_null=True,
                                       help_text="Any of context_ratio, target_ratio, user_turns, model_steps, "
-                                                "max_compaction_calls (CTX-20), prepare_ratio (CTX-45).")
+                                                "max_compaction_calls (CTX-20), prepare_ratio (CTX-45), "
+                                                "mask_tool_results (CTX-47: true/false).")
     limits = BoundedJSONField(required=False, allow_null=True,
                               help_text="max_model_calls, max_tool_calls, max_wall_seconds, max_depth (LOOP-2).")
     verify_before_complete = serializers.BooleanField(required=False)

@@ -14,6 +14,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "model_steps": None,
     "max_compaction_calls": 4,
     "prepare_ratio": None,
+    "mask_tool_results": True,
 }
 MAX_COMPACTION_CALLS = 16
 
@@ -93,6 +94,9 @@ class ContextPolicy:
     # CTX-45: where a summary starts being prepared in the background; None: halfway
     # between target_ratio and context_ratio.
     prepare_ratio: float | None = None
+    # CTX-47: older tool results are first folded to reference notes (no model call) before
+    # any summary is asked for; False goes straight to the summary tier.
+    mask_tool_results: bool = True
 
     def __post_init__(self) -> None:
         errors: dict[str, str] = {}
@@ -114,6 +118,8 @@ class ContextPolicy:
         if prepare is not None and not ("context_ratio" in errors or "target_ratio" in errors) and (
                 not _is_number(prepare) or not target < prepare < context):
             errors["prepare_ratio"] = "must be a number between target_ratio and context_ratio, or null"
+        if not isinstance(self.mask_tool_results, bool):
+            errors["mask_tool_results"] = "must be true or false"
         if errors:
             raise PolicyError(errors)
 
@@ -136,7 +142,9 @@ class ContextPolicy:
         return cls(**{**POLICY_DEFAULTS, **data})
 
     def to_dict(self) -> dict[str, Any]:
-        """All six fields, as stored in a draft or a published version."""
+        """All seven fields, as stored in a draft or a published version (a version stored
+        before ``mask_tool_results`` existed reads back with its default, True, through
+        :meth:`from_dict`)."""
         return asdict(self)
 
 

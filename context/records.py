@@ -53,6 +53,9 @@ LATE_RESULT_HEADER = (
     "unknown; this is what the tool reported afterwards:"
 )
 COMMAND_HEADER = "[Command run by the user]"
+# LOOP-7: the result of a call the person's Stop kept from starting (it did not run); the
+# artifact ledger reads it as ``denied`` (CTX-49).
+NOT_STARTED_TEXT = "[cancelled] The user stopped the run before this tool started; it did not run."
 UNKNOWN_STATUS_LINE = "[tool status: unknown]"  # how a result recorded with status unknown opens
 
 

@@ -10,6 +10,7 @@ import logging
 import time
 from typing import Any
 
+from agents.tool_registry import registry
 from context import (
     CompactFirst,
     ContextPipeline,
@@ -34,6 +35,7 @@ from context.compaction import (
     compact,
     drive,
 )
+from context.compaction.masking import masking_would_do
 from context.compaction.types import Source
 from context.traces import Trace, traces_json
 from models_catalog.errors import ProviderError
@@ -43,8 +45,9 @@ from runloop.journal import NewRecord
 from runloop.meter import context_measured
 from runloop.state import RunState
 from sessions.frames import plan_text
-from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention
+from sessions.models import Instance, ModelCall, PreparedCompaction, RunAttention
 from sessions.selectors.instances import sub_instances_running, tool_calls_unsettled
+from sessions.selectors.ledger import instance_ledger
 from sessions.selectors.steps import instance_frame, instance_history, last_question, preparation_last_failure
 from tools.read_file import files_in_view
 
@@ -139,11 +142,13 @@ def prepare_maybe(state: RunState, instance: Instance, pipeline: ContextPipeline
     key = (instance.pk, start.key if start is not None else None)
     if key in state.preparations_asked or pipeline.policy is None:
         return
+    projected = pipeline.context.projected()
+    if _masking_would_do(state, pipeline.policy, system, schemas, projected):
+        return  # CTX-47: the trigger will fold older results, with no summary to pay for (asked again next step)
     state.preparations_asked.add(key)
     if throttled(preparation_last_failure(session_id=state.run.session_id), figure, state.figures.budget,
                  now=time.time()):
         return  # CTX-44: the last one failed; wait for growth or time, like an inline failure
-    projected = pipeline.context.projected()
     snapshot = {"system": system, "tools": schemas, "messages": projected.messages,
                 "sources": list(projected.sources or [None] * len(projected.messages)),
                 "traces": traces_json(projected_traces(projected) or [])}
@@ -155,6 +160,19 @@ def prepare_maybe(state: RunState, instance: Instance, pipeline: ContextPipeline
                                         estimator_id=state.figures.estimator_id)
     if asked is not None:
         journal.emit("compaction_preparing", token_figures("before", estimated=estimate, calibrated=figure))
+
+
+def _masking_would_do(state: RunState, policy: ContextPolicy, system: dict[str, Any], schemas: list[dict[str, Any]],
+                      projected: Projected) -> bool:
+    """CTX-45 with CTX-47: whether masking alone would resolve the trigger (the pure
+    ``masking_would_do`` decides; it reads only the view, the tools and the figures)."""
+    figures = state.figures
+    request = CompactionRequest(
+        system=system, messages=projected.messages, sources=list(projected.sources or [None] * len(projected.messages)),
+        task_anchor=None, runtime_state=RuntimeState(), budget=figures.budget, policy=policy,
+        estimator=figures.calibrated_estimator(), tools=schemas, trigger="budget", max_summary_calls=0,
+        traces=projected_traces(projected))
+    return masking_would_do(request, request.traces)
 
 
 def prepare_at_end(state: RunState) -> None:
@@ -182,13 +200,24 @@ def _task_anchor(instance: Instance) -> dict[str, Any] | None:
     return question_message(question.message) if question else None
 
 
-def _runtime_state(run: Run, instance: Instance) -> RuntimeState:
+def _idempotent_tools(state: RunState) -> frozenset[str]:
+    """CTX-49: the tools without side effects, as the run knows them: the agent's version
+    (its server tools as frozen, TOOL-5) over the built-ins. A tool neither knows (an
+    earlier version's server tool) counts as having side effects."""
+    known = {**{name: tool.idempotent for name, tool in registry.items()},
+             **{tool.name: tool.idempotent for tool in state.tools}}
+    return frozenset(name for name, idempotent in known.items() if idempotent)
+
+
+def _runtime_state(state: RunState, instance: Instance) -> RuntimeState:
     """CTX-36: the facts the model cannot be trusted to remember, from the records and the
     frame — never from the view being replaced, where an earlier compaction may already
     have summarized them: the agent's plan (verbatim; the session's, carried from question
     to question, LOOP-4), the calls in flight (normally settled first, CTX-30) and those
     whose outcome is unknown (one call, one id, one state), sub-agents still running,
-    queued supplements, and the files of the questions the run sees (RUN-13)."""
+    queued supplements, the files of the questions the run sees (RUN-13), and the artifact
+    ledger of every record the instance sees (CTX-49)."""
+    run = state.run
     frame = instance_frame(instance=instance)
     calls = tool_calls_unsettled(run=run, instance=instance)
     return RuntimeState(
@@ -197,7 +226,8 @@ def _runtime_state(run: Run, instance: Instance) -> RuntimeState:
         unknown_calls=calls.unknown,
         sub_instances=tuple(sub_instances_running(instance=instance)),
         queued_supplements=tuple(item["content"] for item in frame.get("supplements") or []),
-        files=files_in_view(run=run) if instance.parent_id is None else ())
+        files=files_in_view(run=run) if instance.parent_id is None else (),
+        ledger=instance_ledger(run=run, instance=instance, idempotent=_idempotent_tools(state)))
 
 
 def compaction_request(state: RunState, instance: Instance, *, system: dict[str, Any], messages: list[dict[str, Any]],
@@ -211,7 +241,7 @@ def compaction_request(state: RunState, instance: Instance, *, system: dict[str,
     figures = state.figures
     return CompactionRequest(
         system=system, messages=messages, sources=sources, task_anchor=_task_anchor(instance),
-        runtime_state=_runtime_state(state.run, instance), budget=figures.budget, policy=policy,
+        runtime_state=_runtime_state(state, instance), budget=figures.budget, policy=policy,
         estimator=figures.calibrated_estimator(), tools=tools, trigger=trigger, max_summary_calls=max(0, max_calls),
         dialect=state.target.dialect, ride_cache=state.target.prompt_cache, headroom=headroom, traces=traces,
         history=instance_history(run=state.run, instance=instance))
@@ -275,6 +305,8 @@ def compaction_run(state: RunState, instance: Instance, pipeline: ContextPipelin
                                                             measured_by="estimate"))
         journal.emit("compacted", {
             "trigger": trigger, **{name: metrics.get(name) for name in TOKEN_FIGURES},
+            # CTX-47: which tiers ran ("mask", "summary") and how many results were folded.
+            "tiers": list(metrics.get("tiers") or []), "masked_results": metrics.get("masked_results") or 0,
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
             "revision": committed.snapshot.revision, "prepared": metrics["prepared"], "stall_ms": waited,
             "summary_source": metrics.get("summary_source")})  # CTX-48: the chat says when code wrote it

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from context import ContextPolicy
@@ -82,6 +83,7 @@ def _prepare(state: RunState, prepared: PreparedCompaction) -> str:
         sources=[tuple(source) if source else None for source in snapshot["sources"]], tools=snapshot["tools"],
         policy=policy, trigger="budget", max_calls=policy.max_compaction_calls, headroom=headroom,
         traces=traces_from_json(snapshot.get("traces"), len(snapshot["messages"])))
+    request = replace(request, summary_only=True)  # CTX-47: a preparation is for the summary tier
 
     def keep_lease() -> None:
         # CAT-11: waiting for the model server behind the runs' own calls may take longer

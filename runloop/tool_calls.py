@@ -16,6 +16,7 @@ from typing import Any
 from django.db import connections
 
 from agents.tool_registry import Tool, ToolContext, ToolOutcome
+from context import records as rec
 from models_catalog.providers.events import ToolCall
 from runloop.errors import RunCancelled, RunStopped
 from runloop.journal import NewRecord
@@ -29,7 +30,7 @@ InstanceLoop = Callable[[RunState, Instance, int], str]
 
 UNKNOWN_ON_RESUME = ("[unknown outcome] The run was interrupted while this call was pending, and the tool is not "
                      "safe to repeat automatically. It may or may not have taken effect: check before relying on it.")
-NOT_STARTED = "[cancelled] The user stopped the run before this tool started; it did not run."
+NOT_STARTED = rec.NOT_STARTED_TEXT
 MAX_TOOL_THREADS = 4
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sessions.models import Run, SessionMessage
+from web.folded import folded_seqs
 from web.markdown import RenderBudget
 from web.selectors import (
     compacted_run_ids,
@@ -34,8 +35,10 @@ def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
     shared = RunsShared.load(run_ids=ids)
     records = main_records_of_runs(run_ids=ids)
     budget = RenderBudget()  # one per page, spent from the newest run back (markdown.py)
+    # CTX-47: a later run's compaction may fold an earlier run's results: marked on every run.
+    folded = folded_seqs(record for run_records in records.values() for record in run_records)
     views = [run_view(run=run, records=records.get(run.pk, []), shared=shared, latest_run_id=latest_run_id,
-                      budget=budget) for run in reversed(runs)]
+                      budget=budget, folded=folded) for run in reversed(runs)]
     return views[::-1]
 
 
@@ -56,9 +59,10 @@ class RunsShared:
 
 
 def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, latest_run_id: int | None,
-             budget: RenderBudget) -> RunView:
+             budget: RenderBudget, folded: set[int] | None = None) -> RunView:
     """One run's view from its main-instance ``records``; a finished run's texts spend
-    ``budget`` (the page's, from the newest run back)."""
+    ``budget`` (the page's, from the newest run back). ``folded``: the seqs of results a
+    compaction folded for the model (CTX-47), by default those this run's compactions folded."""
     view = RunView(run=run, last_seq=shared.last_seqs.get(run.pk, 0), plan=plan_steps(shared.plans.get(run.pk, [])))
     if run.status in Run.ACTIVE_STATUSES:
         view.live = True
@@ -66,7 +70,7 @@ def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, lat
         view.supplements = supplements_written(records, queued=queued_supplements(run=run))
         return view
     own = {call_id: ms for (run_id, call_id), ms in shared.durations.items() if run_id == run.pk}
-    view.items = items_from_records(records, durations=own, budget=budget)
+    view.items = items_from_records(records, durations=own, budget=budget, folded=folded)
     if records and records[0].kind == "assistant":  # no question: a Continue
         view.items.insert(0, Notice(CONTINUED_NOTICE))
     if run.pk in shared.compacted and not any(r.kind in ("compaction", "compaction_summary") for r in records):

@@ -20,7 +20,9 @@ from sessions.models import Run, SessionMessage
 from sessions.run_errors import RunErrorCode
 from web.attachments import AttachmentView, attachment_views
 from web.errors import error_explain
+from web.folded import FOLDED_NOTICE, folded_count, folded_seqs
 from web.markdown import RenderBudget
+from web.summaries import summary_by_code
 
 # An answer the output limit stopped (finish reason ``length``): the model's own limit, or
 # the platform's bound on a provider that ignored it. What happened; Continue is beside it.
@@ -49,25 +51,14 @@ def _positive(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 COMPACTED_NOTICE = ("Earlier messages were summarized to fit the model's context window. "
                     "The full history is still kept.")
-# CTX-48: the model's summary failed the check, and the platform wrote one from the records.
-COMPACTED_BY_CODE_NOTICE = ("Earlier messages were summarized to fit the model's context window. The model's "
-                            "summary did not pass the platform's check, so the platform wrote it from the records "
-                            "instead: your messages, the tool calls and the last answer. The full history is still "
-                            "kept.")
 PLAN_STATUS_LABELS = {"pending": "to do", "in_progress": "in progress", "done": "done"}
 RESULT_PREVIEW_CHARS = 4_000
 MAX_STEP_IMAGES = 4
 SHOWN_IMAGE_PREFIXES = tuple(f"data:image/{kind};base64," for kind in ("png", "jpeg", "gif", "webp"))
 ARGUMENTS_PREVIEW_CHARS = 2_000
 
-STEP_STATUS_LABELS = {
-    "ok": "done",
-    "error": "error",
-    "cancelled": "cancelled",
-    "timeout": "timed out",
-    "unknown": "outcome unknown",
-    None: "no result",
-}
+STEP_STATUS_LABELS = {"ok": "done", "error": "error", "cancelled": "cancelled", "timeout": "timed out",
+                      "unknown": "outcome unknown", None: "no result"}
 
 
 @dataclass
@@ -114,6 +105,7 @@ class Step:
     duration_ms: int | None = None
     images: list[str] = field(default_factory=list)  # data URLs of the result's images (TOOL-4)
     kind: str = "step"
+    folded_seq: int | None = None  # CTX-47: the record of a result a compaction folded for the model
 
     @property
     def status_label(self) -> str:
@@ -143,6 +135,7 @@ class Summary:
 
     text: str
     kind: str = "summary"
+    folded: int = 0  # CTX-47: tool results folded to notes at the same compaction, before the summary
     by_code: bool = False  # CTX-48: written by the platform from the records, not by the model
 
 
@@ -286,11 +279,13 @@ def _spent_newest_first(records: list[SessionMessage], budget: RenderBudget) -> 
 
 
 def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str, int] | None = None,
-                       budget: RenderBudget | None = None) -> list[Any]:
+                       budget: RenderBudget | None = None, folded: set[int] | None = None) -> list[Any]:
     """A finished run's main-instance records → display items, in record order. Their texts
-    spend ``budget`` (the page's; a fresh one when none is given), newest first."""
+    spend ``budget`` (the page's; a fresh one when none is given), newest first; a step whose
+    result's seq is in ``folded`` (CTX-47; by default the records' own folds) is marked."""
     durations = durations or {}
     records = list(records)
+    folded = folded_seqs(records) if folded is None else folded
     shown = _spent_newest_first(records, budget or RenderBudget())
     items: list[Any] = []
     steps: dict[str, Step] = {}
@@ -339,6 +334,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             step.result, step.result_omitted = _clip(content_text(message.get("content"), image=""),
                                                      RESULT_PREVIEW_CHARS)
             step.images = result_images(message.get("content"))
+            if folded and record.seq in folded:
+                step.folded_seq = record.seq
         elif kind == "run_status":
             item = _status_item(message)
             if item is not None:
@@ -348,9 +345,9 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction":
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
-            metrics = message.get("metrics")  # CTX-48: who wrote the summary
-            by_code = isinstance(metrics, dict) and metrics.get("summary_source") == "code"
-            items.append(Summary(shown[(index, "summary")], by_code=by_code))
+            count = folded_count(message)  # CTX-47: results folded, then summarized or not
+            items.append(Notice(FOLDED_NOTICE) if count and not message.get("summary") else
+                         Summary(shown[(index, "summary")], folded=count, by_code=summary_by_code(message)))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 

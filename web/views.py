@@ -24,6 +24,7 @@ from sessions.models import Session
 from sessions.selectors.sessions import prepared_summary_state, session_get_for_user
 from sessions.services.sessions import session_draft
 from web.errors import error_table
+from web.folded import FOLDED_NOTICE
 from web.presenters import meter_label
 from web.rendered_runs import runs_rendered
 from web.security import LimitedAuthenticationForm, limited_login, login_locked, with_csp
@@ -35,7 +36,8 @@ from web.selectors import (
     session_last_run,
     sessions_for_sidebar,
 )
-from web.transcript import COMPACTED_BY_CODE_NOTICE, COMPACTED_NOTICE, PLAN_STATUS_LABELS, STEP_STATUS_LABELS
+from web.summaries import COMPACTED_BY_CODE_NOTICE
+from web.transcript import COMPACTED_NOTICE, PLAN_STATUS_LABELS, STEP_STATUS_LABELS
 
 LOGIN_URL = reverse_lazy("web:login")
 
@@ -165,6 +167,7 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "errors": error_table(),
         "events": event_names(),  # the script names no event itself (sessions/event_types.py)
         "compactedNotice": COMPACTED_NOTICE,
+        "foldedNotice": FOLDED_NOTICE,
         "compactedByCodeNotice": COMPACTED_BY_CODE_NOTICE,  # CTX-48
         "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
         "planStatus": PLAN_STATUS_LABELS,

@@ -45,6 +45,7 @@ from .check import shortened_problems
 from .cleaning import MIN_SUMMARY_CHARS, fit_summary
 from .code_summary import PREPARED_CHECK_METRICS, falls_back, summary_by_code
 from .finish import ViewFinish, request_figures
+from .masking import mask_tier, masks, tiers_noted
 from .overflow import fit_tool_outputs
 from .planner import (
     CHAT,
@@ -98,7 +99,12 @@ def drive(
 
 
 def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, CompactionResult]:
-    """Compact a view once (CTX-30 to CTX-42); see the module docstring for the protocol.
+    """Compact a view once (CTX-30 to CTX-42, CTX-47); see the module docstring for the protocol.
+
+    CTX-47: when the policy allows, older tool results are first masked to reference notes
+    (``masking.mask_tier``); a masked view that the commit rules accept is the result, with
+    no summary call and ``summary`` None. Otherwise the summary tier summarizes the masked
+    view. ``metrics["tiers"]`` lists the tiers that ran.
 
     Outcomes and reasons:
       compacted/committed;
@@ -111,6 +117,12 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         empty, too_short, degenerate), invalid_view, not_smaller, above_threshold.
     When not compacted, ``messages`` is None and the old view stays.
     """
+    result = yield from _compact(request)
+    return tiers_noted(result)
+
+
+def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, CompactionResult]:
+    """The compaction itself (see :func:`compact`)."""
     r = request
     if r.trigger not in TRIGGERS:
         raise ValueError(f"unknown trigger {r.trigger!r}; expected one of {TRIGGERS}")
@@ -136,7 +148,8 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         "summary_cut_chars": 0, "estimator_id": estimator.id, "segments": [], "planned_segments": 0,
         "covered": None, "covered_ranges": None, "retained_messages": 0, "summarized_messages": 0,
         "summary_failure": None, "error_code": None, "state_room": None, "state_cost": None, "summary_form": None,
-        "unknown_calls_in_block": 0,
+        "unknown_calls_in_block": 0, "tiers": [], "masked_results": 0, "masked_seqs": [], "mask_tokens_removed": 0,
+        "summary_tokens_removed": 0, "tokens_masked_calibrated": None,
     }
     metrics.update(summary_check=[], summary_source=None, summary_fallback=None)  # CTX-48
 
@@ -199,6 +212,13 @@ def compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply, 
         retained_sources = [retained_sources[i] for i in positions]
         retained_traces = [retained_traces[i] for i in positions]
     metrics["summarized_messages"] = sum(g.stop - g.start for g in prefix)
+    if masks(r) and fitted is None:  # CTX-47: reversible before lossy (an overflow's cut newest group: not here)
+        # Never the newest group either, retained or not: the model is about to continue from it.
+        committed, masked = mask_tier(r, traces, keep_from=min(start, groups[-1].start), tokens_before=tokens_before,
+                                      threshold=threshold, target=target, metrics=metrics)
+        if committed is not None:
+            return committed
+        messages = masked if masked is not None else messages  # the summary tier reads the notes
     if not prefix:
         return finish("skipped", "no_compactable_history")
 

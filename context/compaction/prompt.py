@@ -16,6 +16,7 @@ from typing import Any
 from context.records import COMMAND_HEADER, UNKNOWN_OUTCOME_TEXT, content_text, is_image_part, is_text_part
 
 from .cleaning import neutralize_control_tags
+from .masking import MASK_NOTE_HEAD
 from .sections import SECTION_TITLES
 from .state import is_runtime_state_message
 from .view import continuation_summary, is_continuation_message, restates_anchor
@@ -85,6 +86,8 @@ def _tool_note(message: Mapping[str, Any], calls: Mapping[object, tuple[str, str
     name, arguments = calls.get(call_id if isinstance(call_id, str) else "", ("an unknown tool", ""))
     if body == UNKNOWN_OUTCOME_TEXT:
         return f"[tool result] {name}({arguments}): outcome unknown (no result was recorded)."
+    if body.startswith(MASK_NOTE_HEAD):  # CTX-47: already a note, with the record that reads it back
+        return f"[tool result] {body}"
     size = len(body)
     truncated = _TRUNCATED_RE.search(body)
     size_text = f"{int(truncated.group(1)):,} characters (cut in the view)" if truncated else f"{size:,} characters"

@@ -12,13 +12,15 @@ compaction could commit, and every later question of the session ended in
 What fits is rendered whole, the exact text of the unbounded block. Otherwise the same
 block with arguments, plan lines and texts clipped shorter (two tighter levels). When even
 the tighter one does not fit, at that level each list in turn -- pending calls, unknown
-calls, the plan, sub-instances, supplements, attached files -- is listed with its first entry while that
-fits, the others only counted in one last line; then the listed ones take further entries
-in turns, each stopping at its first entry that does not fit. Calls and sub-instances keep
-their newest; the plan keeps its steps in their order, the unfinished ones given room
-before the done ones; supplements keep their oldest (they join the conversation in that
-order). Each list says how many entries it leaves out. When not even the header and the
-line that counts everything fit, there is no block.
+calls, the plan, sub-instances, supplements, attached files, the artifact ledger (CTX-49,
+``ledger.py``) -- is listed with its first entry while that fits, the others only counted
+in one last line; then the listed ones take further entries in turns, each stopping at its
+first entry that does not fit. Calls and sub-instances keep their newest; the plan keeps
+its steps in their order, the unfinished ones given room before the done ones; supplements
+keep their oldest (they join the conversation in that order); the ledger keeps its newest,
+listed newest first, the earlier ones counted after them. Each list says how many entries
+it leaves out. When not even the header and the line that counts everything fit, there is
+no block.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 from context import records as rec
 from context.attachments import READ_FILE_MAX_CHARS, READ_FILE_TOOL, human_size
 
+from .ledger import LEDGER_TITLE, ledger_earlier, ledger_line, ledger_to_show
 from .types import CompactionRequest, RuntimeState
 
 # CTX-36: the most the runtime-state block may cost, as a share of the threshold. It is
@@ -168,16 +171,22 @@ def _sections(state: RuntimeState) -> list[_Section]:
             f"Files the user attached (their text may be summarized above; read one again with "
             f"{READ_FILE_TOOL} {{\"file_id\": <its id>, \"offset\": 0, \"limit\": {READ_FILE_MAX_CHARS}}}):",
             lambda left, _total: f"- and {_plural(left, 'earlier file')} (no room to list them)", note_first=True))
+    # CTX-49: newest first, what the other lists name left to them (one call once, one file once).
+    ledger = ledger_to_show(state.ledger, unknown=state.unknown_calls, files=state.files)
+    if ledger:
+        sections.append(_Section(
+            "ledger", [tuple(ledger_line(entry, label_chars=level[3], brief=level[5]) for level in _LEVELS)
+                       for entry in ledger], list(range(len(ledger))), LEDGER_TITLE, ledger_earlier))
     return sections
 
 
-_ORDER = ("plan", "pending", "unknown", "subs", "supplements", "files")  # the order of the block's text
+_ORDER = ("plan", "pending", "unknown", "subs", "supplements", "files", "ledger")  # the order of the block's text
 
 
 _WORDS = {"plan": ("plan line", "plan lines"), "pending": ("pending tool call", "pending tool calls"),
           "unknown": ("tool call with an unknown outcome", "tool calls with an unknown outcome"),
           "subs": ("sub-instance", "sub-instances"), "supplements": ("queued supplement", "queued supplements"),
-          "files": ("attached file", "attached files")}
+          "files": ("attached file", "attached files"), "ledger": ("artifact", "artifacts")}
 
 
 def _block(sections: Sequence[_Section], level: int, counted: Sequence[_Section] = ()) -> dict[str, Any]:

@@ -120,6 +120,8 @@ class CompactionRequest:
     pinned: frozenset[int] = frozenset()
     # CTX-48: the records' facts for a summary written by code when the summarizer fails the check.
     history: HistoryFacts | None = None
+    # CTX-45, CTX-47: a background preparation wants a summary: the mask tier is not tried.
+    summary_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,8 @@ class CompactionResult:
     """What a compaction came to (the generator's return value).
 
     ``outcome`` is ``compacted``, ``skipped`` or ``failed``; ``reason`` a stable slug.
+    ``summary`` is None when no summary was made -- a compaction the masking tier resolved
+    alone (CTX-47, ``metrics["tiers"] == ["mask"]``) among them.
     ``messages`` is the new view after the system message, only when compacted, with
     ``sources`` per message (None for the summary, the anchor and the state block) and
     ``traces`` per message (CTX-41): the summary stands for every record its segments

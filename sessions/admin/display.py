@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from context.compaction.state import is_runtime_state_message
 from context.records import content_text as records_content_text
 from context.surrogates import json_loads_clean
 from context.usage import UsageFigures, usage_figures
@@ -179,6 +180,8 @@ def message_view(message: Any, *, kind: str = "") -> MessageView:
         badges.append("interrupted")
     if message.get("supplement") or kind == "supplement":
         badges.append("supplement")
+    if is_runtime_state_message(message):  # CTX-36, CTX-49: written by the platform, not by the person
+        badges.append("runtime state: by the platform")
     texts = []
     body = content_text(message.get("content"))
     if body:
@@ -319,6 +322,11 @@ class CompactionFigures:
     duration_ms: int | None
     estimator_id: str
     segments: tuple[Segment, ...] = field(default_factory=tuple)
+    # CTX-47: the tiers that ran ("mask", "summary"), the results folded and what each tier removed.
+    tiers: tuple[str, ...] = ()
+    masked_results: int | None = None
+    mask_tokens_removed: int | None = None
+    summary_tokens_removed: int | None = None
 
     @property
     def saved_percent(self) -> int | None:
@@ -366,4 +374,9 @@ def compaction_figures(metrics: Any, *, estimator_id: str = "") -> CompactionFig
         duration_ms=_int_or_none(m.get("duration_ms")),
         estimator_id=str(m.get("estimator_id") or estimator_id),
         segments=tuple(segments),
+        # A snapshot from before CTX-47 was made by the summary tier alone.
+        tiers=tuple(str(t) for t in m["tiers"]) if isinstance(m.get("tiers"), list) else ("summary",),
+        masked_results=_int_or_none(m.get("masked_results")),
+        mask_tokens_removed=metric_number(m.get("mask_tokens_removed")),
+        summary_tokens_removed=metric_number(m.get("summary_tokens_removed")),
     )

@@ -240,7 +240,9 @@ def compactions_view(model_admin: ModelAdmin, request: HttpRequest, object_id: s
                                         limit=min(RECORDS_PAGE_MAX, s.last_seq - s.first_seq + 1))
                         if s.first_seq is not None and s.last_seq is not None and s.last_seq >= s.first_seq else None)
             for s in figures.segments)
-        summary_seq = summaries.get((snapshot.instance_id, snapshot.covered_seq))
+        # CTX-47: a compaction that only folded tool results has no summary to read.
+        summary_seq = (summaries.get((snapshot.instance_id, snapshot.covered_seq))
+                       if "summary" in figures.tiers else None)
         rows.append(CompactionRow(
             number=number, snapshot=snapshot, instance=_instance_label(snapshot.instance), figures=figures,
             segments=segments,

@@ -377,8 +377,13 @@
       try { meterSet(JSON.parse(event.data)); } catch (e) { /* a malformed event changes nothing */ }
     });
     COMPACTION_ENDS.forEach(function (type) {
-      source.addEventListener(type, function () {
-        end(COMPACTION_END_WORDS[type]);
+      source.addEventListener(type, function (event) {
+        var data = {};
+        try { data = JSON.parse(event.data) || {}; } catch (e) { /* the words below still fit */ }
+        // CTX-47: a compaction that only folded older tool results summarized nothing.
+        var tiers = data.tiers || [];
+        end(type === EVENT.COMPACTED && tiers.indexOf("mask") >= 0 && tiers.indexOf("summary") < 0
+            ? "Older tool results were folded to save room; open one to read it whole." : COMPACTION_END_WORDS[type]);
       });
     });
   }
@@ -662,8 +667,11 @@
         break;
       case EVENT.COMPACTED:
         if (main) {
+          // CTX-47: which tier ran -- older tool results folded, with no summary, or a summary;
           // CTX-48: a summary the platform wrote from the records says so, in plain words.
-          this.notice(data.summary_source === "code" ? config.compactedByCodeNotice : config.compactedNotice, seq);
+          var tiers = data.tiers || [];
+          this.notice(tiers.indexOf("summary") < 0 && tiers.indexOf("mask") >= 0 ? config.foldedNotice
+                      : data.summary_source === "code" ? config.compactedByCodeNotice : config.compactedNotice, seq);
           setStatus("Working…", true);
           preparedSet(null);
         }

@@ -125,6 +125,22 @@ def test_a_real_compaction_made_by_the_loop_shows_the_figures_it_stored(console,
         assert figure in row, figure
 
 
+def test_ctx47_the_page_shows_the_tiers_and_the_tokens_each_removed(console, story):
+    compaction(story.first, covered_seq=5, tiers=["mask"], masked_results=3, mask_tokens_removed=60_000,
+               summary_tokens_removed=0, summary_calls=0, summary_chars=0, segments=[])
+    compaction(story.second, covered_seq=9, tiers=["mask", "summary"], masked_results=2, mask_tokens_removed=12_000,
+               summary_tokens_removed=28_000)
+    html = console.get(compactions(story.session.pk)).content.decode()
+    rows = dict(re.findall(r'<tr id="compaction-(\d+)">(.*?)</tr>', html, flags=re.S))
+    folded = re.search(r'<td class="tiers">(.*?)</td>', rows["1"], flags=re.S).group(1)
+    assert '<span class="tier tier-mask">folded</span>' in folded and "3 results, &minus;60,000 tokens" in folded
+    assert "tier-summary" not in folded and "read the summary" not in rows["1"]  # no summary to read
+    both = re.search(r'<td class="tiers">(.*?)</td>', rows["2"], flags=re.S).group(1)
+    assert "2 results, &minus;12,000 tokens" in both
+    assert '<span class="tier tier-summary">summary</span> <small>&minus;28,000 tokens</small>' in both
+    assert "read the summary" in rows["2"]
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("junk", [False, True])
 def test_ctx48_the_page_shows_the_checks_verdict_and_a_summary_written_by_code(console, fake_session, strict, junk):

@@ -38,6 +38,13 @@ def test_ctx20_a_partial_policy_is_completed_with_defaults(api, alice, space, de
     assert body["budget"]["trigger_tokens"] == 24883  # floor(27,648 x 0.9)
 
 
+def test_ctx47_the_api_turns_masking_off_and_on(api, alice, space, demo_connection):
+    body = api(alice).post(URL, new_agent(demo_connection, context_policy={"mask_tool_results": False}),
+                           format="json").json()
+    assert body["context_policy"] == {**POLICY_DEFAULTS, "mask_tool_results": False}
+    assert POLICY_DEFAULTS["mask_tool_results"] is True
+
+
 @pytest.mark.parametrize(("policy", "field"), [
     ({"target_ratio": 0.8}, "context_policy.target_ratio"),  # equal to context_ratio
     ({"context_ratio": 0.5}, "context_policy.target_ratio"),  # now below the default target
@@ -52,6 +59,8 @@ def test_ctx20_a_partial_policy_is_completed_with_defaults(api, alice, space, de
     ({"max_compaction_calls": 0}, "context_policy.max_compaction_calls"),
     ({"max_compaction_calls": 17}, "context_policy.max_compaction_calls"),
     ({"max_compaction_call": 3}, "context_policy.max_compaction_call"),
+    ({"mask_tool_results": "no"}, "context_policy.mask_tool_results"),  # CTX-47: true or false only
+    ({"mask_tool_results": 0}, "context_policy.mask_tool_results"),
     ("aggressive", "context_policy"),
 ])
 def test_ctx20_a_bad_policy_value_is_a_400_naming_the_field_and_creates_nothing(api, alice, space, demo_connection,

@@ -1,9 +1,13 @@
 """The admin console's model connections and agents (SPEC §10, CAT-1, CAT-6, CTX-20)."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agents.models import Agent, AgentVersion
+from agents.services import agent_publish
+from context.policy import ContextPolicy
 from models_catalog.models import ModelConnection
 from tests.catalog_api.conftest import API_KEY, CONNECTIONS, DISCOVER, OTHER_KEY, assert_no_secret, connection_form
 from tests.fakes.fake_provider import models_list, route
@@ -110,7 +114,8 @@ def test_cat2_a_connection_added_in_the_console_with_typed_figures_is_manual(ope
 def agent_form(space, connection, **overrides):
     return {"space": space.pk, "name": "Console agent", "instructions": "Hi.", "model_connection": connection.pk,
             "tools": ["calculator"], "context_ratio": "0.8", "target_ratio": "0.6",
-            "user_turns": "", "model_steps": "", "max_compaction_calls": "4", "max_model_calls": "",
+            "user_turns": "", "model_steps": "", "max_compaction_calls": "4", "mask_tool_results": "on",
+            "max_model_calls": "",
             "max_tool_calls": "", "max_wall_seconds": "", "max_depth": "", **overrides}
 
 
@@ -165,9 +170,25 @@ def test_ctx20_an_agent_saved_in_the_console_carries_the_whole_policy_and_shows_
     assert response.status_code == 302
     agent = Agent.objects.get()
     assert agent.context_policy == {"context_ratio": 0.8, "target_ratio": 0.6, "user_turns": 6, "model_steps": None,
-                                    "max_compaction_calls": 4, "prepare_ratio": None}
+                                    "max_compaction_calls": 4, "prepare_ratio": None, "mask_tool_results": True}
     page = operator.get(f"{AGENTS}{agent.pk}/change/").content.decode()
     assert "effective input 27,648 tokens" in page and "compaction at 22,118, target 16,588" in page
+
+
+def test_ctx47_an_admin_turns_masking_off_in_the_console_and_it_is_frozen_with_the_version(operator, space,
+                                                                                            demo_connection):
+    form = agent_form(space, demo_connection)
+    add = operator.get(f"{AGENTS}add/").content.decode()
+    assert re.search(r'<input[^>]*name="mask_tool_results"[^>]*checked', add)  # on unless an admin turns it off
+    del form["mask_tool_results"]  # an unticked box is not posted
+    assert operator.post(f"{AGENTS}add/", form).status_code == 302
+    agent = Agent.objects.get()
+    assert agent.context_policy["mask_tool_results"] is False
+    page = operator.get(f"{AGENTS}{agent.pk}/change/").content.decode()
+    assert not re.search(r'<input[^>]*name="mask_tool_results"[^>]*checked', page)
+    version = agent_publish(agent=agent, published_by=None)
+    assert version.context_policy["mask_tool_results"] is False
+    assert ContextPolicy.from_dict(version.context_policy).mask_tool_results is False
 
 
 def test_the_publish_action_calls_the_service_and_numbers_versions(operator, agent):

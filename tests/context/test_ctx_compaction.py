@@ -671,6 +671,9 @@ def test_ctx41_metrics_name_every_figure_and_the_records_each_segment_consumed()
         "state_cost": 0,  # nothing to say
         "summary_form": "transcript",  # no prompt cache to ride (CTX-46)
         "unknown_calls_in_block": 0,  # retained calls the runtime-state block lists instead (CTX-3)
+        # CTX-47: no read_record among the tools, so no result could be folded: the summary tier alone.
+        "tiers": ["summary"], "masked_results": 0, "masked_seqs": [], "mask_tokens_removed": 0,
+        "summary_tokens_removed": before - after, "tokens_masked_calibrated": None,
     }
     json.dumps(result.metrics)  # stored as JSON
 

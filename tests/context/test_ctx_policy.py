@@ -10,14 +10,22 @@ from context import Budget, ContextPolicy, Counters, LegacyCharPolicy, PolicyErr
 
 def test_ctx20_the_default_policy_is_80_60_with_four_compaction_calls() -> None:
     assert ContextPolicy().to_dict() == {"context_ratio": 0.8, "target_ratio": 0.6, "user_turns": None,
-                                         "model_steps": None, "max_compaction_calls": 4, "prepare_ratio": None}
+                                         "model_steps": None, "max_compaction_calls": 4, "prepare_ratio": None,
+                                         "mask_tool_results": True}
 
 
 def test_ctx20_from_dict_fills_defaults_for_missing_fields() -> None:
     assert ContextPolicy.from_dict({"user_turns": 5}).to_dict() == {
         "context_ratio": 0.8, "target_ratio": 0.6, "user_turns": 5, "model_steps": None, "max_compaction_calls": 4,
-        "prepare_ratio": None}
+        "prepare_ratio": None, "mask_tool_results": True}
     assert ContextPolicy.from_dict(None) == ContextPolicy()
+
+
+def test_ctx47_a_version_stored_before_masking_existed_masks_by_default_and_false_turns_it_off() -> None:
+    stored = {"context_ratio": 0.8, "target_ratio": 0.6, "user_turns": None, "model_steps": None,
+              "max_compaction_calls": 4, "prepare_ratio": None}  # a version published before CTX-47
+    assert ContextPolicy.from_dict(stored).mask_tool_results is True
+    assert ContextPolicy.from_dict({"mask_tool_results": False}).to_dict()["mask_tool_results"] is False
 
 
 @pytest.mark.parametrize("data, fields", [
@@ -41,6 +49,9 @@ def test_ctx20_from_dict_fills_defaults_for_missing_fields() -> None:
     ({"prepare_ratio": "0.7"}, {"prepare_ratio"}),
     ({"prepare_ratio": True}, {"prepare_ratio"}),
     ({"target_ratio": 0.9, "prepare_ratio": 0.95}, {"target_ratio"}),  # judged once its bounds are valid
+    ({"mask_tool_results": "false"}, {"mask_tool_results"}),  # CTX-47: a boolean, never a string or number
+    ({"mask_tool_results": 0}, {"mask_tool_results"}),
+    ({"mask_tool_results": None}, {"mask_tool_results"}),
 ])
 def test_ctx20_an_invalid_policy_names_every_bad_field(data: dict, fields: set) -> None:
     with pytest.raises(PolicyError) as caught:

@@ -7,7 +7,10 @@ from typing import Any
 
 # A request's size, one name per meaning: our estimator's count or the calibrated figure the
 # trigger and the commit rule compare, of the view before or after a compaction.
-NAMED = re.compile(r"^tokens_(before|after)_(estimated|calibrated)$")
+NAMED = re.compile(r"^tokens_(before|after|masked)_(estimated|calibrated)$")
+# CTX-47: what each tier of a compaction removed, in calibrated figures (the differences of
+# tokens_before/masked/after_calibrated), under the names the spec gives them.
+REMOVED = frozenset({"mask_tokens_removed", "summary_tokens_removed"})
 # The budget's marks the chat's meter draws (CTX-21/22/45): set figures, not measurements.
 MARKS = frozenset({"effective_input_tokens", "trigger_tokens", "target_tokens", "prepare_tokens"})
 
@@ -20,7 +23,7 @@ def misnamed(payload: Any, path: str = "") -> list[str]:
     if isinstance(payload, dict):
         for key, value in payload.items():
             where = f"{path}.{key}" if path else str(key)
-            if "token" in str(key) and not (NAMED.match(str(key)) or key in MARKS
+            if "token" in str(key) and not (NAMED.match(str(key)) or key in MARKS or key in REMOVED
                                             or (key == "tokens" and payload.get("measured_by") in ("provider",
                                                                                                   "estimate"))):
                 found.append(where)

@@ -7,6 +7,7 @@ import pytest
 
 from sessions.run_errors import UNKNOWN_TITLE, RunErrorCode
 from web.errors import error_explain
+from web.folded import FOLDED_NOTICE
 from web.transcript import (
     RESULT_PREVIEW_CHARS,
     Answer,
@@ -105,6 +106,27 @@ def test_a_summary_is_a_marker_that_opens_to_the_summary_text():
     items = items_from_records([rec("compaction_summary", summary="<summary>1. Goal: compare regions</summary>",
                                     metrics={"tokens_before": 900})])
     assert items == [Summary(text="<summary>1. Goal: compare regions</summary>")]
+
+
+def test_ctx47_a_compaction_that_only_folded_tool_results_says_so_and_marks_each_folded_step():
+    records = [SimpleNamespace(kind="assistant", seq=1, message={"role": "assistant", "tool_calls": [call("c1")]}),
+               SimpleNamespace(kind="tool_result", seq=2,
+                               message={"tool_call_id": "c1", "content": "42", "status": "ok"}),
+               SimpleNamespace(kind="assistant", seq=3, message={"role": "assistant", "tool_calls": [call("c2")]}),
+               SimpleNamespace(kind="tool_result", seq=4,
+                               message={"tool_call_id": "c2", "content": "43", "status": "ok"}),
+               SimpleNamespace(kind="compaction_summary", seq=5, message={
+                   "summary": None, "metrics": {"tiers": ["mask"], "masked_results": 1, "masked_seqs": [2]}})]
+    items = items_from_records(records)
+    steps = [item for item in items if isinstance(item, Step)]
+    assert [step.folded_seq for step in steps] == [2, None]  # the chat says which result the model sees folded
+    assert steps[0].result == "42"  # the records are untouched: opening the step reads it whole
+    assert isinstance(items[-1], Notice) and items[-1].text == FOLDED_NOTICE
+    assert "folded" in FOLDED_NOTICE and "open one to read it whole" in FOLDED_NOTICE
+    # Folded, then summarized: the summary's marker says both.
+    records[-1].message = {"summary": "<summary>1. Goal</summary>", "metrics": {"tiers": ["mask", "summary"],
+                                                                              "masked_results": 1, "masked_seqs": [2]}}
+    assert items_from_records(records)[-1] == Summary(text="<summary>1. Goal</summary>", folded=1)
 
 
 def test_a_compaction_checkpoint_shows_a_quiet_notice():
