@@ -89,7 +89,7 @@ class AgentAdminForm(forms.ModelForm):
         required=False, initial=POLICY_DEFAULTS["mask_tool_results"], label="Fold older tool results first",
         help_text="At a compaction, older tool results are first replaced by short notes the agent can read "
                   "back whole (read_record), with no model call; a summary is asked for only when that is not "
-                  "enough. Needs the read_record tool among the tools: without it nothing is folded. "
+                  "enough. The read_record tool is then offered to an agent with tools even when not chosen above. "
                   "Frozen at publish.",
     )
 

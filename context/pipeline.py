@@ -34,6 +34,7 @@ from context.media import DEFAULT_SCREEN_TOOLS
 from context.policy import Budget, ContextPolicy, Counters, evaluate_triggers
 from context.projector import Projected, Projection
 from context.truncation import DEFAULT_TOOL_RESULT_LIMIT, answer_bound
+from context.undo import UNDONE, undo_holds
 
 # CTX-44: after a failed compaction, wait until the request grew by this share, or this long.
 RETRY_GROWTH = 0.10
@@ -193,9 +194,12 @@ class ContextTooLong(Exception):
 
 def throttled(failure: Mapping[str, Any] | None, figure: int, budget: Budget, *, now: float) -> bool:
     """CTX-44: after a failed compaction, try again only once the request grew by a tenth,
-    ten minutes passed, or it is over the hard limit."""
+    ten minutes passed, or it is over the hard limit. After an undone compaction, growth
+    or the hard limit only (CTX-51, ``context.undo.undo_holds``)."""
     if not failure:
         return False
+    if failure.get("reason") == UNDONE:
+        return undo_holds(failure, figure, growth=RETRY_GROWTH, fits=budget.fits(figure))
     grown = figure >= failure.get("tokens", 0) * (1 + RETRY_GROWTH)
     waited = now - failure.get("at", 0) >= RETRY_AFTER_SECONDS
     return not (grown or waited or not budget.fits(figure))

@@ -29,7 +29,8 @@ RUN_STATUS = "run_status"
 RUN_REOPENED = "resumed"
 
 METADATA_KINDS = frozenset(
-    {"run_status", "model_change", "label", "extension_state", "context", "compaction_summary"}
+    {"run_status", "model_change", "label", "extension_state", "context", "compaction_summary",
+     "compaction_undone"}  # CTX-51: who undid which compaction, for the chat's marker
 )
 RESULT_KINDS = frozenset({TOOL_RESULT, DELEGATION_RESULT})
 

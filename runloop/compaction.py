@@ -38,6 +38,7 @@ from context.compaction import (
 from context.compaction.masking import masking_would_do
 from context.compaction.types import Source
 from context.traces import Trace, traces_json
+from context.undo import UNDONE, undo_hold_unpinned
 from models_catalog.errors import ProviderError
 from runloop.calls import collected_call
 from runloop.errors import RunLost
@@ -84,7 +85,11 @@ def step_request(state: RunState, instance: Instance, pipeline: ContextPipeline,
                                   force=force, failure=frame.get("compaction_failure"), now=time.time())
     if isinstance(action, Send):
         if action.throttled:
-            journal.emit("compaction_skipped", {"reason": "throttled_after_failure",
+            held = frame.get("compaction_failure") or {}
+            if undo_hold_unpinned(held):  # CTX-51: the first step after an undo measures the restored view
+                journal.frame(instance, compaction_failure={**held, "tokens": action.figure})
+            reason = "held_after_undo" if held.get("reason") == UNDONE else "throttled_after_failure"
+            journal.emit("compaction_skipped", {"reason": reason,
                                                 **token_figures("before", estimated=action.estimate,
                                                                 calibrated=action.figure)})
         elif action.prepare and depth == 0:
@@ -142,6 +147,9 @@ def prepare_maybe(state: RunState, instance: Instance, pipeline: ContextPipeline
     key = (instance.pk, start.key if start is not None else None)
     if key in state.preparations_asked or pipeline.policy is None:
         return
+    held = (instance.frame or {}).get("compaction_failure")
+    if held and held.get("reason") == UNDONE and throttled(held, figure, state.figures.budget, now=time.time()):
+        return  # CTX-51: the person undid the last summary; none is paid for until the hold lifts
     projected = pipeline.context.projected()
     if _masking_would_do(state, pipeline.policy, system, schemas, projected):
         return  # CTX-47: the trigger will fold older results, with no summary to pay for (asked again next step)

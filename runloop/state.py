@@ -30,6 +30,7 @@ from context import (
     get_estimator,
 )
 from context.attachments import READ_FILE_TOOL
+from context.compaction.masking import READ_TOOL as READ_RECORD_TOOL
 from core.redaction import Redactor
 from models_catalog.http import CHAT_LIMITS
 from models_catalog.learning import budget_in_force, calibration_get, figures_set
@@ -175,6 +176,9 @@ def run_state_build(run: Run, journal: RunJournal | None = None) -> RunState:
     )
     sessions = run_tool_sessions(version=version)
     traits = session_traits(session_id=run.session_id, provider=target.provider, model=target.model)
+    policy = ContextPolicy.from_dict(frozen["context_policy"]) if frozen["context_policy"] else None
+    chosen = [*(registry[name] for name in version.tools if name in registry), *_file_tools(run, version, traits),
+              *server_tools_build(version=version, sessions=sessions)]
     return RunState(
         thinking_continues=not traits.other_models and not traits.imported,
         model_noted=traits.model_noted,
@@ -184,9 +188,8 @@ def run_state_build(run: Run, journal: RunJournal | None = None) -> RunState:
         frozen_budget=budget,
         margin_set=margin_set,
         output_set=output_set,
-        policy=ContextPolicy.from_dict(frozen["context_policy"]) if frozen["context_policy"] else None,
-        tools=[*(registry[name] for name in version.tools if name in registry), *_file_tools(run, version, traits),
-               *server_tools_build(version=version, sessions=sessions)],
+        policy=policy,
+        tools=[*chosen, *_record_tools(chosen, policy)],
         journal=journal if journal is not None else RunJournal(
             run=run, instance=getattr(run, "main_as_claimed", None), attempt=run.attempt),
         redactor=Redactor(version_credentials(version=version, sessions=sessions)),
@@ -212,6 +215,19 @@ def _file_tools(run: Run, version: Any, traits: SessionTraits) -> list[Tool]:
         return [registry[READ_FILE_TOOL]] if files_in_view(run=run, traits=traits) else []
     except Instance.DoesNotExist:  # no main line yet: no question, no files
         return []
+
+
+def _record_tools(chosen: list[Tool], policy: ContextPolicy | None) -> list[Tool]:
+    """CTX-47: ``read_record`` for an agent with tools whose policy folds older tool results
+    (``mask_tool_results``), unless it chose it already: a folded result's note says how to
+    read it back whole, and a note naming a tool the agent cannot call would be a dead end.
+    Offered from the first request, not from the first fold, so the tool list -- part of the
+    cached prefix -- stays the same for the whole session."""
+    if policy is None or not policy.mask_tool_results or not chosen:
+        return []
+    if any(tool.name == READ_RECORD_TOOL for tool in chosen):
+        return []
+    return [registry[READ_RECORD_TOOL]]
 
 
 def endpoint_check(*, version: Any) -> None:

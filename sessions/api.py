@@ -27,6 +27,7 @@ from sessions.serializers import (
     SessionOut,
 )
 from sessions.services.access_audit import read_audited
+from sessions.services.compaction_undo import compaction_undo
 from sessions.services.dispatch import compaction_dispatch_on_commit
 from sessions.services.files import attachment_disposition, file_delete, file_name_of, file_store, file_too_large
 from sessions.services.imports import session_import
@@ -134,6 +135,31 @@ def session_compact(request, session_id: int):
     if status_text == "queued":
         compaction_dispatch_on_commit(run.pk)
     return Response({"status": status_text, "run": run.pk}, status=status.HTTP_202_ACCEPTED)
+
+
+class CompactionUndoIn(serializers.Serializer):
+    compaction = serializers.IntegerField(min_value=1, required=False, help_text=(
+        "The compaction the chat showed as the latest (its id): refused with 409 `not_newest` when another is."))
+
+
+@extend_schema(request=CompactionUndoIn, responses={
+    200: inline_serializer("CompactionUndone", {
+        "undone": serializers.IntegerField(), "revision": serializers.IntegerField(),
+        "run": serializers.IntegerField(), "view_removed": serializers.BooleanField()}),
+    409: OpenApiResponse(description="`answer_running`, `compaction_running`, `nothing_to_undo`, "
+                                     "`already_undone` (an undo is not undone: Compact now summarizes again) "
+                                     "or `not_newest`; nothing is written")})
+@api_view(["POST"])
+def session_compaction_undo(request, session_id: int):
+    """Undo the newest compaction of the session's main line (CTX-51): the next question reads
+    the history exactly as it was before that summary, and the summary is not made again at
+    once. Only the session's creator (others: 404)."""
+    session = session_get_for_user(session_id=session_id, user=request.user)
+    data = CompactionUndoIn(data=request.data)
+    data.is_valid(raise_exception=True)
+    result = compaction_undo(session=session, by=request.user, expected=data.validated_data.get("compaction"))
+    return Response({"undone": result.undone.pk, "revision": result.snapshot.revision,
+                     "run": result.undone.instance.run_id, "view_removed": result.view_removed})
 
 
 class UploadThrottle(AskThrottle):

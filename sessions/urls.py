@@ -10,6 +10,7 @@ urlpatterns = [
     path("sessions/<int:session_id>", api.session_detail, name="session-detail"),
     path("sessions/<int:session_id>/messages", api.session_messages, name="session-messages"),
     path("sessions/<int:session_id>/compact", api.session_compact, name="session-compact"),
+    path("sessions/<int:session_id>/compactions/undo", api.session_compaction_undo, name="session-compaction-undo"),
     path("sessions/<int:session_id>/files", api.session_files_upload, name="session-files"),
     path("files/<int:file_id>", api.file_download, name="file-download"),
     path("sessions/<int:session_id>/questions", api_runs.session_questions, name="session-questions"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sessions.models import Run, SessionMessage
+from sessions.selectors.compactions import UndoTarget, undo_target
 from web.folded import folded_seqs
 from web.markdown import RenderBudget
 from web.selectors import (
@@ -26,13 +27,14 @@ from web.transcript import (
     run_is_resumable,
     supplements_written,
 )
+from web.undone import summaries_marked
 
 
 def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
     """One view per run, in the given order. A working run shows only what the person
     wrote (the browser streams the rest); only the session's latest run offers Resume."""
     ids = [run.pk for run in runs]
-    shared = RunsShared.load(run_ids=ids)
+    shared = RunsShared.load(run_ids=ids, session_id=runs[0].session_id if runs else None)
     records = main_records_of_runs(run_ids=ids)
     budget = RenderBudget()  # one per page, spent from the newest run back (markdown.py)
     # CTX-47: a later run's compaction may fold an earlier run's results: marked on every run.
@@ -51,11 +53,17 @@ class RunsShared:
     durations: dict[tuple[int, str], int]
     compacted: set[int]
     plans: dict[int, list[dict]]
+    undo: UndoTarget | None = None  # CTX-51: the compaction the session's creator may undo now
 
     @classmethod
-    def load(cls, *, run_ids: list[int]) -> RunsShared:
+    def load(cls, *, run_ids: list[int], session_id: int | None = None) -> RunsShared:
         return cls(last_seqs=last_event_seqs(run_ids=run_ids), durations=tool_durations(run_ids=run_ids),
-                   compacted=compacted_run_ids(run_ids=run_ids), plans=run_plans(run_ids=run_ids))
+                   compacted=compacted_run_ids(run_ids=run_ids), plans=run_plans(run_ids=run_ids),
+                   undo=undo_target(session_id=session_id) if session_id is not None else None)
+
+    def undo_in(self, run: Run) -> int:
+        """The compaction an Undo on this run's summary marker undoes (0: none of its markers)."""
+        return self.undo.snapshot_id if self.undo is not None and self.undo.run_id == run.pk else 0
 
 
 def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, latest_run_id: int | None,
@@ -77,6 +85,7 @@ def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, lat
         # The run's context was compacted (a `compacted` event) but no checkpoint
         # record says where: say it once, after the question.
         view.items.insert(1 if view.items else 0, Notice(COMPACTED_NOTICE))
+    summaries_marked(view.items, records, shared.undo)  # CTX-51
     view.resumable = run.pk == latest_run_id and run_is_resumable(run)
     view.continuable = run.pk == latest_run_id and run_is_continuable(run, view.items)
     return view

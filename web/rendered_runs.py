@@ -10,6 +10,8 @@ kept, in this process's memory, under a key that holds all of it:
 - the last seq of its records and of its events (any record or event written since);
 - whether it is the session's latest run (only that one offers Resume and Continue) and
   the agent's name the page shows;
+- the compaction its summary marker offers to undo, if any (CTX-51: only the newest one,
+  only while no run works — another run's answer or compaction changes it);
 - the page's render budget as this run's turn came (``markdown.RenderBudget`` is spent
   from the newest run back: the same run renders differently under a spent budget).
 
@@ -54,6 +56,7 @@ class RunIdentity:
     last_event: int
     latest: bool
     agent_name: str
+    undo_compaction: int = 0  # CTX-51: the compaction its newest summary marker offers to undo (0: none)
 
 
 @dataclass(frozen=True)
@@ -137,14 +140,14 @@ def runs_rendered(*, runs: list[Run], latest_run_id: int | None, agent_name: str
     finished run's HTML taken from what is kept when its key matches, else rendered from
     its records and kept. The same HTML, byte for byte, as rendering every run each time."""
     ids = [run.pk for run in runs]
-    shared = RunsShared.load(run_ids=ids)
+    shared = RunsShared.load(run_ids=ids, session_id=runs[0].session_id if runs else None)
     last_records = last_record_seqs(run_ids=ids)
     identities = {run.pk: RunIdentity(run_id=run.pk, created_at=run.created_at.isoformat(), status=run.status,
                                       attempt=run.attempt,
                                       finished_at=run.finished_at.isoformat() if run.finished_at else "",
                                       last_record=last_records.get(run.pk, 0),
                                       last_event=shared.last_seqs.get(run.pk, 0), latest=run.pk == latest_run_id,
-                                      agent_name=agent_name)
+                                      agent_name=agent_name, undo_compaction=shared.undo_in(run))
                   for run in runs if run.status not in Run.ACTIVE_STATUSES}
     records: dict[int, list] = {}
     budget = RenderBudget()  # one per page, spent from the newest run back (markdown.py)

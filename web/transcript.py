@@ -136,6 +136,7 @@ class Summary:
     text: str
     kind: str = "summary"
     folded: int = 0  # CTX-47: tool results folded to notes at the same compaction, before the summary
+    seq: int = field(default=0, compare=False)  # of its record: what an undo names (CTX-51, ``web.undone``)
     by_code: bool = False  # CTX-48: written by the platform from the records, not by the model
 
 
@@ -347,7 +348,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         elif kind == "compaction_summary":
             count = folded_count(message)  # CTX-47: results folded, then summarized or not
             items.append(Notice(FOLDED_NOTICE) if count and not message.get("summary") else
-                         Summary(shown[(index, "summary")], folded=count, by_code=summary_by_code(message)))
+                         Summary(shown[(index, "summary")], folded=count, seq=record.seq,
+                                 by_code=summary_by_code(message)))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 

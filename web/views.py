@@ -157,7 +157,8 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
     else:
         urls.update(session=reverse("session-detail", args=[session.pk]),
                     questions=reverse("session-questions", args=[session.pk]),
-                    compact=reverse("session-compact", args=[session.pk]))
+                    compact=reverse("session-compact", args=[session.pk]),
+                    undoCompaction=reverse("session-compaction-undo", args=[session.pk]))
     return {
         "sessionId": session.pk,
         "agentId": session.agent_id,

@@ -13,7 +13,8 @@ Never masked:
 - a result holding an image (what the agent is looking at, CTX-8);
 - a result whose outcome is unknown (not completed: the runtime-state block speaks of it);
 - a result with no known record (it could not be read back), or an already-masked note;
-- anything at all when the agent cannot call ``read_record`` (the note would be a dead end).
+- anything at all when the agent cannot call ``read_record`` (the note would be a dead end;
+  the worker offers it to every agent with tools whose policy masks, ``runloop.state``).
 
 Results are masked oldest first until the view is at the target, or none is left, in one
 batch: the cached prefix of the provider changes once per compaction, not once per result.

@@ -17,7 +17,7 @@ from agents.admin import VERSION_PAGES, VersionPage
 from core.console_lists import ConsoleListMixin
 from core.errors import DomainError
 from core.readonly_admin import ReadOnlyAdminMixin
-from sessions.admin import files, pages, usage
+from sessions.admin import files, pages, undo, usage
 from sessions.admin.display import call_figures, compaction_figures
 from sessions.admin.waits import wait_figures
 from sessions.models import (
@@ -95,6 +95,8 @@ class SessionAdmin(ConsoleListMixin, admin.ModelAdmin):
             path("<path:object_id>/records/", wrap(self.records_view), name="agent_sessions_session_records"),
             path("<path:object_id>/compactions/", wrap(self.compactions_view),
                  name="agent_sessions_session_compactions"),
+            path("<path:object_id>/compactions/undo/", wrap(self.compaction_undo_view),
+                 name="agent_sessions_session_compaction_undo"),
             path("<path:object_id>/files/<str:file_id>/", wrap(self.file_view), name="agent_sessions_session_file"),
             *super().get_urls(),
         ]
@@ -104,6 +106,11 @@ class SessionAdmin(ConsoleListMixin, admin.ModelAdmin):
 
     def compactions_view(self, request: HttpRequest, object_id: str):
         return pages.compactions_view(self, request, object_id)
+
+    def compaction_undo_view(self, request: HttpRequest, object_id: str):
+        """CTX-51: undo the newest compaction (POST, audited; ``sessions.admin.undo``)."""
+        session = pages.object_or_404(self, request, object_id, CompactionSnapshot)
+        return undo.compaction_undo_view(self, request, session, pages.admin_url("session_compactions", session.pk))
 
     def file_view(self, request: HttpRequest, object_id: str, file_id: str):
         return files.file_download_view(self, request, object_id, file_id)

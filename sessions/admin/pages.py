@@ -61,6 +61,7 @@ from sessions.admin.reads import (
 )
 from sessions.admin.summary_check import CheckVerdict, check_verdict
 from sessions.admin.timeline import EventRow, attempt_offsets, timeline
+from sessions.admin.undo import undo_panel
 from sessions.admin.wait_chart import WaitPoint, wait_chart
 from sessions.admin.waits import WaitFigures, wait_figures
 from sessions.models import CompactionSnapshot, Instance, ModelCall, Run, RunEvent, Session, SessionMessage
@@ -228,7 +229,8 @@ def compactions_view(model_admin: ModelAdmin, request: HttpRequest, object_id: s
     the record links lead to the audited records page.
     """
     session: Session = object_or_404(model_admin, request, object_id, CompactionSnapshot)
-    snapshots = session_snapshots(session=session)
+    snapshots, undo = undo_panel(model_admin, request, session, admin_url("session_compaction_undo", session.pk),
+                                 session_snapshots(session=session))  # CTX-51: undos listed apart
     summaries = compaction_summary_seqs(session=session)
     rows, points, waits = [], [], []
     for number, snapshot in enumerate(snapshots, start=1):
@@ -254,7 +256,8 @@ def compactions_view(model_admin: ModelAdmin, request: HttpRequest, object_id: s
                                  threshold=figures.threshold, target=figures.target))
         waits.append(WaitPoint(label=f"#{number}", when=_when(snapshot.created_at), figures=rows[-1].waits))
     # Every text is escaped by chart.py and wait_chart.py.
-    context = {"rows": rows, "chart": mark_safe(compaction_chart(points)), "wait_chart": mark_safe(wait_chart(waits))}
+    context = {"rows": rows, "chart": mark_safe(compaction_chart(points)), "wait_chart": mark_safe(wait_chart(waits)),
+               "undo": undo}
     return render_page(model_admin, request, "session/compactions.html", session, "Compactions", context)
 
 

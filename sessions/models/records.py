@@ -25,6 +25,7 @@ class MessageKind(models.TextChoices):
     COMMAND = "command"
     COMPACTION = "compaction"
     COMPACTION_SUMMARY = "compaction_summary"
+    COMPACTION_UNDONE = "compaction_undone"  # CTX-51: who undid which compaction, and when
 
 
 class SessionMessage(models.Model):

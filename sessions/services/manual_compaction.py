@@ -29,7 +29,7 @@ from sessions.services.frames import frame_update
 MANUAL_COMPACTION_HOLD_SECONDS = 600
 
 # Records that are themselves the product of a compaction: nothing new to summarize.
-_NOT_NEW = ("compaction_summary",)
+_NOT_NEW = ("compaction_summary", "compaction_undone")
 
 
 class CompactionRunning(Conflict):

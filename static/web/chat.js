@@ -238,6 +238,7 @@
       var section = result.ok ? fromHTML(result.data.html) : placeholderSection(runId);
       var existing = document.getElementById("run-" + runId);
       if (existing) existing.replaceWith(section); else transcript.append(section);
+      if (section.querySelector("[data-undo-compaction]")) undoOffersElsewhereRemove(section);
       var empty = document.getElementById("empty-note");
       if (empty) empty.remove();
       if (asked && result.ok && !result.data.active) {
@@ -1172,6 +1173,35 @@
         toBottom();
         if (section.getAttribute("data-live") === "1") follow(section, 0);
       });
+    });
+  });
+
+  // ---------------------------------------------------------------- undo a summary (CTX-51)
+  function undoOffersElsewhereRemove(section) {
+    // Only the newest summary can be undone: a run that just compacted offers it on its own
+    // marker, and an older marker's offer is no longer true (the server would refuse it).
+    transcript.querySelectorAll(".summary-actions").forEach(function (actions) {
+      if (!section.contains(actions)) actions.remove();
+    });
+  }
+
+  transcript.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-undo-compaction]");
+    if (!button || live || !config.urls.undoCompaction) return;
+    var section = button.closest("section.run");
+    var runId = section ? Number(section.getAttribute("data-run-id")) : 0;
+    button.disabled = true;
+    showAlert("");
+    request("POST", config.urls.undoCompaction,
+            { compaction: Number(button.getAttribute("data-undo-compaction")) }).then(function (result) {
+      if (!result.ok) {
+        button.disabled = false;
+        showAlert(requestError(result));
+        return;
+      }
+      setStatus("Summary undone: from your next question the agent reads the earlier messages in full again.", false);
+      preparedRefresh();  // a summary prepared of the view it replaced is discarded
+      if (runId) loadRun(result.data.run || runId);  // its marker now says "summary undone"
     });
   });
 

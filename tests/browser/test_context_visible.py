@@ -149,3 +149,32 @@ def test_the_plan_is_shown_beside_the_run_while_it_works_and_stays_after(page, s
     page.wait_for_selector(SETTLED, timeout=15_000)
     expect(page.get_by_role("complementary", name="The agent's plan").locator("li")).to_have_count(3)
     assert page.script_errors == []
+
+
+def test_ctx51_undo_summary_on_the_newest_marker_and_the_marker_then_says_so(page, server, small_session,
+                                                                          fake_provider):
+    from sessions.models import SessionMessage
+
+    session = small_session()
+    fake_provider.handler = Provider()
+    log_in(page, server, next_path=f"/sessions/{session.pk}/")
+    for n in (1, 2):
+        ask(page, f"Question {n}. {LONG * 4}")
+        page.wait_for_selector(f"#transcript section.run:nth-of-type({n}):not([data-live])", timeout=15_000)
+    expect(page.get_by_role("button", name="Undo summary")).to_have_count(0)
+    page.get_by_role("button", name="Compact now").click()
+    expect(page.locator("#chat-status")).to_have_text("Earlier messages were summarized.", timeout=15_000)
+    undo = page.get_by_role("button", name="Undo summary")
+    expect(undo).to_have_count(1)
+    undo.click()
+    expect(page.locator("#chat-status")).to_contain_text("Summary undone", timeout=15_000)
+    marker = page.locator(f"{LAST_RUN} details.summary-marker")
+    expect(marker.locator("summary")).to_have_text("Earlier messages were summarized · summary undone")
+    expect(page.get_by_role("button", name="Undo summary")).to_have_count(0)
+    assert SessionMessage.objects.filter(session=session, kind="compaction_undone").count() == 1
+    screenshot(page, "chat-summary-undone")
+
+    page.reload()
+    expect(page.locator(f"{LAST_RUN} details.summary-marker summary")).to_contain_text("summary undone")
+    expect(page.get_by_role("button", name="Undo summary")).to_have_count(0)
+    assert page.script_errors == []

@@ -77,7 +77,8 @@ def test_every_call_of_a_long_run_rebuilds_byte_for_byte_and_the_log_stores_only
     strict.handler = handler
     # A window that compacts once on either script under the estimate for unknown models
     # (CTX-24's dense-o200k-v1 counts the bookings' digits one by one).
-    session = fake_session(tools=("lookup",), window=7_000)
+    # The summary tier, so the log holds summary calls too (folding would need none).
+    session = fake_session(tools=("lookup",), window=7_000, context_policy={"mask_tool_results": False})
     for question in questions:
         run = question_ask(session=session, content=question)
         run_execute(run_id=run.pk)

@@ -23,8 +23,8 @@ from web.transcript import (
 )
 
 
-def rec(kind: str, **message) -> SimpleNamespace:
-    return SimpleNamespace(kind=kind, message=message)
+def rec(kind: str, *, at: int = 0, **message) -> SimpleNamespace:
+    return SimpleNamespace(kind=kind, message=message, seq=at)
 
 
 def call(call_id: str, name: str = "calculator", arguments: str = '{"expression": "6*7"}') -> dict:
@@ -127,6 +127,20 @@ def test_ctx47_a_compaction_that_only_folded_tool_results_says_so_and_marks_each
     records[-1].message = {"summary": "<summary>1. Goal</summary>", "metrics": {"tiers": ["mask", "summary"],
                                                                               "masked_results": 1, "masked_seqs": [2]}}
     assert items_from_records(records)[-1] == Summary(text="<summary>1. Goal</summary>", folded=1)
+
+
+def test_ctx51_an_undone_summary_says_so_on_its_marker_and_only_the_newest_offers_undo():
+    from sessions.selectors.compactions import UndoTarget
+    from web.undone import summaries_marked
+
+    records = [rec("compaction_summary", at=4, summary="first"), rec("compaction_summary", at=9, summary="second"),
+               rec("compaction_undone", at=12, summary_seq=9, by="creator")]
+    items = items_from_records(records)
+    summaries_marked(items, records, None)
+    assert [(item.seq, getattr(item, "undone", False)) for item in items] == [(4, False), (9, True)]
+    fresh = items_from_records(records[:2])
+    summaries_marked(fresh, records[:2], UndoTarget(snapshot_id=77, run_id=1, summary_seq=9))
+    assert [getattr(item, "undo_compaction", None) for item in fresh] == [None, 77]
 
 
 def test_a_compaction_checkpoint_shows_a_quiet_notice():
