@@ -59,7 +59,6 @@ from sessions.admin.reads import (
     session_snapshots,
     session_sub_instances,
 )
-from sessions.admin.summary_check import CheckVerdict, check_verdict
 from sessions.admin.timeline import EventRow, attempt_offsets, timeline
 from sessions.admin.undo import undo_panel
 from sessions.admin.wait_chart import WaitPoint, wait_chart
@@ -215,7 +214,6 @@ class CompactionRow:
     summary_url: str | None
     run_url: str
     waits: WaitFigures  # CTX-45: prepared or made while the person waited, and the wait
-    verdict: CheckVerdict  # CTX-48: the summary check's verdict, and whether code wrote the summary
 
 
 def _when(moment) -> str:
@@ -249,8 +247,7 @@ def compactions_view(model_admin: ModelAdmin, request: HttpRequest, object_id: s
             number=number, snapshot=snapshot, instance=_instance_label(snapshot.instance), figures=figures,
             segments=segments,
             summary_url=records_url(session.pk, after=summary_seq - 1, limit=1) if summary_seq else None,
-            run_url=admin_url("run_change", snapshot.instance.run_id), waits=wait_figures(snapshot.metrics),
-            verdict=check_verdict(snapshot.metrics)))
+            run_url=admin_url("run_change", snapshot.instance.run_id), waits=wait_figures(snapshot.metrics)))
         points.append(ChartPoint(label=f"#{number}", when=_when(snapshot.created_at), trigger=figures.trigger,
                                  before=figures.tokens_before_calibrated, after=figures.tokens_after_calibrated,
                                  threshold=figures.threshold, target=figures.target))
