@@ -25,7 +25,7 @@ Pure: the engine (``summarize``) records each attempt's problems in the metrics
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from context.records import content_text
 
@@ -162,11 +162,6 @@ def shortened_problems(text: str, *, min_chars: int = MIN_SUMMARY_CHARS) -> list
         return [basic]
     return ["missing_sections"] if len(sections_of(text)) < len(SECTION_TITLES) else []
 
-
-def missing_titles(text: str) -> Sequence[str]:
-    """The titles of CTX-34 ``text`` does not carry (for the operators' view of a verdict)."""
-    found = sections_of(text)
-    return [title for number, title in enumerate(SECTION_TITLES, start=1) if number not in found]
 
 def history_texts(r: CompactionRequest) -> list[str]:
     """The texts a summary must not be a copy of (CTX-48): every message of the view but
