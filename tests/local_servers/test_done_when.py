@@ -107,14 +107,16 @@ def compactions(session) -> int:
     from sessions.models import CompactionSnapshot
 
     snapshots = list(CompactionSnapshot.objects.filter(instance__run__session=session))
-    summaries = {(r.run_id, r.message["metrics"].get("covered")): r.message["summary"]
-                 for r in SessionMessage.objects.filter(session=session, kind="compaction_summary")}
+    summaries = [(r.run_id, r.message["summary"] or "")
+                 for r in SessionMessage.objects.filter(session=session, kind="compaction_summary")]
     for snapshot in snapshots:
         source = snapshot.metrics.get("summary_source")
+        if source is None:  # folded tool results only (CTX-47): no summary to check
+            continue
         assert source in ("model", "code"), snapshot.metrics
         if source == "model":
             assert [] in [v["problems"] for v in snapshot.metrics["summary_check"]], snapshot.metrics
-        texts = [text for (run, _), text in summaries.items() if run == snapshot.instance.run_id]
+        texts = [text for run, text in summaries if run == snapshot.instance.run_id]
         assert any((CODE_SUMMARY_MARK in text) == (source == "code") for text in texts), texts
     return len(snapshots)
 
