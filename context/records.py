@@ -30,7 +30,8 @@ RUN_REOPENED = "resumed"
 
 METADATA_KINDS = frozenset(
     {"run_status", "model_change", "label", "extension_state", "context", "compaction_summary",
-     "compaction_undone"}  # CTX-51: who undid which compaction, for the chat's marker
+     "compaction_undone",  # CTX-51: who undid which compaction, for the chat's marker
+     "pin"}  # CTX-50: who pinned or unpinned which message
 )
 RESULT_KINDS = frozenset({TOOL_RESULT, DELEGATION_RESULT})
 

@@ -49,6 +49,7 @@ from sessions.frames import plan_text
 from sessions.models import Instance, ModelCall, PreparedCompaction, RunAttention
 from sessions.selectors.instances import sub_instances_running, tool_calls_unsettled
 from sessions.selectors.ledger import instance_ledger
+from sessions.selectors.pins import pinned_seqs
 from sessions.selectors.steps import instance_frame, instance_history, last_question, preparation_last_failure
 from tools.read_file import files_in_view
 
@@ -245,14 +246,16 @@ def compaction_request(state: RunState, instance: Instance, *, system: dict[str,
     run's figures, the task anchor and runtime state from the records (CTX-31, CTX-36),
     whether the provider's prompt cache can carry the summary request (CTX-46), and the
     records each message stands for through earlier checkpoints (``traces``, CTX-41), and
+    the session's pinned messages (CTX-50; the main line's only: a sub-agent has none), and
     the records' facts for a summary written by code (CTX-48)."""
     figures = state.figures
+    pinned = pinned_seqs(session_id=state.run.session_id) if instance.parent_id is None else frozenset()
     return CompactionRequest(
         system=system, messages=messages, sources=sources, task_anchor=_task_anchor(instance),
         runtime_state=_runtime_state(state, instance), budget=figures.budget, policy=policy,
         estimator=figures.calibrated_estimator(), tools=tools, trigger=trigger, max_summary_calls=max(0, max_calls),
         dialect=state.target.dialect, ride_cache=state.target.prompt_cache, headroom=headroom, traces=traces,
-        history=instance_history(run=state.run, instance=instance))
+        pinned=pinned, history=instance_history(run=state.run, instance=instance))
 
 
 def compaction_run(state: RunState, instance: Instance, pipeline: ContextPipeline, action: CompactFirst,

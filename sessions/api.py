@@ -15,6 +15,7 @@ from core.errors import ValidationFailed
 from sessions.models import SessionFile
 from sessions.selectors.files import file_get_for_user
 from sessions.selectors.instances import instance_in_session
+from sessions.selectors.pins import pins_of_session
 from sessions.selectors.records import records_page
 from sessions.selectors.sessions import session_get_for_user, session_list_for_user
 from sessions.serializers import (
@@ -32,6 +33,7 @@ from sessions.services.dispatch import compaction_dispatch_on_commit
 from sessions.services.files import attachment_disposition, file_delete, file_name_of, file_store, file_too_large
 from sessions.services.imports import session_import
 from sessions.services.manual_compaction import compaction_request
+from sessions.services.pins import pin_set
 from sessions.services.sessions import session_create
 from sessions.staff import file_get_for_reader
 
@@ -230,3 +232,38 @@ def file_download(request, file_id: int):
     with read_audited(user=request.user, audited=audited, what="file", session=file.session,
                       detail={"file": file.pk}):
         return _download(file)
+
+
+class PinIn(serializers.Serializer):
+    seq = serializers.IntegerField(min_value=1, help_text="The record seq of a main-line message.")
+
+
+_PINS_OUT = inline_serializer("Pins", {"items": inline_serializer("Pin", {
+    "seq": serializers.IntegerField(), "by": serializers.CharField(allow_null=True),
+    "at": serializers.DateTimeField(allow_null=True), "default": serializers.BooleanField()}, many=True)})
+
+
+@extend_schema(methods=["GET"], responses={200: _PINS_OUT})
+@extend_schema(methods=["POST"], request=PinIn, responses={200: _PINS_OUT, 400: OpenApiResponse(
+    description="`invalid`: not a question, answer or tool result of this session's main line")})
+@api_view(["GET", "POST"])
+def session_pins(request, session_id: int):
+    """CTX-50: the session's pinned messages (its first question by default); POST `{seq}`
+    pins one (idempotent). Pinned messages stay verbatim through every compaction."""
+    session = session_get_for_user(session_id=session_id, user=request.user)
+    if request.method == "GET":
+        pins = pins_of_session(session_id=session.pk)
+    else:
+        data = PinIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        pins = pin_set(session=session, seq=data.validated_data["seq"], pinned=True, by=request.user.pk)
+    return Response({"items": [pin.as_dict() for pin in pins]})
+
+
+@extend_schema(request=None, responses={200: _PINS_OUT})
+@api_view(["DELETE"])
+def session_pin_detail(request, session_id: int, seq: int):
+    """CTX-50: unpin a message (idempotent); the first question too, which is pinned by default."""
+    session = session_get_for_user(session_id=session_id, user=request.user)
+    pins = pin_set(session=session, seq=seq, pinned=False, by=request.user.pk)
+    return Response({"items": [pin.as_dict() for pin in pins]})

@@ -19,6 +19,7 @@ from core.api.parsers import json_loads_bounded
 from sessions.models import Run, SessionMessage
 from sessions.run_errors import RunErrorCode
 from web.attachments import AttachmentView, attachment_views
+from web.deltas import text_from_deltas as text_from_deltas  # its home; imported from here too
 from web.errors import error_explain
 from web.folded import FOLDED_NOTICE, folded_count, folded_seqs
 from web.markdown import RenderBudget
@@ -69,6 +70,7 @@ class Bubble:
     text: str
     queued: bool = False
     attachments: list[AttachmentView] = field(default_factory=list)  # a question's files (RUN-13)
+    seq: int | None = field(default=None, compare=False)  # its record, for the pin control (CTX-50)
 
 
 @dataclass
@@ -80,6 +82,7 @@ class Answer:
     kind: str = "answer"
     length_cause: str | None = None  # CAT-12: "context_filled" when the server's window, not the limit, ended it
     answer_tokens: int | None = None
+    seq: int | None = field(default=None, compare=False)  # its record, for the pin control (CTX-50)
 
     @property
     def limit_note(self) -> str:
@@ -105,6 +108,7 @@ class Step:
     duration_ms: int | None = None
     images: list[str] = field(default_factory=list)  # data URLs of the result's images (TOOL-4)
     kind: str = "step"
+    seq: int | None = field(default=None, compare=False)  # the result's record, for the pin control (CTX-50)
     folded_seq: int | None = None  # CTX-47: the record of a result a compaction folded for the model
 
     @property
@@ -135,6 +139,8 @@ class Summary:
 
     text: str
     kind: str = "summary"
+    # CTX-50: pinned messages (record seqs) this compaction summarized for lack of room.
+    pins_summarized: list[int] = field(default_factory=list)
     folded: int = 0  # CTX-47: tool results folded to notes at the same compaction, before the summary
     seq: int = field(default=0, compare=False)  # of its record: what an undo names (CTX-51, ``web.undone``)
     by_code: bool = False  # CTX-48: written by the platform from the records, not by the model
@@ -294,7 +300,8 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
         message = record.message if isinstance(record.message, dict) else {}
         kind = record.kind
         if kind in ("user", "supplement"):
-            items.append(Bubble(kind=kind, text=shown[(index, "text")], attachments=attachment_views(message)))
+            items.append(Bubble(kind=kind, text=shown[(index, "text")], attachments=attachment_views(message),
+                                seq=getattr(record, "seq", None)))
         elif kind == "assistant":
             if (index, "reasoning") in shown:
                 items.append(Thinking(shown[(index, "reasoning")]))
@@ -304,7 +311,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                 items.append(Answer(html=shown[(index, "html")], partial=bool(message.get("partial")),
                                     cut_at_limit=at_limit, output_limit=message.get("output_limit"),
                                     length_cause=message.get("length_cause"),
-                                    answer_tokens=message.get("answer_tokens")))
+                                    answer_tokens=message.get("answer_tokens"), seq=getattr(record, "seq", None)))
             elif at_limit and not message.get("tool_calls"):  # the limit came before any text
                 items.append(Notice(output_limit_note(message.get("output_limit"), cause=message.get("length_cause"),
                                                       answer_tokens=message.get("answer_tokens")),
@@ -332,6 +339,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                 steps[call_id] = step
                 items.append(step)
             step.status = message.get("status") or "ok"
+            step.seq = getattr(record, "seq", None)
             step.result, step.result_omitted = _clip(content_text(message.get("content"), image=""),
                                                      RESULT_PREVIEW_CHARS)
             step.images = result_images(message.get("content"))
@@ -347,9 +355,12 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             items.append(Notice(COMPACTED_NOTICE))
         elif kind == "compaction_summary":
             count = folded_count(message)  # CTX-47: results folded, then summarized or not
+            metrics = message.get("metrics")  # CTX-50: pins left out for lack of room
+            left_out = [seq for seq in ((metrics.get("pins_summarized_seqs") if isinstance(metrics, dict) else None)
+                                        or []) if isinstance(seq, int)]
             items.append(Notice(FOLDED_NOTICE) if count and not message.get("summary") else
                          Summary(shown[(index, "summary")], folded=count, seq=record.seq,
-                                 by_code=summary_by_code(message)))
+                                 pins_summarized=left_out, by_code=summary_by_code(message)))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 
@@ -362,7 +373,7 @@ def plan_steps(steps: Iterable[dict[str, Any]]) -> list[PlanStep]:
 def items_written(records: Iterable[SessionMessage]) -> list[Bubble]:
     """The question of a run that is still working, shown above its live area."""
     return [Bubble(kind=r.kind, text=content_text((r.message or {}).get("content")),
-                   attachments=attachment_views(r.message))
+                   attachments=attachment_views(r.message), seq=getattr(r, "seq", None))
             for r in records if r.kind == "user"]
 
 
@@ -376,22 +387,3 @@ def supplements_written(records: Iterable[SessionMessage], *,
                for r in records if r.kind == "supplement"}
     written.update({str(item.get("id", "")): str(item.get("content", "")) for item in queued})
     return written
-
-
-def text_from_deltas(events: Iterable[tuple[str, dict[str, Any]]]) -> str:
-    """The text a stretch of events streamed into the main instance's answer.
-
-    ``message_delta`` events append; a ``run_error`` (stored as ``error`` before it was
-    renamed) marked ``reset`` (a retried attempt)
-    discards what the failed attempt had streamed, as the browser does live.
-    Sub-instances' deltas are not the main answer.
-    """
-    parts: list[str] = []
-    for type_, data in events:
-        if (data.get("instance") or "main") != "main":
-            continue
-        if type_ == "message_delta":
-            parts.append(str(data.get("text", "")))
-        elif type_ in ("run_error", "error") and data.get("reset"):
-            parts = []
-    return "".join(parts)

@@ -158,7 +158,11 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         urls.update(session=reverse("session-detail", args=[session.pk]),
                     questions=reverse("session-questions", args=[session.pk]),
                     compact=reverse("session-compact", args=[session.pk]),
-                    undoCompaction=reverse("session-compaction-undo", args=[session.pk]))
+                    undoCompaction=reverse("session-compaction-undo", args=[session.pk]),
+                    # CTX-50: the session's pins (chat.js reads them as the page opens: the
+                    # page itself reads no record's content once its runs' HTML is kept).
+                    pins=reverse("session-pins", args=[session.pk]),
+                    pin=reverse("session-pin", args=[session.pk, _ID]).replace(str(_ID), "{id}"))
     return {
         "sessionId": session.pk,
         "agentId": session.agent_id,

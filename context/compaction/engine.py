@@ -47,8 +47,10 @@ from .code_summary import PREPARED_CHECK_METRICS, falls_back, summary_by_code
 from .finish import ViewFinish, request_figures
 from .masking import mask_tier, masks, tiers_noted
 from .overflow import fit_tool_outputs
+from .pins import EMPTY_PIN_METRICS, anchor_pin_seq, choose_pins, pin_candidates, pin_room, place_pins
 from .planner import (
     CHAT,
+    PINNED,
     SUMMARY,
     Group,
     Item,
@@ -149,7 +151,7 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
         "covered": None, "covered_ranges": None, "retained_messages": 0, "summarized_messages": 0,
         "summary_failure": None, "error_code": None, "state_room": None, "state_cost": None, "summary_form": None,
         "unknown_calls_in_block": 0, "tiers": [], "masked_results": 0, "masked_seqs": [], "mask_tokens_removed": 0,
-        "summary_tokens_removed": 0, "tokens_masked_calibrated": None,
+        "summary_tokens_removed": 0, "tokens_masked_calibrated": None, **EMPTY_PIN_METRICS,
     }
     metrics.update(summary_check=[], summary_source=None, summary_fallback=None)  # CTX-48
 
@@ -169,6 +171,10 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
     fixed = base + anchor_cost + state_cost
     if fixed + min_summary_cost >= threshold:
         return finish("skipped" if tokens_before <= effective else "failed", "required_content_too_large")
+    # CTX-50: room for the pinned messages is held while the retained groups are chosen.
+    pins = pin_candidates(messages, r.sources, traces, r.pinned, cost_of=estimator.message, anchor=anchor)
+    fixed += sum(p.cost for p in choose_pins(pins, pin_room(effective, math.ceil(threshold) - 1 - fixed
+                                                                       - min_summary_cost))[0])
 
     # The share of the window reserved for the summary while the retained groups are
     # chosen: never more than one reply, and small enough that the required content plus
@@ -202,7 +208,6 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
         retained[len(retained) - len(fitted):] = fitted
     retained_sources = list(r.sources[start:])
     retained_traces = traces[start:]
-    prefix = [g for g in groups[:first] if g.kind == CHAT]
     earlier = [continuation_summary(messages[g.start]) for g in groups[:first] if g.kind == SUMMARY]
     # The records earlier summaries stood for: the new summary carries them forward (CTX-32).
     earlier_trace = trace_union(traces[i] for g in groups[:first] if g.kind == SUMMARY for i in range(g.start, g.stop))
@@ -211,19 +216,28 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
         retained, positions, metrics["unknown_calls_in_block"] = without_listed_unknown(retained, r.runtime_state)
         retained_sources = [retained_sources[i] for i in positions]
         retained_traces = [retained_traces[i] for i in positions]
+    anchor_placed = anchor is not None and not any(m == anchor for m in retained)
+    rest = base + (anchor_cost if anchor_placed else 0) + state_cost + sum(estimator.message(m) for m in retained)
+    placed = place_pins(pins, start=start, room=pin_room(effective, math.ceil(threshold) - 1 - rest - min_summary_cost),
+                        anchor_seq=anchor_pin_seq(messages, r.sources, traces, r.pinned, anchor) if anchor_placed
+                        else None)
+    metrics.update(placed.metrics())
+    rest += placed.cost
+    kept_pins = {p.index for p in placed.placed}
+    # A placed pin no longer pinned or out of room is summarized as the quote it is (CTX-50).
+    prefix = [g for g in groups[:first] if g.kind == CHAT or (g.kind == PINNED and g.start not in kept_pins)]
     metrics["summarized_messages"] = sum(g.stop - g.start for g in prefix)
     if masks(r) and fitted is None:  # CTX-47: reversible before lossy (an overflow's cut newest group: not here)
         # Never the newest group either, retained or not: the model is about to continue from it.
         committed, masked = mask_tier(r, traces, keep_from=min(start, groups[-1].start), tokens_before=tokens_before,
                                       threshold=threshold, target=target, metrics=metrics)
         if committed is not None:
+            committed.metrics.update(EMPTY_PIN_METRICS)  # CTX-50: nothing summarized, so no pin placed or lost
             return committed
         messages = masked if masked is not None else messages  # the summary tier reads the notes
     if not prefix:
         return finish("skipped", "no_compactable_history")
 
-    anchor_placed = anchor is not None and not any(m == anchor for m in retained)
-    rest = base + (anchor_cost if anchor_placed else 0) + state_cost + sum(estimator.message(m) for m in retained)
     if rest + min_summary_cost >= tokens_before:
         return finish("skipped", "count_trigger_no_reduction" if r.trigger in COUNT_TRIGGERS else "not_smaller")
 
@@ -241,7 +255,7 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
     metrics["summary_cap"], metrics["summary_output_limit"] = cap, output_limit
 
     finished = ViewFinish(r, anchor, state_message, retained, retained_sources, retained_traces, tokens_before,
-                          threshold, target)
+                          threshold, target, placed)
     whole = trace_union([earlier_trace, *(traces[i] for g in prefix for i in range(g.start, g.stop))])
 
     def by_code(reason: str) -> CompactionResult:

@@ -13,6 +13,7 @@ from context.calibration import CalibratedEstimator
 from context.traces import Trace, trace_from_json, trace_json, trace_union
 from context.validate import Problem
 
+from .pins import PlacedPins
 from .planner import merge_sources
 from .types import COUNT_TRIGGERS, CommitDecision, CompactionRequest, CompactionResult, Source
 from .view import assemble_view, continuation_message, view_problems
@@ -60,6 +61,7 @@ class ViewFinish:
     tokens_before: int
     threshold: float
     target: int
+    pins: PlacedPins = PlacedPins()  # CTX-50: the pinned messages placed after the anchor
 
     def result(self, summary: str, metrics: dict[str, Any]) -> CompactionResult:
         r, retained = self.r, self.retained
@@ -71,7 +73,8 @@ class ViewFinish:
         metrics["summary_chars"] = len(summary)
         metrics["summary_source"] = metrics.get("summary_source") or "model"  # CTX-48: else "code"
         view = assemble_view(summary_message=continuation_message(summary), task_anchor=self.anchor,
-                             runtime_state_message=self.state_message, retained=retained)
+                             runtime_state_message=self.state_message, retained=retained,
+                             pins=[pin.placed for pin in self.pins.placed])
         metrics.update(request_figures("after", r, view))
         tokens_after = metrics["tokens_after_calibrated"]
         decision = commit_decision(problems=view_problems(r.system, view, r.dialect),
@@ -81,10 +84,18 @@ class ViewFinish:
         if not decision.commit:
             return CompactionResult(decision.outcome, decision.reason, None, summary, metrics)
         lead = len(view) - len(retained)
-        summary_sources: list[Source] = [None] * lead  # the summary, the anchor, the state block
+        summary_sources: list[Source] = [None] * lead  # the summary, the anchor, the pins, the state block
         sources = summary_sources + self.retained_sources
-        # The summary stands for what it replaced; the anchor and the state block for no record.
-        lead_traces: list[Trace] = [summary_trace, *[()] * (lead - 1)]
+        # The summary stands for what it replaced; a placed pin for its record (CTX-50), and
+        # so does an anchor that is a pinned message (a later run's compaction finds it by
+        # it); the anchor otherwise and the state block for no record.
+        anchor_placed = self.anchor is not None and not any(m == self.anchor for m in retained)
+        anchor_trace: list[Trace] = []
+        if anchor_placed:
+            seq = self.pins.anchor_seq
+            anchor_trace = [((seq, seq),) if seq is not None else ()]
+        lead_traces: list[Trace] = [summary_trace, *anchor_trace, *[((pin.seq, pin.seq),) for pin in self.pins.placed]]
+        lead_traces += [()] * (lead - len(lead_traces))
         return CompactionResult("compacted", "committed", view, summary, metrics, sources,
                                 lead_traces + list(self.retained_traces))
 

@@ -2,9 +2,9 @@
 
 A view is read as *groups*: a user message alone, or an assistant message with all of its
 tool results (the rule of ``context.legacy.message_groups``). An earlier continuation
-summary, an earlier runtime-state block and a restated task anchor are groups of their
-own and never retained: the summary is carried forward through the summarizer, the other
-two are rebuilt. Groups are retained newest-first while they fit; the rest becomes
+summary, an earlier runtime-state block, a restated task anchor and a placed pin (CTX-50)
+are groups of their own and never retained: the summary is carried forward through the
+summarizer, the others are rebuilt. Groups are retained newest-first while they fit; the rest becomes
 summarizer input, in order, one text item per group -- or, for a completed group too
 large for one call, ordered fragments -- packed greedily into segments.
 """
@@ -17,11 +17,12 @@ from typing import Any
 
 from context.traces import Trace, trace_union
 
+from .pins import is_pin_message
 from .state import is_runtime_state_message
 from .types import Source
 from .view import is_continuation_message, restates_anchor
 
-CHAT, SUMMARY, STATE, RESTATED = "chat", "summary", "state", "restated"
+CHAT, SUMMARY, STATE, RESTATED, PINNED = "chat", "summary", "state", "restated", "pinned"
 _FRAGMENT_LABEL = "[one interaction, part {k} of {m}{more}]\n"
 
 
@@ -77,6 +78,8 @@ def split_groups(messages: Sequence[Mapping[str, Any]], sources: Sequence[Source
                 special = SUMMARY
             elif is_runtime_state_message(message):
                 special = STATE
+            elif is_pin_message(message):
+                special = PINNED  # CTX-50: placed again from the pins, or summarized (pins.py)
             elif (message.get("role") == "user" and i > 0 and sources[i - 1] is None
                   and restates_anchor(messages[i - 1])):
                 special = RESTATED

@@ -68,10 +68,12 @@ def assemble_view(
     task_anchor: Mapping[str, Any] | None,
     runtime_state_message: Mapping[str, Any] | None,
     retained: Sequence[Mapping[str, Any]],
+    pins: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """Build a compacted view after the system message (CTX-37), as fresh copies.
 
-    Order: continuation summary -> task anchor -> runtime-state block -> retained groups.
+    Order: continuation summary -> task anchor -> placed pins (CTX-50, ``pins.pin_message``:
+    user messages that quote, so no pair is broken) -> runtime-state block -> retained groups.
     The anchor is placed only when the retained groups do not already hold an equal
     message (it would be there twice); a continuation summary's closing line is set to
     say whether the anchor follows it. The caller checks the result against CTX-10
@@ -85,6 +87,7 @@ def assemble_view(
         out.append(copy.deepcopy(dict(summary_message)))
     if place_anchor and task_anchor is not None:  # (place_anchor already says it is not None)
         out.append(copy.deepcopy(dict(task_anchor)))
+    out.extend(copy.deepcopy(dict(m)) for m in pins)
     if runtime_state_message is not None:
         out.append(copy.deepcopy(dict(runtime_state_message)))
     out.extend(copy.deepcopy(dict(m)) for m in retained)

@@ -26,6 +26,9 @@ class MessageKind(models.TextChoices):
     COMPACTION = "compaction"
     COMPACTION_SUMMARY = "compaction_summary"
     COMPACTION_UNDONE = "compaction_undone"  # CTX-51: who undid which compaction, and when
+    # CTX-50: a pin or an unpin of a main-line message (who, which seq); metadata that never
+    # becomes a chat message (context.records projects only the message kinds).
+    PIN = "pin"
 
 
 class SessionMessage(models.Model):

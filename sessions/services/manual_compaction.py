@@ -28,8 +28,9 @@ from sessions.services.frames import frame_update
 # waiting after two minutes; a segmented summary on a slow model may take several).
 MANUAL_COMPACTION_HOLD_SECONDS = 600
 
-# Records that are themselves the product of a compaction: nothing new to summarize.
-_NOT_NEW = ("compaction_summary", "compaction_undone")
+# Records that are themselves the product of a compaction, and pins (CTX-50, metadata about
+# messages already there): nothing new to summarize.
+_NOT_NEW = ("compaction_summary", "compaction_undone", "pin")
 
 
 class CompactionRunning(Conflict):

@@ -241,6 +241,7 @@
       if (section.querySelector("[data-undo-compaction]")) undoOffersElsewhereRemove(section);
       var empty = document.getElementById("empty-note");
       if (empty) empty.remove();
+      markPins();
       if (asked && result.ok && !result.data.active) {
         // Already over when its page came (a request refused at once, on a busy server):
         // no stream will end it, so its end is shown here — the meter's figure and the words.
@@ -248,6 +249,68 @@
         setStatus(endingWords(result.data), false);
       }
       return section;
+    });
+  }
+
+  // ---------------------------------------------------------------- pins (CTX-50)
+  // A pinned message stays word for word in what the agent reads, through every summary.
+  // The runs' HTML is kept by the server whatever the pins are, so their state is set here
+  // from the session's pins: read as the page opens, then from each answer of the pins API.
+  var pins = {};
+
+  function pinWords(pin, summarized) {
+    var words = pin["default"] ? "Pinned: the goal" : (pin.by === "agent" ? "Pinned by the agent" : "Pinned");
+    return words + (summarized ? " (summarized for lack of room)" : "");
+  }
+
+  function markPins() {
+    if (!transcript) return;
+    var summarized = {};
+    transcript.querySelectorAll(".pins-summarized[data-pin-seqs]").forEach(function (note) {
+      note.getAttribute("data-pin-seqs").split(" ").forEach(function (seq) { if (seq) summarized[seq] = true; });
+    });
+    transcript.querySelectorAll("[data-pin-seq]").forEach(function (button) {
+      var seq = button.getAttribute("data-pin-seq");
+      var pin = pins[seq];
+      var holder = button.closest(".msg, details.step");
+      var mark = holder ? holder.querySelector(".pin-mark") : null;
+      button.setAttribute("data-pinned", pin ? "true" : "false");
+      button.querySelector(".pin-label").textContent = pin ? "Unpin" : "Pin";
+      if (holder) holder.classList.toggle("is-pinned", !!pin);
+      if (mark) {
+        mark.hidden = !pin;
+        mark.textContent = pin ? pinWords(pin, summarized[seq]) : "";
+      }
+    });
+  }
+
+  function pinsSet(items) {
+    pins = {};
+    (items || []).forEach(function (pin) { pins[String(pin.seq)] = pin; });
+    markPins();
+  }
+
+  function pinsRefresh() {
+    if (!config.urls.pins) return;
+    request("GET", config.urls.pins).then(function (result) { if (result.ok) pinsSet(result.data.items); });
+  }
+
+  function pinToggle(button) {
+    var seq = button.getAttribute("data-pin-seq");
+    var pinned = !!pins[seq];
+    button.disabled = true;
+    var asked = pinned ? request("DELETE", url("pin", seq)) : request("POST", config.urls.pins, { seq: Number(seq) });
+    asked.then(function (result) {
+      button.disabled = false;
+      if (!result.ok) {
+        showAlert(requestError(result));
+        return;
+      }
+      showAlert("");
+      pinsSet(result.data.items);
+      if (!live) setStatus(pinned ? "Unpinned: this message may be summarized like the others."
+                                  : "Pinned: this message stays word for word through every summary.", false);
+      button.focus();
     });
   }
 
@@ -941,6 +1004,7 @@
       if (result.ok) {
         self.section.replaceWith(fromHTML(result.data.html));
         if (result.data.meter) meterSet(result.data.meter);  // a failed request leaves its size
+        pinsRefresh();  // the agent may have pinned (update_plan), and the run's messages are new
       } else {
         self.section.removeAttribute("data-live");
       }
@@ -1132,6 +1196,12 @@
   if (compactButton) compactButton.addEventListener("click", compactNow);
   meterSet(config.meter);
   preparedSet(config.prepared && config.prepared.status);
+  pinsRefresh();
+
+  transcript.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-pin-seq]");
+    if (button && !button.disabled) pinToggle(button);
+  });
 
   transcript.addEventListener("click", function (event) {
     var button = event.target.closest("[data-resume]");

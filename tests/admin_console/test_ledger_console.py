@@ -14,6 +14,7 @@ from context.compaction import SECTION_TITLES
 from context.compaction.ledger import LEDGER_TITLE
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, SessionMessage
+from sessions.services.pins import pin_set
 from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
@@ -44,6 +45,9 @@ def test_ctx49_the_inspector_shows_the_ledger_of_a_compacted_request_line_by_lin
         run.refresh_from_db()
         assert run.status == Run.Status.COMPLETED, run.error
         runs.append(run)
+        if n == 1:  # the first question, pinned by default (CTX-50), would stay verbatim and leave
+            # this two-question history nothing to gain from compacting: unpinned
+            pin_set(session=session, seq=1, pinned=False, by=session.user_id)
     fetched = SessionMessage.objects.get(session=session, kind="tool_result")
     action = ModelCall.objects.filter(run=runs[1], purpose="action").order_by("id").first()
     page = html.unescape(console.get(f"/admin/agent_sessions/run/{runs[1].pk}/context/").content.decode())

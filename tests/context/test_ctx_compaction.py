@@ -674,6 +674,9 @@ def test_ctx41_metrics_name_every_figure_and_the_records_each_segment_consumed()
         # CTX-47: no read_record among the tools, so no result could be folded: the summary tier alone.
         "tiers": ["summary"], "masked_results": 0, "masked_seqs": [], "mask_tokens_removed": 0,
         "summary_tokens_removed": before - after, "tokens_masked_calibrated": None,
+        # CTX-50: nothing pinned, so nothing placed, summarized for lack of room or retained.
+        "pins_kept": 0, "pins_summarized": 0, "pins_summarized_seqs": [], "pins_retained": 0,
+        "pins_room": 0,
     }
     json.dumps(result.metrics)  # stored as JSON
 

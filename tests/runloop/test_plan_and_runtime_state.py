@@ -16,6 +16,7 @@ from sessions.frames import frame_initial, plan_text
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent
 from sessions.selectors.instances import main_instance
 from sessions.services.manual_compaction import compaction_request
+from sessions.services.pins import pin_set
 from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
 from tests.fakes.summaries import is_summary
@@ -102,6 +103,9 @@ def test_ctx36_a_call_with_an_unknown_outcome_is_still_listed_after_the_second_c
     session = fake_session(tools=("delegate",), window=16_000, context_policy={"user_turns": 1,
                                                                                "target_ratio": 0.05})
     assert _ask(session, "Question 1: compare the regions. " + "Detail. " * 60).status == Run.Status.COMPLETED
+    # The first question, pinned by default (CTX-50), would stay verbatim and leave this short
+    # history nothing to gain from a count-triggered compaction: the person unpins it.
+    pin_set(session=session, seq=1, pinned=False, by=session.user_id)
     interrupted_after_calls(session, [("pay-1", "delegate", '{"task": "pay the invoice"}')])  # never resumed
     blocks = []
     for n in (3, 4):
