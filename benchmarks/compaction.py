@@ -75,10 +75,11 @@ def answer(number: int) -> list[str]:
 
 def summary(messages: list[dict[str, Any]]) -> str:
     """Nine sections, the sixth listing every question the summarized history asked."""
+    from context.compaction import SECTION_TITLES
     from tests.fakes.summaries import summary_input
 
     asked = sorted({int(n) for n in re.findall(r"Question (\d+):", summary_input(messages))})
-    sections = [f"{n}. Section {n}: the discussion of regions and plans so far, with what was decided."
+    sections = [f"{n}. {SECTION_TITLES[n - 1]}: the discussion of regions and plans so far, with what was decided."
                 for n in range(1, 10)]
     sections[5] = "6. All user messages: " + "; ".join(f"Question {n} asked about {TOPICS[n % 8]}" for n in asked)
     return "<summary>\n" + "\n".join(sections) + "\n</summary>"

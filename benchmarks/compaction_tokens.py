@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from context import Budget, ContextPolicy, Counters, evaluate_triggers, get_estimator, project_records  # noqa: E402
-from context.compaction import CompactionRequest, RuntimeState, SummaryReply, compact, drive  # noqa: E402
+from context.compaction import SECTION_TITLES, CompactionRequest, RuntimeState, SummaryReply, compact, drive  # noqa: E402
 
 SYSTEM = {"role": "system", "content": "You are a coding agent. Use tools to inspect and fix the repository."}
 TOOLS = [{"type": "function", "function": {
@@ -49,7 +49,7 @@ def records_for(steps: int) -> list[dict]:
 
 
 def summarize(call) -> SummaryReply:
-    sections = "\n".join(f"{n}. Section {n}: the work so far, briefly." for n in range(1, 10))
+    sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: the work so far, briefly." for n in range(1, 10))
     return SummaryReply(text=f"<summary>\n{sections}\n</summary>")
 
 

@@ -50,7 +50,7 @@ from sessions.models import Instance, ModelCall, PreparedCompaction, RunAttentio
 from sessions.selectors.instances import sub_instances_running, tool_calls_unsettled
 from sessions.selectors.ledger import instance_ledger
 from sessions.selectors.pins import pinned_seqs
-from sessions.selectors.steps import instance_frame, last_question, preparation_last_failure
+from sessions.selectors.steps import instance_frame, instance_history, last_question, preparation_last_failure
 from tools.read_file import files_in_view
 
 logger = logging.getLogger("agentloom.compaction")
@@ -246,7 +246,8 @@ def compaction_request(state: RunState, instance: Instance, *, system: dict[str,
     run's figures, the task anchor and runtime state from the records (CTX-31, CTX-36),
     whether the provider's prompt cache can carry the summary request (CTX-46), and the
     records each message stands for through earlier checkpoints (``traces``, CTX-41), and
-    the session's pinned messages (CTX-50; the main line's only: a sub-agent has none)."""
+    the session's pinned messages (CTX-50; the main line's only: a sub-agent has none), and
+    the records' facts for a summary written by code (CTX-48)."""
     figures = state.figures
     pinned = pinned_seqs(session_id=state.run.session_id) if instance.parent_id is None else frozenset()
     return CompactionRequest(
@@ -254,7 +255,7 @@ def compaction_request(state: RunState, instance: Instance, *, system: dict[str,
         runtime_state=_runtime_state(state, instance), budget=figures.budget, policy=policy,
         estimator=figures.calibrated_estimator(), tools=tools, trigger=trigger, max_summary_calls=max(0, max_calls),
         dialect=state.target.dialect, ride_cache=state.target.prompt_cache, headroom=headroom, traces=traces,
-        pinned=pinned)
+        pinned=pinned, history=instance_history(run=state.run, instance=instance))
 
 
 def compaction_run(state: RunState, instance: Instance, pipeline: ContextPipeline, action: CompactFirst,
@@ -318,7 +319,8 @@ def compaction_run(state: RunState, instance: Instance, pipeline: ContextPipelin
             # CTX-47: which tiers ran ("mask", "summary") and how many results were folded.
             "tiers": list(metrics.get("tiers") or []), "masked_results": metrics.get("masked_results") or 0,
             "target_reached": metrics.get("target_reached"), "view_saved": committed.view is not None,
-            "revision": committed.snapshot.revision, "prepared": metrics["prepared"], "stall_ms": waited})
+            "revision": committed.snapshot.revision, "prepared": metrics["prepared"], "stall_ms": waited,
+            "summary_source": metrics.get("summary_source")})  # CTX-48: the chat says when code wrote it
         return list(result.messages or [])
     if result.outcome == "skipped":
         _requests_taken(state, instance, compact_requested=None)

@@ -23,6 +23,7 @@ from web.deltas import text_from_deltas as text_from_deltas  # its home; importe
 from web.errors import error_explain
 from web.folded import FOLDED_NOTICE, folded_count, folded_seqs
 from web.markdown import RenderBudget
+from web.summaries import summary_by_code
 
 # An answer the output limit stopped (finish reason ``length``): the model's own limit, or
 # the platform's bound on a provider that ignored it. What happened; Continue is beside it.
@@ -57,14 +58,8 @@ MAX_STEP_IMAGES = 4
 SHOWN_IMAGE_PREFIXES = tuple(f"data:image/{kind};base64," for kind in ("png", "jpeg", "gif", "webp"))
 ARGUMENTS_PREVIEW_CHARS = 2_000
 
-STEP_STATUS_LABELS = {
-    "ok": "done",
-    "error": "error",
-    "cancelled": "cancelled",
-    "timeout": "timed out",
-    "unknown": "outcome unknown",
-    None: "no result",
-}
+STEP_STATUS_LABELS = {"ok": "done", "error": "error", "cancelled": "cancelled", "timeout": "timed out",
+                      "unknown": "outcome unknown", None: "no result"}
 
 
 @dataclass
@@ -148,6 +143,7 @@ class Summary:
     pins_summarized: list[int] = field(default_factory=list)
     folded: int = 0  # CTX-47: tool results folded to notes at the same compaction, before the summary
     seq: int = field(default=0, compare=False)  # of its record: what an undo names (CTX-51, ``web.undone``)
+    by_code: bool = False  # CTX-48: written by the platform from the records, not by the model
 
 
 @dataclass
@@ -364,7 +360,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                                         or []) if isinstance(seq, int)]
             items.append(Notice(FOLDED_NOTICE) if count and not message.get("summary") else
                          Summary(shown[(index, "summary")], folded=count, seq=record.seq,
-                                 pins_summarized=left_out))
+                                 pins_summarized=left_out, by_code=summary_by_code(message)))
         # Everything else (metadata kinds) is not part of the chat.
     return items
 

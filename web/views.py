@@ -36,6 +36,7 @@ from web.selectors import (
     session_last_run,
     sessions_for_sidebar,
 )
+from web.summaries import COMPACTED_BY_CODE_NOTICE
 from web.transcript import COMPACTED_NOTICE, PLAN_STATUS_LABELS, STEP_STATUS_LABELS
 
 LOGIN_URL = reverse_lazy("web:login")
@@ -172,6 +173,7 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "events": event_names(),  # the script names no event itself (sessions/event_types.py)
         "compactedNotice": COMPACTED_NOTICE,
         "foldedNotice": FOLDED_NOTICE,
+        "compactedByCodeNotice": COMPACTED_BY_CODE_NOTICE,  # CTX-48
         "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
         "planStatus": PLAN_STATUS_LABELS,
         "meter": meter,

@@ -41,7 +41,9 @@ from typing import Any
 
 from context.traces import trace_of_source, trace_union
 
-from .cleaning import MIN_SUMMARY_CHARS, fit_summary, summary_problem
+from .check import shortened_problems
+from .cleaning import MIN_SUMMARY_CHARS, fit_summary
+from .code_summary import PREPARED_CHECK_METRICS, falls_back, summary_by_code
 from .finish import ViewFinish, request_figures
 from .masking import mask_tier, masks, tiers_noted
 from .overflow import fit_tool_outputs
@@ -151,6 +153,7 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
         "unknown_calls_in_block": 0, "tiers": [], "masked_results": 0, "masked_seqs": [], "mask_tokens_removed": 0,
         "summary_tokens_removed": 0, "tokens_masked_calibrated": None, **EMPTY_PIN_METRICS,
     }
+    metrics.update(summary_check=[], summary_source=None, summary_fallback=None)  # CTX-48
 
     def finish(outcome: str, reason: str) -> CompactionResult:
         return CompactionResult(outcome, reason, None, None, metrics)
@@ -251,27 +254,40 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
     output_limit = min(budget.max_output_tokens, 2 * body_units + OUTPUT_OVERRUN)
     metrics["summary_cap"], metrics["summary_output_limit"] = cap, output_limit
 
+    finished = ViewFinish(r, anchor, state_message, retained, retained_sources, retained_traces, tokens_before,
+                          threshold, target, placed)
+    whole = trace_union([earlier_trace, *(traces[i] for g in prefix for i in range(g.start, g.stop))])
+
+    def by_code(reason: str) -> CompactionResult:
+        """CTX-48: what the summarizer could not give, written by code from the records."""
+        if not falls_back(reason, metrics):
+            return finish("failed", reason)
+        # Never larger than what it replaces: the commit rule wants the view strictly smaller,
+        # and quoting every message whole could make it grow.
+        room = min(body_units, tokens_before - rest - preamble_cost - 1)
+        return summary_by_code(r, reason, metrics, finished, summarized=messages[:start], retained=retained,
+                               consumed=whole, max_units=max(room, 1), cost_of=units.text)
+
     if r.prepared is not None:  # CTX-45: made in the background, judged like one made now
         made = r.prepared.metrics
-        for name in ("summary_calls", "retries", "summary_cut_chars", "segments", "planned_segments", "summary_form"):
-            metrics[name] = copy.deepcopy(made.get(name, metrics[name]))
+        for name in ("summary_calls", "retries", "summary_cut_chars", "segments", "planned_segments", "summary_form",
+                     *PREPARED_CHECK_METRICS):
+            metrics[name] = copy.deepcopy(made.get(name, metrics.get(name)))
         text = r.prepared.summary
         if units.text(text) > body_units:  # the view grew since: shortened as a reply over its room is
             shorter = fit_summary(text, max_units=body_units, cost_of=units.text)
-            metrics["summary_failure"] = summary_problem(shorter, min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
-            if metrics["summary_failure"] is not None:
-                return finish("failed", "summary_failed")
+            problems = shortened_problems(shorter, min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
+            if problems:
+                metrics["summary_failure"] = problems[0]
+                return by_code("summary_failed")
             metrics["summary_cut_chars"] = (metrics["summary_cut_chars"] or 0) + len(text) - len(shorter)
             text = shorter
-        return ViewFinish(r, anchor, state_message, retained, retained_sources, retained_traces, tokens_before,
-                       threshold, target, placed).result(text, metrics)
+        return finished.result(text, metrics)
     if r.max_summary_calls < 1:  # the run's model-call budget is spent: no call may be made
-        return finish("failed", "summary_call_limit")
+        return by_code("summary_call_limit")
     sizing = Sizing(units=units, body_units=body_units, max_chars=max_chars, output_limit=output_limit,
                      whole_limit=budget.max_output_tokens, effective=effective,
                      min_chars=min(MIN_SUMMARY_CHARS, max_chars // 4))
-    finished = ViewFinish(r, anchor, state_message, retained, retained_sources, retained_traces, tokens_before,
-                       threshold, target, placed)
 
     # CTX-46: the action request itself, then the instruction -- its prefix is read from
     # the provider's cache -- whenever that request fits the window; else the part of it
@@ -282,12 +298,11 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
             if estimator.request(form(max_chars, 10 * max_chars), r.tools) > effective:
                 continue
             metrics["summary_form"], metrics["planned_segments"] = form_name, 1
-            consumed = trace_union([earlier_trace, *(traces[i] for g in prefix for i in range(g.start, g.stop))])
-            reason, written = yield from summarize(r, sizing, form, consumed=consumed,
+            reason, written = yield from summarize(r, sizing, form, consumed=whole,
                                                     messages_count=metrics["summarized_messages"], index=0,
                                                     parts=1, metrics=metrics, tools=list(r.tools))
             if reason is not None:
-                return finish("failed", reason)
+                return by_code(reason)
             return finished.result(written, metrics)
     metrics["summary_form"] = "transcript"
 
@@ -298,7 +313,7 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
     prior_room = max(units.text(prior) if prior else 0, body_units)
     limit = int((effective - prompt_cost - prior_room) * SEGMENT_SLACK)
     if limit < MIN_SEGMENT_UNITS:
-        return finish("failed", "summarizer_budget_too_small")
+        return by_code("summarizer_budget_too_small")
 
     def plan(excerpt: int, text_limit: int | None) -> list[list[Item]]:
         texts = ["\n".join(summarizer_input(messages[g.start:g.stop], excerpt_chars=excerpt, text_limit=text_limit,
@@ -313,7 +328,7 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
     if not segments:
         return finish("skipped", "no_compactable_history")
     if len(segments) > r.max_summary_calls:
-        return finish("failed", "too_many_segments")
+        return by_code("too_many_segments")
 
     summary = prior
     index = 0
@@ -323,7 +338,7 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
                                 part=index + 1, parts=len(segments))
         if estimator.request(prompt) > effective:
             if len(segment) == 1:
-                return finish("failed", "segment_too_large")
+                return by_code("segment_too_large")
             # The estimate of the joined text came out above the sum of its parts: move
             # the last item on to the next segment and try again.
             if index + 1 == len(segments):
@@ -338,7 +353,7 @@ def _compact(request: CompactionRequest) -> Generator[SummaryCall, SummaryReply,
             messages_count=sum(item.messages for item in _first_per_group(segment)), index=index,
             parts=len(segments), metrics=metrics)
         if reason is not None:
-            return finish("failed", reason)
+            return by_code(reason)
         index += 1
 
     assert summary is not None

@@ -71,6 +71,7 @@ class ViewFinish:
         summary_trace = trace_union(segment_ranges(s) for s in metrics["segments"])
         metrics["covered_ranges"] = trace_json(summary_trace)
         metrics["summary_chars"] = len(summary)
+        metrics["summary_source"] = metrics.get("summary_source") or "model"  # CTX-48: else "code"
         view = assemble_view(summary_message=continuation_message(summary), task_anchor=self.anchor,
                              runtime_state_message=self.state_message, retained=retained,
                              pins=[pin.placed for pin in self.pins.placed])

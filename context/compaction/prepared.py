@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .code_summary import PREPARED_CHECK_METRICS
 from .engine import compact, drive
 from .planner import split_groups
 from .types import CompactionRequest, CompactionResult, PreparedSummary, SummaryCall, SummaryReply
@@ -41,7 +42,7 @@ def prepared_from(result: CompactionResult, request: CompactionRequest) -> Prepa
     metrics = {name: result.metrics.get(name) for name in (
         "summary_calls", "retries", "summary_cut_chars", "segments", "planned_segments", "summary_form",
         "tokens_before_estimated", "tokens_before_calibrated", "tokens_after_estimated", "tokens_after_calibrated",
-        "summarized_messages")}
+        "summarized_messages", *PREPARED_CHECK_METRICS)}
     return PreparedSummary(summary=result.summary, prefix=prefix, digest=prefix_digest(request.messages[:prefix]),
                            policy=request.policy.to_dict(), estimator_id=request.estimator.id, metrics=metrics)
 

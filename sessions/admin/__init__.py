@@ -6,6 +6,8 @@
   audited when it shows decrypted content;
 - ``display`` and ``chart``: plain-Python presentation (messages, events, the SVG chart);
 - ``waits`` and ``wait_chart``: what each compaction cost the person in waiting (CTX-45);
+- ``summary_check``: the check's verdict on each summary reply, and a summary written by
+  code (CTX-48);
 - ``prepared``: the summaries prepared in the background, read-only, never their text;
 - ``reads``: the console's own reads (its one write, the access audit, is
   ``sessions.services.access_audit``, shared with the API).

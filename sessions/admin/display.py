@@ -15,6 +15,7 @@ from context.records import content_text as records_content_text
 from context.surrogates import json_loads_clean
 from context.usage import UsageFigures, usage_figures
 from sessions.admin.attachments import FileView, file_views, shortened
+from sessions.admin.summary_check import CheckVerdict, check_verdict
 from sessions.selectors.model_calls import SentEntry
 
 # What a long text shows before its "Show all": enough to recognise it, small enough for
@@ -327,6 +328,7 @@ class CompactionFigures:
     masked_results: int | None = None
     mask_tokens_removed: int | None = None
     summary_tokens_removed: int | None = None
+    verdict: CheckVerdict = CheckVerdict(None, "", ())  # CTX-48: the summary check's, and who wrote it
 
     @property
     def saved_percent(self) -> int | None:
@@ -379,4 +381,5 @@ def compaction_figures(metrics: Any, *, estimator_id: str = "") -> CompactionFig
         masked_results=_int_or_none(m.get("masked_results")),
         mask_tokens_removed=metric_number(m.get("mask_tokens_removed")),
         summary_tokens_removed=metric_number(m.get("summary_tokens_removed")),
+        verdict=check_verdict(m),
     )

@@ -7,7 +7,10 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from context.compaction import HistoryFacts
+from context.compaction.history import history_facts
 from sessions.models import Instance, PreparedCompaction, Run, SessionMessage
+from sessions.selectors.records import visible_records_for_engine
 
 
 def run_for_execution(*, run_id: int) -> Run:
@@ -61,3 +64,10 @@ def preparation_last_failure(*, session_id: int) -> dict[str, Any] | None:
     if row is None or row.ended_at is None:
         return None
     return {"tokens": row.tokens, "at": row.ended_at.timestamp(), "reason": row.reason}
+
+
+def instance_history(*, run: Run, instance: Instance) -> HistoryFacts:
+    """CTX-48: what a summary written by code is made of, from every record the instance's
+    context is built from (never from its view): its real user messages in order, its tool
+    calls with their statuses (pending only in ``run``, the open one) and its last answer."""
+    return history_facts(visible_records_for_engine(run=run, instance=instance), open_runs={run.pk})

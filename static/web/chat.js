@@ -731,10 +731,11 @@
         break;
       case EVENT.COMPACTED:
         if (main) {
-          // CTX-47: which tier ran -- older tool results folded, with no summary, or a summary.
+          // CTX-47: which tier ran -- older tool results folded, with no summary, or a summary;
+          // CTX-48: a summary the platform wrote from the records says so, in plain words.
           var tiers = data.tiers || [];
           this.notice(tiers.indexOf("summary") < 0 && tiers.indexOf("mask") >= 0 ? config.foldedNotice
-                      : config.compactedNotice, seq);
+                      : data.summary_source === "code" ? config.compactedByCodeNotice : config.compactedNotice, seq);
           setStatus("Working…", true);
           preparedSet(null);
         }

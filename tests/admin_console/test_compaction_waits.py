@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from context.compaction import SECTION_TITLES
 from sessions.models import CompactionSnapshot, PreparedCompaction
 from sessions.selectors.instances import main_instance
 from sessions.services.prepared import preparation_claim, preparation_ready, preparation_request
@@ -162,7 +163,7 @@ def test_ctx45_a_summary_the_worker_prepared_and_committed_shows_as_prepared(con
 
     def handler(request):
         if is_summary(request.json["messages"]):
-            return chat_stream(["<summary>\n" + "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+            return chat_stream(["<summary>\n" + "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10))
                                 + "\n</summary>"])
         return chat_stream(["Noted. " + "Growth is steady. " * 6])
 

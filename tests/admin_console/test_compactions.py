@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from context.compaction import SECTION_TITLES
 from sessions.models import AccessAudit
 from tests.admin_console.conftest import compaction
 from tests.fakes.summaries import is_summary
@@ -104,7 +105,7 @@ def test_a_real_compaction_made_by_the_loop_shows_the_figures_it_stored(console,
 
     def handler(request):
         if is_summary(request.json["messages"]):
-            sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+            sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])
         return chat_stream(["A long answer about the figures. " * 30])
 
@@ -138,3 +139,37 @@ def test_ctx47_the_page_shows_the_tiers_and_the_tokens_each_removed(console, sto
     assert "2 results, &minus;12,000 tokens" in both
     assert '<span class="tier tier-summary">summary</span> <small>&minus;28,000 tokens</small>' in both
     assert "read the summary" in rows["2"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("junk", [False, True])
+def test_ctx48_the_page_shows_the_checks_verdict_and_a_summary_written_by_code(console, fake_session, strict, junk):
+    from runloop.compaction_manual import compaction_manual
+    from runloop.loop import run_execute
+    from sessions.services.manual_compaction import compaction_request
+    from sessions.services.questions import question_ask
+    from tests.fakes.fake_provider import chat_stream
+
+    def handler(request):
+        if is_summary(request.json["messages"]):
+            if junk:  # a small model's reply that ignores the instruction
+                return chat_stream(["1. The Blue Whale: the largest animal.\n2. The Shrimp: small and many."])
+            sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: the figures, noted." for n in range(1, 10))
+            return chat_stream([f"<summary>\n{sections}\n</summary>"])
+        return chat_stream(["A long answer about the figures. " * 30])
+
+    strict.handler = handler
+    session = fake_session(tools=(), window=16_000, context_policy={"target_ratio": 0.05})
+    for n in range(3):
+        run = question_ask(session=session, content=f"Question {n}: the figures, please. " + "Detail. " * 100)
+        run_execute(run_id=run.pk)
+    _, run = compaction_request(session=session)
+    assert compaction_manual(run_id=run.pk) == "compacted"
+    html = console.get(compactions(session.pk)).content.decode()
+    row = re.findall(r'<tr id="compaction-1">(.*?)</tr>', html, flags=re.S)[0]
+    if junk:
+        assert '<small class="check check-code">Written by code from the records: no reply passed the check.' in row
+        assert row.count(": not the nine sections") == 3
+    else:
+        assert '<small class="check check-model">The model&#x27;s summary passed the check.</small>' in row
+        assert "segment 1, attempt 1: passed" in row

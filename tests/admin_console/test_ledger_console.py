@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from context.compaction import SECTION_TITLES
 from context.compaction.ledger import LEDGER_TITLE
 from runloop.loop import run_execute
 from sessions.models import ModelCall, Run, SessionMessage
@@ -26,7 +27,7 @@ URL = "http://10.0.0.5/quarterly.csv"
 def _handler(request):
     messages = request.json["messages"]
     if is_summary(messages):
-        sections = "\n".join(f"{n}. Section {n}: regional figures were discussed." for n in range(1, 10))
+        sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: regional figures were discussed." for n in range(1, 10))
         return chat_stream([f"<summary>\n{sections}\n</summary>"])
     if messages[-1]["role"] == "user" and str(messages[-1]["content"]).startswith("Question 1"):
         return chat_stream(tool_calls=[{"id": "f1", "name": "http_fetch", "arguments": json.dumps({"url": URL})}])

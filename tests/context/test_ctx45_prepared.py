@@ -156,7 +156,9 @@ def test_ctx45_a_prepared_summary_that_no_longer_brings_the_view_under_the_trigg
     assert prepared is not None
     grown = [*messages, *rounds(4, start=9)]  # grew far past what the summary left room for
     result = commit_prepared(request(grown), prepared)
-    assert result.outcome == "failed" and result.reason == "above_threshold"
+    # Shortened to the little room left, it is no summary any more (CTX-48), and neither is
+    # what code could write there; or it still is one and the view stays above the trigger.
+    assert result.outcome == "failed" and result.reason in ("above_threshold", "summary_failed")
     assert result.messages is None
 
 

@@ -49,6 +49,7 @@ from context.compaction import (
     summary_prompt,
     view_problems,
 )
+from context.compaction.code_summary import CODE_SUMMARY_MARK
 from context.records import UNKNOWN_OUTCOME_TEXT
 
 EST = BytesEstimator()
@@ -91,11 +92,14 @@ def section(summary: str | None, number: int) -> list[str]:
 
 
 def nine(users: Iterable[str] = (), current: str = "(none)") -> str:
-    """A nine-section summary body listing ``users`` in section 6."""
+    """A nine-section summary body listing ``users`` in section 6 (and, in section 1, the
+    one thing a summary must say beyond them to pass the check, CTX-48)."""
     lines = []
     for number, title in enumerate(SECTION_TITLES, start=1):
         lines.append(f"{number}. {title}:")
-        if number == 6:
+        if number == 1:
+            lines.append("Answer the questions.")
+        elif number == 6:
             lines.extend(f"- {u}" for u in users)
         elif number == 8:
             lines.append(current)
@@ -405,12 +409,15 @@ def test_ctx34_the_continuation_preamble_is_plain_openai_shape_and_recognised_by
 # -- CTX-35: retries ------------------------------------------------------------------------------------
 
 
-def test_ctx35_an_empty_summary_three_times_fails_and_changes_nothing() -> None:
+def test_ctx35_ctx48_an_empty_summary_three_times_is_replaced_by_the_summary_written_by_code() -> None:
     messages = rounds(8)
     result, calls = drive_recording(compact(request(messages)), replies("", None, "<summary>\n</summary>"))
-    assert (result.outcome, result.reason, result.messages) == ("failed", "summary_failed", None)
+    assert (result.outcome, result.reason) == ("compacted", "committed")
     assert [c.attempt for c in calls] == [1, 2, 3]
     assert result.metrics["summary_failure"] == "empty"
+    assert (result.metrics["summary_source"], result.metrics["summary_fallback"]) == ("code", "summary_failed")
+    assert [v["problems"] for v in result.metrics["summary_check"]] == [["empty"]] * 3
+    assert CODE_SUMMARY_MARK in result.summary and "Q1 please check the logs of service 1" in result.summary
     assert (result.metrics["summary_calls"], result.metrics["retries"]) == (3, 2)
     assert messages == rounds(8)  # the request's view is untouched
 
@@ -426,13 +433,25 @@ def test_ctx35_too_short_and_degenerate_summaries_are_retried() -> None:
     assert (result.metrics["summary_calls"], result.metrics["retries"]) == (3, 2)
 
 
-def test_ctx35_deterministic_errors_are_not_retried() -> None:
+def test_ctx35_deterministic_errors_are_not_retried_and_an_overflow_gets_the_summary_written_by_code() -> None:
     reply = SummaryReply(None, error_code="context_length_exceeded", deterministic=True)
     result, calls = drive_recording(compact(request(rounds(8))), replies(reply))
-    assert (result.outcome, result.reason) == ("failed", "summary_failed")
+    assert (result.outcome, result.metrics["summary_source"]) == ("compacted", "code")  # CTX-48
     assert len(calls) == 1
     assert (result.metrics["summary_failure"], result.metrics["error_code"]) == ("deterministic_error",
                                                                                "context_length_exceeded")
+
+
+def test_ctx48_a_provider_that_cannot_be_reached_fails_the_compaction_as_before() -> None:
+    # Authentication, or a transient error on every attempt: the action call would meet it too,
+    # so CTX-44 backs off instead of committing a summary nobody could check.
+    denied = SummaryReply(None, error_code="authentication", deterministic=True)
+    result, calls = drive_recording(compact(request(rounds(8))), replies(denied))
+    assert (result.outcome, result.reason, len(calls)) == ("failed", "summary_failed", 1)
+    assert result.metrics["summary_source"] is None and result.metrics["summary_check"] == []
+    down = SummaryReply(None, error_code="timeout")
+    result, calls = drive_recording(compact(request(rounds(8))), replies(down, down, down))
+    assert (result.outcome, result.reason, len(calls)) == ("failed", "summary_failed", 3)
 
 
 def test_ctx35_a_transient_error_is_retried() -> None:
@@ -441,14 +460,16 @@ def test_ctx35_a_transient_error_is_retried() -> None:
     assert result.outcome == "compacted" and len(calls) == 2 and result.metrics["retries"] == 1
 
 
-def test_ctx35_every_call_counts_against_the_bound_and_hitting_it_fails() -> None:
+def test_ctx35_every_call_counts_against_the_bound_and_hitting_it_gives_the_summary_written_by_code() -> None:
     result, calls = drive_recording(compact(request(rounds(8), max_calls=2)), replies("", ""))
-    assert (result.outcome, result.reason, len(calls)) == ("failed", "summary_call_limit", 2)
+    assert (result.outcome, len(calls)) == ("compacted", 2)
+    assert (result.metrics["summary_source"], result.metrics["summary_fallback"]) == ("code", "summary_call_limit")
 
 
-def test_ctx35_with_no_call_left_in_the_run_it_fails_without_calling() -> None:
+def test_ctx35_with_no_call_left_in_the_run_code_writes_the_summary_without_calling() -> None:
     result, calls = drive_recording(compact(request(rounds(8), max_calls=0)), scripted)
-    assert (result.outcome, result.reason, calls) == ("failed", "summary_call_limit", [])
+    assert (result.outcome, calls) == ("compacted", [])
+    assert (result.metrics["summary_source"], result.metrics["summary_fallback"]) == ("code", "summary_call_limit")
 
 
 def test_ctx35_a_plan_over_the_bound_is_tried_with_terser_notes_before_giving_up() -> None:
@@ -463,9 +484,11 @@ def test_ctx35_a_plan_over_the_bound_is_tried_with_terser_notes_before_giving_up
     assert conversation.startswith("[user] Q1 line 00000 of a very long pasted document")
 
 
-def test_ctx35_a_plan_needing_more_calls_than_allowed_fails_before_any_call() -> None:
+def test_ctx35_a_plan_needing_more_calls_than_allowed_makes_no_call() -> None:
     result, calls = drive_recording(compact(request(short_rounds(80), budget=WIDE, max_calls=2)), scripted)
-    assert (result.outcome, result.reason, calls) == ("failed", "too_many_segments", [])
+    # CTX-48: the summary is written by code instead, and the metrics say why.
+    assert (result.outcome, calls) == ("compacted", [])
+    assert (result.metrics["summary_source"], result.metrics["summary_fallback"]) == ("code", "too_many_segments")
     assert result.metrics["planned_segments"] > 2
 
 
@@ -633,6 +656,10 @@ def test_ctx41_metrics_name_every_figure_and_the_records_each_segment_consumed()
         "summary_cut_chars": 0,
         "estimator_id": "bytes-v1",
         "segments": [{"index": 0, "consumed": [1, 19], "ranges": [[1, 19]], "messages": 19}],
+        # CTX-48: each reply's verdict, and who wrote the summary.
+        "summary_check": [{"segment": 0, "attempt": 1, "problems": []}],
+        "summary_source": "model",
+        "summary_fallback": None,
         "planned_segments": 1,
         "covered": [1, 19],
         "covered_ranges": [[1, 19]],  # exactly the records the summary replaced

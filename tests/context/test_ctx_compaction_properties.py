@@ -207,7 +207,8 @@ def test_ctx38_a_committed_view_is_valid_smaller_below_the_threshold_and_keeps_t
         return
 
     view = outcome.messages
-    assert style != "broken"
+    # A provider that refuses every summary gives none; code writes one only when no call was made (CTX-48).
+    assert style != "broken" or (not calls and metrics["summary_source"] == "code")
     assert valid_everywhere(view)
     after = EST.request([SYSTEM, *view], request.tools)
     assert metrics["tokens_after_calibrated"] == after < metrics["tokens_before_calibrated"]

@@ -46,6 +46,7 @@ from context.compaction import (
     fit_summary,
     render_runtime_state,
 )
+from context.compaction.code_summary import CODE_SUMMARY_MARK
 from context.compaction.planner import CHAT, split_groups
 from context.records import INTERRUPTED_SUFFIX, UNKNOWN_OUTCOME_TEXT
 
@@ -121,13 +122,24 @@ def test_ctx34_a_summary_that_fits_is_taken_whole_in_one_call(o200k) -> None:
     assert result_.summary == nine(["Question 1"]) and result_.metrics["summary_cut_chars"] == 0
 
 
-def test_ctx34_a_reply_stopped_by_its_output_limit_loses_its_unfinished_sentence() -> None:
-    cut = nine(["Q1 please check the logs of service 1"]).replace(
-        "9. Next step:\n(none)", "9. Next step:\nConfirm the fix. Then deploy it to the stag")
-    answers = [SummaryReply(f"<summary>\n{cut}", truncated=True)] * 2
+def test_ctx48_a_reply_stopped_by_its_output_limit_is_never_committed_and_is_asked_for_again() -> None:
+    whole = nine(["Q1 please check the logs of service 1"]).replace(
+        "9. Next step:\n(none)", "9. Next step:\nConfirm the fix. Then deploy it to the staging host.")
+    cut = whole[:-len("ing host.")]
+    answers = [SummaryReply(f"<summary>\n{cut}", truncated=True), SummaryReply(f"<summary>\n{whole}\n</summary>")]
     result_, calls = drive_recording(compact(request(rounds(8))), lambda _call: answers.pop(0))
     assert result_.outcome == "compacted" and len(calls) == 2  # stopped: asked once more, tighter
-    assert result_.summary.endswith("9. Next step:\nConfirm the fix.")
+    assert calls[1].max_output_tokens >= calls[0].max_output_tokens  # and allowed to finish
+    assert result_.summary == whole and result_.metrics["summary_source"] == "model"
+    assert [v["problems"] for v in result_.metrics["summary_check"]] == [["cut"], []]
+
+
+def test_ctx48_replies_stopped_every_time_give_the_summary_written_by_code() -> None:
+    cut = nine(["Q1 please check the logs of service 1"]) + "\nThen deploy it to the stag"
+    result_, calls = drive_recording(compact(request(rounds(8))),
+                                     lambda _call: SummaryReply(f"<summary>\n{cut}", truncated=True))
+    assert result_.outcome == "compacted" and len(calls) == 3
+    assert result_.metrics["summary_source"] == "code" and "deploy it to the stag" not in result_.summary
 
 
 THINKING = 600  # tokens a reasoning model spends thinking before it writes a word of its summary
@@ -350,6 +362,9 @@ def test_ctx34_for_any_view_the_summary_holds_only_what_the_summarizer_wrote(sce
     if outcome.outcome != "compacted":
         return
     summary = continuation_summary(outcome.messages[0])
+    if outcome.metrics["summary_source"] == "code":  # CTX-48: none passed the check; code wrote it, and says so
+        assert CODE_SUMMARY_MARK in summary
+        return
     event(f"cut: {outcome.metrics['summary_cut_chars'] > 0}")
     vocabulary = set(" ".join(written).split())
     earlier = {w for m in req.messages if m["role"] == "user" and isinstance(m["content"], str)

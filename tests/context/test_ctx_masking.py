@@ -287,10 +287,11 @@ def test_ctx47_for_any_history_the_engine_folds_only_older_unpinned_results_and_
             **request.__dict__, "messages": view, "sources": result.sources, "traces": result.traces})), scripted)
         assert again.metrics["masked_results"] == 0
     else:
-        assert "summary" in m["tiers"] and calls
+        # A summary call was made, or none could be and code wrote the summary (CTX-48).
+        assert "summary" in m["tiers"] and (calls or m["summary_source"] == "code")
         # The summary tier keeps the retained groups as they were: no note appears in them,
         # and a folded result's note reached the summarizer, never its body.
         assert notes_of(view) == [n for n in notes_of(request.messages) if n in notes_of(view)]
-        if "mask" in m["tiers"]:
+        if "mask" in m["tiers"] and calls:
             shown = "\n".join(json.dumps(c.messages) for c in calls)
             assert all(f'read_record {{\\"seq\\": {seq}}}' in shown for seq in m["masked_seqs"])

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from context.compaction import SECTION_TITLES
 from tests.fakes.responses import JSONResponse, RawResponse, RecordedRequest, ResponseSpec, chat_completion, chat_stream
 from tests.fakes.summaries import is_summary as is_summary_messages
 
@@ -37,7 +38,7 @@ def is_summary(body: dict[str, Any]) -> bool:
 
 
 def summary_text(body: dict[str, Any]) -> str:
-    sections = "\n".join(f"{n}. Section {n}: the conversation so far, noted." for n in range(1, 10))
+    sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: the conversation so far, noted." for n in range(1, 10))
     return f"<summary>\n{sections}\n</summary>"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from context.compaction import SECTION_TITLES
 from sessions.models import CompactionSnapshot, SessionMessage, SessionView
 from sessions.services.questions import question_ask
 from tests.fakes.fake_provider import chat_stream
@@ -14,7 +15,8 @@ from tests.faults.test_sigkill import Provider, _kill_and_resume
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]
 
 LONG = "Keep this in mind: " + "the quarterly figures show steady growth across all regions. " * 60
-SUMMARY = "<summary>\n" + "\n".join(f"{n}. Section {n}: the earlier questions, briefly." for n in range(1, 10)) + \
+SUMMARY = "<summary>\n" + "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: the earlier questions, briefly."
+                                    for n in range(1, 10)) + \
           "\n</summary>"
 
 

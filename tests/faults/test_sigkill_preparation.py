@@ -9,6 +9,7 @@ import pytest
 from celery import Celery
 from django.utils import timezone
 
+from context.compaction import SECTION_TITLES
 from sessions.models import CompactionSnapshot, PreparedCompaction, SessionMessage
 from sessions.services.dispatch import preparation_dispatcher_set
 from tests.fakes.responses import chat_stream
@@ -18,7 +19,7 @@ from tests.runloop.test_prepared_compaction import ASKED, LONG, SMALL, ask
 from tests.runloop.worker import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]
-SUMMARY = "<summary>\n" + "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10)) + "\n</summary>"
+SUMMARY = "<summary>\n" + "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10)) + "\n</summary>"
 
 
 def test_ctx45_a_worker_killed_while_preparing_leaves_nothing_stuck_and_nothing_half_applied(

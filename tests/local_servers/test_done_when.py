@@ -98,10 +98,27 @@ def outcome(run: Run) -> str:
 
 
 def compactions(session) -> int:
-    """Compaction checkpoints of the session's instances (one snapshot each, RUN-10)."""
+    """Compaction checkpoints of the session's instances (one snapshot each, RUN-10).
+
+    CTX-48: a small model's summary may fail the check (a list of sea animals is no
+    summary); the platform then writes it from the records. Either is a compaction, and
+    each says which it is: a summary by code carries the mark, a model's passed the check."""
+    from context.compaction.code_summary import CODE_SUMMARY_MARK
     from sessions.models import CompactionSnapshot
 
-    return CompactionSnapshot.objects.filter(instance__run__session=session).count()
+    snapshots = list(CompactionSnapshot.objects.filter(instance__run__session=session))
+    summaries = [(r.run_id, r.message["summary"] or "")
+                 for r in SessionMessage.objects.filter(session=session, kind="compaction_summary")]
+    for snapshot in snapshots:
+        source = snapshot.metrics.get("summary_source")
+        if source is None:  # folded tool results only (CTX-47): no summary to check
+            continue
+        assert source in ("model", "code"), snapshot.metrics
+        if source == "model":
+            assert [] in [v["problems"] for v in snapshot.metrics["summary_check"]], snapshot.metrics
+        texts = [text for run, text in summaries if run == snapshot.instance.run_id]
+        assert any((CODE_SUMMARY_MARK in text) == (source == "code") for text in texts), texts
+    return len(snapshots)
 
 
 def answers(run: Run) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ import re
 import pytest
 
 from context.attachments import READ_FILE_MAX_CHARS
+from context.compaction import SECTION_TITLES
 from models_catalog.models import ModelConnection
 from runloop.compaction_manual import compaction_manual
 from runloop.loop import run_execute
@@ -122,7 +123,7 @@ def test_run13_after_a_compaction_the_runtime_state_lists_the_file_and_the_agent
     def handler(request):
         messages = request.json["messages"]
         if is_summary(messages):
-            sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+            sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])  # names no file
         if messages[-1]["role"] == "tool":
             return chat_stream(["It was served in 12 ms."])

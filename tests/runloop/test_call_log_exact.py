@@ -15,6 +15,7 @@ import json
 import pytest
 
 from agents.tool_registry import Tool, register, registry
+from context.compaction import SECTION_TITLES
 from models_catalog.providers.chat_http import body_bytes
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, Run, SentBlob
@@ -59,7 +60,7 @@ def test_every_call_of_a_long_run_rebuilds_byte_for_byte_and_the_log_stores_only
     def handler(request):
         messages = request.json["messages"]
         if is_summary(messages):
-            sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+            sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])
         tools_since_question = 0
         for message in reversed(messages):

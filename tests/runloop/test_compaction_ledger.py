@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from context.compaction import RUNTIME_STATE_HEADER
+from context.compaction import RUNTIME_STATE_HEADER, SECTION_TITLES
 from context.compaction.ledger import LEDGER_TITLE
 from sessions.models import Run, RunEvent, SessionMessage
 from sessions.services.pins import pin_set
@@ -52,7 +52,7 @@ class Model:
         messages = request.json["messages"]
         if is_summary(messages):
             self.summaries += 1
-            sections = "\n".join(f"{n}. Section {n}: the user asked about regional figures; work went on."
+            sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: the user asked about regional figures; work went on."
                                  for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])
         self.actions.append(messages)

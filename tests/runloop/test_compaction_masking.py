@@ -10,6 +10,7 @@ import re
 import pytest
 
 from agents.tool_registry import Tool, register, registry
+from context.compaction import SECTION_TITLES
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Run, RunEvent, SessionMessage
 from sessions.services.questions import question_ask
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")
 
 REPORTS = 5
-SUMMARY = "<summary>\n" + "\n".join(f"{n}. Section {n}: the reports were read, north region steady."
+SUMMARY = "<summary>\n" + "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: the reports were read, north region steady."
                                       for n in range(1, 10)) + "\n</summary>"
 NOTE_RE = re.compile(r'read_record \{"seq": (\d+)\}')
 

@@ -9,6 +9,7 @@ import pytest
 from sessions.models import CompactionSnapshot, PreparedCompaction, Run, RunEvent, SessionMessage
 from sessions.services.dispatch import preparation_dispatcher_set
 from tests.fakes.fake_provider import chat_stream
+from tests.fakes.responses import error
 from tests.runloop.figures import figures_named
 from tests.runloop.preparing import Preparations, ready
 from tests.runloop.test_compaction import LONG, SMALL, VERY_LONG, Provider, ask, is_summary_request
@@ -63,8 +64,8 @@ def test_ctx41_every_event_names_its_token_figures(fake_session, strict):
 
     def failing(request):
         if is_summary_request(request):
-            state["summaries"] += 1
-            return chat_stream([])
+            state["summaries"] += 1  # the provider cannot summarize: no reply, no code summary (CTX-48)
+            return error(401, "invalid key", type="authentication_error")
         messages = request.json["messages"]
         questions = [m for m in messages if m["role"] == "user" and m["content"].startswith("Question")]
         steps = sum(1 for m in messages if m["role"] == "tool")
@@ -77,7 +78,7 @@ def test_ctx41_every_event_names_its_token_figures(fake_session, strict):
     failed = fake_session(**{**SMALL, "tools": ("calculator",)})
     ask(failed, f"Question 1. {LONG * 12}")
     ask(failed, f"Question 2. {LONG * 9}")
-    assert state["summaries"] == 3
+    assert state["summaries"] == 1
     events = RunEvent.objects.filter(run__session__in=[compacted, failed]).order_by("id")
     assert {e.payload["reason"] for e in events if e.type == "compaction_skipped"} == {"throttled_after_failure"}
     # compaction_started and compaction_skipped used to carry a bare "tokens".

@@ -9,6 +9,7 @@ import re
 import pytest
 from rest_framework.test import APIClient
 
+from context.compaction import SECTION_TITLES
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent, SessionMessage, SessionView
 from sessions.services.questions import question_ask
@@ -29,7 +30,7 @@ POLICY = {"context_ratio": 0.6, "target_ratio": 0.3}
 
 def _summary(request) -> str:
     asked = re.findall(r"Question (\d+)", summary_input(request.json["messages"]))
-    sections = [f"{n}. Section {n}: noted." for n in range(1, 10)]
+    sections = [f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10)]
     sections[5] = "6. All user messages: " + ", ".join(f"Question {q}" for q in dict.fromkeys(asked))
     return "<summary>\n" + "\n".join(sections) + "\n</summary>"
 

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from context.compaction import SECTION_TITLES
 from models_catalog.client import collect, get_chat_client
 from models_catalog.errors import ContextOverflowError, StreamCutError
 from runloop.compaction_manual import compaction_manual
@@ -114,7 +115,7 @@ VERY_LONG = LONG
 
 
 def summary_text() -> str:
-    return "<summary>\n" + "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10)) + "\n</summary>"
+    return "<summary>\n" + "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10)) + "\n</summary>"
 
 
 @pytestmark_db

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from context.compaction import RUNTIME_STATE_HEADER
+from context.compaction import RUNTIME_STATE_HEADER, SECTION_TITLES
 from runloop.compaction_manual import compaction_manual
 from sessions.frames import frame_initial, plan_text
 from sessions.models import CompactionSnapshot, Instance, Run, RunEvent
@@ -67,7 +67,7 @@ def test_ctx36_the_plan_comes_through_a_compaction_verbatim_from_the_frame_not_t
 
     def handler(request):
         if is_summary(request.json["messages"]):
-            sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+            sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10))
             return chat_stream([f"<summary>\n{sections}\n</summary>"])  # says nothing of the plan
         if request.json["messages"][-1]["role"] == "user":  # a new question: plan first
             return chat_stream(tool_calls=[_plan_call()])
@@ -92,7 +92,7 @@ def _block(view: list[dict]) -> str:
 
 def _summaries_and_long_answers(request):
     if is_summary(request.json["messages"]):
-        sections = "\n".join(f"{n}. Section {n}: noted." for n in range(1, 10))
+        sections = "\n".join(f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10))
         return chat_stream([f"<summary>\n{sections}\n</summary>"])  # says nothing of calls or plans
     return chat_stream(["Here are the figures for every region in detail. " * 20])
 

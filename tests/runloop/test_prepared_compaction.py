@@ -13,6 +13,7 @@ import time
 import pytest
 
 from agents.services import agent_publish, agent_update
+from context.compaction import SECTION_TITLES
 from runloop.compaction_manual import compaction_manual
 from runloop.loop import run_execute
 from sessions.models import CompactionSnapshot, ModelCall, PreparedCompaction, Run, RunEvent, SessionMessage
@@ -41,8 +42,9 @@ class SlowSummaries:
     """Answers questions at once and summaries after ``SUMMARY_SECONDS``; a summary may
     also wait for ``gate`` (a test opens it when it has done what happens meanwhile)."""
 
-    def __init__(self, *, empty: bool = False) -> None:
-        self.empty = empty  # a summarizer that answers nothing (CTX-35: a failed summary)
+    def __init__(self, *, empty: bool = False, down: bool = False) -> None:
+        self.empty = empty  # a summarizer that answers nothing (CTX-35: a failed summary; CTX-48 writes one)
+        self.down = down  # a provider that refuses every summary (no reply: the compaction fails)
         self.gate = threading.Event()
         self.gate.set()
         self.summaries_started = threading.Event()
@@ -58,9 +60,11 @@ class SlowSummaries:
             self.gate.wait(timeout=120)
             if self.empty:
                 return chat_stream([])
+            if self.down:
+                return error(401, "invalid key", type="authentication_error")
             time.sleep(SUMMARY_SECONDS)  # the provider's own latency for a long summary
             asked = [part.split(".")[0] for part in summary_input(messages).split(ASKED + " ")[1:]]
-            sections = [f"{n}. Section {n}: noted." for n in range(1, 10)]
+            sections = [f"{n}. {SECTION_TITLES[n - 1]}: noted." for n in range(1, 10)]
             sections[5] = "6. All user messages: " + ", ".join(f"{ASKED} {q}" for q in dict.fromkeys(asked))
             return chat_stream(["<summary>\n" + "\n".join(sections) + "\n</summary>"])
         self.actions += 1
@@ -282,7 +286,7 @@ def test_ctx45_a_summary_prepared_under_another_policy_is_discarded_and_the_view
 
 def test_ctx45_a_failed_preparation_holds_the_next_one_back_like_a_failed_compaction(fake_session, strict,
                                                                                      preparations):
-    provider = SlowSummaries(empty=True)
+    provider = SlowSummaries(down=True)
     strict.handler = provider
     session = fake_session(**SMALL)
     number = 1
@@ -293,12 +297,13 @@ def test_ctx45_a_failed_preparation_holds_the_next_one_back_like_a_failed_compac
     preparations.wait()
     failed = PreparedCompaction.objects.get(session=session)
     assert (failed.status, failed.reason) == ("failed", "summary_failed")
-    assert failed.metrics["summary_calls"] == 3 and provider.summary_requests == 3  # CTX-35's three attempts
+    # CTX-35: a deterministic error is not retried; CTX-48: no reply came, so code writes nothing.
+    assert failed.metrics["summary_calls"] == 1 and provider.summary_requests == 1
 
     # CTX-44: the view has not grown by a tenth since: no new preparation, no summary paid for.
     ask(session, "A short one.")
     preparations.wait()
     assert PreparedCompaction.objects.filter(session=session).count() == 1
-    assert provider.summary_requests == 3
+    assert provider.summary_requests == 1
     assert not CompactionSnapshot.objects.filter(instance__run__session=session).exists()
     assert strict.rejections == []

@@ -231,3 +231,21 @@ def test_tool_arguments_are_shown_as_indented_json_and_other_text_as_it_came():
     ])
     assert items[1].arguments == '{\n  "expression": "6*7",\n  "why": "<b>x</b>"\n}'
     assert items[2].arguments == "not json {"
+
+
+def test_ctx48_a_summary_written_by_code_says_so_in_plain_words():
+    from django.template.loader import render_to_string
+
+    by_code = items_from_records([rec("compaction_summary", summary="1. Primary requests and intent (written …",
+                                      metrics={"summary_source": "code"})])
+    by_model = items_from_records([rec("compaction_summary", summary="1. Primary requests and intent: x",
+                                       metrics={"summary_source": "model"})])
+    assert by_code[0].by_code and not by_model[0].by_code
+    run = SimpleNamespace(run=SimpleNamespace(status="completed", pk=1, waiting_reason=""), items=by_code, plan=None,
+                          last_seq=3, live=False)
+    html = render_to_string("web/_run.html", {"run": run, "agent_name": "Agent"})
+    assert "Earlier messages were summarized by the platform, not by the model" in html
+    assert "did not pass the platform's check" in html
+    run.items = by_model
+    html = render_to_string("web/_run.html", {"run": run, "agent_name": "Agent"})
+    assert "not by the model" not in html and "Earlier messages were summarized" in html
