@@ -49,6 +49,7 @@ class Provider:
         self.summary_calls = 0
         self.pin_seq: int | None = None
         self.plans = 0
+        self.answered = False
 
     def __call__(self, request):
         messages = request.json["messages"]
@@ -60,7 +61,9 @@ class Provider:
             self.plans += 1
             return chat_stream(tool_calls=[{"id": "plan-1", "name": "update_plan", "arguments": json.dumps(
                 {"steps": [{"step": "Keep the release code word", "status": "in_progress"}], "pin": [seq]})}])
-        if len(messages) <= 3:  # the first answer carries the fact the agent will pin
+        if not self.answered:  # the first answer carries the fact the agent will pin (only it:
+            # after a compaction the Anthropic wire's merged view is as short as the first request)
+            self.answered = True
             return chat_stream([CODE_WORD])
         return chat_stream(["Noted. " + "Growth is steady across the regions this quarter. " * 5])
 
