@@ -328,6 +328,8 @@ class CompactionFigures:
     masked_results: int | None = None
     mask_tokens_removed: int | None = None
     summary_tokens_removed: int | None = None
+    pins_kept: int | None = None  # CTX-50: pins quoted verbatim, and those summarized for lack of room
+    pins_summarized: int | None = None
     verdict: CheckVerdict = CheckVerdict(None, "", ())  # CTX-48: the summary check's, and who wrote it
 
     @property
@@ -381,5 +383,7 @@ def compaction_figures(metrics: Any, *, estimator_id: str = "") -> CompactionFig
         masked_results=_int_or_none(m.get("masked_results")),
         mask_tokens_removed=metric_number(m.get("mask_tokens_removed")),
         summary_tokens_removed=metric_number(m.get("summary_tokens_removed")),
+        pins_kept=_int_or_none(m.get("pins_kept")),
+        pins_summarized=_int_or_none(m.get("pins_summarized")),
         verdict=check_verdict(m),
     )

@@ -129,16 +129,18 @@ def test_ctx47_the_page_shows_the_tiers_and_the_tokens_each_removed(console, sto
     compaction(story.first, covered_seq=5, tiers=["mask"], masked_results=3, mask_tokens_removed=60_000,
                summary_tokens_removed=0, summary_calls=0, summary_chars=0, segments=[])
     compaction(story.second, covered_seq=9, tiers=["mask", "summary"], masked_results=2, mask_tokens_removed=12_000,
-               summary_tokens_removed=28_000)
+               summary_tokens_removed=28_000, pins_kept=2, pins_summarized=1)
     html = console.get(compactions(story.session.pk)).content.decode()
     rows = dict(re.findall(r'<tr id="compaction-(\d+)">(.*?)</tr>', html, flags=re.S))
-    folded = re.search(r'<td class="tiers">(.*?)</td>', rows["1"], flags=re.S).group(1)
+    folded = re.search(r'<div class="tiers">(.*?)</div>', rows["1"], flags=re.S).group(1)
     assert '<span class="tier tier-mask">folded</span>' in folded and "3 results, &minus;60,000 tokens" in folded
     assert "tier-summary" not in folded and "read the summary" not in rows["1"]  # no summary to read
-    both = re.search(r'<td class="tiers">(.*?)</td>', rows["2"], flags=re.S).group(1)
+    both = re.search(r'<div class="tiers">(.*?)</div>', rows["2"], flags=re.S).group(1)
     assert "2 results, &minus;12,000 tokens" in both
     assert '<span class="tier tier-summary">summary</span> <small>&minus;28,000 tokens</small>' in both
     assert "read the summary" in rows["2"]
+    # CTX-50: the pins the summary tier quoted verbatim, and those it summarized for lack of room.
+    assert "pins: 2 quoted verbatim, 1 summarized for lack of room" in rows["2"] and "pins:" not in rows["1"]
 
 
 @pytest.mark.django_db(transaction=True)
