@@ -19,13 +19,18 @@ only when the one before is not enough:
    ledger shrink to the newest three, the answer to 80 characters, and every user
    message goes down to 24 characters; then no call, ledger entry or answer is shown
    (counted), and every user message goes down to its first 9 characters;
-4. only then are user messages left out: the oldest after the first (the first states
-   the goal), counted in their place ("3 earlier messages not shown");
+4. only then are user messages left out: the oldest after the opening ones, counted in
+   their place ("3 earlier messages not shown");
 5. what is still over is shortened between sentences as a model's summary is
    (``fit_summary``).
 
 A message is shortened before any is dropped: the first question (the goal) and a
-standing instruction given early are worth more as a head than as nothing.
+standing instruction given early are worth more as a head than as nothing. The opening
+messages (the first ``OPENING``) are where a session states its goal and the rules that
+stand for all of it ("never touch vendor/", "always answer in French"): while the others
+are shortened below ``OPENING_CHARS``, they keep that many characters, and they are never
+the ones left out. The continuity benchmark (CTX-52) found the rule's need: a standing rule
+planted in the second message lost its words to the uniform 60-character heads.
 """
 
 from __future__ import annotations
@@ -56,6 +61,10 @@ OUTCOMES = {"ok": "done", "error": "failed", "timeout": "failed", "cancelled": "
             "denied": "denied", "pending": "pending", "done": "done", "failed": "failed"}
 
 
+OPENING = 3  # the session's opening user messages: the goal and its standing rules
+OPENING_CHARS = 240  # what each keeps while the others are shortened further
+
+
 @dataclass(frozen=True)
 class _Shape:
     """How much of each part is shown (see the module docstring's rule)."""
@@ -63,8 +72,9 @@ class _Shape:
     message_chars: int | None  # None: whole
     calls: int | None
     answer_chars: int
-    dropped: int = 0  # the oldest messages after the first left out
+    dropped: int = 0  # the oldest messages after the opening ones left out
     terse: bool = False
+    opening_chars: int = OPENING_CHARS  # 0 when even the fewest messages do not fit beside them
 
 
 def _flat(text: str) -> str:
@@ -167,6 +177,11 @@ def _newest(lines: list[str], count: int | None, what: str) -> list[str]:
         f"- ({len(lines)} {what} not shown)"]
 
 
+def opening_count(users: Sequence[str]) -> int:
+    """How many of ``users`` are the opening messages (never all: the latest is not one)."""
+    return max(1, min(OPENING, len(users) - 1))
+
+
 def render_code_summary(users: Sequence[str], calls: Sequence[Mapping[str, Any]], answer: str | None,
                         ledger: Sequence[Mapping[str, Any]], shape: _Shape) -> str:
     """The nine sections (CTX-34) from the records' facts, shown as ``shape`` says."""
@@ -182,10 +197,12 @@ def render_code_summary(users: Sequence[str], calls: Sequence[Mapping[str, Any]]
     for c in calls:
         status = OUTCOMES.get(str(c.get("status")), "unknown")
         counts[status] = counts.get(status, 0) + 1
-    user_lines = [f"- “{shorten(u, shape.message_chars)}”" for u in users]
-    if shape.dropped:  # the first (the goal) stays; the oldest after it go
-        gone = min(shape.dropped, len(users) - 1)
-        user_lines[1:1 + gone] = [f"- ({gone} earlier message{'s' if gone != 1 else ''} not shown)"]
+    limit, opening = shape.message_chars, opening_count(users)
+    user_lines = [f"- “{shorten(u, limit if limit is None or i >= opening else max(limit, shape.opening_chars))}”"
+                  for i, u in enumerate(users)]
+    if shape.dropped:  # the opening ones (the goal, the standing rules) stay; the oldest after them go
+        gone = min(shape.dropped, len(users) - opening)
+        user_lines[opening:opening + gone] = [f"- ({gone} earlier message{'s' if gone != 1 else ''} not shown)"]
     latest = shorten(users[-1], min(200 if not shape.terse else 40, shape.message_chars or 200)) if users else ""
     if shape.terse:  # a small room: no sentence that the records do not fill
         bodies = [[], [], ledger_lines, _newest(failed, shape.calls, "failed calls"),
@@ -251,16 +268,22 @@ def code_summary(request: CompactionRequest, *, summarized: Sequence[Mapping[str
                 else:
                     high = middle - 1
             return render(replace(shape, message_chars=low))
-    tight = _Shape(10, 0, 0, terse=True)
-    low, high = 1, max(1, len(users) - 1)  # the fewest messages after the first left out
-    while low < high:
-        middle = (low + high) // 2
-        if fits(replace(tight, dropped=middle)):
-            high = middle
-        else:
-            low = middle + 1
-    text = render(replace(tight, dropped=low if len(users) > 1 else 0))
-    return text if cost_of(text) <= max_units else fit_summary(text, max_units=max_units, cost_of=cost_of)
+    droppable = len(users) - opening_count(users)
+    # The opening messages keep their words unless even then nothing fits beside them: then
+    # they are shortened like the others rather than cut away whole by ``fit_summary``.
+    for opening_chars in (OPENING_CHARS, 0):
+        tight = _Shape(10, 0, 0, terse=True, opening_chars=opening_chars)
+        low, high = 1, max(1, droppable)  # the fewest messages after the opening ones left out
+        while low < high:
+            middle = (low + high) // 2
+            if fits(replace(tight, dropped=middle)):
+                high = middle
+            else:
+                low = middle + 1
+        text = render(replace(tight, dropped=low if droppable > 0 else 0))
+        if cost_of(text) <= max_units:
+            return text
+    return fit_summary(text, max_units=max_units, cost_of=cost_of)
 
 
 # CTX-48: why the summarizer gave no summary, when the code-written one replaces it.

@@ -264,3 +264,19 @@ def test_ctx48_the_range_ends_before_the_messages_kept_verbatim_even_when_the_re
     assert messages_in_range(history, []) == list(history.user_messages)
     assert messages_in_range(history, [{"role": "user", "content": "not in the records"}]) == list(
         history.user_messages)
+
+
+def test_ctx48_the_opening_messages_keep_their_words_while_the_others_are_shortened_or_left_out() -> None:
+    """The goal and a standing rule given in the session's opening messages survive a small
+    room: the others are shortened first, and only messages after the opening ones go."""
+    rule = "One standing rule for the whole session (amber-lynx): never change files under vendor/, ever."
+    users = ["The goal (cobalt-heron): ship the release.", rule,
+             *(f"Message {n}: " + "more detail on the quarterly figures. " * 6 for n in range(30)), "What now?"]
+    req = replace(request(rounds(2)), history=HistoryFacts(user_messages=tuple(users)))
+    for room in (3_000, 1_800, 900):
+        text = code_summary(req, summarized=[], retained=[], max_units=room, cost_of=len)
+        assert len(text) <= room and "amber-lynx" in text and "cobalt-heron" in text, room
+        assert "Message 5: more detail on the quarterly figures. more detail" not in text  # the others shortened
+    text = code_summary(req, summarized=[], retained=[], max_units=900, cost_of=len)
+    section = text.split("6. ")[1]
+    assert section.index("amber-lynx") < section.index("not shown)")  # left out after the opening ones
