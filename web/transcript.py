@@ -135,7 +135,8 @@ class Notice:
 @dataclass
 class Summary:
     """Where earlier messages were summarized: the summary the model reads from here on,
-    which is the person's own data and opens from the marker."""
+    which is the person's own data and opens from the marker. Kind ``folded``: a compaction
+    that only folded older tool results (CTX-47); ``text`` says so."""
 
     text: str
     kind: str = "summary"
@@ -358,7 +359,9 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             metrics = message.get("metrics")  # CTX-50: pins left out for lack of room
             left_out = [seq for seq in ((metrics.get("pins_summarized_seqs") if isinstance(metrics, dict) else None)
                                         or []) if isinstance(seq, int)]
-            items.append(Notice(FOLDED_NOTICE) if count and not message.get("summary") else
+            # A compaction that only folded (CTX-47) is a marker too: the chat can undo it (CTX-51).
+            items.append(Summary(FOLDED_NOTICE, kind="folded", folded=count, seq=record.seq)
+                         if count and not message.get("summary") else
                          Summary(shown[(index, "summary")], folded=count, seq=record.seq,
                                  pins_summarized=left_out, by_code=summary_by_code(message)))
         # Everything else (metadata kinds) is not part of the chat.

@@ -1269,7 +1269,10 @@
         showAlert(requestError(result));
         return;
       }
-      setStatus("Summary undone: from your next question the agent reads the earlier messages in full again.", false);
+      setStatus(button.closest(".summary-actions").previousElementSibling &&
+                button.closest(".summary-actions").previousElementSibling.classList.contains("folded-marker")
+                ? "Folding undone: from your next question the agent reads those tool results in full again."
+                : "Summary undone: from your next question the agent reads the earlier messages in full again.", false);
       preparedRefresh();  // a summary prepared of the view it replaced is discarded
       if (runId) loadRun(result.data.run || runId);  // its marker now says "summary undone"
     });

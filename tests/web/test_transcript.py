@@ -121,7 +121,8 @@ def test_ctx47_a_compaction_that_only_folded_tool_results_says_so_and_marks_each
     steps = [item for item in items if isinstance(item, Step)]
     assert [step.folded_seq for step in steps] == [2, None]  # the chat says which result the model sees folded
     assert steps[0].result == "42"  # the records are untouched: opening the step reads it whole
-    assert isinstance(items[-1], Notice) and items[-1].text == FOLDED_NOTICE
+    # A marker of its own kind (not a summary), which the chat can undo (CTX-51, web/undone.py).
+    assert items[-1] == Summary(FOLDED_NOTICE, kind="folded", folded=1) and items[-1].seq == 5
     assert "folded" in FOLDED_NOTICE and "open one to read it whole" in FOLDED_NOTICE
     # Folded, then summarized: the summary's marker says both.
     records[-1].message = {"summary": "<summary>1. Goal</summary>", "metrics": {"tiers": ["mask", "summary"],
