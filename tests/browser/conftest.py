@@ -151,6 +151,10 @@ def page_factory(browser) -> Iterator[Callable]:
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(10_000)
+        # An assertion waits for its condition as long as an action may (Playwright's own
+        # default is 5 s): on a busy 2-core machine a page's first fetches can take longer.
+        from playwright.sync_api import expect
+        expect.set_options(timeout=10_000)
         page.dialogs = []
         page.script_errors = []
 
