@@ -8,6 +8,7 @@ input, where compaction triggers and what it aims for (CTX-21/22).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from context.calibration import usage_prompt_tokens
@@ -39,3 +40,31 @@ def step_measured(state: RunState, *, estimate: int, usage: dict[str, Any] | Non
     tokens = sent + figures.figure(figures.estimates.message(answer))
     return "context_measured", context_measured(state, tokens=tokens,
                                                 measured_by="provider" if counted is not None else "estimate")
+
+
+@dataclass(frozen=True)
+class MeterShown:
+    """What the meter shows of a measurement: ``value`` on the bar, never above
+    ``maximum``, and whether the figure is past the trigger or the maximum."""
+
+    value: int
+    maximum: int
+    past_trigger: bool
+    past_maximum: bool
+
+
+def meter_shown(tokens: int | None, maximum: int | None, trigger: int | None) -> MeterShown:
+    """The meter's reading of a figure (the browser reads its updates the same way, chat.js
+    ``meterReading``).
+
+    A figure is the size of the *next* request: the last one sent plus the answer it got
+    (and, in the browser, the question being sent). The trigger judges a request only when
+    it is about to be sent, so between two requests the figure may be past the trigger, or
+    past the maximum one request may hold (an answer adds up to the output reserve): the
+    next request is then summarized before it goes. The bar stops at its maximum and the
+    words say what happens next; the figure itself is never altered."""
+    tokens = max(0, int(tokens or 0))
+    maximum = max(0, int(maximum or 0))
+    return MeterShown(value=min(tokens, maximum), maximum=maximum,
+                      past_trigger=bool(trigger) and tokens >= int(trigger or 0),
+                      past_maximum=tokens > maximum)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runloop.meter import meter_shown
 from sessions.models import Run, SessionMessage
 from sessions.selectors.compactions import UndoTarget, undo_target
 from web.folded import folded_seqs
@@ -92,12 +93,35 @@ def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, lat
 
 
 def meter_label(meter: dict) -> str:
-    """The context meter's words (the browser words its updates the same way, chat.js)."""
+    """The context meter's words (the browser words its updates the same way, chat.js).
+
+    The figure is the next request's size, which may be past the trigger or past the
+    maximum between two requests (``runloop.meter.meter_shown``): then the words say what
+    happens before the next answer rather than read "3,857 of 3,456"."""
     tokens, room = meter.get("tokens") or 0, meter.get("effective_input_tokens") or 0
+    shown = meter_shown(tokens, room, meter.get("trigger_tokens"))
     about = "about " if meter.get("measured_by") == "estimate" else ""
-    text = f"{about}{tokens:,} of {room:,} tokens"
-    if meter.get("failed_request"):
-        text += " in the request that failed"
+    failed = " in the request that failed" if meter.get("failed_request") else ""
+    if shown.past_maximum:
+        text = f"{about}{tokens:,} tokens{failed}, more than the {room:,} one request may hold"
+    else:
+        text = f"{about}{tokens:,} of {room:,} tokens{failed}"
     if meter.get("trigger_tokens"):
         text += f" · summarized at {meter['trigger_tokens']:,}, down to about {meter.get('target_tokens') or 0:,}"
+        if shown.past_trigger and not failed:
+            text += f" · {PAST_TRIGGER_WORDS}"
     return text
+
+
+def meter_page(meter: dict) -> dict:
+    """The meter as the page renders it: the bar's value (never above its maximum) and the
+    legend's figures, worded as ``meter_label`` words them."""
+    shown = meter_shown(meter.get("tokens"), meter.get("effective_input_tokens"), meter.get("trigger_tokens"))
+    legend = {name: f"{meter.get(key) or 0:,}" for name, key in (
+        ("prepare", "prepare_tokens"), ("trigger", "trigger_tokens"), ("target", "target_tokens"),
+        ("maximum", "effective_input_tokens"))}
+    return {"value": shown.value, "legend": legend, "marked": bool(meter.get("trigger_tokens"))}
+
+
+# Said when the next request is past the trigger: the loop summarizes before it is sent.
+PAST_TRIGGER_WORDS = "earlier messages will be summarized before the next answer"

@@ -25,7 +25,7 @@ from sessions.selectors.sessions import prepared_summary_state, session_get_for_
 from sessions.services.sessions import session_draft
 from web.errors import error_table
 from web.folded import FOLDED_NOTICE
-from web.presenters import meter_label
+from web.presenters import meter_label, meter_page
 from web.rendered_runs import runs_rendered
 from web.security import LimitedAuthenticationForm, limited_login, login_locked, with_csp
 from web.selectors import (
@@ -133,6 +133,7 @@ def session_new(request):
     return render(request, "web/session.html", _shell(
         request, session=draft, runs=[], page=RunsPage(runs=[], earlier_before=None, is_latest_page=True),
         is_demo=provider_is_offline(draft.version.provider), meter=meter, meter_text=meter_label(meter),
+        meter_page=meter_page(meter),
         chat_config=config, is_draft=True,
     ))
 
@@ -217,5 +218,6 @@ def _session_page(request, session_id: int):
         is_demo=provider_is_offline(session.version.provider),
         meter=meter,
         meter_text=meter_label(meter),
+        meter_page=meter_page(meter),
         chat_config=config,
     ))

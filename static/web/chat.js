@@ -328,14 +328,45 @@
   var meterLast = null;
   var meterExtraChars = 0;
 
+  function meterReading(m) {
+    // Read as the server reads it (runloop/meter.py, meter_shown): the figure is the next
+    // request's size, which may pass the trigger, or the maximum, before that request is
+    // summarized; the bar stops at its maximum and the words say what happens next.
+    var tokens = Math.max(0, Number(m.tokens || 0));
+    var maximum = Math.max(0, Number(m.effective_input_tokens || 0));
+    return { value: Math.min(tokens, maximum), pastTrigger: !!m.trigger_tokens && tokens >= m.trigger_tokens,
+             pastMaximum: tokens > maximum };
+  }
+
   function meterLabel(m) {
     // Worded as the server words it (web/presenters.py, meter_label).
-    var text = (m.measured_by === "estimate" ? "about " : "") + figure(m.tokens) + " of " +
-      figure(m.effective_input_tokens) + " tokens";
-    if (m.failed_request) text += " in the request that failed";
+    var reading = meterReading(m);
+    var failed = m.failed_request ? " in the request that failed" : "";
+    var text = (m.measured_by === "estimate" ? "about " : "") + figure(m.tokens) +
+      (reading.pastMaximum ? " tokens" + failed + ", more than the " + figure(m.effective_input_tokens) + " one request may hold"
+                           : " of " + figure(m.effective_input_tokens) + " tokens" + failed);
     if (m.streaming) text += " (a rough count in the browser while the answer streams)";
-    if (m.trigger_tokens) text += " · summarized at " + figure(m.trigger_tokens) + ", down to about " + figure(m.target_tokens);
+    if (m.trigger_tokens) {
+      text += " · summarized at " + figure(m.trigger_tokens) + ", down to about " + figure(m.target_tokens);
+      // A summary being prepared is committed when ready, or sooner if the request would not fit.
+      if (reading.pastTrigger && !failed) {
+        text += preparedState === "preparing" && !reading.pastMaximum
+          ? " · earlier messages will be summarized once the summary being prepared is ready"
+          : " · earlier messages will be summarized before the next answer";
+      }
+    }
     return text;
+  }
+
+  function meterLegend(m) {
+    var legend = document.getElementById("meter-legend");
+    if (!legend) return;
+    legend.hidden = !m.trigger_tokens;
+    var values = { prepare: m.prepare_tokens, trigger: m.trigger_tokens, target: m.target_tokens,
+                   maximum: m.effective_input_tokens };
+    legend.querySelectorAll("[data-legend]").forEach(function (node) {
+      node.textContent = figure(values[node.getAttribute("data-legend")]);
+    });
   }
 
   function meterMark(name, value, max) {
@@ -352,9 +383,9 @@
     meterShow(m);
   }
 
-  function meterGrow(chars) {
+  function meterGrow(chars, again) {
     // What the browser sent or received since the server's last figure: the question, the streamed answer.
-    if (!meterLast || !chars) return;
+    if (!meterLast || (!chars && !again)) return;
     meterExtraChars += chars;
     var m = {};
     for (var name in meterLast) m[name] = meterLast[name];
@@ -367,7 +398,8 @@
 
   function meterShow(m) {
     meter.max = m.effective_input_tokens;
-    meter.value = m.tokens || 0;
+    meter.value = meterReading(m).value;  // never above its maximum
+    meter.setAttribute("data-tokens", String(m.tokens || 0));
     if (m.target_tokens) meter.low = m.target_tokens; else meter.removeAttribute("low");
     if (m.trigger_tokens) meter.high = m.trigger_tokens; else meter.removeAttribute("high");
     var label = meterLabel(m);
@@ -376,24 +408,103 @@
     meterMark("target", m.target_tokens, m.effective_input_tokens);
     meterMark("trigger", m.trigger_tokens, m.effective_input_tokens);
     meterMark("prepare", m.prepare_tokens, m.effective_input_tokens);
+    meterLegend(m);
+  }
+
+  function meterRelabel() {
+    // The words depend on the summary's state too (being prepared or not).
+    if (!meter || !meterLast) return;
+    if (meterExtraChars) meterGrow(0, true); else meterShow(meterLast);
   }
 
   // CTX-45: a summary prepared in the background, so that compacting takes no waiting.
   var preparedNote = document.getElementById("prepared-note");
+  // Only what is known: a prepared summary is used if the conversation it covers is
+  // unchanged when summarizing is needed; otherwise a new one is made then.
   var PREPARED_WORDS = {
     preparing: "Preparing a summary of earlier messages in the background; you can go on meanwhile.",
-    ready: "Summary ready: the next compaction should not keep you waiting."
+    ready: "A summary of earlier messages is ready in advance; it is used when summarizing is needed, " +
+           "if what it covers has not changed."
   };
   var preparedState = null;
   var preparedTimer = null;
 
   function preparedSet(status) {
+    var was = preparedState;
     preparedState = PREPARED_WORDS[status] ? status : null;
+    if (was !== preparedState) meterRelabel();
     if (!preparedNote) return;
-    preparedNote.textContent = preparedState ? PREPARED_WORDS[preparedState] : "";
-    preparedNote.hidden = !preparedState;
-    preparedNote.setAttribute("data-prepared", preparedState || "");
+    // One state at a time: while earlier messages are being summarized, that is what is said.
+    var shown = compacting ? null : preparedState;
+    preparedNote.textContent = shown ? PREPARED_WORDS[shown] : "";
+    preparedNote.hidden = !shown;
+    preparedNote.setAttribute("data-prepared", shown || "");
   }
+
+  // ---------------------------------------------------------------- a compaction under way
+  // Said in the status line, one state at a time, with how long it has taken and, for a
+  // summary made in parts, how many parts are done (compaction_progress).
+  var compacting = null;  // {started: ms, done: parts done, of: parts planned, retrying: bool}
+  var compactingTimer = null;
+
+  function compactingWords() {
+    var text = "Summarizing earlier messages to fit the model's context";
+    if (compacting.of > 1 || compacting.done) {
+      text += " — " + compacting.done + " of " + compacting.of + (compacting.of === 1 ? " part" : " parts") + " done";
+    }
+    if (compacting.retrying) text += ", asking the model again";
+    var seconds = Math.floor((Date.now() - compacting.started) / 1000);
+    return text + "… " + (seconds >= 1 ? seconds + " s" : "");
+  }
+
+  function compactingShow() {
+    if (!compacting) return;
+    setStatus(compactingWords().trim(), true);
+  }
+
+  function compactingStart() {
+    if (!compacting) compacting = { started: Date.now(), done: 0, of: 0, retrying: false };
+    clearInterval(compactingTimer);
+    compactingTimer = setInterval(compactingShow, 1000);
+    preparedSet(preparedState);  // hidden meanwhile
+    compactSync();
+    compactingShow();
+  }
+
+  function compactingProgress(data) {
+    if (!compacting) compactingStart();
+    var of = Number(data.of) || 1;
+    compacting.of = Math.max(of, compacting.of);
+    if (data.ok) {
+      compacting.done = Math.min(compacting.of, Math.max(compacting.done, Number(data.segment || 0) + 1));
+      compacting.retrying = false;
+    } else {
+      compacting.retrying = true;
+    }
+    compactingShow();
+  }
+
+  function compactingEnd() {
+    if (!compacting) return;
+    compacting = null;
+    clearInterval(compactingTimer);
+    preparedSet(preparedState);
+    compactSync();
+  }
+
+  // Compact now is offered only when it can start: not while an answer is being written
+  // (the run summarizes by itself when it needs to) nor while a summary is being made.
+  function compactSync() {
+    if (!compactButton) return;
+    var why = compacting ? "Not available: earlier messages are being summarized now."
+      : live ? "Not available while the agent is answering; it summarizes by itself when it needs room."
+      : compactRequested ? "Asking for a summary…" : "";
+    compactButton.disabled = !!why;
+    if (why) compactButton.setAttribute("title", why); else compactButton.removeAttribute("title");
+    var whyNode = document.getElementById("compact-why");
+    if (whyNode) whyNode.textContent = why;
+  }
+  var compactRequested = false;
 
   function preparedRefresh(startedAt, waitMs) {
     // Ask the session how its summary goes (GET /api/v1/sessions/{id}: prepared_summary);
@@ -429,7 +540,7 @@
       ended = true;
       source.close();
       clearTimeout(timer);
-      if (compactButton) compactButton.disabled = false;
+      compactingEnd();
       setStatus(text, false);
       loadRun(runId);
       preparedRefresh();  // a compaction ends every summary prepared of the view it replaced
@@ -439,6 +550,10 @@
     }, COMPACTION_WATCH_MS);
     source.addEventListener(EVENT.CONTEXT_MEASURED, function (event) {
       try { meterSet(JSON.parse(event.data)); } catch (e) { /* a malformed event changes nothing */ }
+    });
+    source.addEventListener(EVENT.COMPACTION_STARTED, function () { compactingStart(); });
+    source.addEventListener(EVENT.COMPACTION_PROGRESS, function (event) {
+      try { compactingProgress(JSON.parse(event.data) || {}); } catch (e) { /* a malformed event changes nothing */ }
     });
     COMPACTION_ENDS.forEach(function (type) {
       source.addEventListener(type, function (event) {
@@ -454,20 +569,22 @@
 
   function compactNow() {
     if (!compactButton || compactButton.disabled) return;
-    compactButton.disabled = true;
+    compactRequested = true;
+    compactSync();
     showAlert("");
     request("POST", config.urls.compact).then(function (result) {
+      compactRequested = false;
       if (!result.ok) {
-        compactButton.disabled = false;
+        compactSync();
         showAlert(requestError(result));
         return;
       }
       if (result.data.status === "queued") {
-        setStatus("Summarizing earlier messages…", true);
+        compactingStart();
         watchCompaction(result.data.run);
       } else {
         // The working run summarizes before its next step; its events show it.
-        compactButton.disabled = false;
+        compactSync();
         setStatus("The agent will summarize earlier messages before its next step.", true);
       }
     });
@@ -703,8 +820,10 @@
         this.supplementReceived(String(data.id || ""));
         break;
       case EVENT.COMPACTION_STARTED:
+        if (main) compactingStart();
+        break;
       case EVENT.COMPACTION_PROGRESS:
-        setStatus("Compacting earlier messages to fit the model's context…", true);
+        if (main) compactingProgress(data);
         break;
       case EVENT.PROMPT_TRUNCATED:
         // CAT-10: the server cut the prompt without refusing: the answer shown so far read a
@@ -717,10 +836,12 @@
                            "summarized to fit and the question asked once more."), seq);
         break;
       case EVENT.COMPACTION_FAILED:
+        if (main) compactingEnd();
         this.notice("Compacting earlier messages did not succeed; the run goes on with what fits.", seq);
         break;
       case EVENT.COMPACTION_SKIPPED:
         // The trigger fired while a summary was still being prepared: it is committed later.
+        if (main) compactingEnd();
         if (data.reason === "summary_being_prepared") preparedSet("preparing");
         break;
       case EVENT.COMPACTION_PREPARING:
@@ -734,6 +855,7 @@
           // CTX-47: which tier ran -- older tool results folded, with no summary, or a summary;
           // CTX-48: a summary the platform wrote from the records says so, in plain words.
           var tiers = data.tiers || [];
+          compactingEnd();
           this.notice(tiers.indexOf("summary") < 0 && tiers.indexOf("mask") >= 0 ? config.foldedNotice
                       : data.summary_source === "code" ? config.compactedByCodeNotice : config.compactedNotice, seq);
           setStatus("Working…", true);
@@ -1077,6 +1199,8 @@
       stopButton.hidden = true;
       if (stopHadFocus) box.focus();
     }
+    if (mode === "ask") compactingEnd();  // a run that ended (stopped, failed) mid-compaction
+    compactSync();  // Compact now waits while a run works
   }
 
   function follow(section, after, written, events) {
