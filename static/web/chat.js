@@ -448,9 +448,9 @@
   var compactingTimer = null;
 
   function compactingWords() {
-    var text = "Summarizing earlier messages to fit the model's context";
+    var text = "Summarizing earlier messages";
     if (compacting.of > 1 || compacting.done) {
-      text += " — " + compacting.done + " of " + compacting.of + (compacting.of === 1 ? " part" : " parts") + " done";
+      text += ": " + compacting.done + " of " + compacting.of + (compacting.of === 1 ? " part" : " parts") + " done";
     }
     if (compacting.retrying) text += ", asking the model again";
     var seconds = Math.floor((Date.now() - compacting.started) / 1000);

@@ -162,8 +162,9 @@ def test_compact_now_and_a_question_take_turns_and_say_why_in_words(page, server
                                      chat_stream(["Second answer."]))
     ask(page, "First question")
     expect(page.locator(STREAMING)).to_contain_text("word1 ")
-    page.get_by_role("button", name="Compact now").click()
-    expect(page.locator("#chat-alert")).to_contain_text("An answer is running in this session. Wait for it to finish")
+    compact = page.get_by_role("button", name="Compact now")
+    expect(compact).to_be_disabled()  # not offered while the agent answers, and says why
+    expect(compact).to_have_accessible_description(re.compile("Not available while the agent is answering"))
     held.set()
     page.wait_for_selector(SETTLED, timeout=15_000)
 
@@ -187,7 +188,8 @@ def test_compact_now_and_a_question_take_turns_and_say_why_in_words(page, server
     compaction_dispatcher_set(busy_worker)
     try:
         page.get_by_role("button", name="Compact now").click()
-        expect(page.locator("#chat-status")).to_have_text("Summarizing earlier messages…")
+        expect(page.locator("#chat-status")).to_have_text(re.compile("^Summarizing earlier messages…"))
+        expect(page.get_by_role("button", name="Compact now")).to_be_disabled()
         ask(page, "Second question")
         expect(page.locator("#chat-alert")).to_contain_text(
             "Earlier messages are being summarized (Compact now). Wait until the summary is done")

@@ -25,7 +25,8 @@ pytestmark = [
 ]
 
 PREPARING = "Preparing a summary of earlier messages in the background; you can go on meanwhile."
-READY = "Summary ready: the next compaction should not keep you waiting."
+READY = ("A summary of earlier messages is ready in advance; it is used when summarizing is needed, "
+         "if what it covers has not changed.")
 QUESTION = LONG * 3  # a step smaller than the gap between the prepare point and the trigger
 MAX_QUESTIONS = 15
 
