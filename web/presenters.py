@@ -107,7 +107,7 @@ def meter_label(meter: dict) -> str:
     else:
         text = f"{about}{tokens:,} of {room:,} tokens{failed}"
     if meter.get("trigger_tokens"):
-        text += f" · summarized at {meter['trigger_tokens']:,}, down to about {meter.get('target_tokens') or 0:,}"
+        text += f" · summarized at {meter['trigger_tokens']:,}"  # what it aims for: the legend (_meter_legend.html)
         if shown.past_trigger and not failed:
             text += f" · {PAST_TRIGGER_WORDS}"
     return text

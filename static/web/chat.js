@@ -347,7 +347,7 @@
                            : " of " + figure(m.effective_input_tokens) + " tokens" + failed);
     if (m.streaming) text += " (a rough count in the browser while the answer streams)";
     if (m.trigger_tokens) {
-      text += " · summarized at " + figure(m.trigger_tokens) + ", down to about " + figure(m.target_tokens);
+      text += " · summarized at " + figure(m.trigger_tokens);  // what it aims for: the legend
       // A summary being prepared is committed when ready, or sooner if the request would not fit.
       if (reading.pastTrigger && !failed) {
         text += preparedState === "preparing" && !reading.pastMaximum
@@ -449,6 +449,7 @@
 
   function compactingWords() {
     var text = "Summarizing earlier messages";
+    if (compacting.awaited) text += " (finishing the summary prepared in the background)";
     if (compacting.of > 1 || compacting.done) {
       text += ": " + compacting.done + " of " + compacting.of + (compacting.of === 1 ? " part" : " parts") + " done";
     }
@@ -462,8 +463,9 @@
     setStatus(compactingWords().trim(), true);
   }
 
-  function compactingStart() {
-    if (!compacting) compacting = { started: Date.now(), done: 0, of: 0, retrying: false };
+  function compactingStart(data) {
+    if (!compacting) compacting = { started: Date.now(), done: 0, of: 0, retrying: false, awaited: false };
+    if (data && data.prepared_awaited) compacting.awaited = true;
     clearInterval(compactingTimer);
     compactingTimer = setInterval(compactingShow, 1000);
     preparedSet(preparedState);  // hidden meanwhile
@@ -551,7 +553,9 @@
     source.addEventListener(EVENT.CONTEXT_MEASURED, function (event) {
       try { meterSet(JSON.parse(event.data)); } catch (e) { /* a malformed event changes nothing */ }
     });
-    source.addEventListener(EVENT.COMPACTION_STARTED, function () { compactingStart(); });
+    source.addEventListener(EVENT.COMPACTION_STARTED, function (event) {
+      try { compactingStart(JSON.parse(event.data) || {}); } catch (e) { compactingStart(); }
+    });
     source.addEventListener(EVENT.COMPACTION_PROGRESS, function (event) {
       try { compactingProgress(JSON.parse(event.data) || {}); } catch (e) { /* a malformed event changes nothing */ }
     });
@@ -820,7 +824,7 @@
         this.supplementReceived(String(data.id || ""));
         break;
       case EVENT.COMPACTION_STARTED:
-        if (main) compactingStart();
+        if (main) compactingStart(data);
         break;
       case EVENT.COMPACTION_PROGRESS:
         if (main) compactingProgress(data);
