@@ -120,7 +120,8 @@ def test_a_figure_above_the_maximum_reads_as_what_will_happen_and_the_bar_stops_
         if reloaded:
             page.reload()
         expect(meter).to_have_js_property("value", maximum)
-        expect(figures).to_contain_text(f"{measured['tokens']:,} tokens, more than the {maximum:,} one request may hold")
+        expect(figures).to_contain_text(
+            f"{measured['tokens']:,} tokens, more than the {maximum:,} one request may hold")
         expect(figures).to_contain_text("earlier messages will be summarized before the next answer")
         expect(figures).not_to_contain_text(f"{measured['tokens']:,} of {maximum:,}")
     _no_sideways_scroll(page)
@@ -170,11 +171,11 @@ def test_summarizing_is_one_state_with_its_progress_and_compact_now_waits_meanwh
             ask(page, f"Question {number}. {LONG * 3}")
             page.wait_for_selector(_settled(number), timeout=15_000)
         expect(page.locator(NOTE)).to_have_text(PREPARING)
-        for number in range(number + 1, number + 10):  # on, as each request still fits, until one does not
-            ask(page, f"Question {number}. {LONG * 3}")
-            expect(page.locator(f"{LAST_RUN}[data-live='1']").or_(page.locator(_settled(number)))).to_have_count(1)
-            outgrown = wait_for(lambda: page.locator(STATUS).inner_text().startswith("Summarizing")
-                                or page.locator(_settled(number)).count(), timeout=30)
+        for asked in range(number + 1, number + 10):  # on, as each request still fits, until one does not
+            ask(page, f"Question {asked}. {LONG * 3}")
+            expect(page.locator(f"{LAST_RUN}[data-live='1']").or_(page.locator(_settled(asked)))).to_have_count(1)
+            outgrown = wait_for(lambda asked=asked: page.locator(STATUS).inner_text().startswith("Summarizing")
+                                or page.locator(_settled(asked)).count(), timeout=30)
             if outgrown is True:
                 break
         else:
@@ -186,12 +187,13 @@ def test_summarizing_is_one_state_with_its_progress_and_compact_now_waits_meanwh
         expect(status).to_have_text(re.compile(rf"… (?!{first} s)\d+ s$"))  # the time goes on: it is alive
         expect(page.locator(NOTE)).to_be_hidden()  # one state at a time
         expect(compact).to_be_disabled()
-        expect(compact).to_have_accessible_description(re.compile("Not available: earlier messages are being summarized"))
+        expect(compact).to_have_accessible_description(
+            re.compile("Not available: earlier messages are being summarized"))
         _no_sideways_scroll(page)
         screenshot(page, f"chat-summarizing-{page.viewport_size['width']}")
 
         summarize.set()
-        page.wait_for_selector(_settled(number), timeout=30_000)
+        page.wait_for_selector(_settled(asked), timeout=30_000)
         expect(status).not_to_contain_text("Summarizing")
         expect(compact).to_be_enabled()
         expect(compact).not_to_have_attribute("title", re.compile("."))

@@ -57,8 +57,8 @@ def _outgrown(session, provider) -> tuple[Run, threading.Thread]:
         number += 1
         assert number < 14, "the session never reached the prepare point"
     wait_for(provider.summaries_started.is_set, timeout=60)  # a worker took it and asked the model
-    for number in range(number, number + 10):
-        run = question_ask(session=session, content=f"{ASKED} {number}. {LONG * 2}")
+    for asked in range(number, number + 10):
+        run = question_ask(session=session, content=f"{ASKED} {asked}. {LONG * 2}")
         thread = _in_thread(run)
         wait_for(lambda run=run, thread=thread: _awaited(run) or not thread.is_alive(), timeout=60)
         if _awaited(run):
