@@ -350,12 +350,29 @@
       text += " · summarized at " + figure(m.trigger_tokens);  // what it aims for: the legend
       // A summary being prepared is committed when ready, or sooner if the request would not fit.
       if (reading.pastTrigger && !failed) {
-        text += preparedState === "preparing" && !reading.pastMaximum
-          ? " · earlier messages will be summarized once the summary being prepared is ready"
+        text += reading.pastMaximum ? " · earlier messages will be summarized before the next answer"
+          : compactionHeld ? " · summarizing is held back for now (" + compactionHeld + ")"
+          : preparedState === "preparing" ? " · earlier messages will be summarized once the summary being prepared is ready"
           : " · earlier messages will be summarized before the next answer";
       }
     }
     return text;
+  }
+
+  // CTX-44 and CTX-51: past the trigger, a run may say summarizing is held back (after a
+  // failed summary, or the person's Undo) until the conversation grows or time passes.
+  var HELD_WORDS = {
+    throttled_after_failure: "the last attempt failed; it is tried again once the conversation grows by a tenth " +
+      "or in ten minutes",
+    held_after_undo: "you undid the last summary; it resumes once the conversation grows by a tenth"
+  };
+  var compactionHeld = "";
+
+  function meterHeld(reason) {
+    var words = HELD_WORDS[reason] || "";
+    if (words === compactionHeld) return;
+    compactionHeld = words;
+    meterRelabel();
   }
 
   function meterLegend(m) {
@@ -464,6 +481,7 @@
   }
 
   function compactingStart(data) {
+    meterHeld(null);
     if (!compacting) compacting = { started: Date.now(), done: 0, of: 0, retrying: false, awaited: false };
     if (data && data.prepared_awaited) compacting.awaited = true;
     clearInterval(compactingTimer);
@@ -846,6 +864,7 @@
       case EVENT.COMPACTION_SKIPPED:
         // The trigger fired while a summary was still being prepared: it is committed later.
         if (main) compactingEnd();
+        if (main) meterHeld(data.reason);
         if (data.reason === "summary_being_prepared") preparedSet("preparing");
         break;
       case EVENT.COMPACTION_PREPARING:
