@@ -255,3 +255,31 @@ def test_compact_now_shows_how_its_summary_goes_and_is_not_offered_meanwhile(pag
         for thread in threads:
             thread.join(timeout=20)
     assert page.script_errors == []
+
+
+def test_past_the_trigger_after_an_undo_the_meter_says_summarizing_is_held_back(page, server, session_low_target,
+                                                                                 fake_provider):
+    """CTX-51: the person undid the summary, so the next request past the trigger goes as it
+    is; the meter does not promise a summary before the next answer."""
+    from sessions.models import RunEvent
+
+    fake_provider.handler = Provider()
+    log_in(page, server, next_path=f"/sessions/{session_low_target.pk}/")
+    for number in (1, 2):
+        ask(page, f"Question {number}. {LONG * 4}")
+        page.wait_for_selector(_settled(number), timeout=15_000)
+    page.get_by_role("button", name="Compact now").click()
+    expect(page.locator(STATUS)).to_have_text("Earlier messages were summarized.", timeout=15_000)
+    page.get_by_role("button", name="Undo summary").click()
+    expect(page.locator(STATUS)).to_contain_text("Summary undone", timeout=15_000)
+
+    ask(page, f"Question 3. {LONG * 14}")  # past the trigger, still under the maximum
+    page.wait_for_selector(_settled(3), timeout=15_000)
+    skipped = [event.payload for event in RunEvent.objects.filter(run__session=session_low_target,
+                                                                  type="compaction_skipped")]
+    assert [payload["reason"] for payload in skipped] == ["held_after_undo"]
+    figures = page.locator("#context-figures")
+    expect(figures).to_contain_text(
+        "summarizing is held back for now (you undid the last summary; it resumes once the conversation grows")
+    expect(figures).not_to_contain_text("will be summarized before the next answer")
+    assert page.script_errors == []
