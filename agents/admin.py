@@ -243,8 +243,9 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         # The provider by its label, where the model's own field would show its registry name.
+        # The frozen server tools as their table only (frozen_server_tools), not the stored JSON text.
         return ["provider_name" if name == "provider" else name for name in super().get_fields(request, obj)
-                if name != "provider_name"]
+                if name not in ("provider_name", "server_tools")]
 
     @admin.display(description="Provider")
     def provider_name(self, obj: AgentVersion) -> str:

@@ -13,6 +13,7 @@ from agents.run_limits import MAX_LIMIT, SETTABLE
 from agents.server_tools import (
     is_server_ref,
     server_refs_check,
+    server_tools_difference,
     server_tools_freeze,
     tool_overrides_normalize,
 )
@@ -174,9 +175,9 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
     except ValidationFailed as exc:
         frozen = None
         changes.append(DraftChange(what="Server tools", before="", after=exc.message))
-    if frozen is not None and frozen != latest.server_tools and not (added or removed):
-        changes.append(DraftChange(what="Server tools", before="as published",
-                                   after="their descriptions or your overrides changed"))
+    difference = server_tools_difference(latest.server_tools, frozen) if frozen is not None else ""
+    if difference:
+        changes.append(DraftChange(what="Server tools", before="as published", after=difference))
     policy_before = latest.context_policy  # None: a version of the legacy character-threshold policy
     for name, value in context_policy_normalize(agent.context_policy).items():
         before = policy_before.get(name) if policy_before is not None else "legacy policy"
