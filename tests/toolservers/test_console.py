@@ -85,6 +85,7 @@ def test_console_the_version_page_lists_the_frozen_tools_and_their_drift(console
     page = console.get(f"/admin/agents/agentversion/{version.pk}/change/").content.decode()
     assert "tests__echo" in page and "input schema changed on the server" in page
     assert "tests__increment" in page and "as published" in page and "an unknown outcome on resume" in page
+    assert '"input_schema"' not in page and "&quot;input_schema&quot;" not in page  # a table, not the stored JSON
 
 
 # --- Adding saves once and says so; a duplicate name is a field error -----------------------
@@ -155,3 +156,48 @@ def test_console_bulk_delete_refuses_all_when_one_is_in_use(console, space, agen
     assert "Nothing was deleted." in page and "Helper (draft)" in page
     assert ToolServer.objects.count() == 2
     assert delete_page(console, spare).status_code == 200 and not ToolServer.objects.filter(name="spare").exists()
+
+
+# --- A version whose server no longer exists says so plainly -----------------------------------
+
+def test_console_the_agent_form_names_the_tools_of_a_server_that_no_longer_exists(console, agent, registered):
+    from agents.services import agent_update
+
+    agent_update(agent=agent, data={"tools": ["calculator", "tests.echo", "tests.add"]})
+    ToolServer.objects.filter(pk=registered.pk).delete()  # by the database, past the services' rule
+    url = f"/admin/agents/agent/{agent.pk}/change/"
+    page = console.get(url).content.decode()
+    assert "No longer offered: untick these" in page and "its server &#x27;tests&#x27; no longer exists" in page
+    form = {"name": agent.name, "instructions": agent.instructions, "model_connection": agent.model_connection_id,
+            "tools": ["calculator", "tests.echo", "tests.add"], "tool_overrides": "{}", "context_ratio": 0.8,
+            "target_ratio": 0.5, "max_compaction_calls": 3, "mask_tool_results": "on"}
+    refused = console.post(url, form).content.decode()
+    assert ("the server &#x27;tests&#x27; no longer exists, so these tools cannot be used: tests.echo, tests.add. "
+            "Untick them, or register a server named &#x27;tests&#x27; in this space again") in refused
+    saved = console.post(url, {**form, "tools": ["calculator"]}, follow=True)
+    assert "was changed successfully" in saved.content.decode()
+    agent.refresh_from_db()
+    assert agent.tools == ["calculator"]
+
+
+def test_console_next_version_says_the_server_is_gone_and_nothing_once_it_is_registered_again(
+        console, agent, registered, as_alice, mcp_server):
+    from agents.services import agent_publish, agent_update
+
+    agent_update(agent=agent, data={"tools": ["calculator", "tests.echo"]})
+    version = agent_publish(agent=agent)
+    ToolServer.objects.filter(pk=registered.pk).delete()
+    url = f"/admin/agents/agent/{agent.pk}/change/"
+    page = console.get(url).content.decode()
+    assert ("The server &#x27;tests&#x27; no longer exists: untick its tools (tests.echo), or register a server "
+            "named &#x27;tests&#x27; in this space again.") in page
+    assert "descriptions or your overrides" not in page
+    assert "the server &#x27;tests&#x27; no longer exists" in console.get(
+        f"/admin/agents/agentversion/{version.pk}/change/").content.decode()
+
+    assert as_alice.post("/api/v1/tool-servers", {"name": "tests", "url": mcp_server.url,
+                                                  "headers": mcp_server.headers}, format="json").status_code == 201
+    page = console.get(url).content.decode()
+    assert "Nothing to publish: the saved draft is the same as <strong>v1</strong>." in page
+    version_page = console.get(f"/admin/agents/agentversion/{version.pk}/change/").content.decode()
+    assert "as published" in version_page and "no longer exists" not in version_page
