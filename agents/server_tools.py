@@ -12,7 +12,7 @@ of the version carries the same bytes (stable prompt-cache prefix).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from agents.models import Agent
@@ -36,8 +36,9 @@ def is_server_ref(name: str) -> bool:
     return "." in name
 
 
-def server_refs_check(*, refs: list[str], space_id: int) -> None:
-    """Every reference names a listed tool of a server the space may use; else a 400."""
+def server_refs_check(*, refs: list[str], space_id: int, stored: Collection[str] = ()) -> None:
+    """Every reference names a listed tool of a server the space may use; else a 400.
+    ``stored``: the draft's tools as saved; those whose server is gone since are named as such."""
     if not refs:
         return
     servers = servers_for_space(space_id=space_id)
@@ -48,7 +49,7 @@ def server_refs_check(*, refs: list[str], space_id: int) -> None:
         # TOOL-6): say why, rather than that it does not exist.
         raise ValidationFailed("Server tools that cannot be offered.", fields={"tools": "; ".join(
             f"{ref} was left out when its server was listed: {why}" for ref, why in left_out.items())})
-    gone = _gone_text(unknown, servers)
+    gone = _gone_text([ref for ref in unknown if ref in stored], servers)
     if gone:
         raise ValidationFailed("Tools of a server that no longer exists.", fields={"tools": gone})
     if unknown:

@@ -1,7 +1,7 @@
 """Writes for agents: drafts with a complete context policy, and publishing frozen versions."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,7 +197,7 @@ DRAFT_FIELDS = ("name", "instructions", "model_connection", "tools", "tool_overr
 MAX_RETENTION_DAYS = 36_500
 
 
-def agent_tools_normalize(tools: Any, *, space_id: int) -> list[str]:
+def agent_tools_normalize(tools: Any, *, space_id: int, stored: Collection[str] = ()) -> list[str]:
     """The tool names, de-duplicated in order; a 400 for a built-in outside the registry or
     a ``"<server>.<tool>"`` that no server of the space lists (TOOL-3).
 
@@ -212,7 +212,7 @@ def agent_tools_normalize(tools: Any, *, space_id: int) -> list[str]:
             "Unknown tools.",
             fields={"tools": f"unknown: {', '.join(unknown)}; available: {', '.join(sorted(available))}"},
         )
-    server_refs_check(refs=[name for name in tools if is_server_ref(name)], space_id=space_id)
+    server_refs_check(refs=[name for name in tools if is_server_ref(name)], space_id=space_id, stored=stored)
     return list(dict.fromkeys(tools))
 
 
@@ -273,7 +273,8 @@ def agent_draft_validate(*, agent: Agent | None, space_id: int, data: Mapping[st
             errors["model_connection"] = "not a model connection of this agent's space"
         out["model_connection"] = connection
     checks = {
-        "tools": lambda raw: agent_tools_normalize(raw, space_id=space_id),
+        "tools": lambda raw: agent_tools_normalize(raw, space_id=space_id,
+                                                   stored=agent.tools if agent is not None else ()),
         "limits": agent_limits_normalize,
         "context_policy": lambda raw: _policy_merge(agent, raw),
     }
