@@ -279,6 +279,7 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
                                   "yes" if e["idempotent"] else "no (an unknown outcome on resume)",
                                   e["drift_text"] + (f" (listed {e['listed_at']:%Y-%m-%d %H:%M})"
                                                      if e["listed_at"] else "")) for e in entries))
-        return format_html('<div class="table-scroll"><table class="frozen-tools"><thead><tr><th>Tool</th><th>Function</th><th>Description'
-                           "</th><th>Annotations</th><th>Re-run on resume</th><th>On the server now</th></tr></thead>"
+        return format_html('<div class="table-scroll"><table class="frozen-tools"><thead><tr><th>Tool</th>'
+                           "<th>Function</th><th>Description</th><th>Annotations</th><th>Re-run on resume</th>"
+                           "<th>On the server now</th></tr></thead>"
                            "<tbody>{}</tbody></table></div>", rows)

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from django import forms
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 
 from agents.models import Agent
 from agents.run_limits import MAX_LIMIT, SETTABLE
@@ -78,7 +78,7 @@ class ToolPicker(forms.CheckboxSelectMultiple):
     """The tools as a wide list, grouped by server, each with what it does on its own line,
     instead of Django's narrow column of long labels."""
 
-    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> str:
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
         chosen = {str(v) for v in (value or [])}
         base = (attrs or {}).get("id") or f"id_{name}"
         groups = []

@@ -116,9 +116,10 @@ def server_tools_freeze(*, tools: list[str], overrides: Mapping[str, Mapping[str
         if found is None:
             server_name = ref.partition(".")[0]
             if server_name not in servers:
+                listed = ", ".join(_refs_of(refs, server_name))
                 raise ValidationFailed(
-                    f"The server {server_name!r} no longer exists: untick its tools ({', '.join(_refs_of(refs, server_name))}"
-                    f"), or register a server named {server_name!r} in this space again.",
+                    f"The server {server_name!r} no longer exists: untick its tools ({listed}), or register a server "
+                    f"named {server_name!r} in this space again.",
                     fields={"tools": _gone_text(refs, servers)})
             raise ValidationFailed(f"{ref} is no longer listed by its server: refresh the server, or untick the tool.",
                                    fields={"tools": f"{ref}: its server no longer lists it; refresh the server, "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import FAKE_KEY, screenshot
-from tests.browser.test_admin_browser import ada, admin_log_in, compact, metrics, run_to_the_end  # noqa: F401
+from tests.browser.test_admin_browser import ADA_PASSWORD, admin_log_in, compact, metrics, run_to_the_end
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.fakes.mcp_servers import TOKEN, ToolServerApp
 
@@ -24,6 +24,16 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume synchronous iterators"),
 ]
 WIDTHS = [(1280, False), (390, True)]
+
+
+@pytest.fixture
+def ada(django_user_model):
+    """The platform's admin: a staff superuser, and admin of her own space."""
+    from core.spaces.services import space_bootstrap_for_user
+
+    user = django_user_model.objects.create_superuser(username="ada", password=ADA_PASSWORD, email="ada@example.com")
+    space_bootstrap_for_user(user=user, name="Ada's lab")
+    return user
 
 
 @pytest.fixture
