@@ -57,6 +57,12 @@ def box_fits(page, selector: str) -> bool:
                    return true; }""")
 
 
+def whole(page, selector: str) -> bool:
+    """The element fits its box without scrolling (every column in sight)."""
+    return page.locator(selector).first.evaluate(
+        "el => el.getBoundingClientRect().width <= el.parentElement.clientWidth + 1")
+
+
 def chart_readable(page, selector: str) -> bool:
     """The chart is drawn at no less than 60% of its own size, so its labels stay legible."""
     return page.locator(selector).first.evaluate(
@@ -122,12 +128,14 @@ def test_the_tool_picker_the_version_page_and_the_compactions_fit_and_read(
     expect(table.locator("tbody tr")).to_have_count(3)
     expect(page.locator("#content")).not_to_contain_text('"input_schema"')
     assert page_fits(page) and box_fits(page, "table.frozen-tools")
+    assert width < 1280 or whole(page, "table.frozen-tools")
     screenshot(page, f"console-tools-version-{width}", full_page=True)
 
     page.goto(f"{server.url}/admin/agent_sessions/session/{session.pk}/compactions/")
     expect(page.locator("table.compactions tbody tr")).to_have_count(1)
     assert page_fits(page) and box_fits(page, "table.compactions") and box_fits(page, "svg.compaction-chart")
     assert chart_readable(page, "svg.compaction-chart")
+    assert width < 1280 or whole(page, "table.compactions")
     screenshot(page, f"console-tools-compactions-{width}", full_page=True)
 
     page.goto(f"{server.url}/admin/agents/agentversion/{version.pk}/usage/")
