@@ -11,6 +11,7 @@ import json
 
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.db import transaction
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.decorators import method_decorator
@@ -24,7 +25,12 @@ from toolservers.forms import ToolServerAdminForm
 from toolservers.listing import changes_text
 from toolservers.models import ToolServer
 from toolservers.selectors import operator_servers
-from toolservers.services import toolserver_delete, toolserver_delete_check, toolserver_refresh
+from toolservers.services import (
+    toolserver_delete,
+    toolserver_delete_check,
+    toolserver_in_use_by,
+    toolserver_refresh,
+)
 
 ANNOTATION_LABELS = {"readOnlyHint": "read-only", "destructiveHint": "destructive", "idempotentHint": "idempotent",
                      "openWorldHint": "open world"}
@@ -57,12 +63,12 @@ class ToolServerAdmin(ConsoleListMixin, admin.ModelAdmin):
     search_fields = ["name", "url"]
     actions = ["refresh", "delete_selected"]
     readonly_fields = ["kind", "transport", "header_hints", "protocol_version", "server_info_text", "tools_listed",
-                       "skipped", "listed_at", "list_error", "operator_config", "created_at", "updated_at"]
+                       "skipped", "listed_at", "list_error", "operator_config", "used_by", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["space", "name", "url", "timeout_seconds", "kind", "transport"]}),
         ("Headers", {"fields": ["header_lines", "clear_headers", "header_hints"]}),
-        ("Tools", {"fields": ["server_info_text", "protocol_version", "listed_at", "tools_listed", "skipped",
-                              "list_error"]}),
+        ("Tools", {"fields": ["server_info_text", "protocol_version", "listed_at", "used_by", "tools_listed",
+                              "skipped", "list_error"]}),
         ("Operator's configuration", {"fields": ["operator_config"]}),
         ("Record", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]
@@ -130,14 +136,19 @@ class ToolServerAdmin(ConsoleListMixin, admin.ModelAdmin):
         server = self.get_object(request, object_id)
         if server is not None and self.has_delete_permission(request, server) and self._refused(request, [server]):
             return HttpResponseRedirect(reverse("admin:toolservers_toolserver_change", args=[server.pk]))
-        return super().delete_view(request, object_id, extra_context)
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except DomainError as exc:  # an agent chose its tools since the page was shown (delete_model)
+            self.message_user(request, exc.message, messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:toolservers_toolserver_change", args=[object_id]))
 
     def delete_model(self, request, obj: ToolServer) -> None:
         toolserver_delete(server=obj)  # checks again: an agent may have chosen it since the page was shown
 
     def delete_queryset(self, request, queryset) -> None:
-        for server in queryset:
-            toolserver_delete(server=server)
+        with transaction.atomic():  # all of the selection or none of it
+            for server in queryset:
+                toolserver_delete(server=server)
 
     # In place of the site's action of this name (its confirmation page posts back to it).
     @admin.action(description="Delete the selected servers (none that agents use)", permissions=["delete"])
@@ -147,7 +158,17 @@ class ToolServerAdmin(ConsoleListMixin, admin.ModelAdmin):
         if self._refused(request, queryset):
             self.message_user(request, "Nothing was deleted.", messages.WARNING)
             return None
-        return django_delete_selected(self, request, queryset)
+        try:
+            return django_delete_selected(self, request, queryset)
+        except DomainError as exc:  # chosen by an agent since the confirmation page was shown
+            self.message_user(request, f"{exc.message} Nothing was deleted.", messages.ERROR)
+            return None
+
+    @admin.display(description="Used by")
+    def used_by(self, obj: ToolServer) -> str:
+        """The agents whose draft or latest version uses its tools: the ones a delete waits for."""
+        users = toolserver_in_use_by(server=obj) if obj.pk else []
+        return ", ".join(users) if users else "No agent's draft or latest version uses its tools."
 
     @admin.display(description="Tools")
     def tool_count(self, obj: ToolServer) -> int:

@@ -121,7 +121,10 @@ def bulk_delete(console, *servers, confirmed: bool = False):
 def test_console_does_not_delete_a_server_a_draft_chooses_and_says_what_to_do(console, agent, registered):
     from agents.services import agent_update
 
+    change = f"/admin/toolservers/toolserver/{registered.pk}/change/"
+    assert "No agent&#x27;s draft or latest version uses its tools." in console.get(change).content.decode()
     agent_update(agent=agent, data={"tools": ["calculator", "tests.echo"]})
+    assert "Helper (draft)" in console.get(change).content.decode()  # before anyone tries to delete it
     for response in (console.get(f"/admin/toolservers/toolserver/{registered.pk}/delete/", follow=True),
                      delete_page(console, registered), bulk_delete(console, registered, confirmed=True)):
         page = response.content.decode()
