@@ -4,6 +4,9 @@ A space's servers are added with their headers masked; each server's page lists 
 with their descriptions and annotations, so an admin reads what a tool says it does before
 adding it to an agent; "Refresh" lists again and says what changed. The operator's servers
 (``AGENTLOOM_MCP_SERVERS``) are shown read-only: nothing here starts or changes a command.
+Deleting, from a server's page or the bulk action, follows the API's rule
+(``toolserver_delete_check``): a server whose tools an agent uses stays, and the message
+names the agents and what to do.
 """
 from __future__ import annotations
 
