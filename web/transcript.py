@@ -10,7 +10,7 @@ in this rendering when the run ends.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from web.errors import error_explain
 from web.folded import FOLDED_NOTICE, folded_count, folded_seqs
 from web.markdown import RenderBudget
 from web.summaries import summary_by_code
+from web.tool_labels import tool_label
 
 # An answer the output limit stopped (finish reason ``length``): the model's own limit, or
 # the platform's bound on a provider that ignored it. What happened; Continue is beside it.
@@ -110,6 +111,11 @@ class Step:
     kind: str = "step"
     seq: int | None = field(default=None, compare=False)  # the result's record, for the pin control (CTX-50)
     folded_seq: int | None = None  # CTX-47: the record of a result a compaction folded for the model
+    label: str = ""  # what the chat calls the tool (``web.tool_labels``); its wire name when empty
+
+    @property
+    def shown_name(self) -> str:
+        return self.label or self.name
 
     @property
     def status_label(self) -> str:
@@ -366,6 +372,14 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                                  pins_summarized=left_out, by_code=summary_by_code(message)))
         # Everything else (metadata kinds) is not part of the chat.
     return items
+
+
+def steps_labelled(items: Iterable[Any], labels: Mapping[str, str]) -> None:
+    """Each step named as the chat names its tool: ``server · tool`` for the version's server
+    tools (``labels``, from what it froze), a built-in by its own name."""
+    for item in items:
+        if isinstance(item, Step):
+            item.label = tool_label(item.name, labels)
 
 
 def plan_steps(steps: Iterable[dict[str, Any]]) -> list[PlanStep]:
