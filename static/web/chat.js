@@ -910,7 +910,9 @@
       count.setAttribute("data-plan-count", "");
       title.append(count);
       aside.append(title, el("ol", "plan-steps"));
-      this.section.prepend(aside);
+      // After the question it belongs to, as the server places it (templates/web/_run.html).
+      var question = this.section.querySelector(".msg-user, .notice");
+      if (question && question.parentNode === this.section) question.after(aside); else this.section.prepend(aside);
     }
     var list = aside.querySelector("ol");
     list.textContent = "";
