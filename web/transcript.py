@@ -171,7 +171,7 @@ class ErrorBox:
     hint: str
     message: str
     kind: str = "error"
-    resolved: bool = False  # the run was resumed and then answered: shown as settled, not as a live error
+    resolved: bool = field(default=False, init=False)  # resumed, then answered: settled, not a live error
 
 
 @dataclass

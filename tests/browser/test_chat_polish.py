@@ -35,7 +35,8 @@ def test_a_server_tools_step_reads_server_and_tool_live_and_after_a_reload(page_
         session = fake_session(tools=("calculator", "tests.gated"), name="Tool user")
         fake_provider.handler = sequence(
             chat_stream(tool_calls=[{"id": "g1", "name": "tests__gated", "arguments": "{}"}]),
-            chat_stream(tool_calls=[{"id": "c1", "name": "calculator", "arguments": json.dumps({"expression": "2+2"})}]),
+            chat_stream(tool_calls=[{"id": "c1", "name": "calculator",
+                                     "arguments": json.dumps({"expression": "2+2"})}]),
             chat_stream(["Done."]))
         page = page_factory(**WIDTHS[screen])
         log_in(page, server, next_path=f"/sessions/{session.pk}/")
