@@ -1354,7 +1354,12 @@
     });
     stopButton.addEventListener("click", stopRun);
   }
-  if (compactButton) compactButton.addEventListener("click", compactNow);
+  if (compactButton) {
+    compactButton.addEventListener("click", compactNow);
+    // On a phone the question box shrinks when it loses the focus (chat.css), which moved
+    // the button from under the finger between press and release: the press keeps the focus.
+    compactButton.addEventListener("mousedown", function (event) { event.preventDefault(); });
+  }
   meterSet(config.meter);
   preparedSet(config.prepared && config.prepared.status);
   pinsRefresh();

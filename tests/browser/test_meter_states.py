@@ -243,7 +243,9 @@ def test_compact_now_shows_how_its_summary_goes_and_is_not_offered_meanwhile(pag
         for number in (1, 2):
             ask(page, f"Question {number}. {LONG * 4}")
             page.wait_for_selector(_settled(number), timeout=15_000)
+        page.get_by_label("Your question").focus()  # as after an answer: one press is enough, even on a phone
         compact.click()
+        expect(page.locator("#chat-alert")).to_be_hidden()
         expect(status).to_have_text(re.compile(r"^Summarizing earlier messages, asking the model again… \d+ s$"))
         expect(compact).to_be_disabled()
         expect(page.locator(NOTE)).to_be_hidden()
