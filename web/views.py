@@ -22,7 +22,8 @@ from models_catalog.providers import provider_is_offline
 from sessions.event_types import event_names
 from sessions.models import Session
 from sessions.selectors.sessions import prepared_summary_state, session_get_for_user
-from sessions.services.sessions import session_draft
+from sessions.selectors.search import QUERY_MAX_CHARS
+from sessions.services.sessions import session_draft, session_empty_like
 from web.errors import error_table
 from web.folded import FOLDED_NOTICE
 from web.presenters import meter_label
@@ -32,6 +33,7 @@ from web.selectors import (
     RunsPage,
     agents_startable,
     context_meter,
+    pending_files,
     runs_page,
     session_last_run,
     sessions_for_sidebar,
@@ -79,9 +81,12 @@ def _url_template(name: str) -> str:
 
 
 def _shell(request, **extra: Any) -> dict[str, Any]:
-    """What every chat page shows around its content: the sessions and the agents to start with."""
+    """What every chat page shows around its content: the sessions (those matching the
+    sidebar's search, ``?q=``) and the agents to start with."""
+    query = request.GET.get("q", "")
     return {
-        "sidebar_sessions": sessions_for_sidebar(user=request.user),
+        "sidebar_sessions": sessions_for_sidebar(user=request.user, query=query),
+        "sidebar_query": " ".join(query.split())[:QUERY_MAX_CHARS],
         "agents": agents_startable(user=request.user),
         **extra,
     }
@@ -128,6 +133,9 @@ def session_new(request):
         return render(request, "web/home.html", _shell(request, new_session_error=exc.message), status=400)
     if request.method == "POST":
         return HttpResponseRedirect(f"{reverse('web:session-new')}?agent={draft.agent_id}", status=303)
+    empty = session_empty_like(draft=draft)
+    if empty is not None:  # a new chat already started by a file: that one, with its files
+        return HttpResponseRedirect(reverse("web:session", args=[empty.pk]))
     meter = context_meter(session=draft)
     config = _chat_config(draft, meter=meter)
     return render(request, "web/session.html", _shell(
@@ -203,11 +211,16 @@ def _session_page(request, session_id: int):
     views = runs_rendered(runs=page.runs, latest_run_id=latest.pk if latest else None,
                           agent_name=session.version.name, request=request)
     meter = context_meter(session=session)
+    empty = session.last_seq == 0  # a new chat its first file started: still a new chat
     config = _chat_config(
         session, meter=meter,
         # The working run's supplements by id, placed where its events say they arrived.
         supplements=next((view.supplements for view in views if view.live), {}),
         prepared=prepared_summary_state(session=session),  # CTX-45: the meter's note on load
+        # Files attached and not sent yet: chips again after a reload, each with its remove.
+        pendingFiles=pending_files(session=session),
+        # Its first question loads the session's own page, as a new chat's does.
+        startedHere=empty,
     )
     return render(request, "web/session.html", _shell(
         request,
@@ -218,4 +231,5 @@ def _session_page(request, session_id: int):
         meter=meter,
         meter_text=meter_label(meter),
         chat_config=config,
+        is_draft=empty,
     ))

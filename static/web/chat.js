@@ -1047,6 +1047,7 @@
     uploadUrl: function () { return sessionReady().then(function (id) { return url("files", id); }); },
     csrfToken: function () { return cookie(config.csrfCookie); }
   }) : null;
+  if (attachments && config.pendingFiles) attachments.restore(config.pendingFiles);  // after a reload
 
   function attachmentsBlock() {
     // Why the question cannot go yet, or "" when its files are ready.
