@@ -240,6 +240,7 @@
         error.textContent = refusal(result, "deleted");
         error.hidden = false;
         confirmButton.disabled = false;
+        dialog.querySelector("[data-dialog=cancel]").focus();
         return;
       }
       if (id === currentId) {
@@ -278,9 +279,11 @@
       if (choice.getAttribute("data-dialog") === "confirm") deleteConfirm();
       else deleteClose();
     });
-    dialog.addEventListener("keydown", function (event) {
-      if (event.key === "Escape") event.stopPropagation();  // closes the dialog, never stops an answer
-    });
+    window.addEventListener("keydown", function (event) {
+      // Esc while the dialog is open closes it (its default), wherever the focus is, and
+      // never reaches the chat's own Esc, which stops a running answer.
+      if (event.key === "Escape" && dialog.open) event.stopPropagation();
+    }, true);
     dialog.addEventListener("cancel", function (event) {
       event.preventDefault();
       deleteClose();
