@@ -82,9 +82,11 @@ class SessionRenameIn(serializers.Serializer):
 
 @extend_schema(methods=["GET"], responses=SessionDetailOut)
 @extend_schema(methods=["PATCH"], request=SessionRenameIn, responses={
-    200: SessionDetailOut, 400: OpenApiResponse(description="`invalid`: an empty or too long `title`; nothing changes")})
+    200: SessionDetailOut,
+    400: OpenApiResponse(description="`invalid`: an empty or too long `title`; nothing changes")})
 @extend_schema(methods=["DELETE"], request=None, responses={
-    204: OpenApiResponse(description="Erased: its records, runs, files and call log (the access audit keeps its rows)."),
+    204: OpenApiResponse(description="Erased: its records, runs, files and call log (the access audit keeps its "
+                                     "rows)."),
     409: OpenApiResponse(description="`run_active` (an answer is queued or running: stop it first) or "
                                      "`compaction_running`; nothing is deleted")})
 @api_view(["GET", "PATCH", "DELETE"])

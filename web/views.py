@@ -21,8 +21,8 @@ from core.slow_work import slow_work
 from models_catalog.providers import provider_is_offline
 from sessions.event_types import event_names
 from sessions.models import Session
-from sessions.selectors.sessions import prepared_summary_state, session_get_for_user
 from sessions.selectors.search import QUERY_MAX_CHARS
+from sessions.selectors.sessions import prepared_summary_state, session_get_for_user
 from sessions.services.sessions import session_draft, session_empty_like
 from web.errors import error_table
 from web.folded import FOLDED_NOTICE

@@ -162,6 +162,10 @@
     }
 
     cancel.addEventListener("click", function () { close(true); });
+    input.addEventListener("input", function () {  // a refusal speaks of the name it refused
+      error.hidden = true;
+      input.removeAttribute("aria-invalid");
+    });
     input.addEventListener("keydown", function (event) {
       if (event.key !== "Escape") return;
       event.preventDefault();
