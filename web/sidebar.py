@@ -3,11 +3,12 @@ search box: the same list the page renders for ``?q=`` (``templates/web/_session
 so the live filter and the form without script show the same sessions."""
 from __future__ import annotations
 
+from django.http import JsonResponse
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from core.api.fields import id_from_text
-from web.fragments import _json, json_login_required
+from web.fragments import json_login_required
 from web.selectors import sessions_for_sidebar
 
 
@@ -20,4 +21,6 @@ def session_list(request):
     html = render_to_string("web/_session_list.html", {
         "sidebar_sessions": sessions, "sidebar_query": request.GET.get("q", "").strip(),
         "current_session_id": current}, request=request)
-    return _json({"html": html, "count": len(sessions)})
+    response = JsonResponse({"html": html, "count": len(sessions)})
+    response["Cache-Control"] = "no-store"
+    return response
