@@ -211,7 +211,6 @@ def _session_page(request, session_id: int):
     views = runs_rendered(runs=page.runs, latest_run_id=latest.pk if latest else None,
                           agent_name=session.version.name, request=request)
     meter = context_meter(session=session)
-    empty = session.last_seq == 0  # a new chat its first file started: still a new chat
     config = _chat_config(
         session, meter=meter,
         # The working run's supplements by id, placed where its events say they arrived.
@@ -219,8 +218,6 @@ def _session_page(request, session_id: int):
         prepared=prepared_summary_state(session=session),  # CTX-45: the meter's note on load
         # Files attached and not sent yet: chips again after a reload, each with its remove.
         pendingFiles=pending_files(session=session),
-        # Its first question loads the session's own page, as a new chat's does.
-        startedHere=empty,
     )
     return render(request, "web/session.html", _shell(
         request,
@@ -231,5 +228,4 @@ def _session_page(request, session_id: int):
         meter=meter,
         meter_text=meter_label(meter),
         chat_config=config,
-        is_draft=empty,
     ))

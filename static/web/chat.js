@@ -1135,6 +1135,10 @@
     // The server titles a session after its first question; show it without a reload.
     var current = document.querySelector(".session-list a[aria-current='page'] .session-name");
     if (current && !transcript.querySelector("section.run")) current.textContent = question.trim().slice(0, 80);
+    var heading = document.querySelector(".session-head [data-session-title]");  // static/web/sessions.js
+    if (heading && !transcript.querySelector("section.run") && heading.textContent === "New chat") {
+      heading.textContent = question.trim().slice(0, 80);
+    }
   }
 
   function sendSupplement(content) {

@@ -238,11 +238,13 @@ def test_new_chat_leaves_no_empty_entry_and_a_file_attached_before_a_reload_show
     expect(chips.first).to_contain_text("notes.txt")
     assert Session.objects.filter(user=alice).count() == 1
 
-    ask(page, "What do my notes say?")  # the first question: the chat's own page, listed
+    ask(page, "What do my notes say?")  # the first question names it, and lists it
     page.wait_for_selector(SETTLED, timeout=15_000)
     expect(page.locator(f"{LAST_RUN} .msg-user .attachment")).to_contain_text("notes.txt")
     expect(chips).to_have_count(0)
     expect(page.locator(".session-title")).to_have_text("What do my notes say?")
+    page.reload()
     expect(entry(page, session)).to_have_count(1)
+    expect(chips).to_have_count(0)  # sent: the question's now
     assert no_sideways_scroll(page)
     assert page.script_errors == []
