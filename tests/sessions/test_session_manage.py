@@ -203,7 +203,8 @@ def test_a_chat_started_by_a_file_is_reopened_by_new_chat_not_listed_and_rebound
     assert client_of(bob).get("/sessions/new", {"agent": agent.pk}).status_code == 200  # not alice's
 
     page = client.get(f'/sessions/{started["id"]}/').content.decode()
-    assert b"compact-now" not in page.encode() and chat_config(page)["startedHere"] is True
+    assert [item["name"] for item in chat_config(page)["pendingFiles"]] == ["draft.txt"]
+    assert re.search(r'class="new-chat-agent" href="/sessions/new\?agent=\d+" aria-current="page"', page)
 
 
 def test_files_attached_and_not_sent_come_back_after_a_reload_until_sent_or_removed(alice, bob, make_session):
