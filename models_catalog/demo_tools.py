@@ -107,8 +107,8 @@ def choose_tool(question: str, tools: Mapping[str, Mapping[str, Any]]) -> str | 
 # --- the question's values ---------------------------------------------------------------
 
 @lru_cache(maxsize=1)
-def _zones() -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
-    """Every IANA zone, and (city, zone) pairs for finding a zone by its city's name."""
+def _zones() -> tuple[frozenset[str], dict[str, str], re.Pattern[str]]:
+    """Every IANA zone, the zone of each city name, and one pattern finding those names."""
     names = zoneinfo.available_timezones()
     cities: dict[str, str] = {}
     # Continent/City first, so "Paris" is Europe/Paris and not a legacy alias.
@@ -116,19 +116,18 @@ def _zones() -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
         if "/" in name:
             city = name.rsplit("/", 1)[1].replace("_", " ").lower()
             cities.setdefault(city, name)
-    return frozenset(names), tuple(sorted(cities.items(), key=lambda pair: -len(pair[0])))
+    longest_first = sorted(cities, key=lambda city: (-len(city), city))
+    return frozenset(names), cities, re.compile(r"\b(?:" + "|".join(map(re.escape, longest_first)) + r")\b")
 
 
 def _zones_in(text: str) -> list[str]:
-    known, cities = _zones()
+    """The time zones ``text`` names (``Europe/Paris``, ``UTC``, or a city: ``Tokyo``), in order."""
+    known, cities, city_names = _zones()
     found: list[tuple[int, str]] = [(m.start(), m.group()) for m in _ZONE.finditer(text) if m.group() in known]
-    lowered = text.lower()
     taken = [range(start, start + len(zone)) for start, zone in found]
-    for city, zone in cities:
-        for match in re.finditer(rf"\b{re.escape(city)}\b", lowered):
-            if not any(match.start() in span for span in taken):
-                found.append((match.start(), zone))
-                taken.append(range(match.start(), match.end()))
+    for match in city_names.finditer(text.lower()):
+        if not any(match.start() in span for span in taken):
+            found.append((match.start(), cities[match.group()]))
     return [zone for _, zone in sorted(found)]
 
 
@@ -153,7 +152,7 @@ class Question:
     @classmethod
     def read(cls, text: str, today: date | None = None) -> Question:
         text = " ".join((text or "").split())
-        urls = _URL.findall(text)
+        urls = [url.rstrip(".,;:!?") for url in _URL.findall(text)]
         without_urls = _URL.sub(" ", text)
         paths = [p for p in _PATH.findall(without_urls)
                  if not _DATE.fullmatch(p) and p not in set(_zones_in(p)) and not re.fullmatch(r"[\d.]+", p)]
