@@ -39,7 +39,7 @@ class Attached:
         lines = [line.strip() for line in self.text.splitlines()]
         filled = [line for line in lines if line]
         count = len(self.text.split())
-        figures = f"{len(lines)} line{'s' if len(lines) != 1 else ''}, {count} word{'s' if count != 1 else ''}"
+        figures = f"{len(lines):,} line{'s' if len(lines) != 1 else ''}, {count:,} word{'s' if count != 1 else ''}"
         if self.left_out:
             figures += f" shown (its middle, {self.left_out:,} characters, is left out: read_file reads it)"
         if not filled:
