@@ -12,7 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-_FILE = re.compile(r"^\[File (?P<facts>[^\n]*)\]\n(?P<body>.*?)\n\[end of (?P<name>[^\n]*)\]$", re.DOTALL | re.MULTILINE)
+_FILE = re.compile(r"^\[File (?P<facts>[^\n]*)\]\n(?P<body>.*?)\n\[end of (?P<name>[^\n]*)\]$",
+                   re.DOTALL | re.MULTILINE)
 _IMAGE = re.compile(r"^\[Image (?P<facts>[^\n]*)\]$", re.MULTILINE)
 _MIDDLE = re.compile(r"^\[\.\.\. (?P<count>[\d,]+) characters of .*? are not shown here .*?\.\.\.\]$",
                      re.DOTALL | re.MULTILINE)

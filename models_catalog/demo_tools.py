@@ -371,7 +371,7 @@ def _made_number(schema: dict[str, Any], integer: bool) -> int | float:
             value = (low + high) / 2 if low is not None else high - 1
         return value
     if integer and not float(step).is_integer():
-        step = step * 2 if (step * 2).is_integer() else step * 4
+        step = step * 2 if float(step * 2).is_integer() else step * 4
     first = -math.inf if low is None else math.ceil(low / step) + (1 if low_strict and (low / step).is_integer() else 0)
     last = math.inf if high is None else (math.floor(high / step)
                                           - (1 if high_strict and (high / step).is_integer() else 0))
@@ -408,7 +408,8 @@ class _Builder:
             if branches:
                 rest = {k: v for k, v in schema.items() if k != key}
                 return [self.value({**rest, **_merged(branch)}, name, depth + 1) for branch in branches]
-        examples = schema.get("examples") if isinstance(schema.get("examples"), list) else []
+        listed = schema.get("examples")
+        examples: list[Any] = listed if isinstance(listed, list) else []
         found: list[Any] = []
         kind = _types(schema)[0]
         if kind == "string":
@@ -453,7 +454,8 @@ class _Builder:
         return out
 
     def object(self, schema: dict[str, Any], depth: int) -> dict[str, Any]:
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        given = schema.get("properties")
+        properties: dict[str, Any] = given if isinstance(given, dict) else {}
         required = [r for r in schema.get("required") or [] if isinstance(r, str)]
         wanted = [p for p in properties if p in required or (depth == 0 and self.named(p, properties[p]))]
         wanted += [r for r in required if r not in properties]
@@ -504,7 +506,8 @@ def tool_arguments(parameters: Any, question: str, *, today: date | None = None)
     They validate against the schema whenever a value of each property can be found or
     made; a schema nothing can satisfy gets the best attempt, and the tool's own check says why."""
     schema = parameters if isinstance(parameters, dict) else {}
-    dialect = schema.get("$schema") if isinstance(schema.get("$schema"), str) else ""
+    declared = schema.get("$schema")
+    dialect = declared if isinstance(declared, str) else ""
     inlined = _inline(schema, schema)
     attempts = [Question.read(question, today), Question.read("", today)]
     first: dict[str, Any] | None = None

@@ -244,7 +244,8 @@ def test_it_calls_a_servers_tool_then_answers_from_its_result():
     question = [{"role": "user", "content": "What time is it in Tokyo?"}]
     text, call = plan_reply(question, tools)
     assert call == ("time__get_current_time", '{"timezone": "Asia/Tokyo"}')
-    assert text == f"{LABEL} Your question asks for `time · get_current_time`: let me call it with timezone \"Asia/Tokyo\"."
+    assert text == (f"{LABEL} Your question asks for `time · get_current_time`: "
+                    'let me call it with timezone "Asia/Tokyo".')
     result = '{"timezone": "Asia/Tokyo", "datetime": "2026-12-07T18:00:00+09:00", "is_dst": false}'
     history = question + [{"role": "assistant", "content": text, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": call[0], "arguments": call[1]}}]},
