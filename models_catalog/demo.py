@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from context.adapters import CONTINUE_NOTE, HISTORY_START_NOTE
+from context.compaction.prompt import CACHED_SUMMARY_HEADER
 from context.records import INTERRUPTED_SUFFIX, content_text
 from context.surrogates import replace_lone_surrogate_escapes, replace_lone_surrogates
 from models_catalog.demo_files import files_summary, split_question
@@ -162,6 +163,8 @@ def plan_reply(messages: list[dict[str, Any]], tools: dict[str, dict[str, Any]])
 
 def _reply(messages: list[dict[str, Any]], tools: dict[str, dict[str, Any]]) -> tuple[str, tuple[str, str] | None]:
     question, files = split_question(_question_text(messages))
+    if question.startswith(CACHED_SUMMARY_HEADER):  # the platform asks for a summary, tools offered: none is called
+        tools, files = {}, []
     expression = find_arithmetic(question)
     if expression and "calculator" in tools and "update_plan" in tools:
         return _planned_reply(messages, expression)
@@ -175,7 +178,7 @@ def _reply(messages: list[dict[str, Any]], tools: dict[str, dict[str, Any]]) -> 
         return f"{LABEL} Let me compute {expression} with the calculator.", call
     if files:
         return f"{LABEL} " + files_summary(files), None
-    if _ABOUT_FILES.search(question):
+    if _ABOUT_FILES.search(question) and not question.startswith(CACHED_SUMMARY_HEADER):
         earlier = _earlier_files(messages)
         if earlier:
             return f"{LABEL} " + files_summary(earlier, earlier=True), None

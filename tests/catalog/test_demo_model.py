@@ -280,3 +280,13 @@ def test_it_streams_word_by_word_pausing_between_words_and_before_a_call():
     assert list(DemoChatClient().stream_chat({"messages": [{"role": "user", "content": "Hi"}]}))  # no pause: no sleep
     long = list(DemoChatClient().stream_chat({"messages": [{"role": "user", "content": "word " * 500}]}))
     assert sum(isinstance(e, TextDelta) for e in long) <= MAX_PIECES
+
+
+def test_asked_by_the_platform_for_a_summary_with_tools_offered_it_calls_none():
+    from context.compaction.prompt import cached_summary_instruction
+
+    history = [{"role": "user", "content": "Make a plan for my trip"}, {"role": "assistant", "content": "Sure."},
+               cached_summary_instruction(kept=1, max_chars=2_000)]
+    tools = {"update_plan": {"description": "Write your plan"}, "time__get_current_time": GET_TIME}
+    text, call = plan_reply(history, tools)
+    assert call is None and text.startswith(f"{LABEL} You asked: “[AgentLoom compaction")
