@@ -192,9 +192,12 @@ def _reply(messages: list[dict[str, Any]], tools: dict[str, dict[str, Any]]) -> 
     if len(summary) > 120:
         summary = summary[:117] + "…"
     hint = " Enable the calculator tool and I will compute it." if expression else ""
-    offered = [name for name in tools if name not in _HELPERS]
-    can = (f" I can call {_listed([_tool_label(name) for name in offered])}: ask for one by name and I will."
+    offered = [name for name in tools if name not in _HELPERS and name != "calculator"]
+    can = (f" I can call {_listed([_tool_label(name) for name in offered])}: ask for what "
+           f"{'it does' if len(offered) == 1 else 'one of them does'}, in the words of its name, and I will."
            if offered else "")
+    if "calculator" in tools and not expression:
+        can += " Give me arithmetic (17*23) and I will use the calculator."
     return (
         f"{LABEL} You asked: “{summary or '(nothing)'}”. I received {len(messages)} "
         f"message{'s' if len(messages) != 1 else ''}.{hint}{can} I am the built-in offline demo: I need no API "

@@ -290,3 +290,11 @@ def test_asked_by_the_platform_for_a_summary_with_tools_offered_it_calls_none():
     tools = {"update_plan": {"description": "Write your plan"}, "time__get_current_time": GET_TIME}
     text, call = plan_reply(history, tools)
     assert call is None and text.startswith(f"{LABEL} You asked: “[AgentLoom compaction")
+
+
+def test_a_question_asking_for_no_tool_is_told_which_tools_it_could_ask_for():
+    tools = {"calculator": CALCULATOR, "update_plan": {"description": "Write your plan"},
+             "time__get_current_time": GET_TIME}
+    text, call = plan_reply([{"role": "user", "content": "Tell me about owls"}], tools)
+    assert call is None and "I can call `time · get_current_time`: ask for what it does" in text
+    assert "Give me arithmetic (17*23) and I will use the calculator." in text and "update_plan" not in text
