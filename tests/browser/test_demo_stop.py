@@ -23,6 +23,7 @@ def test_a_person_stops_the_demos_answer_as_it_streams_and_resume_goes_on(page_f
     page = page_factory(width=width, height=850 if width > 500 else 844, mobile=width < 500)
     session = make_session(alice)
     log_in(page, server, next_path=f"/sessions/{session.pk}/")
+    expect(page.locator(".demo-note")).to_contain_text("It writes slowly on purpose: press Stop while it writes.")
 
     ask(page, "Tell me about owls")
     expect(page.locator(STREAMING)).to_contain_text("(Offline demo model)")  # the answer has begun
