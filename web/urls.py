@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from web import fragments, start, views
+from web import fragments, session_state, start, views
 
 app_name = "web"
 
@@ -15,4 +15,5 @@ urlpatterns = [
     path("sessions/<int:session_id>/", views.session_page, name="session"),
     path("chat/runs/<int:run_id>/fragment", fragments.run_fragment, name="run-fragment"),
     path("chat/runs/<int:run_id>/text", fragments.run_text, name="run-text"),
+    path("chat/sessions/<int:session_id>/state", session_state.session_state, name="session-state"),
 ]
