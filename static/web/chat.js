@@ -1195,6 +1195,8 @@
     return request("GET", url("fragment", runId)).then(function (result) {
       if (!result.ok || live) return null;
       var section = fromHTML(result.data.html);
+      var question = section.querySelector(".msg-user .bubble-user");
+      if (question) nameSession(question.textContent);  // the session's first question titles it
       var existing = document.getElementById("run-" + runId);
       if (existing) existing.replaceWith(section); else transcript.append(section);
       if (section.querySelector("[data-undo-compaction]")) undoOffersElsewhereRemove(section);
