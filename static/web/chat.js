@@ -1174,6 +1174,7 @@
   // so an idle page holds no stream on the server.
   var STATE_POLL_MS = 4000;
   var stateAsking = null;
+  var stateTimer = null;  // while set, this page asks the session every STATE_POLL_MS
   var attachedAlert = "";  // the words shown when a refused question attached this page to a run
 
   function runsShownLast() {
@@ -1207,14 +1208,17 @@
   }
 
   function stateCheck(force) {
-    // Resolves to the id of the run this page follows afterwards, or null.
+    // Resolves to the id of the run this page follows afterwards, 0 when none is working,
+    // or null when the session could not be read.
     if (live) return Promise.resolve(live.id);
-    if (!config.urls.state || !composer || (!force && (document.hidden || ownActionPending()))) {
+    if (!stateTimer || !composer || (!force && (document.hidden || ownActionPending()))) {
       return Promise.resolve(null);
     }
     if (stateAsking) return stateAsking;
     stateAsking = request("GET", config.urls.state + "?after=" + runsShownLast()).then(function (result) {
-      if (!result.ok || live) return live ? live.id : null;
+      if (live) return live.id;
+      if (result.status === 401 || result.status === 404) stateGone(result);
+      if (!result.ok) return null;
       var active = result.data.active_run;
       var ids = result.data.runs.slice();
       if (active && ids.indexOf(active) < 0) ids.push(active);  // an older run resumed elsewhere
@@ -1227,7 +1231,7 @@
       });
       return shown.then(function () {
         if (live) return live.id;
-        if (!last) return null;
+        if (!last) return 0;
         markPins();
         actionsOnLatestOnly();
         var stick = nearBottom();
@@ -1239,7 +1243,7 @@
           pinsRefresh();
         }
         if (stick) toBottom();
-        return live ? live.id : null;
+        return live ? live.id : 0;
       });
     }).then(function (followed) {
       stateAsking = null;
@@ -1270,6 +1274,11 @@
     // Refused because an answer is running (asked in another tab or on another device):
     // follow it here, and say what is on screen now and what happened to the text.
     return stateCheck(true).then(function (followed) {
+      if (followed === 0) {
+        showAlert("The answer that was running, asked from another tab or device, has ended meanwhile: it is " +
+                  "shown above. " + (textKept ? "Your text is still in the box: send it again." : ""));
+        return;
+      }
       if (!followed) {
         showAlert(config.errors.requests.run_active);
         return;
@@ -1290,8 +1299,18 @@
     attachedAlert = "";
   }
 
+  function stateGone(result) {
+    // Logged out, or the session is no longer this person's (deleted, or its space left):
+    // asking again every few seconds would change nothing.
+    clearInterval(stateTimer);
+    stateTimer = null;
+    showAlert(result.status === 401 ? requestError(result)
+      : "This chat can no longer be opened here: it was deleted, or you are no longer a member of its space. " +
+        "Start a new chat from the list.");
+  }
+
   if (composer && config.urls.state) {
-    setInterval(function () { stateCheck(false); }, STATE_POLL_MS);
+    stateTimer = setInterval(function () { stateCheck(false); }, STATE_POLL_MS);
     document.addEventListener("visibilitychange", function () { if (!document.hidden) stateCheck(false); });
   }
 

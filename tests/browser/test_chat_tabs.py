@@ -159,3 +159,25 @@ def test_on_a_phone_the_other_device_follows_the_run_and_shows_how_it_ended(
     expect(phone.locator(SETTLED)).to_contain_text("Second answer.", timeout=15_000)
     expect(phone.locator("#transcript section.run")).to_have_count(2)
     assert phone.script_errors == [] and desk.script_errors == []
+
+
+def test_a_chat_gone_elsewhere_says_so_once_instead_of_asking_forever(page_factory, server, fake_session):
+    from sessions.models import Session
+
+    session = fake_session()
+    tab = page_factory(width=1280)
+    open_session(tab, server, session)
+    states = []
+    tab.on("request", lambda request: states.append(request.url) if "/state" in request.url else None)
+    Session.objects.filter(pk=session.pk).delete()  # deleted from another tab or device
+
+    expect(tab.locator("#chat-alert")).to_have_text(
+        "This chat can no longer be opened here: it was deleted, or you are no longer a member of its space. "
+        "Start a new chat from the list.", timeout=15_000)
+    asked = len(states)
+    # Shown again, the page would ask at once if it still asked; a request sent right after
+    # that marks the point by which it would have.
+    with tab.expect_request(lambda request: request.url.endswith("/healthz?barrier")):
+        tab.evaluate("() => { document.dispatchEvent(new Event('visibilitychange')); fetch('/healthz?barrier'); }")
+    assert len(states) == asked  # it stopped asking
+    assert tab.script_errors == []
