@@ -1231,6 +1231,7 @@
       });
       return shown.then(function () {
         if (live) return live.id;
+        if (active && !(last && last.data.id === active)) return null;  // its fragment could not be read
         if (!last) return 0;
         markPins();
         actionsOnLatestOnly();
