@@ -1190,11 +1190,11 @@
     return sending || Boolean(transcript.querySelector("[data-resume]:disabled, [data-continue]:disabled"));
   }
 
-  function stateRunShow(runId) {
+  function stateRunShow(runId, force) {
     // The run as the server renders it, in its place (or at the end when new); never over
-    // a run this page has started following meanwhile.
+    // a run this page has started following, or is starting itself, meanwhile.
     return request("GET", url("fragment", runId)).then(function (result) {
-      if (!result.ok || live) return null;
+      if (!result.ok || live || (!force && ownActionPending())) return null;
       var section = fromHTML(result.data.html);
       var question = section.querySelector(".msg-user .bubble-user");
       if (question) nameSession(question.textContent);  // the session's first question titles it
@@ -1214,11 +1214,14 @@
     if (!stateTimer || !composer || (!force && (document.hidden || ownActionPending()))) {
       return Promise.resolve(null);
     }
-    if (stateAsking) return stateAsking;
+    if (stateAsking) {
+      // A regular check under way stands back if this page starts something itself.
+      return force ? stateAsking.then(function () { return stateCheck(true); }) : stateAsking;
+    }
     stateAsking = request("GET", config.urls.state + "?after=" + runsShownLast()).then(function (result) {
       if (live) return live.id;
       if (result.status === 401 || result.status === 404) stateGone(result);
-      if (!result.ok) return null;
+      if (!result.ok || (!force && ownActionPending())) return null;
       var active = result.data.active_run;
       var ids = result.data.runs.slice();
       if (active && ids.indexOf(active) < 0) ids.push(active);  // an older run resumed elsewhere
@@ -1226,7 +1229,7 @@
       var shown = Promise.resolve();
       ids.forEach(function (id) {
         shown = shown.then(function () {
-          return stateRunShow(id).then(function (run) { if (run) last = run; });
+          return stateRunShow(id, force).then(function (run) { if (run) last = run; });
         });
       });
       return shown.then(function () {
