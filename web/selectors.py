@@ -3,6 +3,7 @@ session and run look-ups go through ``sessions.selectors``, which answer 404 oth
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,9 +11,11 @@ from django.db.models import Max, OuterRef, Subquery
 
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_list_for_user, version_budget
+from agents.server_tools import frozen_server_tools
 from models_catalog.providers import provider_is_offline
 from sessions.models import Instance, ModelCall, Run, RunEvent, Session, SessionMessage
 from sessions.selectors.sessions import session_list_for_user
+from web.tool_labels import tool_labels
 
 SIDEBAR_SESSIONS = 50
 RUNS_PER_PAGE = 20
@@ -171,3 +174,12 @@ def run_plans(*, run_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
         if payload.get("instance", "main") == "main" and isinstance(payload.get("steps"), list):
             plans[event.run_id] = [step for step in payload["steps"] if isinstance(step, dict)]
     return plans
+
+
+def tool_labels_of_versions(*, version_ids: Iterable[int]) -> dict[int, dict[str, str]]:
+    """Each version's step labels (``web.tool_labels``), by version: one query for a page."""
+    wanted = set(version_ids)
+    if not wanted:
+        return {}
+    return {version.pk: tool_labels(frozen_server_tools(version))
+            for version in AgentVersion.objects.filter(pk__in=wanted).only("id", "server_tools")}

@@ -15,6 +15,7 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_http_methods
 
+from agents.server_tools import frozen_server_tools
 from core.api.fields import id_from_text
 from core.errors import NotFound, TryLater, ValidationFailed
 from core.slow_work import slow_work
@@ -37,6 +38,7 @@ from web.selectors import (
     sessions_for_sidebar,
 )
 from web.summaries import COMPACTED_BY_CODE_NOTICE
+from web.tool_labels import tool_labels
 from web.transcript import COMPACTED_NOTICE, PLAN_STATUS_LABELS, STEP_STATUS_LABELS
 
 LOGIN_URL = reverse_lazy("web:login")
@@ -178,6 +180,8 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "compactedByCodeNotice": COMPACTED_BY_CODE_NOTICE,  # CTX-48
         "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
         "planStatus": PLAN_STATUS_LABELS,
+        # How a step names its tool (web.tool_labels): the live run's steps as the server's.
+        "toolLabels": tool_labels(frozen_server_tools(session.version)),
         "meter": meter,
         "supplements": {},
         "prepared": None,
