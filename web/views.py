@@ -172,7 +172,9 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
                     # CTX-50: the session's pins (chat.js reads them as the page opens: the
                     # page itself reads no record's content once its runs' HTML is kept).
                     pins=reverse("session-pins", args=[session.pk]),
-                    pin=reverse("session-pin", args=[session.pk, _ID]).replace(str(_ID), "{id}"))
+                    pin=reverse("session-pin", args=[session.pk, _ID]).replace(str(_ID), "{id}"),
+                    # Another tab or device of the person may start a run here (docs/web.md).
+                    state=reverse("web:session-state", args=[session.pk]))
     return {
         "sessionId": session.pk,
         "agentId": session.agent_id,
