@@ -24,12 +24,18 @@ SIDEBAR_SESSIONS = 50
 RUNS_PER_PAGE = 20
 
 
-def sessions_for_sidebar(*, user, query: object = "") -> list[Session]:
+def sessions_for_sidebar(*, user, query: object = "", current: Session | None = None) -> list[Session]:
     """The caller's most recent sessions with something asked in them, newest first; those
-    matching ``query`` (title or question text, ``sessions_search``) when there is one."""
+    matching ``query`` (title or question text, ``sessions_search``) when there is one.
+
+    ``current``, the session on screen, heads the list while nothing was asked in it: the
+    page names it after its first question, in this tab and in the session's other tabs."""
     if search_terms(query):
         return sessions_search(user=user, query=query, limit=SIDEBAR_SESSIONS)
-    return list(sessions_listed(user=user)[:SIDEBAR_SESSIONS])
+    listed = list(sessions_listed(user=user)[:SIDEBAR_SESSIONS])
+    if current is not None and not current.last_seq and all(item.pk != current.pk for item in listed):
+        listed.insert(0, current)
+    return listed
 
 
 def pending_files(*, session: Session) -> list[dict[str, Any]]:

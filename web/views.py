@@ -86,8 +86,10 @@ def _shell(request, **extra: Any) -> dict[str, Any]:
     """What every chat page shows around its content: the sessions (those matching the
     sidebar's search, ``?q=``) and the agents to start with."""
     query = request.GET.get("q", "")
+    session = extra.get("session")
     return {
-        "sidebar_sessions": sessions_for_sidebar(user=request.user, query=query),
+        "sidebar_sessions": sessions_for_sidebar(user=request.user, query=query,
+                                                 current=session if session is not None and session.pk else None),
         "sidebar_query": " ".join(query.split())[:QUERY_MAX_CHARS],
         "agents": agents_startable(user=request.user),
         **extra,
