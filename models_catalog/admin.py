@@ -75,9 +75,9 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
     # The key column is encrypted and write-only: never listed, never shown. The form's
     # own api_key input replaces the model field, so the form never writes it directly.
     exclude = ["api_key"]
-    readonly_fields = ["stored_key", "model_tools", "window_source", "output_source", "manifest_version", "server_context",
-                       "learned_window", "effective_input", "calibration", "concurrency_from", "created_at",
-                       "updated_at"]
+    readonly_fields = ["stored_key", "model_tools", "window_source", "output_source", "manifest_version",
+                       "server_context", "learned_window", "effective_input", "calibration", "concurrency_from",
+                       "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["space", "name", "provider", "base_url"]}),
         ("API key", {"fields": ["api_key", "stored_key", "clear_api_key"]}),
@@ -124,10 +124,10 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
             'Discover models</button> '
             '<button type="button" class="button" id="test-connection" data-url="{}" data-connection="{}">'
             'Test connection</button>'
-            '<p class="model-tools-note">Both use the provider, base URL and key above (an empty key uses the stored one, '
-            'only while provider and base URL are unchanged). <em>Discover models</em> lists the provider\'s '
-            'models: <em>Use</em> fills in the model and its window figures, each showing where it came from. '
-            '<em>Test connection</em> tries them with the model above in one model list request (at most 10 '
+            '<p class="model-tools-note">Both use the provider, base URL and key above (an empty key uses the '
+            'stored one, only while provider and base URL are unchanged). <em>Discover models</em> lists the '
+            'provider\'s models: <em>Use</em> fills in the model and its window figures, each showing where it '
+            'came from. <em>Test connection</em> tries them with the model above in one model list request (at most 10 '
             'seconds) and saves nothing.</p>'
             '<div id="discover-results" aria-live="polite"></div>'
             '<div id="test-connection-result" aria-live="polite"></div></div>',
