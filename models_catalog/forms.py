@@ -92,7 +92,8 @@ class ModelConnectionAdminForm(forms.ModelForm):
             self.fields["api_key"].help_text = "Write-only: stored encrypted, never shown again."
         if "space" in self.fields and self.instance.pk is None:
             # The one space there is, chosen already: nothing else could be picked.
-            spaces = list(self.fields["space"].queryset.values_list("pk", flat=True)[:2])
+            choices = getattr(self.fields["space"], "queryset", None)
+            spaces = list(choices.values_list("pk", flat=True)[:2]) if choices is not None else []
             if len(spaces) == 1:
                 self.initial.setdefault("space", spaces[0])
 

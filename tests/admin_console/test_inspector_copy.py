@@ -21,7 +21,7 @@ from sessions.selectors.instances import main_instance
 from sessions.selectors.model_calls import model_call_body
 from sessions.services.model_calls import model_call_close, model_call_open
 from sessions.services.questions import question_ask
-from tests.fakes.fake_provider import JSONResponse, chat_completion, fake_provider  # noqa: F401  (the fixture)
+from tests.fakes.fake_provider import JSONResponse, chat_completion
 from tests.sessions.helpers import claim
 
 pytestmark = pytest.mark.django_db
