@@ -11,7 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import path
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
@@ -20,6 +20,7 @@ from context import Calibration
 from core.accounts.selectors import user_is_operator
 from core.console_lists import ConsoleListMixin
 from core.errors import DomainError
+from models_catalog.admin_layout import ConnectionFormLayout
 from models_catalog.discovery import server_context_label
 from models_catalog.forms import (
     ConnectionTestForm,
@@ -66,7 +67,7 @@ class ProviderFilter(admin.SimpleListFilter):
 
 
 @admin.register(ModelConnection)
-class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
+class ModelConnectionAdmin(ConsoleListMixin, ConnectionFormLayout, admin.ModelAdmin):
     form = ModelConnectionAdminForm
     list_display = ["name", "space", provider_column, "model", "window_column", "output_column", "stored_key"]
     list_select_related = ["space"]
@@ -95,14 +96,6 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).defer("api_key")
 
-    def get_fieldsets(self, request, obj=None):
-        """A new connection has no stored key to show or remove: its key section is the input alone."""
-        fieldsets = super().get_fieldsets(request, obj)
-        if obj is not None:
-            return fieldsets
-        return [(name, {**options, "fields": ["api_key"]}) if name == "API key" else (name, options)
-                for name, options in fieldsets]
-
     def get_readonly_fields(self, request, obj=None):
         # Moving a connection between spaces would move its key with it: not an edit.
         return [*self.readonly_fields, "space"] if obj is not None else self.readonly_fields
@@ -113,26 +106,6 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
         if obj.api_key_hint:
             return format_html("<code>{}</code> (only its start and end are shown)", obj.api_key_hint)
         return "None stored."
-
-    @admin.display(description="Find or try the model")
-    def model_tools(self, obj: ModelConnection) -> str:
-        """Discover models and Test connection, under the model field (discover.js drives them)."""
-        connection = "" if obj.pk is None else obj.pk
-        return format_html(
-            '<div class="model-tools">'
-            '<button type="button" class="button" id="discover-models" data-url="{}" data-connection="{}">'
-            'Discover models</button> '
-            '<button type="button" class="button" id="test-connection" data-url="{}" data-connection="{}">'
-            'Test connection</button>'
-            '<p class="model-tools-note">Both use the provider, base URL and key above (an empty key uses the '
-            'stored one, only while provider and base URL are unchanged). <em>Discover models</em> lists the '
-            'provider\'s models: <em>Use</em> fills in the model and its window figures, each showing where it '
-            'came from. <em>Test connection</em> tries them with the model above in one model list request (at most 10 '
-            'seconds) and saves nothing.</p>'
-            '<div id="discover-results" aria-live="polite"></div>'
-            '<div id="test-connection-result" aria-live="polite"></div></div>',
-            reverse("admin:models_catalog_modelconnection_discover"), connection,
-            reverse("admin:models_catalog_modelconnection_test"), connection)
 
     @admin.display(description="Effective input")
     def effective_input(self, obj: ModelConnection) -> str:

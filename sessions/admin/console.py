@@ -18,8 +18,8 @@ from core.console_lists import ConsoleListMixin
 from core.errors import DomainError
 from core.readonly_admin import ReadOnlyAdminMixin
 from sessions.admin import files, pages, undo, usage
-from sessions.admin.display import call_figures, compaction_figures, question_opening
-from sessions.admin.reads import session_run_questions
+from sessions.admin.display import call_figures, compaction_figures
+from sessions.admin.questions import run_questions
 from sessions.admin.waits import wait_figures
 from sessions.models import (
     AccessAudit,
@@ -32,11 +32,9 @@ from sessions.models import (
     SessionMessage,
     SessionView,
 )
-from sessions.services.access_audit import read_audited
 from sessions.services.dispatch import compaction_dispatch_on_commit
 from sessions.services.manual_compaction import compaction_request
 from sessions.services.run_controls import run_cancel, run_resume
-from sessions.staff import staff_may_read
 
 # An agent version's usage page and its CSV, served at the version's own admin URLs.
 VERSION_PAGES.extend([VersionPage(suffix="usage", name="usage", label="Usage and cost", view=usage.usage_view),
@@ -75,12 +73,7 @@ class RunInline(ReadOnlyAdminMixin, admin.TabularInline):
     def get_formset(self, request, obj=None, **kwargs):
         """The questions are the person's words, decrypted: read only for staff who may read
         the session's records, after the access audit's row (``what="questions"``)."""
-        self.questions = None
-        if obj is not None and obj.pk is not None and staff_may_read(user=request.user, row_model=Session,
-                                                                     content_model=SessionMessage):
-            with read_audited(user=request.user, audited=True, what="questions", session=obj):
-                self.questions = {run_id: question_opening(message)
-                                  for run_id, message in session_run_questions(session=obj).items()}
+        self.questions = run_questions(user=request.user, session=obj) if obj is not None and obj.pk else None
         return super().get_formset(request, obj, **kwargs)
 
     @admin.display(description="Question")

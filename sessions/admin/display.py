@@ -388,16 +388,3 @@ def compaction_figures(metrics: Any, *, estimator_id: str = "") -> CompactionFig
         verdict=check_verdict(m),
     )
 
-
-QUESTION_OPENING_CHARS = 90
-
-
-def question_opening(message: Any, *, limit: int = QUESTION_OPENING_CHARS) -> str:
-    """The start of a question for a list: its text on one line, cut at a word with "…"
-    when longer than ``limit``; "" for a record with no text (an image alone shows its note)."""
-    content = message.get("content") if isinstance(message, dict) else None
-    line = " ".join(content_text(content).split())
-    if len(line) <= limit:
-        return line
-    cut = line[:limit].rsplit(" ", 1)[0] if " " in line[:limit] else line[:limit]
-    return cut.rstrip(" ,.;:") + "…"

@@ -22,10 +22,8 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from core.api.fields import id_from_text
-from models_catalog.providers import find_provider, provider_label
-from models_catalog.request_copy import body_json, chat_endpoint, curl_command
-from models_catalog.selectors import connection_has_key
 from sessions.admin.chart import ChartPoint, compaction_chart
+from sessions.admin.copies import RequestCopy, request_copy
 from sessions.admin.display import (
     CallFigures,
     CompactionFigures,
@@ -69,7 +67,7 @@ from sessions.admin.waits import WaitFigures, wait_figures
 from sessions.models import CompactionSnapshot, Instance, ModelCall, Run, RunEvent, Session, SessionMessage
 from sessions.selectors.inspector import CallPairing, model_call_pairings
 from sessions.selectors.instances import instance_in_session
-from sessions.selectors.model_calls import model_call_body, model_call_repairs
+from sessions.selectors.model_calls import model_call_repairs
 from sessions.selectors.records import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, records_page
 from sessions.services.access_audit import access_audit_write, read_audited
 from sessions.staff import staff_may_read
@@ -326,16 +324,6 @@ class CallSummary:
 
 
 @dataclass(frozen=True)
-class RequestCopy:
-    """The call's request to run again by hand: its body as JSON, and a cURL command
-    (``curl`` "" with ``curl_missing`` saying why when there is no endpoint to call)."""
-
-    json: str
-    curl: str
-    curl_missing: str
-
-
-@dataclass(frozen=True)
 class CallDetail:
     call: ModelCall
     instance: str
@@ -357,28 +345,7 @@ def _call_url(call: ModelCall) -> str:
     return admin_url("run_context", call.run_id, after=call.pk - 1 or None) + f"#call-{call.pk}"
 
 
-def _request_copy(run: Run, call: ModelCall, *, has_key: bool | None) -> RequestCopy | None:
-    """What "copy as JSON / cURL" copies: the body exactly as sent (decrypted: called inside
-    the audited read), posted to the endpoint of the run's version. None when the whole
-    body was not kept (logged before bodies were, or dropped by retention)."""
-    if body_fields(call.request) is None:
-        return None
-    body = model_call_body(call=call)
-    version = run.version
-    if call.provider != version.provider:
-        endpoint = None
-        missing = "This call went to another provider than the version's: its address is not known here."
-    else:
-        spec = find_provider(call.provider)
-        with_key = has_key if has_key is not None else bool(spec and spec.requires_api_key)
-        endpoint = chat_endpoint(provider=call.provider, base_url=version.base_url, with_key=with_key)
-        missing = "" if endpoint is not None else (
-            f"{provider_label(call.provider)} runs inside AgentLoom: there is no endpoint to call.")
-    return RequestCopy(json=body_json(body), curl=curl_command(endpoint, body) if endpoint else "",
-                       curl_missing=missing)
-
-
-def _call_detail(run: Run, pairing: CallPairing, *, has_key: bool | None = None) -> CallDetail:
+def _call_detail(run: Run, pairing: CallPairing) -> CallDetail:
     call = pairing.call
     repairs = repair_views(model_call_repairs(call=call), record_url=lambda seq: records_url(
         run.session_id, after=seq - 1, limit=1))
@@ -389,8 +356,7 @@ def _call_detail(run: Run, pairing: CallPairing, *, has_key: bool | None = None)
                       figures=call_figures(estimated=call.estimated_tokens, usage=call.usage,
                                            estimates=[entry.estimated_tokens for entry in pairing.entries]),
                       change=change, lines=lines, repairs=repairs, tools=sent_tools(pairing.tools),
-                      body=body_fields(call.request), output=call_output(call.request),
-                      copy=_request_copy(run, call, has_key=has_key))
+                      body=body_fields(call.request), output=call_output(call.request), copy=request_copy(run, call))
 
 
 def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -419,10 +385,9 @@ def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) 
         access_audit_write(user=request.user, what="context_inspector", session=run.session, run=run,
                            detail={"after": after, "calls": page_ids, "compared_with": compared})
 
-    has_key = connection_has_key(connection_id=run.version.model_connection_id)
     with transaction.atomic():
         pairings = model_call_pairings(run=run, ids=page_ids, before_read=audit)
-        details = [_call_detail(run, pairing, has_key=has_key) for pairing in pairings]
+        details = [_call_detail(run, pairing) for pairing in pairings]
     position = ids.index(page_ids[0]) if page_ids else len(ids)
     previous_start = max(0, position - CALLS_PAGE)
     more = bool(page_ids) and ids[-1] > page_ids[-1]

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from sessions.admin.display import question_opening
+from sessions.admin.questions import question_opening
 from sessions.models import AccessAudit
 from sessions.services.questions import question_ask
 from tests.admin_console.conftest import SECRET, finish
