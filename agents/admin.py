@@ -74,6 +74,7 @@ class AgentAdmin(ConsoleListMixin, admin.ModelAdmin):
 
     class Media:
         js = ["agentloom/admin/agent_budget.js", "agentloom/admin/agent_publish.js"]
+        css = {"all": ["agentloom/admin/agents.css"]}
 
     # --- Publish from the agent's own page ----------------------------------------------
 
@@ -235,6 +236,9 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ["agent"]
     list_filter = ["agent__space"]
 
+    class Media:
+        css = {"all": ["agentloom/admin/agents.css"]}
+
     def get_urls(self):
         wrap = self.admin_site.admin_view
         pages = [path(f"<path:object_id>/{page.suffix}/", wrap(partial(self._page, page.view)),
@@ -243,8 +247,9 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         # The provider by its label, where the model's own field would show its registry name.
+        # The frozen server tools as their table only (frozen_server_tools), not the stored JSON text.
         return ["provider_name" if name == "provider" else name for name in super().get_fields(request, obj)
-                if name != "provider_name"]
+                if name not in ("provider_name", "server_tools")]
 
     @admin.display(description="Provider")
     def provider_name(self, obj: AgentVersion) -> str:
@@ -274,6 +279,7 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
                                   "yes" if e["idempotent"] else "no (an unknown outcome on resume)",
                                   e["drift_text"] + (f" (listed {e['listed_at']:%Y-%m-%d %H:%M})"
                                                      if e["listed_at"] else "")) for e in entries))
-        return format_html('<table class="frozen-tools"><thead><tr><th>Tool</th><th>Function</th><th>Description'
-                           "</th><th>Annotations</th><th>Re-run on resume</th><th>On the server now</th></tr></thead>"
-                           "<tbody>{}</tbody></table>", rows)
+        return format_html('<div class="table-scroll"><table class="frozen-tools"><thead><tr><th>Tool</th>'
+                           "<th>Function</th><th>Description</th><th>Annotations</th><th>Re-run on resume</th>"
+                           "<th>On the server now</th></tr></thead>"
+                           "<tbody>{}</tbody></table></div>", rows)

@@ -6,14 +6,17 @@ reported on the input that holds it; the rules are the agent services'
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, cast
 
 from django import forms
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from agents.models import Agent
 from agents.run_limits import MAX_LIMIT, SETTABLE
 from agents.services import agent_draft_validate, context_policy_normalize
-from agents.tool_registry import tool_names_available
+from agents.tool_registry import tool_description, tool_names_available
 from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
 from core.errors import ValidationFailed
 from models_catalog.models import ModelConnection
@@ -33,24 +36,71 @@ DRAFT_FORM_FIELDS = ("name", "instructions", "model_connection", "tools", "tool_
                      "call_log_retention_days")
 
 
+@dataclass(frozen=True)
+class ToolOption:
+    """A tool as the picker shows it: its name, what it says it does, and a note (a server
+    tool's annotations, or why it can no longer be chosen)."""
+
+    name: str
+    description: str
+    note: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.name} — {self.description} [{self.note}]" if self.note else f"{self.name} — {self.description}"
+
+
 def tool_choices(current: list[str]) -> list[tuple[str, Any]]:
     """The picker's choices: the built-ins, then each tool server's tools under its name,
     each with its description and annotations, so an admin reads what a tool says it does
     before choosing it (TOOL-6). Stored names no longer offered stay visible, so saving
     reports them instead of dropping them silently."""
     builtins = tool_names_available()
-    groups: list[tuple[str, Any]] = [("Built-in", [(name, name) for name in builtins])]
+    groups: list[tuple[str, Any]] = [("Built-in", [
+        (name, ToolOption(name, tool_description(name) or "no description")) for name in builtins])]
     offered = set(builtins)
+    names = set()
     for server in ToolServer.objects.defer("headers").select_related("space").order_by("name", "id"):
         owner = "operator's" if server.space is None else server.space.name
+        names.add(server.name)
         tools = [(f"{server.name}.{tool['name']}",
-                  f"{tool['name']} — {(tool['description'] or 'no description')[:160]} "
-                  f"[{annotations_text(tool['annotations'])}]") for tool in server.tools]
+                  ToolOption(tool["name"], tool["description"] or "no description",
+                             annotations_text(tool["annotations"]))) for tool in server.tools]
         offered |= {value for value, _ in tools}
         if tools:
             groups.append((f"{server.name} ({owner} server)", tools))
-    stale = [(name, f"{name} (no longer offered)") for name in current if name not in offered]
-    return groups + ([("No longer offered", stale)] if stale else [])
+    stale = [(name, ToolOption(name, "cannot be used any more", (
+        f"its server {name.partition('.')[0]!r} no longer exists" if name.partition(".")[0] not in names
+        else "its server no longer lists it"))) for name in current if name not in offered]
+    return groups + ([("No longer offered: untick these", stale)] if stale else [])
+
+
+class ToolPicker(forms.CheckboxSelectMultiple):
+    """The tools as a wide list, grouped by server, each with what it does on its own line,
+    instead of Django's narrow column of long labels."""
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
+        chosen = {str(v) for v in (value or [])}
+        base = (attrs or {}).get("id") or f"id_{name}"
+        groups = []
+        index = 0
+        for group, options in self.choices:
+            rows = []
+            for option_value, option in options:
+                option = option if isinstance(option, ToolOption) else ToolOption(str(option), "")
+                rows.append(format_html(
+                    '<li><label for="{}_{}"><input type="checkbox" name="{}" value="{}" id="{}_{}"{}>'
+                    '<span class="tool-option"><code class="tool-name">{}</code>'
+                    '<span class="tool-description">{}</span>{}</span></label></li>',
+                    base, index, name, option_value, base, index, mark_safe(" checked") if str(option_value) in chosen
+                    else "", option.name, option.description,
+                    format_html('<span class="tool-note">{}</span>', option.note) if option.note else ""))
+                index += 1
+            groups.append(format_html('<fieldset class="tool-group"><legend>{}</legend><ul>{}</ul></fieldset>',
+                                      group, mark_safe("".join(rows))))
+        return format_html('<div class="tool-picker" id="{}">{}</div>', base, mark_safe("".join(groups)))
+
+    def id_for_label(self, id_: str, index: str | None = None) -> str:
+        return "" if index is None else f"{id_}_{index}"  # the list has no one input to label
 
 
 def _limit_input(name: str) -> forms.IntegerField:
@@ -61,7 +111,7 @@ def _limit_input(name: str) -> forms.IntegerField:
 
 
 class AgentAdminForm(forms.ModelForm):
-    tools = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    tools = forms.MultipleChoiceField(required=False, widget=ToolPicker)
     tool_overrides = forms.JSONField(
         required=False, initial=dict,
         help_text='Per server tool, what you decide against its annotations, e.g. {"git.git_commit": '

@@ -12,7 +12,7 @@ of the version carries the same bytes (stable prompt-cache prefix).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from agents.models import Agent
@@ -36,8 +36,9 @@ def is_server_ref(name: str) -> bool:
     return "." in name
 
 
-def server_refs_check(*, refs: list[str], space_id: int) -> None:
-    """Every reference names a listed tool of a server the space may use; else a 400."""
+def server_refs_check(*, refs: list[str], space_id: int, stored: Collection[str] = ()) -> None:
+    """Every reference names a listed tool of a server the space may use; else a 400.
+    ``stored``: the draft's tools as saved; those whose server is gone since are named as such."""
     if not refs:
         return
     servers = servers_for_space(space_id=space_id)
@@ -48,11 +49,26 @@ def server_refs_check(*, refs: list[str], space_id: int) -> None:
         # TOOL-6): say why, rather than that it does not exist.
         raise ValidationFailed("Server tools that cannot be offered.", fields={"tools": "; ".join(
             f"{ref} was left out when its server was listed: {why}" for ref, why in left_out.items())})
+    gone = _gone_text([ref for ref in unknown if ref in stored], servers)
+    if gone:
+        raise ValidationFailed("Tools of a server that no longer exists.", fields={"tools": gone})
     if unknown:
         names = ", ".join(sorted(servers)) or "none"
         raise ValidationFailed("Unknown server tools.", fields={"tools": (
             f"not a listed tool of a server of this space: {', '.join(unknown)} (servers: {names}; refresh a "
             "server after its tools changed; the operator's servers appear once a worker has listed them)")})
+
+
+def _refs_of(refs: list[str], server_name: str) -> list[str]:
+    return [ref for ref in refs if ref.partition(".")[0] == server_name]
+
+
+def _gone_text(refs: list[str], servers: Mapping[str, ToolServer]) -> str:
+    """What to say of chosen tools whose server no longer exists in the space, or ""."""
+    gone = sorted({ref.partition(".")[0] for ref in refs} - set(servers))
+    return "; ".join(f"the server {name!r} no longer exists, so these tools cannot be used: "
+                     f"{', '.join(_refs_of(refs, name))}. Untick them, or register a server named {name!r} "
+                     "in this space again" for name in gone)
 
 
 def _left_out_because(ref: str, servers: Mapping[str, ToolServer]) -> str | None:
@@ -98,8 +114,16 @@ def server_tools_freeze(*, tools: list[str], overrides: Mapping[str, Mapping[str
     for ref in refs:
         found = server_tool_resolve(space_id=space_id, ref=ref, servers=servers)
         if found is None:
-            raise ValidationFailed("A chosen server tool is no longer listed.", fields={
-                "tools": f"{ref}: its server no longer lists it; refresh the server, or remove the tool"})
+            server_name = ref.partition(".")[0]
+            if server_name not in servers:
+                listed = ", ".join(_refs_of(refs, server_name))
+                raise ValidationFailed(
+                    f"The server {server_name!r} no longer exists: untick its tools ({listed}), or register a server "
+                    f"named {server_name!r} in this space again.",
+                    fields={"tools": _gone_text(refs, servers)})
+            raise ValidationFailed(f"{ref} is no longer listed by its server: refresh the server, or untick the tool.",
+                                   fields={"tools": f"{ref}: its server no longer lists it; refresh the server, "
+                                                    "or remove the tool"})
         resolved.append((ref, *found))
     names = function_names([(server.name, tool["name"]) for _, server, tool in resolved], reserved=reserved)
     frozen = []
@@ -115,46 +139,107 @@ def server_tools_freeze(*, tools: list[str], overrides: Mapping[str, Mapping[str
     return json.dumps(frozen, ensure_ascii=False)
 
 
+def server_tools_difference(before: str, after: str) -> str:
+    """How the server tools a publish would freeze (``after``) differ from a version's
+    (``before``), per tool in words, or "" when they would be the same. Which row serves a
+    server is not a difference: tools are matched by server name within the space."""
+    def keyed(text: str) -> dict[str, dict[str, Any]]:
+        return {entry["ref"]: {k: v for k, v in entry.items() if k not in ("server_id", "kind")}
+                for entry in json.loads(text or "[]")}
+
+    old, new = keyed(before), keyed(after)
+    words = []
+    for ref in new:
+        a, b = old.get(ref), new[ref]
+        if a is None or a == b:
+            continue
+        what = [label for key, label in (("description", "description"), ("input_schema", "input schema"),
+                                         ("annotations", "annotations"), ("function", "function name"))
+                if a.get(key) != b.get(key)]
+        what += ["your override"] if any(a.get(key) != b.get(key) for key in OVERRIDE_KEYS) else []
+        words.append(f"{ref}: {', '.join(what) or 'definition'} changed")
+    return "; ".join(words)
+
+
 def frozen_server_tools(version: Any) -> list[dict[str, Any]]:
     """The server tools a version froze (none for versions published before tool servers)."""
     return json.loads(version.server_tools or "[]")
 
 
+def frozen_servers(*, version: Any) -> dict[int, ToolServer | None]:
+    """The server each frozen tool's ``server_id`` stands for now: that row, or — when it was
+    deleted — the server of the same name the version's space may use (tools are matched by
+    server name within the space: registering the name again repairs the version); None
+    when neither exists."""
+    entries = frozen_server_tools(version)
+    if not entries:
+        return {}
+    found: dict[int, ToolServer | None] = {s.pk: s for s in ToolServer.objects.defer("headers").filter(
+        pk__in={entry["server_id"] for entry in entries})}
+    missing = {entry["server_id"]: entry["server"] for entry in entries if entry["server_id"] not in found}
+    if missing:
+        by_name = servers_for_space(space_id=version.agent.space_id)
+        for server_id, name in missing.items():
+            found[server_id] = by_name.get(name)
+    return found
+
+
 def version_tool_drift(version: Any) -> list[dict[str, Any]]:
     """Each frozen server tool against its server's last listing (the console's drift)."""
     out = []
-    servers = {s.pk: s for s in ToolServer.objects.defer("headers").filter(
-        pk__in=[entry["server_id"] for entry in frozen_server_tools(version)])}
+    servers = frozen_servers(version=version)
     for entry in frozen_server_tools(version):
         server = servers.get(entry["server_id"])
         drift = tool_drift(entry, server.tool(entry["tool"]) if server else None)
-        out.append({**entry, "drift": drift, "drift_text": drift_text(drift) if server else "the server was removed",
+        gone = f"the server {entry['server']!r} no longer exists: register it again under this name, or publish " \
+               "without its tools"
+        out.append({**entry, "drift": drift, "drift_text": drift_text(drift) if server else gone,
                     "listed_at": server.listed_at if server else None})
     return out
 
 
-def drafts_using_server(server: ToolServer) -> list[str]:
-    """Names of the drafts that choose a tool of ``server`` (``toolservers.services.IN_USE_CHECKS``).
-    An operator's server is used by the drafts of every space that has no server of its own
-    by that name."""
+def _uses(entry: Mapping[str, Any], server: ToolServer, space_id: int) -> bool:
+    """A frozen tool is ``server``'s: by its id, or by its name in the version's space (tools
+    are matched by server name within the space, so a server registered again under the
+    same name serves the versions that froze the old one's tools)."""
+    return entry.get("server_id") == server.pk or (
+        entry.get("server") == server.name and (server.space_id is None or server.space_id == space_id))
+
+
+def agents_using_server(server: ToolServer) -> list[str]:
+    """The agents that use a tool of ``server``, each as ``"Name (draft, v3)"``: its draft
+    chooses one, or its latest published version froze one — the version new chats start
+    on (``toolservers.services.IN_USE_CHECKS``). An operator's server is used by the agents
+    of every space that has no server of its own by that name."""
     agents = Agent.objects.all() if server.space_id is None else Agent.objects.filter(space_id=server.space_id)
     shadowed: set[int] = set()
     if server.space_id is None:
         shadowed = set(ToolServer.objects.filter(space__isnull=False, name=server.name)
                        .values_list("space_id", flat=True))
     prefix = f"{server.name}."
-    return [agent.name for agent in agents.only("name", "tools", "space_id")
-            if agent.space_id not in shadowed and any(isinstance(t, str) and t.startswith(prefix)
-                                                      for t in agent.tools or [])]
+    found = []
+    for agent in agents.only("name", "tools", "space_id").order_by("name", "id"):
+        if agent.space_id in shadowed:
+            continue
+        where = []
+        if any(isinstance(t, str) and t.startswith(prefix) for t in agent.tools or []):
+            where.append("draft")
+        latest = agent.versions.only("version", "server_tools").order_by("-version").first()
+        if latest is not None and any(_uses(entry, server, agent.space_id) for entry in frozen_server_tools(latest)):
+            where.append(f"v{latest.version}")
+        if where:
+            found.append(f"{agent.name} ({', '.join(where)})")
+    return found
 
 
 def run_tool_sessions(*, version: Any) -> RunToolSessions:
     """The sessions a run of ``version`` may open: one per server its tools use, each only
-    if the version's space may still use it (a server moved out of reach is not called)."""
+    if the version's space may still use it (a server moved out of reach is not called);
+    a deleted server is found again by its name (``frozen_servers``)."""
     entries = frozen_server_tools(version)
     if not entries:
         return RunToolSessions({})
-    servers = {s.pk: s for s in ToolServer.objects.filter(pk__in={e["server_id"] for e in entries})}
+    servers = frozen_servers(version=version)
     space_id = version.agent.space_id
     endpoints: dict[int, tuple[str, Endpoint | None]] = {}
     for entry in entries:
@@ -162,7 +247,7 @@ def run_tool_sessions(*, version: Any) -> RunToolSessions:
         usable = server is not None and server_usable_by(server=server, space_id=space_id)
         endpoints[entry["server_id"]] = (entry["server"], toolserver_endpoint(server=server)
                                          if server is not None and usable else None)
-    return RunToolSessions(endpoints)
+    return RunToolSessions(endpoints, gone={pk for pk, server in servers.items() if server is None})
 
 
 def version_credentials(*, version: Any, sessions: RunToolSessions | None = None) -> list[str]:

@@ -1,7 +1,7 @@
 """Writes for agents: drafts with a complete context policy, and publishing frozen versions."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,7 @@ from agents.run_limits import MAX_LIMIT, SETTABLE
 from agents.server_tools import (
     is_server_ref,
     server_refs_check,
+    server_tools_difference,
     server_tools_freeze,
     tool_overrides_normalize,
 )
@@ -174,9 +175,9 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
     except ValidationFailed as exc:
         frozen = None
         changes.append(DraftChange(what="Server tools", before="", after=exc.message))
-    if frozen is not None and frozen != latest.server_tools and not (added or removed):
-        changes.append(DraftChange(what="Server tools", before="as published",
-                                   after="their descriptions or your overrides changed"))
+    difference = server_tools_difference(latest.server_tools, frozen) if frozen is not None else ""
+    if difference:
+        changes.append(DraftChange(what="Server tools", before="as published", after=difference))
     policy_before = latest.context_policy  # None: a version of the legacy character-threshold policy
     for name, value in context_policy_normalize(agent.context_policy).items():
         before = policy_before.get(name) if policy_before is not None else "legacy policy"
@@ -196,7 +197,7 @@ DRAFT_FIELDS = ("name", "instructions", "model_connection", "tools", "tool_overr
 MAX_RETENTION_DAYS = 36_500
 
 
-def agent_tools_normalize(tools: Any, *, space_id: int) -> list[str]:
+def agent_tools_normalize(tools: Any, *, space_id: int, stored: Collection[str] = ()) -> list[str]:
     """The tool names, de-duplicated in order; a 400 for a built-in outside the registry or
     a ``"<server>.<tool>"`` that no server of the space lists (TOOL-3).
 
@@ -211,7 +212,7 @@ def agent_tools_normalize(tools: Any, *, space_id: int) -> list[str]:
             "Unknown tools.",
             fields={"tools": f"unknown: {', '.join(unknown)}; available: {', '.join(sorted(available))}"},
         )
-    server_refs_check(refs=[name for name in tools if is_server_ref(name)], space_id=space_id)
+    server_refs_check(refs=[name for name in tools if is_server_ref(name)], space_id=space_id, stored=stored)
     return list(dict.fromkeys(tools))
 
 
@@ -272,7 +273,8 @@ def agent_draft_validate(*, agent: Agent | None, space_id: int, data: Mapping[st
             errors["model_connection"] = "not a model connection of this agent's space"
         out["model_connection"] = connection
     checks = {
-        "tools": lambda raw: agent_tools_normalize(raw, space_id=space_id),
+        "tools": lambda raw: agent_tools_normalize(raw, space_id=space_id,
+                                                   stored=agent.tools if agent is not None else ()),
         "limits": agent_limits_normalize,
         "context_policy": lambda raw: _policy_merge(agent, raw),
     }

@@ -108,3 +108,9 @@ def tool_schemas(names: list[str]) -> list[dict[str, Any]]:
 def tool_names_available() -> list[str]:
     """Tool names an agent may choose."""
     return sorted(registry)
+
+
+def tool_description(name: str) -> str:
+    """What a built-in tool does, as the model reads it (the console's picker shows it too)."""
+    tool = registry.get(name)
+    return tool.description if tool is not None else ""

@@ -31,6 +31,7 @@ from models_catalog.client import (
     collect,
     get_chat_client,
 )
+from models_catalog.demo import DemoChatClient
 from models_catalog.errors import ContextOverflowError, ProviderError
 from models_catalog.slots import ACTION, Lease, Waiting, model_slot
 from models_catalog.target import ModelTarget
@@ -45,8 +46,11 @@ from sessions.selectors.usage import session_largest_prompt_count
 
 def chat_client(target: ModelTarget) -> ChatClient:
     """Open a chat client for ``target`` — the only place the run loop opens one."""
-    return get_chat_client(provider=target.provider, base_url=target.base_url, api_key=target.api_key,
-                           allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=target.limits)
+    client = get_chat_client(provider=target.provider, base_url=target.base_url, api_key=target.api_key,
+                             allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=target.limits)
+    if isinstance(client, DemoChatClient):  # at a person's pace, so Stop can land mid-answer
+        client.pace = settings.AGENTLOOM_DEMO_WORD_SECONDS
+    return client
 
 
 class _StopWhileWaiting(Exception):

@@ -4,12 +4,19 @@ A space's servers are added with their headers masked; each server's page lists 
 with their descriptions and annotations, so an admin reads what a tool says it does before
 adding it to an agent; "Refresh" lists again and says what changed. The operator's servers
 (``AGENTLOOM_MCP_SERVERS``) are shown read-only: nothing here starts or changes a command.
+Deleting, from a server's page or the bulk action, follows the API's rule
+(``toolserver_delete_check``): a server whose tools an agent uses stays, and the message
+names the agents and what to do.
 """
 from __future__ import annotations
 
 import json
 
 from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.db import transaction
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.debug import sensitive_post_parameters
@@ -21,7 +28,12 @@ from toolservers.forms import ToolServerAdminForm
 from toolservers.listing import changes_text
 from toolservers.models import ToolServer
 from toolservers.selectors import operator_servers
-from toolservers.services import toolserver_refresh
+from toolservers.services import (
+    toolserver_delete,
+    toolserver_delete_check,
+    toolserver_in_use_by,
+    toolserver_refresh,
+)
 
 ANNOTATION_LABELS = {"readOnlyHint": "read-only", "destructiveHint": "destructive", "idempotentHint": "idempotent",
                      "openWorldHint": "open world"}
@@ -52,14 +64,14 @@ class ToolServerAdmin(ConsoleListMixin, admin.ModelAdmin):
     list_filter = ["kind", "space"]
     list_select_related = ["space"]
     search_fields = ["name", "url"]
-    actions = ["refresh"]
+    actions = ["refresh", "delete_selected"]
     readonly_fields = ["kind", "transport", "header_hints", "protocol_version", "server_info_text", "tools_listed",
-                       "skipped", "listed_at", "list_error", "operator_config", "created_at", "updated_at"]
+                       "skipped", "listed_at", "list_error", "operator_config", "used_by", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["space", "name", "url", "timeout_seconds", "kind", "transport"]}),
         ("Headers", {"fields": ["header_lines", "clear_headers", "header_hints"]}),
-        ("Tools", {"fields": ["server_info_text", "protocol_version", "listed_at", "tools_listed", "skipped",
-                              "list_error"]}),
+        ("Tools", {"fields": ["server_info_text", "protocol_version", "listed_at", "used_by", "tools_listed",
+                              "skipped", "list_error"]}),
         ("Operator's configuration", {"fields": ["operator_config"]}),
         ("Record", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]
@@ -109,6 +121,57 @@ class ToolServerAdmin(ConsoleListMixin, admin.ModelAdmin):
 
     def save_related(self, request, form, formsets, change) -> None:
         pass  # no relations; the model form must not save itself again
+
+    # --- Deleting: the services' rule, the API's too (a server agents use stays) ----------
+
+    def _refused(self, request, servers) -> bool:
+        """Tell why each server agents use is not deleted; True when any is."""
+        refused = False
+        for server in servers:
+            try:
+                toolserver_delete_check(server=server)
+            except DomainError as exc:
+                self.message_user(request, exc.message, messages.ERROR)
+                refused = True
+        return refused
+
+    def delete_view(self, request, object_id, extra_context=None):
+        server = self.get_object(request, object_id)
+        if server is not None and self.has_delete_permission(request, server) and self._refused(request, [server]):
+            return HttpResponseRedirect(reverse("admin:toolservers_toolserver_change", args=[server.pk]))
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except DomainError as exc:  # an agent chose its tools since the page was shown (delete_model)
+            self.message_user(request, exc.message, messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:toolservers_toolserver_change", args=[object_id]))
+
+    def delete_model(self, request, obj: ToolServer) -> None:
+        toolserver_delete(server=obj)  # checks again: an agent may have chosen it since the page was shown
+
+    def delete_queryset(self, request, queryset) -> None:
+        with transaction.atomic():  # all of the selection or none of it
+            for server in queryset:
+                toolserver_delete(server=server)
+
+    # In place of the site's action of this name (its confirmation page posts back to it).
+    @admin.action(description="Delete the selected servers (none that agents use)", permissions=["delete"])
+    def delete_selected(self, request, queryset):
+        """Django's delete, with its confirmation page, only when no selected server is in use:
+        otherwise nothing is deleted and each refusal says which agents use the server."""
+        if self._refused(request, queryset):
+            self.message_user(request, "Nothing was deleted.", messages.WARNING)
+            return None
+        try:
+            return django_delete_selected(self, request, queryset)
+        except DomainError as exc:  # chosen by an agent since the confirmation page was shown
+            self.message_user(request, f"{exc.message} Nothing was deleted.", messages.ERROR)
+            return None
+
+    @admin.display(description="Used by")
+    def used_by(self, obj: ToolServer) -> str:
+        """The agents whose draft or latest version uses its tools: the ones a delete waits for."""
+        users = toolserver_in_use_by(server=obj) if obj.pk else []
+        return ", ".join(users) if users else "No agent's draft or latest version uses its tools."
 
     @admin.display(description="Tools")
     def tool_count(self, obj: ToolServer) -> int:

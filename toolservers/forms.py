@@ -95,6 +95,9 @@ class ToolServerAdminForm(forms.ModelForm):
             else:
                 self.saved, _ = toolserver_register(space=cleaned["space"], data=data, created_by=self.user,
                                                     detailed=user_is_operator(user=self.user))
+                # The model's own checks run after clean(): against the saved row they would
+                # find the new server a duplicate of itself (its unique name per space).
+                self.instance = self.saved
         except DomainError as exc:
             if not exc.fields:
                 self.add_error(None, exc.message)

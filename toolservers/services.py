@@ -170,13 +170,21 @@ def toolserver_refresh(*, server: ToolServer, by=None, detailed: bool = False) -
     return server, listing_changes(before, listing.tools)
 
 
-def toolserver_delete(*, server: ToolServer) -> None:
-    """Delete a server no draft uses (409 naming them otherwise). Published versions that
-    froze its tools keep them; calling one then is a tool error saying the server is gone."""
+def toolserver_delete_check(*, server: ToolServer) -> None:
+    """The one rule for deleting a server, the API's and the console's: not while an agent's
+    draft chooses one of its tools or its latest published version froze one (a 409 naming
+    them and what to do). Older versions that froze its tools say, when called, that the
+    server no longer exists."""
     users = toolserver_in_use_by(server=server)
     if users:
-        raise Conflict(f"Agents use this server's tools ({', '.join(users[:5])}{'…' if len(users) > 5 else ''}); "
-                       "remove them from those agents first.", code="in_use")
+        shown = ", ".join(users[:10]) + (f" and {len(users) - 10} more" if len(users) > 10 else "")
+        raise Conflict(f"The server {server.name!r} was not deleted: agents use its tools: {shown}. Untick its tools "
+                       "in those agents, save and publish them, then delete the server.", code="in_use")
+
+
+def toolserver_delete(*, server: ToolServer) -> None:
+    """Delete a server no agent uses (``toolserver_delete_check``)."""
+    toolserver_delete_check(server=server)
     server.delete()
     logger.info("tool server %s deleted", server.pk)
 

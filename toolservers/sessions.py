@@ -69,9 +69,10 @@ class _Server:
 class RunToolSessions:
     """The sessions of one run, keyed by server id (``endpoints``: where each server is)."""
 
-    def __init__(self, endpoints: Mapping[int, tuple[str, Endpoint | None]]) -> None:
+    def __init__(self, endpoints: Mapping[int, tuple[str, Endpoint | None]], *, gone: set[int] | None = None) -> None:
         self._servers = {pk: _Server(endpoint=endpoint, name=name, lock=threading.Lock())
                          for pk, (name, endpoint) in endpoints.items()}
+        self._gone = set(gone or ())  # servers that no longer exist (no row by id or by name)
         self.opened = 0  # sessions initialized during the run (a benchmark and the tests read it)
 
     def timeout_of(self, server_id: int) -> float:
@@ -107,6 +108,11 @@ class RunToolSessions:
 
     def _connection(self, server_id: int) -> tuple[_Server, Connection]:
         server = self._servers.get(server_id)
+        if server is not None and server_id in self._gone:
+            raise CallRefused(f"The tool server {server.name!r} no longer exists: it was deleted after this agent "
+                              "was published, so the tool was not called. An admin can register a server named "
+                              f"{server.name!r} in this space again, or untick its tools and publish the agent; "
+                              "meanwhile, answer without this tool.")
         if server is None or server.endpoint is None:
             name = server.name if server is not None else "?"
             raise CallRefused(f"The tool server {name!r} is no longer available to this agent (it was removed, or "

@@ -1,7 +1,8 @@
 """Loads what the transcript needs for a set of runs and hands it to ``transcript``."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from sessions.models import Run, SessionMessage
 from sessions.selectors.compactions import UndoTarget, undo_target
@@ -14,6 +15,7 @@ from web.selectors import (
     queued_supplements,
     run_plans,
     tool_durations,
+    tool_labels_of_versions,
 )
 from web.transcript import (
     COMPACTED_NOTICE,
@@ -25,6 +27,7 @@ from web.transcript import (
     plan_steps,
     run_is_continuable,
     run_is_resumable,
+    steps_labelled,
     supplements_written,
 )
 from web.undone import summaries_marked
@@ -34,7 +37,8 @@ def run_views(*, runs: list[Run], latest_run_id: int | None) -> list[RunView]:
     """One view per run, in the given order. A working run shows only what the person
     wrote (the browser streams the rest); only the session's latest run offers Resume."""
     ids = [run.pk for run in runs]
-    shared = RunsShared.load(run_ids=ids, session_id=runs[0].session_id if runs else None)
+    shared = RunsShared.load(run_ids=ids, session_id=runs[0].session_id if runs else None,
+                             version_ids={run.version_id for run in runs})
     records = main_records_of_runs(run_ids=ids)
     budget = RenderBudget()  # one per page, spent from the newest run back (markdown.py)
     # CTX-47: a later run's compaction may fold an earlier run's results: marked on every run.
@@ -54,12 +58,15 @@ class RunsShared:
     compacted: set[int]
     plans: dict[int, list[dict]]
     undo: UndoTarget | None = None  # CTX-51: the compaction the session's creator may undo now
+    tool_labels: dict[int, dict[str, str]] = field(default_factory=dict)  # by version (web.tool_labels)
 
     @classmethod
-    def load(cls, *, run_ids: list[int], session_id: int | None = None) -> RunsShared:
+    def load(cls, *, run_ids: list[int], session_id: int | None = None,
+             version_ids: Iterable[int] = ()) -> RunsShared:
         return cls(last_seqs=last_event_seqs(run_ids=run_ids), durations=tool_durations(run_ids=run_ids),
                    compacted=compacted_run_ids(run_ids=run_ids), plans=run_plans(run_ids=run_ids),
-                   undo=undo_target(session_id=session_id) if session_id is not None else None)
+                   undo=undo_target(session_id=session_id) if session_id is not None else None,
+                   tool_labels=tool_labels_of_versions(version_ids=version_ids))
 
     def undo_in(self, run: Run) -> int:
         """The compaction an Undo on this run's summary marker undoes (0: none of its markers)."""
@@ -86,6 +93,7 @@ def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, lat
         # record says where: say it once, after the question.
         view.items.insert(1 if view.items else 0, Notice(COMPACTED_NOTICE))
     summaries_marked(view.items, records, shared.undo)  # CTX-51
+    steps_labelled(view.items, shared.tool_labels.get(run.version_id, {}))
     view.resumable = run.pk == latest_run_id and run_is_resumable(run)
     view.continuable = run.pk == latest_run_id and run_is_continuable(run, view.items)
     return view

@@ -156,7 +156,8 @@ def runs_rendered(*, runs: list[Run], latest_run_id: int | None, agent_name: str
     its records and kept. The same HTML, byte for byte, as rendering every run each time."""
     ids = [run.pk for run in runs]
     inspector = _may_inspect(request)
-    shared = RunsShared.load(run_ids=ids, session_id=runs[0].session_id if runs else None)
+    shared = RunsShared.load(run_ids=ids, session_id=runs[0].session_id if runs else None,
+                             version_ids={run.version_id for run in runs})
     last_records = last_record_seqs(run_ids=ids)
     identities = {run.pk: RunIdentity(run_id=run.pk, created_at=run.created_at.isoformat(), status=run.status,
                                       attempt=run.attempt,

@@ -3,24 +3,41 @@ session and run look-ups go through ``sessions.selectors``, which answer 404 oth
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Max, OuterRef, Subquery
+from django.urls import reverse
 
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_list_for_user, version_budget
+from agents.server_tools import frozen_server_tools
 from models_catalog.providers import provider_is_offline
 from sessions.models import Instance, ModelCall, Run, RunEvent, Session, SessionMessage
-from sessions.selectors.sessions import session_list_for_user
+from sessions.selectors.files import session_files
+from sessions.selectors.search import search_terms, sessions_listed, sessions_search
+from sessions.services.files import file_name_of
+from web.tool_labels import tool_labels
 
 SIDEBAR_SESSIONS = 50
 RUNS_PER_PAGE = 20
 
 
-def sessions_for_sidebar(*, user) -> list[Session]:
-    """The caller's most recent sessions, newest first."""
-    return list(session_list_for_user(user=user)[:SIDEBAR_SESSIONS])
+def sessions_for_sidebar(*, user, query: object = "") -> list[Session]:
+    """The caller's most recent sessions with something asked in them, newest first; those
+    matching ``query`` (title or question text, ``sessions_search``) when there is one."""
+    if search_terms(query):
+        return sessions_search(user=user, query=query, limit=SIDEBAR_SESSIONS)
+    return list(sessions_listed(user=user)[:SIDEBAR_SESSIONS])
+
+
+def pending_files(*, session: Session) -> list[dict[str, Any]]:
+    """The session's files attached and not sent with a question yet (they count in its
+    room until removed), as the composer's chips show them."""
+    files = session_files(session=session).filter(question_seq__isnull=True)
+    return [{"id": file.pk, "name": file_name_of(file), "content_type": file.content_type, "size": file.size,
+             "kind": file.kind, "url": reverse("file-download", args=[file.pk])} for file in files]
 
 
 def agents_startable(*, user) -> list[Agent]:
@@ -171,3 +188,12 @@ def run_plans(*, run_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
         if payload.get("instance", "main") == "main" and isinstance(payload.get("steps"), list):
             plans[event.run_id] = [step for step in payload["steps"] if isinstance(step, dict)]
     return plans
+
+
+def tool_labels_of_versions(*, version_ids: Iterable[int]) -> dict[int, dict[str, str]]:
+    """Each version's step labels (``web.tool_labels``), by version: one query for a page."""
+    wanted = set(version_ids)
+    if not wanted:
+        return {}
+    return {version.pk: tool_labels(frozen_server_tools(version))
+            for version in AgentVersion.objects.filter(pk__in=wanted).only("id", "server_tools")}

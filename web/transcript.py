@@ -10,7 +10,7 @@ in this rendering when the run ends.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from web.errors import error_explain
 from web.folded import FOLDED_NOTICE, folded_count, folded_seqs
 from web.markdown import RenderBudget
 from web.summaries import summary_by_code
+from web.tool_labels import tool_label
 
 # An answer the output limit stopped (finish reason ``length``): the model's own limit, or
 # the platform's bound on a provider that ignored it. What happened; Continue is beside it.
@@ -50,6 +51,7 @@ def output_limit_note(limit: Any, *, cause: Any = None, answer_tokens: Any = Non
 
 def _positive(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
+RESUMED_NOTICE = "Resumed."
 COMPACTED_NOTICE = ("Earlier messages were summarized to fit the model's context window. "
                     "The full history is still kept.")
 PLAN_STATUS_LABELS = {"pending": "to do", "in_progress": "in progress", "done": "done"}
@@ -110,6 +112,11 @@ class Step:
     kind: str = "step"
     seq: int | None = field(default=None, compare=False)  # the result's record, for the pin control (CTX-50)
     folded_seq: int | None = None  # CTX-47: the record of a result a compaction folded for the model
+    label: str = ""  # what the chat calls the tool (``web.tool_labels``); its wire name when empty
+
+    @property
+    def shown_name(self) -> str:
+        return self.label or self.name
 
     @property
     def status_label(self) -> str:
@@ -164,6 +171,7 @@ class ErrorBox:
     hint: str
     message: str
     kind: str = "error"
+    resolved: bool = field(default=False, init=False)  # resumed, then answered: settled, not a live error
 
 
 @dataclass
@@ -251,7 +259,7 @@ def _status_item(message: dict[str, Any]) -> Notice | ErrorBox | None:
     if status == Run.Status.FAILED:
         return ErrorBox(**error_explain(message.get("error")))
     if status == "resumed":
-        return Notice("Resumed.")
+        return Notice(RESUMED_NOTICE)
     return None
 
 
@@ -297,6 +305,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
     shown = _spent_newest_first(records, budget or RenderBudget())
     items: list[Any] = []
     steps: dict[str, Step] = {}
+    ended = None
     for index, record in enumerate(records):
         message = record.message if isinstance(record.message, dict) else {}
         kind = record.kind
@@ -347,6 +356,7 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
             if folded and record.seq in folded:
                 step.folded_seq = record.seq
         elif kind == "run_status":
+            ended = message.get("status")
             item = _status_item(message)
             if item is not None:
                 if message.get("status") == Run.Status.CANCELLED:
@@ -365,7 +375,30 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                          Summary(shown[(index, "summary")], folded=count, seq=record.seq,
                                  pins_summarized=left_out, by_code=summary_by_code(message)))
         # Everything else (metadata kinds) is not part of the chat.
+    if ended == Run.Status.COMPLETED:
+        _errors_resolved(items)
     return items
+
+
+def _errors_resolved(items: list[Any]) -> None:
+    """A run that failed, was resumed and then answered: its earlier errors are over. Each
+    says so (and the "Resumed." right after it, which it now says, is left out)."""
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        if not isinstance(item, ErrorBox):
+            continue
+        item.resolved = True
+        following = items[index + 1] if index + 1 < len(items) else None
+        if isinstance(following, Notice) and following.text == RESUMED_NOTICE:
+            del items[index + 1]
+
+
+def steps_labelled(items: Iterable[Any], labels: Mapping[str, str]) -> None:
+    """Each step named as the chat names its tool: ``server · tool`` for the version's server
+    tools (``labels``, from what it froze), a built-in by its own name."""
+    for item in items:
+        if isinstance(item, Step):
+            item.label = tool_label(item.name, labels)
 
 
 def plan_steps(steps: Iterable[dict[str, Any]]) -> list[PlanStep]:

@@ -15,14 +15,16 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_http_methods
 
+from agents.server_tools import frozen_server_tools
 from core.api.fields import id_from_text
 from core.errors import NotFound, TryLater, ValidationFailed
 from core.slow_work import slow_work
 from models_catalog.providers import provider_is_offline
 from sessions.event_types import event_names
 from sessions.models import Session
+from sessions.selectors.search import QUERY_MAX_CHARS
 from sessions.selectors.sessions import prepared_summary_state, session_get_for_user
-from sessions.services.sessions import session_draft
+from sessions.services.sessions import session_draft, session_empty_like
 from web.errors import error_table
 from web.folded import FOLDED_NOTICE
 from web.presenters import meter_label
@@ -32,11 +34,13 @@ from web.selectors import (
     RunsPage,
     agents_startable,
     context_meter,
+    pending_files,
     runs_page,
     session_last_run,
     sessions_for_sidebar,
 )
 from web.summaries import COMPACTED_BY_CODE_NOTICE
+from web.tool_labels import tool_labels
 from web.transcript import COMPACTED_NOTICE, PLAN_STATUS_LABELS, STEP_STATUS_LABELS
 
 LOGIN_URL = reverse_lazy("web:login")
@@ -79,9 +83,12 @@ def _url_template(name: str) -> str:
 
 
 def _shell(request, **extra: Any) -> dict[str, Any]:
-    """What every chat page shows around its content: the sessions and the agents to start with."""
+    """What every chat page shows around its content: the sessions (those matching the
+    sidebar's search, ``?q=``) and the agents to start with."""
+    query = request.GET.get("q", "")
     return {
-        "sidebar_sessions": sessions_for_sidebar(user=request.user),
+        "sidebar_sessions": sessions_for_sidebar(user=request.user, query=query),
+        "sidebar_query": " ".join(query.split())[:QUERY_MAX_CHARS],
         "agents": agents_startable(user=request.user),
         **extra,
     }
@@ -128,6 +135,9 @@ def session_new(request):
         return render(request, "web/home.html", _shell(request, new_session_error=exc.message), status=400)
     if request.method == "POST":
         return HttpResponseRedirect(f"{reverse('web:session-new')}?agent={draft.agent_id}", status=303)
+    empty = session_empty_like(draft=draft)
+    if empty is not None:  # a new chat already started by a file: that one, with its files
+        return HttpResponseRedirect(reverse("web:session", args=[empty.pk]))
     meter = context_meter(session=draft)
     config = _chat_config(draft, meter=meter)
     return render(request, "web/session.html", _shell(
@@ -176,6 +186,8 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "compactedByCodeNotice": COMPACTED_BY_CODE_NOTICE,  # CTX-48
         "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
         "planStatus": PLAN_STATUS_LABELS,
+        # How a step names its tool (web.tool_labels): the live run's steps as the server's.
+        "toolLabels": tool_labels(frozen_server_tools(session.version)),
         "meter": meter,
         "supplements": {},
         "prepared": None,
@@ -208,6 +220,8 @@ def _session_page(request, session_id: int):
         # The working run's supplements by id, placed where its events say they arrived.
         supplements=next((view.supplements for view in views if view.live), {}),
         prepared=prepared_summary_state(session=session),  # CTX-45: the meter's note on load
+        # Files attached and not sent yet: chips again after a reload, each with its remove.
+        pendingFiles=pending_files(session=session),
     )
     return render(request, "web/session.html", _shell(
         request,

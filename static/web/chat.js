@@ -87,6 +87,12 @@
 
   function url(name, id) { return config.urls[name].replace("{id}", String(id)); }
 
+  function toolLabel(name) {
+    // "server · tool" for a server tool, as the server names its steps (web/tool_labels.py).
+    var labels = config.toolLabels || {};
+    return Object.prototype.hasOwnProperty.call(labels, name) ? labels[name] : name;
+  }
+
   function el(tag, className, text) {
     var node = document.createElement(tag);
     if (className) node.className = className;
@@ -690,7 +696,7 @@
         break;
       case EVENT.TOOL_STARTED:
         this.stepSet(this.step(data), "running", "running");
-        setStatus("Running " + (data.name || "a tool") + "…", true);
+        setStatus("Running " + (data.name ? toolLabel(data.name) : "a tool") + "…", true);
         break;
       case EVENT.TOOL_PROGRESS:
         this.stepProgress(data);
@@ -816,7 +822,7 @@
     var summary = el("summary");
     var status = el("span", "step-status", "requested");
     var duration = el("span", "step-duration");
-    summary.append(el("span", "step-kind", "Tool"), " ", el("span", "step-name", data.name || "tool"), " ", status, " ",
+    summary.append(el("span", "step-kind", "Tool"), " ", stepName(data.name || "tool"), " ", status, " ",
                    duration);
     var body = el("div", "step-body");
     details.append(summary, body);
@@ -825,6 +831,12 @@
     this.steps[key] = step;
     return step;
   };
+
+  function stepName(name) {
+    var node = el("span", "step-name", toolLabel(name));
+    node.setAttribute("data-tool", name);
+    return node;
+  }
 
   LiveRun.prototype.stepSet = function (step, cls, label) {
     step.details.className = "step step-" + cls;
@@ -836,7 +848,7 @@
     if (data.arguments) {
       step.body.append(el("p", "step-label", "Arguments"), argumentsBlock(data.arguments));
     }
-    setStatus("The agent is calling " + (data.name || "a tool") + "…", true);
+    setStatus("The agent is calling " + (data.name ? toolLabel(data.name) : "a tool") + "…", true);
   };
 
   function argumentsBlock(arguments_) {
@@ -867,7 +879,7 @@
       step.progress.removeAttribute("value");  // indeterminate
     }
     var words = String(data.message || "");
-    step.progress.setAttribute("aria-label", "Progress of " + (data.name || "the tool"));
+    step.progress.setAttribute("aria-label", "Progress of " + (data.name ? toolLabel(data.name) : "the tool"));
     step.progressText.textContent = words || (total > 0 ? Math.round(100 * done / total) + "%" : "working");
   };
 
@@ -898,7 +910,9 @@
       count.setAttribute("data-plan-count", "");
       title.append(count);
       aside.append(title, el("ol", "plan-steps"));
-      this.section.prepend(aside);
+      // After the question it belongs to, as the server places it (templates/web/_run.html).
+      var question = this.section.querySelector(".msg-user, .notice");
+      if (question && question.parentNode === this.section) question.after(aside); else this.section.prepend(aside);
     }
     var list = aside.querySelector("ol");
     list.textContent = "";
@@ -1047,6 +1061,7 @@
     uploadUrl: function () { return sessionReady().then(function (id) { return url("files", id); }); },
     csrfToken: function () { return cookie(config.csrfCookie); }
   }) : null;
+  if (attachments && config.pendingFiles) attachments.restore(config.pendingFiles);  // after a reload
 
   function attachmentsBlock() {
     // Why the question cannot go yet, or "" when its files are ready.
@@ -1134,6 +1149,10 @@
     // The server titles a session after its first question; show it without a reload.
     var current = document.querySelector(".session-list a[aria-current='page'] .session-name");
     if (current && !transcript.querySelector("section.run")) current.textContent = question.trim().slice(0, 80);
+    var heading = document.querySelector(".session-head [data-session-title]");  // static/web/sessions.js
+    if (heading && !transcript.querySelector("section.run") && heading.textContent === "New chat") {
+      heading.textContent = question.trim().slice(0, 80);
+    }
   }
 
   function sendSupplement(content) {

@@ -21,7 +21,8 @@ def test_a_demo_run_reads_as_question_calculator_step_and_answer(client_for, ali
     assert body["status"] == "completed"
     html = body["html"]
     assert "What is 17*23?" in html
-    assert '<span class="step-name">calculator</span>' in html and '<span class="step-status">done</span>' in html
+    assert '<span class="step-name" data-tool="calculator">calculator</span>' in html
+    assert '<span class="step-status">done</span>' in html
     assert re.search(r'<span class="step-duration">\d+ ms</span>', html)
     assert "17*23 = 391" in html
     assert html.count('class="bubble bubble-assistant markdown"') == 2  # before and after the tool
