@@ -35,8 +35,9 @@ from context.adapters import CONTINUE_NOTE, HISTORY_START_NOTE
 from context.compaction.prompt import CACHED_SUMMARY_HEADER
 from context.records import INTERRUPTED_SUFFIX, content_text
 from context.surrogates import replace_lone_surrogate_escapes, replace_lone_surrogates
+from models_catalog.demo_arguments import tool_arguments
 from models_catalog.demo_files import files_summary, split_question
-from models_catalog.demo_tools import choose_tool, tool_arguments
+from models_catalog.demo_tools import choose_tool
 from models_catalog.providers.events import ChatStream, StreamEnd, TextDelta, ToolCall, ToolCallDelta, Usage, as_dict
 
 DEMO_MODEL_ID = "agentloom-demo"

@@ -18,7 +18,7 @@ from core.api.errors import error_body
 from core.api.fields import id_from_text
 from sessions.models import Run, Session
 from sessions.selectors.sessions import session_get_for_user
-from web.fragments import _json, json_login_required
+from web.fragments import json_login_required, json_no_store
 from web.selectors import RUNS_PER_PAGE
 
 
@@ -39,6 +39,6 @@ def session_state(request, session_id: int):
     session outside the caller's own (as every chat read), 400 for an ``after`` that is no id."""
     after = id_from_text(request.GET.get("after", "0"))
     if after is None:
-        return _json(error_body("invalid", "after must be a run id (or 0).", {"after": "invalid"}), status=400)
+        return json_no_store(error_body("invalid", "after must be a run id (or 0).", {"after": "invalid"}), status=400)
     session = session_get_for_user(session_id=session_id, user=request.user)
-    return _json(session_runs_state(session=session, after=after))
+    return json_no_store(session_runs_state(session=session, after=after))

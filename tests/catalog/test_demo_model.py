@@ -13,7 +13,8 @@ from jsonschema import Draft202012Validator
 
 from context.attachments import question_content
 from models_catalog.demo import LABEL, MAX_PIECES, DemoChatClient, find_arithmetic, plan_reply
-from models_catalog.demo_tools import choose_tool, tool_arguments
+from models_catalog.demo_arguments import tool_arguments
+from models_catalog.demo_tools import choose_tool
 from models_catalog.providers.events import StreamEnd, TextDelta, ToolCallDelta
 
 TODAY = date(2026, 12, 7)
