@@ -16,6 +16,7 @@ operators: a staff user's console session, or an API token of a staff user
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import asdict
 
@@ -26,11 +27,14 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from agentloom.admission import DOOR_SCOPE_KEY
+from agentloom.warmup import seconds_since_start, warming_up
 from core.accounts.services import token_check
 from runloop.workers import workers_live
 
 # What every caller sees; the rest of the body is for operators.
 PUBLIC_FIELDS = ("status", "database", "broker", "worker", "web")
+
+logger = logging.getLogger("agentloom.health")
 
 
 def _database_ok() -> bool:
@@ -111,6 +115,28 @@ def healthz(request):
     }
     healthy = database == "ok" and body["worker"] in {"ok", "inline"} and body["web"] == "ok"
     body["status"] = "ok" if healthy else "unavailable"
+    parts = {name: body[name] for name in ("database", "worker", "web")}
     if not _operator(request):
         body = {name: body[name] for name in PUBLIC_FIELDS}
-    return JsonResponse(body, status=200 if healthy else 503)
+    response = JsonResponse(body, status=200 if healthy else 503)
+    if not healthy:
+        _log_unavailable(parts)
+        # Logged above at the level it deserves: Django would log every 5xx as an ERROR
+        # ("Service Unavailable: /healthz"), the expected ones of a starting process too.
+        response._has_been_logged = True  # type: ignore[attr-defined]
+    return response
+
+
+def _log_unavailable(parts: dict[str, str]) -> None:
+    """A 503, logged once: at INFO while the process is starting and only the workers are
+    missing (no heartbeat yet: expected), at WARNING while this process sheds load (it
+    chose to), at ERROR otherwise — the database unreachable, or no worker once started."""
+    failing = ", ".join(f"{name} {state}" for name, state in parts.items() if state not in {"ok", "inline"})
+    if parts["database"] == "ok" and parts["worker"] != "ok" and warming_up():
+        logger.info("/healthz answered 503 while this process is starting (%.0f s ago): %s. Expected until a "
+                    "worker writes its first heartbeat; not a failure.", seconds_since_start(), failing)
+    elif parts["database"] == "ok" and parts["worker"] in {"ok", "inline"}:
+        logger.warning("/healthz answered 503: %s. This process is shedding load; send new work elsewhere.",
+                       failing)
+    else:
+        logger.error("/healthz answered 503: %s.", failing)

@@ -297,6 +297,9 @@ BROKER_DIR = VAR_DIR / "broker"
 # 5 s) and the reaper looks as often, so a crash is recovered within this plus one beat
 # (docs/operations.md). Tests use a few seconds.
 AGENTLOOM_HEARTBEAT_STALE_SECONDS = env_int("AGENTLOOM_HEARTBEAT_STALE_SECONDS", 120, minimum=2)
+# For this long after a web process starts, a /healthz 503 because no worker has written a
+# heartbeat yet is expected (workers start beside it) and logged at INFO, not ERROR.
+AGENTLOOM_WARMUP_SECONDS = env_float("AGENTLOOM_WARMUP_SECONDS", 120.0, minimum=0.0)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     # kombu's Redis transport keeping one client per channel (core/broker.py, issue #29).
@@ -354,6 +357,10 @@ AGENTLOOM_PROVIDER_MAX_WAIT = env_float("AGENTLOOM_PROVIDER_MAX_WAIT", 600.0)
 # Longest silence between two bytes of a model answer before the call counts as timed out
 # (then retried, LOOP-3). A stream may pause while the model thinks; tests shorten it.
 AGENTLOOM_PROVIDER_READ_TIMEOUT = env_float("AGENTLOOM_PROVIDER_READ_TIMEOUT", 120.0, minimum=0.1)
+# Seconds between two words of the offline demo model's answers: a person can press Stop
+# while it streams (about four seconds for a usual answer). Tests set 0.
+AGENTLOOM_DEMO_WORD_SECONDS_DEFAULT = 0.08
+AGENTLOOM_DEMO_WORD_SECONDS = env_float("AGENTLOOM_DEMO_WORD_SECONDS", AGENTLOOM_DEMO_WORD_SECONDS_DEFAULT)
 # CTX-45: a summary being prepared in the background whose worker has not been heard of
 # for this long (it renews the lease before each summary call) went away with its worker:
 # the next request for one, or the trigger, ends it and goes on without it.

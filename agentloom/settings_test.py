@@ -10,6 +10,7 @@ import os
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
 os.environ.setdefault("AGENTLOOM_ENCRYPTION_KEY", "test-encryption-key-not-for-production")
 os.environ.setdefault("AGENTLOOM_RETRY_BASE_DELAY", "0.01")  # retries without waiting
+os.environ.setdefault("AGENTLOOM_DEMO_WORD_SECONDS", "0")  # the demo model answers at once
 os.environ.setdefault("AGENTLOOM_VAR_DIR", os.path.join(os.path.dirname(__file__), "..", "var", "test"))
 
 from agentloom.settings import *  # noqa: E402,F401,F403

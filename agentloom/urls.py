@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.http import HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
@@ -15,8 +17,16 @@ admin.site.index_title = "Models, agents, sessions"
 # The console's door counts failed logins with the chat's and the API's (SPEC §11).
 admin.site.login_form = LimitedAdminAuthenticationForm
 
+
+
+def favicon(request):
+    """``/favicon.ico``, which browsers ask for whatever the page links: the static file."""
+    return HttpResponsePermanentRedirect(static("agentloom/favicon.ico"))
+
+
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", favicon, name="favicon"),
     path("admin/login/", limited_login(admin.site.login), name="admin-login-limited"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -22,10 +22,27 @@ from core.db_pool import pool_fill
 
 logger = logging.getLogger(__name__)
 
+# When this process started, near enough: the web server imports this module as it starts
+# (agentloom/collector.py), before the first request. ``/healthz`` reads it to tell a 503
+# while the process is still warming up (no worker heartbeat yet) from a real failure.
+STARTED = time.monotonic()
+
 POOL_FILL_SECONDS = 5.0  # a database this slow to answer is left to the first query
 # Imported on a run's first step, not at the worker's start (each to keep something light
 # that imports it: the task module, the tool argument check).
 RUN_MODULES = ("runloop.loop", "jsonschema", "jsonschema.exceptions")
+
+
+def seconds_since_start() -> float:
+    return time.monotonic() - STARTED
+
+
+def warming_up() -> bool:
+    """Whether this process started less than ``AGENTLOOM_WARMUP_SECONDS`` ago: a worker
+    started beside it may not have written its first heartbeat yet."""
+    from django.conf import settings
+
+    return seconds_since_start() < settings.AGENTLOOM_WARMUP_SECONDS
 
 
 def web_warm() -> None:

@@ -20,6 +20,7 @@ from context import Calibration
 from core.accounts.selectors import user_is_operator
 from core.console_lists import ConsoleListMixin
 from core.errors import DomainError
+from models_catalog.admin_layout import ConnectionFormLayout
 from models_catalog.discovery import server_context_label
 from models_catalog.forms import (
     ConnectionTestForm,
@@ -66,7 +67,7 @@ class ProviderFilter(admin.SimpleListFilter):
 
 
 @admin.register(ModelConnection)
-class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
+class ModelConnectionAdmin(ConsoleListMixin, ConnectionFormLayout, admin.ModelAdmin):
     form = ModelConnectionAdminForm
     list_display = ["name", "space", provider_column, "model", "window_column", "output_column", "stored_key"]
     list_select_related = ["space"]
@@ -75,15 +76,16 @@ class ModelConnectionAdmin(ConsoleListMixin, admin.ModelAdmin):
     # The key column is encrypted and write-only: never listed, never shown. The form's
     # own api_key input replaces the model field, so the form never writes it directly.
     exclude = ["api_key"]
-    readonly_fields = ["stored_key", "window_source", "output_source", "manifest_version", "server_context",
-                       "learned_window", "effective_input", "calibration", "concurrency_from", "created_at",
-                       "updated_at"]
+    readonly_fields = ["stored_key", "model_tools", "window_source", "output_source", "manifest_version",
+                       "server_context", "learned_window", "effective_input", "calibration", "concurrency_from",
+                       "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["space", "name", "provider", "base_url"]}),
         ("API key", {"fields": ["api_key", "stored_key", "clear_api_key"]}),
         ("Model and window figures", {"fields": [
-            # Each figure beside its own source and the model's maximum (CAT-2, CAT-3).
-            "model", ("context_window", "window_source"), ("max_output_tokens", "output_source"),
+            # Discover and Test right under the model they fill in and try; each figure
+            # beside its own source and the model's maximum (CAT-2, CAT-3).
+            "model", "model_tools", ("context_window", "window_source"), ("max_output_tokens", "output_source"),
             "safety_margin_tokens", "supports_images", "manifest_version", "server_context", "learned_window",
             "effective_input", "calibration", "discovery_token",
         ]}),

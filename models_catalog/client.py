@@ -106,12 +106,12 @@ class HttpChatClient(GuardedChatClient):
 
     @property
     def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        return f"{self.base_url}{self._spec.chat_path}"
 
     def _headers(self, *, stream: bool) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream" if stream else "application/json"}
+        headers = {"Accept": "text/event-stream" if stream else "application/json", **dict(self._spec.chat_headers)}
         if self._key():
-            headers["Authorization"] = f"Bearer {self._key()}"
+            headers[self._spec.key_header] = f"{self._spec.key_scheme}{self._key()}"
         return headers
 
     def stream_chat(self, request_body: Mapping[str, Any]) -> ChatStream:

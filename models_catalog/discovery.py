@@ -190,7 +190,7 @@ def discover_models(
     manifest = manifest or load_manifest()
     official = manifest.endpoint_provider(base) is not None
     limits = limits or DISCOVERY_LIMITS
-    trace = Attempts(limits=limits)
+    trace = Attempts(limits=limits, base_url=base)
     with build_client(allow_private=allow_private, limits=limits, transport=transport, resolver=resolver) as client:
         client.event_hooks = {"request": [trace.on_request], "response": [trace.on_response]}
         ctx = ListingContext(client=client, base_url=base.rstrip("/"), api_key=api_key, limits=limits, label=spec.label)

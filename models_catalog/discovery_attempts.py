@@ -7,6 +7,7 @@ import copy
 import errno
 import ssl
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -38,6 +39,7 @@ class Attempts:
     which are never recorded."""
 
     limits: HttpLimits
+    base_url: str = ""  # the base the listing asked under: a 404 there may be a missing or extra /v1
     tried: list[Attempt] = field(default_factory=list)
 
     def on_request(self, request: httpx.Request) -> None:
@@ -65,9 +67,34 @@ class Attempts:
         if more > 0:
             lines.append(f"{more} more request{'s' if more > 1 else ''}")
         explained = copy.copy(exc)
-        explained.message = f"{exc.message} Tried {'; '.join(lines)}."
+        explained.message = f"{exc.message} Tried {'; '.join(lines)}.{_version_path_hint(self.tried, self.base_url)}"
         explained.args = (explained.message,)
         return explained
+
+
+def _version_path_hint(tried: list[Attempt], base_url: str) -> str:
+    """What to try when the listing's own request under ``base_url`` got a 404 and the base's
+    path looks wrong for an OpenAI-style API: no ``/v1`` at all, a full endpoint pasted
+    (``/v1/chat/completions``), or ``/v1`` twice. "" when the path looks right."""
+    base = base_url.rstrip("/")
+    found = next((a for a in tried if a.status == 404 and base and a.url.startswith(base + "/")), None)
+    if found is None:
+        return ""
+    parts = urlsplit(base)
+    segments = [segment for segment in parts.path.split("/") if segment]
+    said = f" The server answered 404 at {found.url}."
+
+    def with_path(path: str) -> str:
+        return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+    if "v1" not in segments:
+        return f"{said} OpenAI-compatible servers usually serve under /v1 — try {base}/v1."
+    if segments[-2:] == ["v1", "v1"]:
+        return f"{said} The base URL has /v1 twice — try {with_path('/' + '/'.join(segments[:-1]))}."
+    if segments[-1] != "v1":
+        cut = "/" + "/".join(segments[:segments.index("v1") + 1])
+        return f"{said} The base URL ends at /v1, without the endpoint's own path — try {with_path(cut)}."
+    return ""
 
 
 def _outcome(attempt: Attempt, *, exc: ProviderError, cause: str | None) -> str:

@@ -88,6 +88,14 @@ class ModelConnectionAdminForm(forms.ModelForm):
         if "base_url" in self.fields:
             self.fields["base_url"].label = "Base URL"
             self.fields["base_url"].help_text = _default_endpoint_help()
+        if "api_key" in self.fields and self.instance.pk is None:
+            self.fields["api_key"].help_text = "Write-only: stored encrypted, never shown again."
+        if "space" in self.fields and self.instance.pk is None:
+            # The one space there is, chosen already: nothing else could be picked.
+            choices = getattr(self.fields["space"], "queryset", None)
+            spaces = list(choices.values_list("pk", flat=True)[:2]) if choices is not None else []
+            if len(spaces) == 1:
+                self.initial.setdefault("space", spaces[0])
 
     def service_data(self) -> dict[str, Any]:
         """The service's input: only what the admin actually supplied."""

@@ -141,3 +141,11 @@ def model_prices(*, models: Iterable[tuple[str, str]]) -> dict[tuple[str, str], 
     for provider, model in wanted:
         match |= Q(provider=provider, model=model)
     return {(price.provider, price.model): price for price in ModelPrice.objects.filter(match)}
+
+
+def connection_has_key(*, connection_id: int | None) -> bool | None:
+    """Whether the connection holds a key, read from its masked hint (the key itself is
+    never read); None when there is no such connection (deleted since)."""
+    hints = list(ModelConnection.objects.filter(pk=connection_id).values_list("api_key_hint", flat=True)[:1]) \
+        if connection_id is not None else []
+    return bool(hints[0]) if hints else None

@@ -31,6 +31,7 @@ from models_catalog.client import (
     collect,
     get_chat_client,
 )
+from models_catalog.demo import DemoChatClient
 from models_catalog.errors import ContextOverflowError, ProviderError
 from models_catalog.slots import ACTION, Lease, Waiting, model_slot
 from models_catalog.target import ModelTarget
@@ -43,10 +44,16 @@ from sessions.run_errors import RunError
 from sessions.selectors.usage import session_largest_prompt_count
 
 
-def chat_client(target: ModelTarget) -> ChatClient:
-    """Open a chat client for ``target`` — the only place the run loop opens one."""
-    return get_chat_client(provider=target.provider, base_url=target.base_url, api_key=target.api_key,
-                           allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=target.limits)
+def chat_client(target: ModelTarget, *, paced: bool = False) -> ChatClient:
+    """Open a chat client for ``target`` — the only place the run loop opens one.
+
+    ``paced``: the answer a person watches stream. Only there does the demo model write at a
+    person's pace; its summaries and checks, which nobody watches, come at once."""
+    client = get_chat_client(provider=target.provider, base_url=target.base_url, api_key=target.api_key,
+                             allow_private=settings.ALLOW_PRIVATE_MODEL_ENDPOINTS, limits=target.limits)
+    if paced and isinstance(client, DemoChatClient):  # at a person's pace, so Stop can land mid-answer
+        client.pace = settings.AGENTLOOM_DEMO_WORD_SECONDS
+    return client
 
 
 class _StopWhileWaiting(Exception):
@@ -268,7 +275,7 @@ def _stream_held(state: RunState, body: dict[str, Any], attempt: _Attempt, bound
     room = bound  # characters the answer may still stream
     end: StreamEnd | None = None
     watch = state.journal.watch
-    with chat_client(state.target) as client:
+    with chat_client(state.target, paced=True) as client:
         stream = client.stream_chat(body)
         events = lease.kept(stream) if lease is not None else stream
         try:

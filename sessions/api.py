@@ -17,6 +17,7 @@ from sessions.selectors.files import file_get_for_user
 from sessions.selectors.instances import instance_in_session
 from sessions.selectors.pins import pins_of_session
 from sessions.selectors.records import records_page
+from sessions.selectors.search import search_terms, sessions_search
 from sessions.selectors.sessions import session_get_for_user, session_list_for_user
 from sessions.serializers import (
     FileOut,
@@ -34,7 +35,7 @@ from sessions.services.files import attachment_disposition, file_delete, file_na
 from sessions.services.imports import session_import
 from sessions.services.manual_compaction import compaction_request
 from sessions.services.pins import pin_set
-from sessions.services.sessions import session_create
+from sessions.services.sessions import session_create, session_delete, session_rename
 from sessions.staff import file_get_for_reader
 
 
@@ -53,13 +54,20 @@ class SupplementThrottle(AskThrottle):
     scope = "supplement"
 
 
-@extend_schema(request=SessionCreateIn, responses={200: SessionOut(many=True), 201: SessionOut, 429: OpenApiResponse(
-    description="`sessions_per_day`: the person started `AGENTLOOM_SESSIONS_PER_DAY` in 24 hours; Retry-After")})
+@extend_schema(request=SessionCreateIn, parameters=[OpenApiParameter("q", str, description=(
+    "Search: only sessions whose title or one of whose questions holds this text (case-insensitive; the "
+    "200 most recent sessions with something asked, their last 2,000 questions)."))],
+    responses={200: SessionOut(many=True), 201: SessionOut, 429: OpenApiResponse(
+        description="`sessions_per_day`: the person started `AGENTLOOM_SESSIONS_PER_DAY` in 24 hours; Retry-After")})
 @api_view(["GET", "POST"])
 def sessions_collection(request):
-    """The caller's sessions; POST `{agent}` starts one bound to the agent's latest published version."""
+    """The caller's sessions (`?q=` searches them); POST `{agent}` starts one bound to the
+    agent's latest published version."""
     if request.method == "GET":
-        sessions = session_list_for_user(user=request.user)[:200]
+        if search_terms(request.query_params.get("q")):
+            sessions = sessions_search(user=request.user, query=request.query_params.get("q"))
+        else:
+            sessions = session_list_for_user(user=request.user)[:200]
         return Response(SessionOut(sessions, many=True).data)
     data = SessionCreateIn(data=request.data)
     data.is_valid(raise_exception=True)
@@ -67,10 +75,32 @@ def sessions_collection(request):
     return Response(SessionOut(session).data, status=status.HTTP_201_CREATED)
 
 
-@extend_schema(responses=SessionDetailOut)
-@api_view(["GET"])
+class SessionRenameIn(serializers.Serializer):
+    title = serializers.CharField(allow_blank=True, trim_whitespace=False, help_text=(
+        "The session's new name: one line, 1–200 characters once trimmed."))
+
+
+@extend_schema(methods=["GET"], responses=SessionDetailOut)
+@extend_schema(methods=["PATCH"], request=SessionRenameIn, responses={
+    200: SessionDetailOut,
+    400: OpenApiResponse(description="`invalid`: an empty or too long `title`; nothing changes")})
+@extend_schema(methods=["DELETE"], request=None, responses={
+    204: OpenApiResponse(description="Erased: its records, runs, files and call log (the access audit keeps its "
+                                     "rows)."),
+    409: OpenApiResponse(description="`run_active` (an answer is queued or running: stop it first) or "
+                                     "`compaction_running`; nothing is deleted")})
+@api_view(["GET", "PATCH", "DELETE"])
 def session_detail(request, session_id: int):
+    """GET the session; PATCH `{title}` renames it; DELETE erases it. Only its creator
+    (others: 404)."""
     session = session_get_for_user(session_id=session_id, user=request.user)
+    if request.method == "PATCH":
+        data = SessionRenameIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        session = session_rename(session=session, title=data.validated_data["title"])
+    elif request.method == "DELETE":
+        session_delete(session=session)
+        return Response(status=status.HTTP_204_NO_CONTENT)
     return Response(SessionDetailOut(session).data)
 
 

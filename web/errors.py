@@ -14,7 +14,10 @@ from sessions.run_errors import UNKNOWN_HINT, UNKNOWN_TITLE, RunErrorCode
 
 # Errors of the API itself (asking, stopping, resuming), by JSON error code.
 REQUEST_ERRORS: dict[str, str] = {
-    "run_active": "An answer is still running in this session. Wait for it, stop it, or add a supplement.",
+    # The chat attaches to the running answer and says so itself (chat.js, attachAfterRefusal);
+    # these words are for when it could not show that answer.
+    "run_active": "An answer is already running in this session (asked from another tab or device), and this "
+                  "page could not show it. Copy your text, then reload the page to follow the answer.",
     "rate_limited": "You are asking too quickly. Wait a moment and send again.",
     "not_resumable": "This run cannot be resumed.",
     "not_continuable": "Only the latest answer, cut before its end, can be continued. Ask a new question instead.",

@@ -24,7 +24,8 @@ from web.transcript import text_from_deltas
 MAX_TEXT_SPAN = 20_000  # events in one text block; a longer block is rendered at the run's end
 
 
-def _json(body: dict, status: int = 200) -> JsonResponse:
+def json_no_store(body: dict, status: int = 200) -> JsonResponse:
+    """A JSON answer no cache keeps: what it says changes with every run."""
     response = JsonResponse(body, status=status)
     response["Cache-Control"] = "no-store"
     return response
@@ -36,11 +37,11 @@ def json_login_required(view: Callable) -> Callable:
     @wraps(view)
     def wrapped(request, *args, **kwargs):
         if not request.user.is_authenticated:
-            return _json(error_body("not_authenticated", "Log in first."), status=401)
+            return json_no_store(error_body("not_authenticated", "Log in first."), status=401)
         try:
             return view(request, *args, **kwargs)
         except NotFound as exc:
-            return _json(error_body(exc.code, exc.message), status=404)
+            return json_no_store(error_body(exc.code, exc.message), status=404)
 
     return wrapped
 
@@ -57,16 +58,17 @@ def run_fragment(request, run_id: int):
             [view] = runs_rendered(runs=[run], latest_run_id=latest.pk if latest else None,
                                    agent_name=run.version.name, request=request)
     except TryLater as exc:
-        response = _json(error_body(exc.code, exc.message), status=exc.status)
+        response = json_no_store(error_body(exc.code, exc.message), status=exc.status)
         response["Retry-After"] = str(exc.retry_after)
         return response
     # The meter as a reload would show it: a run that failed on its request leaves its size.
     # "ending" tells the status line more than the status does: a completed run whose answer
     # the output limit cut is not "complete", and an empty answer is not a generic failure.
     ending = "cut" if view.continuable else (run.error or {}).get("code", "")
-    return _json({"id": run.pk, "status": run.status, "ending": ending, "active": run.status in Run.ACTIVE_STATUSES,
-                  "last_seq": view.last_seq, "html": view.html, "supplements": view.supplements,
-                  "meter": context_meter(session=run.session)})
+    return json_no_store({"id": run.pk, "status": run.status, "ending": ending,
+                          "active": run.status in Run.ACTIVE_STATUSES, "last_seq": view.last_seq,
+                          "html": view.html, "supplements": view.supplements,
+                          "meter": context_meter(session=run.session)})
 
 
 def _seq(value: str | None) -> int | None:
@@ -82,8 +84,8 @@ def run_text(request, run_id: int):
     run = run_get_for_user(run_id=run_id, user=request.user)
     after, upto = _seq(request.GET.get("after")), _seq(request.GET.get("upto"))
     if after is None or upto is None or upto < after or upto - after > MAX_TEXT_SPAN:
-        return _json(error_body("invalid", "after and upto must be event seqs with after <= upto.",
+        return json_no_store(error_body("invalid", "after and upto must be event seqs with after <= upto.",
                                 {"after": "invalid", "upto": "invalid"}), status=400)
     events = delta_events(run=run, after=after, upto=upto)
     text = text_from_deltas((event.type, event.payload or {}) for event in events)
-    return _json({"html": render_markdown(text)})
+    return json_no_store({"html": render_markdown(text)})

@@ -10,6 +10,7 @@ kept, in this process's memory, under a key that holds all of it:
 - the last seq of its records and of its events (any record or event written since);
 - whether it is the session's latest run (only that one offers Resume and Continue) and
   the agent's name the page shows;
+- whether the reader is staff who may open the run's context inspector (the run links it);
 - the compaction its summary marker offers to undo, if any (CTX-51: only the newest one,
   only while no run works — another run's answer or compaction changes it);
 - the page's render budget as this run's turn came (``markdown.RenderBudget`` is spent
@@ -34,8 +35,10 @@ from typing import Any
 
 from django.conf import settings
 from django.template.loader import render_to_string
+from django.urls import reverse
 
-from sessions.models import Run
+from sessions.models import ModelCall, Run
+from sessions.staff import staff_may_read
 from web.markdown import RenderBudget
 from web.presenters import RunsShared, run_view
 from web.selectors import last_record_seqs, main_records_of_runs
@@ -57,6 +60,7 @@ class RunIdentity:
     latest: bool
     agent_name: str
     undo_compaction: int = 0  # CTX-51: the compaction its newest summary marker offers to undo (0: none)
+    inspector: bool = False  # the reader may open the run's context inspector: its HTML links it
 
 
 @dataclass(frozen=True)
@@ -134,12 +138,24 @@ def _state(budget: RenderBudget) -> BudgetState:
     return budget.markdown_chars, budget.text_chars, budget.rendered, budget.shown
 
 
+def _may_inspect(request: Any) -> bool:
+    """Whether the reader is staff who may open a run's context inspector in the console
+    (``sessions.staff``): only they get the link from each run to it."""
+    user = getattr(request, "user", None)
+    return user is not None and staff_may_read(user=user, row_model=Run, content_model=ModelCall)
+
+
+def _inspector_url(run: Run) -> str:
+    return reverse("admin:agent_sessions_run_context", args=[run.pk])
+
+
 def runs_rendered(*, runs: list[Run], latest_run_id: int | None, agent_name: str,
                   request: Any = None) -> list[RenderedRun]:
     """``runs`` (oldest first, as a page lists them) rendered by ``web/_run.html``; a
     finished run's HTML taken from what is kept when its key matches, else rendered from
     its records and kept. The same HTML, byte for byte, as rendering every run each time."""
     ids = [run.pk for run in runs]
+    inspector = _may_inspect(request)
     shared = RunsShared.load(run_ids=ids, session_id=runs[0].session_id if runs else None,
                              version_ids={run.version_id for run in runs})
     last_records = last_record_seqs(run_ids=ids)
@@ -148,7 +164,8 @@ def runs_rendered(*, runs: list[Run], latest_run_id: int | None, agent_name: str
                                       finished_at=run.finished_at.isoformat() if run.finished_at else "",
                                       last_record=last_records.get(run.pk, 0),
                                       last_event=shared.last_seqs.get(run.pk, 0), latest=run.pk == latest_run_id,
-                                      agent_name=agent_name, undo_compaction=shared.undo_in(run))
+                                      agent_name=agent_name, undo_compaction=shared.undo_in(run),
+                                      inspector=inspector)
                   for run in runs if run.status not in Run.ACTIVE_STATUSES}
     records: dict[int, list] = {}
     budget = RenderBudget()  # one per page, spent from the newest run back (markdown.py)
@@ -168,7 +185,9 @@ def runs_rendered(*, runs: list[Run], latest_run_id: int | None, agent_name: str
                 records.update(main_records_of_runs(run_ids=wanted))
             view = run_view(run=run, records=records[run.pk], shared=shared, latest_run_id=latest_run_id,
                             budget=budget)
-            html = render_to_string("web/_run.html", {"run": view, "agent_name": agent_name}, request=request)
+            html = render_to_string("web/_run.html", {"run": view, "agent_name": agent_name,
+                                                      "inspector_url": _inspector_url(run) if inspector else ""},
+                                    request=request)
             kept = Kept(html=html, budget_after=_state(budget), continuable=view.continuable)
             if identity is not None:
                 KEPT.put(identity, state, kept)

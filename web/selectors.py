@@ -8,22 +8,42 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Max, OuterRef, Subquery
+from django.urls import reverse
 
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_list_for_user, version_budget
 from agents.server_tools import frozen_server_tools
 from models_catalog.providers import provider_is_offline
 from sessions.models import Instance, ModelCall, Run, RunEvent, Session, SessionMessage
-from sessions.selectors.sessions import session_list_for_user
+from sessions.selectors.files import session_files
+from sessions.selectors.search import search_terms, sessions_listed, sessions_search
+from sessions.services.files import file_name_of
 from web.tool_labels import tool_labels
 
 SIDEBAR_SESSIONS = 50
 RUNS_PER_PAGE = 20
 
 
-def sessions_for_sidebar(*, user) -> list[Session]:
-    """The caller's most recent sessions, newest first."""
-    return list(session_list_for_user(user=user)[:SIDEBAR_SESSIONS])
+def sessions_for_sidebar(*, user, query: object = "", current: Session | None = None) -> list[Session]:
+    """The caller's most recent sessions with something asked in them, newest first; those
+    matching ``query`` (title or question text, ``sessions_search``) when there is one.
+
+    ``current``, the session on screen, heads the list while nothing was asked in it: the
+    page names it after its first question, in this tab and in the session's other tabs."""
+    if search_terms(query):
+        return sessions_search(user=user, query=query, limit=SIDEBAR_SESSIONS)
+    listed = list(sessions_listed(user=user)[:SIDEBAR_SESSIONS])
+    if current is not None and not current.last_seq and all(item.pk != current.pk for item in listed):
+        listed.insert(0, current)
+    return listed
+
+
+def pending_files(*, session: Session) -> list[dict[str, Any]]:
+    """The session's files attached and not sent with a question yet (they count in its
+    room until removed), as the composer's chips show them."""
+    files = session_files(session=session).filter(question_seq__isnull=True)
+    return [{"id": file.pk, "name": file_name_of(file), "content_type": file.content_type, "size": file.size,
+             "kind": file.kind, "url": reverse("file-download", args=[file.pk])} for file in files]
 
 
 def agents_startable(*, user) -> list[Agent]:

@@ -9,13 +9,11 @@ in this rendering when the run ends.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from context.records import content_text, is_image_part
-from core.api.parsers import json_loads_bounded
+from context.records import content_text
 from sessions.models import Run, SessionMessage
 from sessions.run_errors import RunErrorCode
 from web.attachments import AttachmentView, attachment_views
@@ -23,6 +21,7 @@ from web.deltas import text_from_deltas as text_from_deltas  # its home; importe
 from web.errors import error_explain
 from web.folded import FOLDED_NOTICE, folded_count, folded_seqs
 from web.markdown import RenderBudget
+from web.step_text import arguments_pretty, duration_label, result_images
 from web.summaries import summary_by_code
 from web.tool_labels import tool_label
 
@@ -56,8 +55,6 @@ COMPACTED_NOTICE = ("Earlier messages were summarized to fit the model's context
                     "The full history is still kept.")
 PLAN_STATUS_LABELS = {"pending": "to do", "in_progress": "in progress", "done": "done"}
 RESULT_PREVIEW_CHARS = 4_000
-MAX_STEP_IMAGES = 4
-SHOWN_IMAGE_PREFIXES = tuple(f"data:image/{kind};base64," for kind in ("png", "jpeg", "gif", "webp"))
 ARGUMENTS_PREVIEW_CHARS = 2_000
 
 STEP_STATUS_LABELS = {"ok": "done", "error": "error", "cancelled": "cancelled", "timeout": "timed out",
@@ -195,39 +192,6 @@ class RunView:
     @property
     def plan_done(self) -> int:
         return sum(step.status == "done" for step in self.plan)
-
-
-def duration_label(ms: int | None) -> str:
-    if ms is None:
-        return ""
-    if ms < 1000:
-        return f"{ms} ms"
-    return f"{ms / 1000:.1f} s"
-
-
-
-
-def arguments_pretty(arguments: Any) -> str:
-    """A tool call's arguments as the chat shows them: JSON indented (as the browser
-    does live, chat.js), anything else as it came. Escaped by the template, never markup."""
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    try:
-        parsed = json_loads_bounded(text)  # a model's or an import's "[[[…" is shown as it came
-    except (TypeError, ValueError):
-        return text
-    if not isinstance(parsed, (dict, list)):
-        return text
-    return json.dumps(parsed, indent=2, ensure_ascii=False)
-
-
-def result_images(content: Any) -> list[str]:
-    """The images of a tool result to show on its step: raster data URLs only (an SVG or a
-    link is never rendered inline), at most a few."""
-    if not isinstance(content, list):
-        return []
-    urls = [part["image_url"].get("url", "") for part in content
-            if is_image_part(part) and isinstance(part.get("image_url"), dict)]
-    return [url for url in urls if isinstance(url, str) and url.startswith(SHOWN_IMAGE_PREFIXES)][:MAX_STEP_IMAGES]
 
 
 def _clip(text: str, limit: int) -> tuple[str, int]:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from web import fragments, start, views
+from web import fragments, session_state, sidebar, start, views
 
 app_name = "web"
 
@@ -13,6 +13,8 @@ urlpatterns = [
     path("sessions/new", views.session_new, name="session-new"),
     path("sessions/new/questions", start.session_start_view, name="session-start"),
     path("sessions/<int:session_id>/", views.session_page, name="session"),
+    path("chat/sessions", sidebar.session_list, name="session-list"),
     path("chat/runs/<int:run_id>/fragment", fragments.run_fragment, name="run-fragment"),
     path("chat/runs/<int:run_id>/text", fragments.run_text, name="run-text"),
+    path("chat/sessions/<int:session_id>/state", session_state.session_state, name="session-state"),
 ]

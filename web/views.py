@@ -22,8 +22,9 @@ from core.slow_work import slow_work
 from models_catalog.providers import provider_is_offline
 from sessions.event_types import event_names
 from sessions.models import Session
+from sessions.selectors.search import QUERY_MAX_CHARS
 from sessions.selectors.sessions import prepared_summary_state, session_get_for_user
-from sessions.services.sessions import session_draft
+from sessions.services.sessions import session_draft, session_empty_like
 from web.errors import error_table
 from web.folded import FOLDED_NOTICE
 from web.presenters import meter_label, meter_page
@@ -33,6 +34,7 @@ from web.selectors import (
     RunsPage,
     agents_startable,
     context_meter,
+    pending_files,
     runs_page,
     session_last_run,
     sessions_for_sidebar,
@@ -81,9 +83,14 @@ def _url_template(name: str) -> str:
 
 
 def _shell(request, **extra: Any) -> dict[str, Any]:
-    """What every chat page shows around its content: the sessions and the agents to start with."""
+    """What every chat page shows around its content: the sessions (those matching the
+    sidebar's search, ``?q=``) and the agents to start with."""
+    query = request.GET.get("q", "")
+    session = extra.get("session")
     return {
-        "sidebar_sessions": sessions_for_sidebar(user=request.user),
+        "sidebar_sessions": sessions_for_sidebar(user=request.user, query=query,
+                                                 current=session if session is not None and session.pk else None),
+        "sidebar_query": " ".join(query.split())[:QUERY_MAX_CHARS],
         "agents": agents_startable(user=request.user),
         **extra,
     }
@@ -130,6 +137,9 @@ def session_new(request):
         return render(request, "web/home.html", _shell(request, new_session_error=exc.message), status=400)
     if request.method == "POST":
         return HttpResponseRedirect(f"{reverse('web:session-new')}?agent={draft.agent_id}", status=303)
+    empty = session_empty_like(draft=draft)
+    if empty is not None:  # a new chat already started by a file: that one, with its files
+        return HttpResponseRedirect(reverse("web:session", args=[empty.pk]))
     meter = context_meter(session=draft)
     config = _chat_config(draft, meter=meter)
     return render(request, "web/session.html", _shell(
@@ -165,7 +175,9 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
                     # CTX-50: the session's pins (chat.js reads them as the page opens: the
                     # page itself reads no record's content once its runs' HTML is kept).
                     pins=reverse("session-pins", args=[session.pk]),
-                    pin=reverse("session-pin", args=[session.pk, _ID]).replace(str(_ID), "{id}"))
+                    pin=reverse("session-pin", args=[session.pk, _ID]).replace(str(_ID), "{id}"),
+                    # Another tab or device of the person may start a run here (docs/web.md).
+                    state=reverse("web:session-state", args=[session.pk]))
     return {
         "sessionId": session.pk,
         "agentId": session.agent_id,
@@ -213,6 +225,8 @@ def _session_page(request, session_id: int):
         # The working run's supplements by id, placed where its events say they arrived.
         supplements=next((view.supplements for view in views if view.live), {}),
         prepared=prepared_summary_state(session=session),  # CTX-45: the meter's note on load
+        # Files attached and not sent yet: chips again after a reload, each with its remove.
+        pendingFiles=pending_files(session=session),
     )
     return render(request, "web/session.html", _shell(
         request,

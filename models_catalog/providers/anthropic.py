@@ -191,4 +191,6 @@ ANTHROPIC = ProviderSpec(
     name="anthropic", label=LABEL, list_models=list_anthropic, default_base_url=ANTHROPIC_BASE_URL,
     output_limit_field="max_tokens", stream_usage_option=False, chat_factory=AnthropicChatClient,
     dialect="anthropic", api_path=API_PATH, prompt_cache=True,
+    chat_path="/messages", key_header="x-api-key", key_scheme="",
+    chat_headers=(("anthropic-version", ANTHROPIC_VERSION),),
 )

@@ -181,6 +181,12 @@ class ProviderSpec:
     # CAT-8: a self-hosted server of this kind may publish no window; at a loopback or
     # private address, discovery asks it with one probe (``providers.window_probe``).
     window_probe: bool = False
+    # Where a chat request goes under the base URL and how it carries the key: what the
+    # context inspector's "copy as cURL" writes (``models_catalog.request_copy``).
+    chat_path: str = "/chat/completions"
+    key_header: str = "Authorization"
+    key_scheme: str = "Bearer "
+    chat_headers: tuple[tuple[str, str], ...] = ()
 
     def base_url_form(self, base_url: str) -> str:
         """``base_url`` as this provider's API is called at: without trailing slashes, and

@@ -19,6 +19,7 @@ from core.errors import DomainError
 from core.readonly_admin import ReadOnlyAdminMixin
 from sessions.admin import files, pages, undo, usage
 from sessions.admin.display import call_figures, compaction_figures
+from sessions.admin.questions import run_questions
 from sessions.admin.waits import wait_figures
 from sessions.models import (
     AccessAudit,
@@ -56,15 +57,32 @@ class ReadOnlyAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 class RunInline(ReadOnlyAdminMixin, admin.TabularInline):
-    """A session's runs on its page, with the way into each run's timeline and inspector."""
+    """A session's runs on its page, each with the opening of the question it answered and
+    the way into its timeline and inspector."""
 
     model = Run
     # One tuple for both: a list would be typed as `fields` only (django-stubs).
-    fields = readonly_fields = ("status", "attempt", "created_at", "finished_at", "pages")
+    fields = readonly_fields = ("status", "question", "attempt", "created_at", "finished_at", "pages")
     ordering = ["-id"]
     extra = 0
     can_delete = False
     show_change_link = True
+    # Set per request by get_formset (the admin makes a new inline for each request).
+    questions: dict[int, object] | None = None
+
+    def get_formset(self, request, obj=None, **kwargs):
+        """The questions are the person's words, decrypted: read only for staff who may read
+        the session's records, after the access audit's row (``what="questions"``)."""
+        self.questions = run_questions(user=request.user, session=obj) if obj is not None and obj.pk else None
+        return super().get_formset(request, obj, **kwargs)
+
+    @admin.display(description="Question")
+    def question(self, obj: Run) -> str:
+        """The opening of the question, escaped like any text of the admin; "-" for a run
+        that answered none (Continue) or when the records may not be read."""
+        if self.questions is None:
+            return "- (needs the permission to read the session's records)"
+        return str(self.questions.get(obj.pk) or "-")
 
     @admin.display(description="Pages")
     def pages(self, obj: Run) -> str:

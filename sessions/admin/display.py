@@ -387,3 +387,4 @@ def compaction_figures(metrics: Any, *, estimator_id: str = "") -> CompactionFig
         pins_summarized=_int_or_none(m.get("pins_summarized")),
         verdict=check_verdict(m),
     )
+

@@ -23,6 +23,7 @@ from django.utils.safestring import mark_safe
 
 from core.api.fields import id_from_text
 from sessions.admin.chart import ChartPoint, compaction_chart
+from sessions.admin.copies import RequestCopy, request_copy
 from sessions.admin.display import (
     CallFigures,
     CompactionFigures,
@@ -333,6 +334,7 @@ class CallDetail:
     tools: list[SentTool]
     body: list[BodyField] | None
     output: CallOutput | None
+    copy: RequestCopy | None = None
 
 
 def _instance_label(instance: Instance) -> str:
@@ -354,7 +356,7 @@ def _call_detail(run: Run, pairing: CallPairing) -> CallDetail:
                       figures=call_figures(estimated=call.estimated_tokens, usage=call.usage,
                                            estimates=[entry.estimated_tokens for entry in pairing.entries]),
                       change=change, lines=lines, repairs=repairs, tools=sent_tools(pairing.tools),
-                      body=body_fields(call.request), output=call_output(call.request))
+                      body=body_fields(call.request), output=call_output(call.request), copy=request_copy(run, call))
 
 
 def context_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:

@@ -6,8 +6,9 @@ views that call them write the access audit first.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Min, QuerySet
 
 from sessions.models import CompactionSnapshot, Instance, ModelCall, Run, RunEvent, Session, SessionMessage
 
@@ -92,3 +93,11 @@ def run_calls_overview(*, run: Run) -> list[ModelCall]:
     return list(ModelCall.objects.filter(run=run).select_related("instance").defer("request", "instance__frame")
                 .order_by("id"))
 
+
+
+def session_run_questions(*, session: Session) -> dict[int, Any]:
+    """Each run's question: the message of its first user record on the main line, by run
+    id (decrypts one record a run — the first seqs are found on plain columns)."""
+    firsts = (SessionMessage.objects.filter(session=session, kind="user", in_main=True)
+              .values("run_id").annotate(first=Min("seq")).values_list("first", flat=True))
+    return dict(SessionMessage.objects.filter(session=session, seq__in=list(firsts)).values_list("run_id", "message"))

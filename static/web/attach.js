@@ -268,6 +268,27 @@
     }
   };
 
+  Attachments.prototype.restore = function (files) {
+    // Files attached before a reload and not sent yet ({id, name, content_type, size, url}):
+    // ready chips again, so they can be sent or removed (removing frees their room).
+    var self = this;
+    (files || []).forEach(function (data) {
+      var entry = { file: { name: data.name, size: data.size, type: "" }, state: "uploading", id: null, xhr: null,
+                    preview: null };
+      self.entries.push(entry);
+      var chip = self.chip(entry);
+      if (PREVIEW_TYPES[data.content_type] && data.url) {
+        // The person's own upload, drawn from its download address (a sniffed raster type only).
+        var image = el("img", "chip-preview");
+        image.src = data.url;
+        image.alt = "";
+        chip.prepend(image);
+      }
+      self.options.list.append(chip);
+      self.ready(entry, data);
+    });
+  };
+
   Attachments.prototype.clear = function () {
     // After a question was accepted: its files are its record's now, so nothing is deleted.
     while (this.entries.length) this.drop(this.entries[0], false);

@@ -1168,6 +1168,7 @@
         self.section.removeAttribute("data-live");
       }
       setMode("ask");
+      attachedAlertClear();
       preparedRefresh();  // a summary may be prepared while the session is idle
       setStatus(result.ok ? endingWords(result.data) : "", false);
       if (hadFocus || document.activeElement === document.body) box.focus();
@@ -1206,6 +1207,7 @@
     uploadUrl: function () { return sessionReady().then(function (id) { return url("files", id); }); },
     csrfToken: function () { return cookie(config.csrfCookie); }
   }) : null;
+  if (attachments && config.pendingFiles) attachments.restore(config.pendingFiles);  // after a reload
 
   function attachmentsBlock() {
     // Why the question cannot go yet, or "" when its files are ready.
@@ -1255,6 +1257,7 @@
     if (files.length) body.files = files;
     return askStreaming(config.urls.questions, body).then(function (result) {
       if (!result.ok) {
+        if (refusedForActiveRun(result)) return attachAfterRefusal(true);  // the text stays in the box
         showAlert(requestError(result));
         return;
       }
@@ -1295,6 +1298,10 @@
     // The server titles a session after its first question; show it without a reload.
     var current = document.querySelector(".session-list a[aria-current='page'] .session-name");
     if (current && !transcript.querySelector("section.run")) current.textContent = question.trim().slice(0, 80);
+    var heading = document.querySelector(".session-head [data-session-title]");  // static/web/sessions.js
+    if (heading && !transcript.querySelector("section.run") && heading.textContent === "New chat") {
+      heading.textContent = question.trim().slice(0, 80);
+    }
   }
 
   function sendSupplement(content) {
@@ -1322,6 +1329,159 @@
         run.finish();  // a queued run ends at once
       }
     });
+  }
+
+  // ---------------------------------------------------------------- other tabs and devices
+  // The same session may be open in another tab or on another device, which asks, stops or
+  // resumes too. While this page follows no run it asks the session, every few seconds and
+  // only while it is visible (and at once when it is shown again), which run is working and
+  // which runs are new (GET /chat/sessions/{id}/state): new finished runs are shown, a
+  // working one is followed exactly as a reload follows it (docs/web.md). A plain request,
+  // so an idle page holds no stream on the server.
+  var STATE_POLL_MS = 4000;
+  var stateAsking = null;
+  var stateTimer = null;  // while set, this page asks the session every STATE_POLL_MS
+  var attachedAlert = "";  // the words shown when a refused question attached this page to a run
+
+  function runsShownLast() {
+    var last = 0;
+    transcript.querySelectorAll("section.run[data-run-id]").forEach(function (section) {
+      last = Math.max(last, Number(section.getAttribute("data-run-id")) || 0);
+    });
+    return last;
+  }
+
+  function ownActionPending() {
+    // This page is asking, resuming or continuing itself: what it gets back shows the run.
+    return sending || Boolean(transcript.querySelector("[data-resume]:disabled, [data-continue]:disabled"));
+  }
+
+  function stateRunShow(runId, force) {
+    // The run as the server renders it, in its place (or at the end when new); never over
+    // a run this page has started following, or is starting itself, meanwhile.
+    return request("GET", url("fragment", runId)).then(function (result) {
+      if (!result.ok || live || (!force && ownActionPending())) return null;
+      var section = fromHTML(result.data.html);
+      var question = section.querySelector(".msg-user .bubble-user");
+      if (question) nameSession(question.textContent);  // the session's first question titles it
+      var existing = document.getElementById("run-" + runId);
+      if (existing) existing.replaceWith(section); else transcript.append(section);
+      if (section.querySelector("[data-undo-compaction]")) undoOffersElsewhereRemove(section);
+      var empty = document.getElementById("empty-note");
+      if (empty) empty.remove();
+      return { section: section, data: result.data };
+    });
+  }
+
+  function stateCheck(force) {
+    // Resolves to the id of the run this page follows afterwards, 0 when none is working,
+    // or null when the session could not be read.
+    if (live) return Promise.resolve(live.id);
+    if (!stateTimer || !composer || (!force && (document.hidden || ownActionPending()))) {
+      return Promise.resolve(null);
+    }
+    if (stateAsking) {
+      // A regular check under way stands back if this page starts something itself.
+      return force ? stateAsking.then(function () { return stateCheck(true); }) : stateAsking;
+    }
+    stateAsking = request("GET", config.urls.state + "?after=" + runsShownLast()).then(function (result) {
+      if (live) return live.id;
+      if (result.status === 401 || result.status === 404) stateGone(result);
+      if (!result.ok || (!force && ownActionPending())) return null;
+      var active = result.data.active_run;
+      var ids = result.data.runs.slice();
+      if (active && ids.indexOf(active) < 0) ids.push(active);  // an older run resumed elsewhere
+      var last = null;
+      var shown = Promise.resolve();
+      ids.forEach(function (id) {
+        shown = shown.then(function () {
+          return stateRunShow(id, force).then(function (run) { if (run) last = run; });
+        });
+      });
+      return shown.then(function () {
+        if (live) return live.id;
+        if (active && !(last && last.data.id === active)) return null;  // its fragment could not be read
+        if (!last) return 0;
+        markPins();
+        actionsOnLatestOnly();
+        var stick = nearBottom();
+        if (last.section.getAttribute("data-live") === "1") {
+          follow(last.section, 0, last.data.supplements);  // replayed from its first event, as on a reload
+        } else {
+          if (last.data.meter) meterSet(last.data.meter);
+          setStatus(endingWords(last.data), false);
+          pinsRefresh();
+        }
+        if (stick) toBottom();
+        return live ? live.id : 0;
+      });
+    }).then(function (followed) {
+      stateAsking = null;
+      return followed;
+    }, function () {
+      stateAsking = null;
+      return null;
+    });
+    return stateAsking;
+  }
+
+  function actionsOnLatestOnly() {
+    // Resume and Continue are offered on the session's latest run only: a run shown here
+    // after them (asked elsewhere) makes an older run's offer untrue.
+    var runs = transcript.querySelectorAll("section.run[data-run-id]");
+    var latest = runs.length ? runs[runs.length - 1] : null;
+    transcript.querySelectorAll("section.run .run-actions").forEach(function (actions) {
+      if (!latest || !latest.contains(actions)) actions.remove();
+    });
+  }
+
+  function refusedForActiveRun(result) {
+    var error = result.status === 409 && result.data && result.data.error;
+    return Boolean(error && error.code === "run_active");
+  }
+
+  function attachAfterRefusal(textKept) {
+    // Refused because an answer is running (asked in another tab or on another device):
+    // follow it here, and say what is on screen now and what happened to the text.
+    return stateCheck(true).then(function (followed) {
+      if (followed === 0) {
+        showAlert("The answer that was running, asked from another tab or device, has ended meanwhile: it is " +
+                  "shown above. " + (textKept ? "Your text is still in the box: send it again." : ""));
+        return;
+      }
+      if (!followed) {
+        showAlert(config.errors.requests.run_active);
+        return;
+      }
+      attachedAlert = "An answer was already running in this session, asked from another tab or device: " +
+        "it is shown above as it streams. " + (textKept
+          ? "Your text is still in the box: press Send supplement to add it to that answer, or Stop to end " +
+            "the answer, then send your text as a new question."
+          : "Stop ends it; what you send meanwhile is added to it as a supplement.");
+      showAlert(attachedAlert);
+      if (box) box.focus();
+    });
+  }
+
+  function attachedAlertClear() {
+    // The run it spoke of has ended: its words (Send supplement, Stop) are no longer on screen.
+    if (attachedAlert && alertBox && alertBox.textContent === attachedAlert) showAlert("");
+    attachedAlert = "";
+  }
+
+  function stateGone(result) {
+    // Logged out, or the session is no longer this person's (deleted, or its space left):
+    // asking again every few seconds would change nothing.
+    clearInterval(stateTimer);
+    stateTimer = null;
+    showAlert(result.status === 401 ? requestError(result)
+      : "This chat can no longer be opened here: it was deleted, or you are no longer a member of its space. " +
+        "Start a new chat from the list.");
+  }
+
+  if (composer && config.urls.state) {
+    stateTimer = setInterval(function () { stateCheck(false); }, STATE_POLL_MS);
+    document.addEventListener("visibilitychange", function () { if (!document.hidden) stateCheck(false); });
   }
 
   if (composer) {
@@ -1378,6 +1538,7 @@
     request("POST", url("resume", runId)).then(function (result) {
       if (!result.ok) {
         button.disabled = false;
+        if (refusedForActiveRun(result)) return attachAfterRefusal(false);
         showAlert(requestError(result));
         return;
       }
@@ -1400,6 +1561,7 @@
     request("POST", url("continue", runId)).then(function (result) {
       if (!result.ok) {
         button.disabled = false;
+        if (refusedForActiveRun(result)) return attachAfterRefusal(false);
         showAlert(requestError(result));
         return;
       }

@@ -18,6 +18,7 @@ from sessions.services.model_calls import model_call_close, model_call_open
 from sessions.services.questions import question_ask
 from sessions.services.records import record_append
 from sessions.services.runs import run_finish
+from tests.fakes.fake_provider import fake_provider  # noqa: F401  (the fixture: a provider on a loopback socket)
 from tests.runloop.conftest import fake, fake_agent_factory, fake_session, strict  # noqa: F401  (runs by the real loop)
 from tests.sessions.helpers import answer, call_tool, claim, tool_result
 

@@ -83,7 +83,8 @@ def test_list_and_change_pages_never_show_decrypted_content_nor_audit(console, s
         "modelcall", "accessaudit")]
     from sessions.models import CompactionSnapshot, Instance, ModelCall, RunEvent, SessionMessage, SessionView
 
-    rows = {"session": story.session, "run": story.first, "instance": story.sub,
+    # The session's own page shows each run's question, audited (test_session_questions.py).
+    rows = {"run": story.first, "instance": story.sub,
             "sessionmessage": SessionMessage.objects.get(session=story.session, seq=1),
             "compactionsnapshot": CompactionSnapshot.objects.get(), "sessionview": SessionView.objects.get(),
             "runevent": RunEvent.objects.get(type="message_delta"), "modelcall": ModelCall.objects.get()}

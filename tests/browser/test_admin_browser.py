@@ -410,5 +410,5 @@ def test_an_operator_opens_a_sessions_records_timeline_inspector_and_compaction_
 
     assert_fits(page, "table.calls")
     assert set(AccessAudit.objects.filter(user=ada).values_list("what", flat=True)) == {
-        "records", "events", "context_inspector"}
+        "questions", "records", "events", "context_inspector"}  # "questions": the session's page
     assert page.dialogs == [] and page.script_errors == []

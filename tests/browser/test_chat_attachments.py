@@ -232,7 +232,8 @@ def test_the_keyboard_alone_attaches_a_file_and_removes_it(page_factory, server,
 
 def test_a_new_chat_starts_its_session_with_the_first_file_and_sends_it_with_the_first_question(
         page_factory, server, fake_session, fake_provider):
-    agent_session = fake_session()  # its agent; the new chat is another session of it
+    agent_session = fake_session()
+    agent_session.delete()  # only its agent is needed: New chat would reopen an empty session of it
     fake_provider.handler = sequence(chat_stream(["A log of a full disk."]))
     page = page_factory(width=1280)
     log_in(page, server, next_path=f"/sessions/new?agent={agent_session.agent_id}")

@@ -105,3 +105,41 @@ def test_a_typed_figure_reads_manual_and_test_connection_answers_in_words(page, 
     expect(source).to_have_text("From the discovery result you used: Platform default (check it) "
                                 "(saved with this source).")
     assert page.dialogs == [] and page.script_errors == []
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_new_connection_form_reads_top_to_bottom_with_discover_under_the_model(page_factory, server, ada, ada_space,
+                                                                                  fake_provider, width):
+    fake_provider.handler = route({"GET /v1/models": models_list(["qwen3", "qwen3-coder"])})
+    page = page_factory(width=width, height=900, mobile=width < 500)
+    admin_log_in(page, server)
+    page.goto(f"{server.url}/admin/models_catalog/modelconnection/add/")
+    expect(page.locator("#id_space")).to_have_value(str(ada_space.pk))  # the one space, chosen
+    expect(page.locator(".field-stored_key")).to_have_count(0)
+    expect(page.get_by_text("stored key")).to_have_count(0)
+    expect(page.get_by_label("Remove the stored key")).to_have_count(0)
+
+    model, discover = page.locator("#id_model"), page.get_by_role("button", name="Discover models")
+    test, window = page.get_by_role("button", name="Test connection"), page.locator("#id_context_window")
+    below_model = model.bounding_box()["y"] + model.bounding_box()["height"]
+    for button in (discover, test):
+        box = button.bounding_box()
+        assert below_model <= box["y"] < window.bounding_box()["y"], (width, box)
+        assert box["x"] + box["width"] <= width  # fully on screen
+    assert discover.bounding_box()["y"] - below_model < 120  # right under the field, not a screen away
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+    page.locator("#id_provider").select_option("openai_compatible")
+    page.locator("#id_base_url").fill(fake_provider.url)  # without /v1
+    discover.click()
+    expect(page.locator("#discover-results")).to_contain_text(
+        f"OpenAI-compatible servers usually serve under /v1 — try {fake_provider.url}/v1")
+    page.locator("#id_base_url").fill(fake_provider.base_url)
+    discover.click()
+    page.locator("#discover-results tr", has_text="qwen3-coder").get_by_role("button", name="Use").click()
+    expect(model).to_have_value("qwen3-coder")
+    results = page.locator("#discover-results").bounding_box()
+    assert results["x"] >= 0 and results["x"] + results["width"] <= width  # scrolls inside, never off screen
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, f"admin-connection-add-{width}", full_page=True)
+    assert page.dialogs == [] and page.script_errors == []

@@ -137,6 +137,37 @@ def test_a_discovery_status_error_names_the_status_and_every_url_tried(operator,
     assert_no_secret(html, PROVIDER_SECRET)
 
 
+def test_a_base_url_without_v1_gets_a_404_and_the_hint_to_add_it(operator, fake_provider):
+    qwen(fake_provider)  # serves /v1/models only, as OpenAI-compatible servers do
+    said = (f"The server answered 404 at {fake_provider.url}/models. OpenAI-compatible servers usually serve "
+            f"under /v1 — try {fake_provider.url}/v1.")
+    discovered = operator.post(DISCOVER, {"provider": "openai_compatible", "base_url": fake_provider.url},
+                               **XHR).content.decode()
+    tested = operator.post(TEST, {"provider": "openai_compatible", "base_url": fake_provider.url, "model": "m"},
+                           **XHR).content.decode()
+    assert said in discovered and said in tested and "connection-test-failed" in tested
+    # What it says works: the same form with the suggested base lists the models.
+    again = operator.post(DISCOVER, {"provider": "openai_compatible", "base_url": f"{fake_provider.url}/v1"},
+                          **XHR).content.decode()
+    assert "Qwen/Qwen3-8B" in again and "answered 404" not in again
+
+
+@pytest.mark.parametrize(("path", "suggested"), [("/v1/chat/completions", "/v1"), ("/v1/v1", "/v1")])
+def test_a_base_url_past_v1_gets_the_hint_to_end_it_at_v1(operator, fake_provider, path, suggested):
+    qwen(fake_provider)
+    html = operator.post(DISCOVER, {"provider": "openai_compatible", "base_url": fake_provider.url + path},
+                         **XHR).content.decode()
+    assert f"The server answered 404 at {fake_provider.url}{path}/models." in html
+    assert f"try {fake_provider.url}{suggested}." in html
+
+
+def test_a_404_under_a_right_looking_base_gets_no_path_hint(operator, fake_provider):
+    fake_provider.handler = lambda request: error(404, "nothing here")
+    html = operator.post(DISCOVER, {"provider": "openai_compatible", "base_url": fake_provider.base_url},
+                         **XHR).content.decode()
+    assert "HTTP 404" in html and "try http" not in html
+
+
 def test_a_refused_discovery_says_which_url_and_why(operator):
     url = closed_port_url()
     html = operator.post(DISCOVER, {"provider": "openai_compatible", "base_url": url, "api_key": API_KEY},

@@ -53,12 +53,16 @@ def test_the_console_neither_shows_nor_searches_titles_nor_shows_a_verification_
     root = django_user_model.objects.create_superuser(username="root", password="root-password-1")
     console = Client()
     console.force_login(root)
-    for url in ("/admin/agent_sessions/session/", f"/admin/agent_sessions/session/{session.pk}/change/",
+    for url in ("/admin/agent_sessions/session/",
                 "/admin/agent_sessions/run/", f"/admin/agent_sessions/run/{run.pk}/change/",
                 "/admin/agent_sessions/sessionmessage/"):
         page = console.get(url)
         assert page.status_code == 200, url
         assert "Globex" not in page.content.decode(), url
+    # The session's page shows no title; its runs' questions are shown there, audited
+    # (tests/admin_console/test_session_questions.py).
+    page = console.get(f"/admin/agent_sessions/session/{session.pk}/change/").content.decode()
+    assert "field-title" not in page and "Title:" not in page
     for url in ("/admin/agent_sessions/session/?q=Globex", "/admin/agent_sessions/run/?q=Globex"):
         assert "0 results" in console.get(url).content.decode(), url  # a title is not a search key
     assert "failed" in console.get(f"/admin/agent_sessions/run/{run.pk}/change/").content.decode()

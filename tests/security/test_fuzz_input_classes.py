@@ -64,7 +64,8 @@ BASE_BODIES: dict[str, dict[str, Any]] = {
 # made up: a NUL or an odd number there must be ignored or refused, never a crash).
 PAGE_PARAMETERS: dict[str, list[str]] = {
     "": ["q"], "login/": ["next"], "logout/": ["next"], "sessions/new": ["agent"],
-    "sessions/<int:session_id>/": ["before"], "chat/runs/<int:run_id>/text": ["after", "upto"],
+    "sessions/<int:session_id>/": ["before", "q"], "chat/runs/<int:run_id>/text": ["after", "upto"],
+    "chat/sessions": ["q", "current"],
     "chat/runs/<int:run_id>/fragment": ["after"], "healthz": ["details"], "api/schema/": ["format", "lang"],
     "api/docs/": ["q"],
 }

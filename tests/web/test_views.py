@@ -82,8 +82,8 @@ def test_logging_out_is_a_post_and_returns_to_the_login_page(client_for, alice):
 
 
 def test_alice_sees_only_her_own_sessions_in_the_list(client_for, alice, bob, make_session):
-    make_session(alice, title="Alice's plan")
-    make_session(bob, title="Bob's secret")
+    finished_run(make_session(alice, title="Alice's plan"))  # listed once something was asked in it
+    finished_run(make_session(bob, title="Bob's secret"))
     page = client_for(alice).get("/").content.decode()
     assert "Alice&#x27;s plan" in page
     assert "Bob" not in page
