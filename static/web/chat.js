@@ -1484,6 +1484,32 @@
     document.addEventListener("visibilitychange", function () { if (!document.hidden) stateCheck(false); });
   }
 
+  if (composer) composerOpenWhileFocused();
+
+  function composerOpenWhileFocused() {
+    // On a phone the composer is one line until it has the focus (chat.css, .is-open). Were
+    // it to shrink as soon as the focus left, a press on any button above it (Resume, Pin,
+    // Copy, Undo…) would move that button from under the finger between press and release,
+    // and the click would land elsewhere: so it closes only once the press is over.
+    var pressing = false;
+    var closeWhenReleased = false;
+    function close() { if (!composer.contains(document.activeElement)) composer.classList.remove("is-open"); }
+    document.addEventListener("pointerdown", function () { pressing = true; }, true);
+    ["pointerup", "pointercancel"].forEach(function (name) {
+      document.addEventListener(name, function () {
+        pressing = false;
+        if (closeWhenReleased) {
+          closeWhenReleased = false;
+          setTimeout(close, 0);  // after the click this release makes
+        }
+      }, true);
+    });
+    composer.addEventListener("focusin", function () { composer.classList.add("is-open"); });
+    composer.addEventListener("focusout", function () {
+      if (pressing) closeWhenReleased = true; else setTimeout(close, 0);
+    });
+  }
+
   if (composer) {
     var sending = false;
     composer.addEventListener("submit", function (event) {
@@ -1516,9 +1542,6 @@
   }
   if (compactButton) {
     compactButton.addEventListener("click", compactNow);
-    // On a phone the question box shrinks when it loses the focus (chat.css), which moved
-    // the button from under the finger between press and release: the press keeps the focus.
-    compactButton.addEventListener("mousedown", function (event) { event.preventDefault(); });
   }
   meterSet(config.meter);
   preparedSet(config.prepared && config.prepared.status);

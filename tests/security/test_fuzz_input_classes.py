@@ -67,10 +67,10 @@ PAGE_PARAMETERS: dict[str, list[str]] = {
     "sessions/<int:session_id>/": ["before", "q"], "chat/runs/<int:run_id>/text": ["after", "upto"],
     "chat/sessions": ["q", "current"],
     "chat/runs/<int:run_id>/fragment": ["after"], "healthz": ["details"], "api/schema/": ["format", "lang"],
-    "api/docs/": ["q"],
+    "api/docs/": ["q"], "chat/sessions/<int:session_id>/state": ["after"], "favicon.ico": ["v"],
 }
 # Pages that read no number: NUL and two odd numbers are enough (the schema takes 0.15 s to draw).
-STATIC_PAGES = frozenset({"api/schema/", "api/docs/", "healthz", "login/", "logout/"})
+STATIC_PAGES = frozenset({"api/schema/", "api/docs/", "healthz", "login/", "logout/", "favicon.ico"})
 
 
 @pytest.fixture
