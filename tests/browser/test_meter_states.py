@@ -80,6 +80,10 @@ def test_the_meter_has_a_legend_for_its_marks_with_their_figures(page, server, s
     log_in(page, server, next_path=f"/sessions/{session_4k.pk}/")
     legend = page.locator("#meter-legend")
     expect(legend.locator("summary")).to_have_text("What the marks mean")
+    # The toggle leaves the figures room to be read on the one-line meter of a phone too.
+    expect(page.locator("#context-figures")).to_contain_text(" of ")
+    figures = page.locator("#context-figures").evaluate("f => f.getBoundingClientRect().width")
+    assert figures >= 150, f"the meter's figures are {figures} px wide"
     legend.locator("summary").click()
     items = legend.locator("li")
     expect(items).to_have_count(4)
