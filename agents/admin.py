@@ -232,9 +232,11 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Published versions are read-only: they are frozen by design (RUN-4)."""
 
     list_display = ["name", "version", "agent", "model", "context_window", "budget_figures", "published_at", "pages"]
-    readonly_fields = ["provider_name", "budget_figures", "frozen_server_tools", "pages"]
+    readonly_fields = ["provider_name", "tools_list", "policy_list", "budget_figures", "frozen_server_tools", "pages"]
     list_select_related = ["agent"]
     list_filter = ["agent__space"]
+    # Stored JSON shown as a person reads it, in the place of the field it stands for.
+    _SHOWN_AS = {"provider": "provider_name", "tools": "tools_list", "context_policy": "policy_list"}
 
     class Media:
         css = {"all": ["agentloom/admin/agents.css"]}
@@ -246,10 +248,11 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         return [*pages, *super().get_urls()]
 
     def get_fields(self, request, obj=None):
-        # The provider by its label, where the model's own field would show its registry name.
-        # The frozen server tools as their table only (frozen_server_tools), not the stored JSON text.
-        return ["provider_name" if name == "provider" else name for name in super().get_fields(request, obj)
-                if name not in ("provider_name", "server_tools")]
+        # The provider by its label, where the model's own field would show its registry name;
+        # the tools and the context policy as lists, not their stored JSON; the frozen server
+        # tools as their table only (frozen_server_tools).
+        return [self._SHOWN_AS.get(name, name) for name in super().get_fields(request, obj)
+                if name not in ("server_tools", *self._SHOWN_AS.values())]
 
     @admin.display(description="Provider")
     def provider_name(self, obj: AgentVersion) -> str:
@@ -257,6 +260,23 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def _page(self, view: Callable[..., HttpResponseBase], request: HttpRequest, object_id: str) -> HttpResponseBase:
         return view(self, request, object_id)
+
+    @admin.display(description="Tools")
+    def tools_list(self, obj: AgentVersion) -> str:
+        names = [name for name in (obj.tools or []) if isinstance(name, str)]
+        if not names:
+            return "None."
+        return format_html_join(", ", "<code>{}</code>", ((name,) for name in names))
+
+    @admin.display(description="Context policy")
+    def policy_list(self, obj: AgentVersion) -> str:
+        policy = obj.context_policy if isinstance(obj.context_policy, dict) else {}
+        if not policy:
+            return "The platform's defaults."
+        return format_html('<ul class="policy-list">{}</ul>', format_html_join(
+            "", "<li>{}: {}</li>",
+            ((name.replace("_", " ").capitalize(), "default" if value is None else value)
+             for name, value in policy.items())))
 
     @admin.display(description="Console")
     def pages(self, obj: AgentVersion) -> str:

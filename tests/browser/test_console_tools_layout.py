@@ -127,6 +127,10 @@ def test_the_tool_picker_the_version_page_and_the_compactions_fit_and_read(
     table = page.locator("table.frozen-tools")
     expect(table.locator("tbody tr")).to_have_count(3)
     expect(page.locator("#content")).not_to_contain_text('"input_schema"')
+    # No stored JSON anywhere on the page: the tools and the policy read as lists.
+    expect(page.locator("#content")).not_to_contain_text('["calculator"')
+    expect(page.locator("#content")).not_to_contain_text('{"context_ratio"')
+    expect(page.locator(".field-tools_list")).to_contain_text("calculator, tests.echo, tests.add, tests.increment")
     assert page_fits(page) and box_fits(page, "table.frozen-tools")
     assert width < 1280 or whole(page, "table.frozen-tools")
     screenshot(page, f"console-tools-version-{width}", full_page=True)
