@@ -44,6 +44,7 @@ from runloop.calls import collected_call
 from runloop.errors import RunLost
 from runloop.journal import NewRecord
 from runloop.meter import context_measured
+from runloop.prepared_wait import prepared_awaitable, prepared_awaited
 from runloop.state import RunState
 from sessions.frames import plan_text
 from sessions.models import Instance, ModelCall, PreparedCompaction, RunAttention
@@ -55,8 +56,6 @@ from tools.read_file import files_in_view
 
 logger = logging.getLogger("agentloom.compaction")
 # CTX-41: the token figures of a compaction, one name per meaning (metrics and `compacted`).
-# How often a run that waits for the summary being prepared reads its row (seconds, first and most).
-PREPARED_POLL_SECONDS = (0.1, 1.0)
 TOKEN_FIGURES = ("tokens_before_estimated", "tokens_before_calibrated", "tokens_after_estimated",
                  "tokens_after_calibrated")
 
@@ -107,7 +106,7 @@ def step_request(state: RunState, instance: Instance, pipeline: ContextPipeline,
     compacted = compaction_run(state, instance, pipeline, action, system, schemas, depth=depth,
                                 prepared=prepared if prepared is not None and (
                                     prepared.status == PreparedCompaction.Status.READY
-                                    or _awaitable(prepared, action)) else None)
+                                    or prepared_awaitable(prepared, action)) else None)
     if compacted is None:
         return pipeline.without_compaction()
     return pipeline.after_compaction(system, schemas, compacted)
@@ -137,31 +136,6 @@ def _while_prepared(state: RunState, pipeline: ContextPipeline, action: CompactF
             state.journal.emit("compaction_skipped", {"reason": "throttled_after_failure", **_before(action)})
             return pipeline.without_compaction()
     return None
-
-
-def _awaitable(prepared: PreparedCompaction, action: CompactFirst) -> bool:
-    """CTX-45: a summary a worker is making when the request no longer fits without one
-    (``_while_prepared`` sent nothing): waiting for it costs less than a new inline one,
-    which would discard it, since it is further along. The overflow of the newest results
-    alone is compacted at once (their cut is not the summary's)."""
-    return (prepared.status == PreparedCompaction.Status.PREPARING and prepared.claimed_at is not None
-            and action.trigger != "tool_output_overflow")
-
-
-def _prepared_awaited(state: RunState, prepared: PreparedCompaction) -> PreparedCompaction | None:
-    """Wait for the summary being prepared to end: its row once ready; None when it failed,
-    was discarded, or its worker went away (its lease lapsed: ``preparation_open`` ends it),
-    and the summary is then made inline. A Stop ends the wait (``state.check``)."""
-    wait = PREPARED_POLL_SECONDS[0]
-    while True:
-        state.check()
-        current = state.journal.preparation_open()
-        if current is None or current.pk != prepared.pk:
-            return None
-        if current.status == PreparedCompaction.Status.READY:
-            return current
-        time.sleep(wait)  # a worker's summary call takes seconds: its row is read a few times a second at most
-        wait = min(PREPARED_POLL_SECONDS[1], wait * 1.5)
 
 
 def _before(action: CompactFirst) -> dict[str, int | None]:
@@ -303,7 +277,7 @@ def compaction_run(state: RunState, instance: Instance, pipeline: ContextPipelin
                  {"trigger": trigger, **token_figures("before", estimated=action.estimate, calibrated=tokens),
                   **({"prepared_awaited": True} if awaited else {})})
     if awaited and prepared is not None:
-        prepared = _prepared_awaited(state, prepared)
+        prepared = prepared_awaited(state, prepared)
     remaining = state.limits.max_model_calls - journal.counters.get("model_calls", 0) - 1
     calibration = state.figures.calibration
     request = compaction_request(
@@ -319,8 +293,8 @@ def compaction_run(state: RunState, instance: Instance, pipeline: ContextPipelin
             summary=prepared.summary, prefix=prepared.prefix or 0, digest=prepared.digest, policy=prepared.policy,
             estimator_id=prepared.estimator_id, metrics=prepared.metrics))
         if result.outcome == "compacted":
-            note.update({"prepared": True, "prepared_age_ms": int(max(
-                0.0, time.time() - prepared.ready_at.timestamp()) * 1000) if prepared.ready_at else None})
+            note = {**note, "prepared": True, "prepared_age_ms": int(max(
+                0.0, time.time() - prepared.ready_at.timestamp()) * 1000) if prepared.ready_at else None}
             journal.bump("model_calls", int(result.metrics.get("summary_calls") or 0))  # CTX-35: the run paid them
         else:  # no longer fits: discarded whole, and the summary is made now (the inline path)
             journal.preparation_discard(prepared, reason=result.reason)
