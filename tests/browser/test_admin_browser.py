@@ -259,7 +259,7 @@ def test_an_admin_discovers_models_saves_a_connection_and_publishes_an_agent_wit
     assert page.locator("#content-main form input:not([type=hidden]), #content-main form textarea, "
                         "#content-main form select").count() == 0
     expect(page.get_by_role("button", name=re.compile("^Save"))).to_have_count(0)
-    expect(page.locator(".field-policy_list .readonly")).to_contain_text("Target ratio: 0.5")  # read as a list, not JSON
+    expect(page.locator(".field-policy_list .readonly")).to_contain_text("Target ratio: 0.5")  # a list, not JSON
     screenshot(page, "admin-agent-version", full_page=True)
     assert page.dialogs == [] and page.script_errors == []
 
