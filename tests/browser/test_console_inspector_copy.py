@@ -25,11 +25,24 @@ def ada(django_user_model):
     return django_user_model.objects.create_superuser(username="ada", password=ADA_PASSWORD, email="ada@example.com")
 
 
+def _run_nobody_executes(space, alice, fake_provider):
+    """The recorded call, on a run the test claims itself: the live server's worker threads
+    would otherwise race it for the queued run."""
+    from sessions.services.dispatch import dispatcher_get, dispatcher_set
+
+    dispatcher = dispatcher_get()
+    dispatcher_set(None)
+    try:
+        return _run_with_call(space, alice, provider="openai_compatible", base_url=fake_provider.base_url,
+                              body=OPENAI_BODY)
+    finally:
+        dispatcher_set(dispatcher)
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 def test_copy_as_json_and_as_curl_put_the_request_on_the_clipboard(page_factory, server, ada, space, alice,
                                                                    fake_provider, width):
-    run, call = _run_with_call(space, alice, provider="openai_compatible", base_url=fake_provider.base_url,
-                               body=OPENAI_BODY)
+    run, call = _run_nobody_executes(space, alice, fake_provider)
     page = page_factory(width=width, height=900, mobile=width < 500)
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
     violations: list[str] = []
