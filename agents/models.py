@@ -16,8 +16,9 @@ class Agent(models.Model):
     )
     # Built-in names (``calculator``) and server tools (``"<server>.<tool>"``, TOOL-3).
     tools = models.JSONField(default=list, blank=True)
-    # Per server tool, what the admin decided against its annotations (TOOL-5):
-    # {"<server>.<tool>": {"idempotent": bool, "observes_screen": bool}}. Frozen at publish.
+    # Per tool, what the admin decided against its annotations and defaults (TOOL-5, TOOL-7):
+    # {"<server>.<tool>": {"idempotent": bool, "observes_screen": bool, "approval": ...}},
+    # {"<built-in>": {"approval": "never" | "side_effects" | "always"}}. Frozen at publish.
     tool_overrides = models.JSONField(default=dict, blank=True)
     # Always written with every field filled in (CTX-20) by the agent services.
     context_policy = models.JSONField(default=dict, blank=True)
@@ -63,6 +64,9 @@ class AgentVersion(models.Model):
     # The server tools as published (TOOL-3): JSON text, so every request carries the same
     # bytes; read through ``agents.server_tools.frozen_server_tools``.
     server_tools = models.TextField(default="[]", blank=True)
+    # TOOL-7: the built-ins' approval policies the admin set ({"http_fetch": "always"});
+    # a server tool's is in its frozen entry (``approval``). Absent: the default.
+    tool_approvals = models.JSONField(default=dict, blank=True)
     model_connection = models.ForeignKey(
         "models_catalog.ModelConnection",
         on_delete=models.SET_NULL,
@@ -85,7 +89,8 @@ class AgentVersion(models.Model):
     published_at = models.DateTimeField(auto_now_add=True)
 
     FROZEN_FIELDS = (
-        "agent_id", "version", "name", "instructions", "tools", "server_tools", "provider", "base_url", "model",
+        "agent_id", "version", "name", "instructions", "tools", "server_tools", "tool_approvals", "provider",
+        "base_url", "model",
         "context_window", "max_output_tokens", "safety_margin_tokens", "context_policy",
         "limits", "verify_before_complete",
     )

@@ -72,6 +72,11 @@ class Tool:
     idempotent: bool
     observes_screen: bool = False
     delegates: bool = False  # the loop runs it as a sub-agent instead of calling ``run``
+    # TOOL-7: whether a call waits for a person's approval — ``never``, ``side_effects``
+    # (every call unless ``read_only``) or ``always`` — as the version froze it; and whether
+    # the tool only reads (a server tool's ``readOnlyHint``; the built-ins that change nothing).
+    approval: str = "never"
+    read_only: bool = False
     timeout_seconds: float = 30.0
     # Characters of one result kept in the records; past it, head and tail (CTX-7). The
     # model view shows at most 24,000 of them and read_record pages through the rest.
@@ -90,6 +95,22 @@ class ToolOutcome:
     structured: dict[str, Any] | None = None
     # In its place when it was over the storage cap: {"characters", "limit"} (TOOL-4, CTX-7).
     structured_omitted: dict[str, int] | None = None
+
+
+# TOOL-7: a tool's approval policy. Server tools default to ``side_effects``; built-ins to
+# ``never`` (an admin may set any of them, ``http_fetch`` most usefully).
+APPROVAL_POLICIES = ("never", "side_effects", "always")
+DEFAULT_SERVER_APPROVAL = "side_effects"
+DEFAULT_BUILTIN_APPROVAL = "never"
+
+
+def approval_needed(tool: Tool) -> str:
+    """Why a call of ``tool`` waits for a person (TOOL-7), in words; "" when it does not."""
+    if tool.approval == "always":
+        return "This tool asks before every call."
+    if tool.approval == "side_effects" and not tool.read_only:
+        return "This tool may change something outside the chat."
+    return ""
 
 
 registry: dict[str, Tool] = {}

@@ -17,7 +17,7 @@ from django.conf import settings
 
 from agents.run_limits import RunLimits
 from agents.server_tools import run_tool_sessions, version_credentials
-from agents.tool_registry import Tool, registry
+from agents.tool_registry import DEFAULT_BUILTIN_APPROVAL, Tool, registry
 from context import (
     Budget,
     ContextPipeline,
@@ -177,7 +177,9 @@ def run_state_build(run: Run, journal: RunJournal | None = None) -> RunState:
     sessions = run_tool_sessions(version=version)
     traits = session_traits(session_id=run.session_id, provider=target.provider, model=target.model)
     policy = ContextPolicy.from_dict(frozen["context_policy"]) if frozen["context_policy"] else None
-    chosen = [*(registry[name] for name in version.tools if name in registry), *_file_tools(run, version, traits),
+    approvals = version.tool_approvals or {}  # TOOL-7: the built-ins' policies as frozen
+    chosen = [*(replace(registry[name], approval=approvals.get(name, DEFAULT_BUILTIN_APPROVAL))
+                for name in version.tools if name in registry), *_file_tools(run, version, traits),
               *server_tools_build(version=version, sessions=sessions)]
     return RunState(
         thinking_continues=not traits.other_models and not traits.imported,

@@ -42,6 +42,9 @@ class EventType(StrEnum):
     MODEL_WAITED = "model_waited"
     # CAT-10: the server cut the prompt without refusing; the answer is dropped, asked again.
     PROMPT_TRUNCATED = "prompt_truncated"
+    # TOOL-8/9: a call waits for a person's approval / a person decided it.
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
 
 
 def event_names() -> dict[str, str]:

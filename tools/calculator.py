@@ -151,5 +151,6 @@ calculator = register(Tool(
                 "required": ["expression"], "additionalProperties": False},
     run=_run,
     idempotent=True,
+    read_only=True,
     timeout_seconds=5,
 ))

@@ -22,5 +22,6 @@ current_time = register(Tool(
     parameters={"type": "object", "properties": {"timezone": {"type": "string"}}, "additionalProperties": False},
     run=_run,
     idempotent=True,
+    read_only=True,
     timeout_seconds=5,
 ))

@@ -21,6 +21,7 @@ delegate = register(Tool(
                 "required": ["task"], "additionalProperties": False},
     run=_run,
     idempotent=False,
+    read_only=True,
     delegates=True,
     timeout_seconds=600,
 ))

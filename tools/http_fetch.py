@@ -90,5 +90,6 @@ http_fetch = register(Tool(
                 "required": ["url"], "additionalProperties": False},
     run=_run,
     idempotent=True,
+    read_only=True,
     timeout_seconds=20,
 ))

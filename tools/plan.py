@@ -100,6 +100,7 @@ update_plan = register(Tool(
                 "description": "Record seqs of messages of this conversation to keep verbatim."}},
         "required": ["steps"], "additionalProperties": False},
     run=_run,
-    idempotent=True,  # writing the same plan twice leaves the same plan
+    idempotent=True,
+    read_only=True,  # writing the same plan twice leaves the same plan
     timeout_seconds=10,
 ))

@@ -75,5 +75,6 @@ read_file = register(Tool(
         "required": ["file_id"], "additionalProperties": False},
     run=_run,
     idempotent=True,
+    read_only=True,
     timeout_seconds=10,
 ))

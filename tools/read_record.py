@@ -48,5 +48,6 @@ read_record = register(Tool(
         "required": ["seq"], "additionalProperties": False},
     run=_run,
     idempotent=True,
+    read_only=True,
     timeout_seconds=10,
 ))

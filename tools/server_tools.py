@@ -12,7 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from agents.server_tools import frozen_server_tools
-from agents.tool_registry import Tool, ToolCancelled, ToolContext, ToolError, ToolOutcomeUnknown, ToolResult
+from agents.tool_registry import (
+    DEFAULT_SERVER_APPROVAL,
+    Tool,
+    ToolCancelled,
+    ToolContext,
+    ToolError,
+    ToolOutcomeUnknown,
+    ToolResult,
+)
 from tools.server_images import server_images_check
 from toolservers.sessions import CallRefused, CallStopped, CallUnknown, RunToolSessions
 
@@ -42,5 +50,7 @@ def server_tools_build(*, version: Any, sessions: RunToolSessions) -> list[Tool]
         timeout = sessions.timeout_of(entry["server_id"]) + TIMEOUT_MARGIN
         tools.append(Tool(name=entry["function"], description=entry["description"],
                           parameters=entry["input_schema"], run=run, idempotent=bool(entry["idempotent"]),
-                          observes_screen=bool(entry.get("observes_screen")), timeout_seconds=timeout))
+                          observes_screen=bool(entry.get("observes_screen")), timeout_seconds=timeout,
+                          approval=entry.get("approval", DEFAULT_SERVER_APPROVAL),
+                          read_only=(entry.get("annotations") or {}).get("readOnlyHint") is True))
     return tools

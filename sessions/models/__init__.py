@@ -6,6 +6,7 @@ Content (records, frames, snapshots, views, events, model requests, session titl
 counters) is encrypted; what we filter and sort on (ids, seq, run, instance, kind, time)
 stays in plain indexed columns.
 """
+from sessions.models.approvals import ToolApproval
 from sessions.models.audit import AccessAudit
 from sessions.models.call_log import ModelCall, SentBlob
 from sessions.models.records import CompactionSnapshot, MessageKind, PreparedCompaction, SessionMessage, SessionView
@@ -15,5 +16,5 @@ from sessions.models.session import Session, SessionFile
 __all__ = [
     "RUN_TRANSITIONS", "AccessAudit", "CompactionSnapshot", "Instance", "MessageKind", "ModelCall",
     "PreparedCompaction", "Run", "RunAttention", "RunEvent", "SentBlob", "Session", "SessionFile",
-    "SessionMessage", "SessionView",
+    "SessionMessage", "SessionView", "ToolApproval",
 ]

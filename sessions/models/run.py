@@ -16,14 +16,18 @@ class Run(models.Model):
     Legal transitions (``RUN_TRANSITIONS``)::
 
         queued      -> running | cancelled | failed
-        running     -> completed | failed | cancelled | interrupted
+        running     -> completed | failed | cancelled | interrupted | waiting
                        | queued (the model's server asked to wait: ``not_before``)
+        waiting     -> queued (every call it waits on is decided) | cancelled | failed
         interrupted -> queued (resume) | failed
         cancelled   -> queued (resume)
         failed      -> queued (resume, when the error is resumable)
         completed   -> (terminal)
 
-    At most one run per session is active (queued or running): a conditional unique
+    ``waiting`` (TOOL-8): a call needs a person's approval; no worker holds the run, no
+    heartbeat is kept, the reaper leaves it. Its approvals are ``ToolApproval`` rows.
+
+    At most one run per session is active (queued, running or waiting): a conditional unique
     constraint in the database enforces it (RUN-1), not a read-then-write check.
     ``error`` is structured: ``{"code": ..., "message": ..., "retryable": bool}``.
 
@@ -39,8 +43,9 @@ class Run(models.Model):
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
         INTERRUPTED = "interrupted", "Interrupted"
+        WAITING = "waiting", "Waiting for a person"
 
-    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.WAITING)
 
     class Waiting(models.TextChoices):
         """Why a queued run waits while workers have threads for it."""
@@ -94,7 +99,7 @@ class Run(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["session"],
-                condition=Q(status__in=["queued", "running"]),
+                condition=Q(status__in=["queued", "running", "waiting"]),
                 name="run_one_active_per_session",
             )
         ]
@@ -123,8 +128,10 @@ class RunAttention:
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     Run.Status.QUEUED: frozenset({Run.Status.RUNNING, Run.Status.CANCELLED, Run.Status.FAILED}),
     Run.Status.RUNNING: frozenset(
-        {Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INTERRUPTED, str(Run.Status.QUEUED)}
+        {Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INTERRUPTED, str(Run.Status.QUEUED),
+         Run.Status.WAITING}
     ),
+    Run.Status.WAITING: frozenset({Run.Status.QUEUED, Run.Status.CANCELLED, Run.Status.FAILED}),
     Run.Status.INTERRUPTED: frozenset({Run.Status.QUEUED, Run.Status.FAILED}),
     Run.Status.CANCELLED: frozenset({Run.Status.QUEUED}),
     Run.Status.FAILED: frozenset({Run.Status.QUEUED}),
