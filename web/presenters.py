@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from runloop.meter import meter_shown
 from sessions.models import Run, SessionMessage
 from sessions.selectors.compactions import UndoTarget, undo_target
+from web.approval_cards import approval_cards
 from web.folded import folded_seqs
 from web.markdown import RenderBudget
 from web.selectors import (
@@ -84,6 +85,7 @@ def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, lat
         view.live = True
         view.items = items_written(records)
         view.supplements = supplements_written(records, queued=queued_supplements(run=run))
+        view.approvals = approval_cards(run=run)  # TOOL-8: a page opened while the run waits
         return view
     own = {call_id: ms for (run_id, call_id), ms in shared.durations.items() if run_id == run.pk}
     view.items = items_from_records(records, durations=own, budget=budget, folded=folded)

@@ -8,6 +8,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from core.api.fields import id_from_text
+from sessions.selectors.approvals import sessions_waiting_for
 from web.fragments import json_login_required
 from web.selectors import sessions_for_sidebar
 
@@ -20,7 +21,8 @@ def session_list(request):
     sessions = sessions_for_sidebar(user=request.user, query=request.GET.get("q", ""))
     html = render_to_string("web/_session_list.html", {
         "sidebar_sessions": sessions, "sidebar_query": request.GET.get("q", "").strip(),
-        "current_session_id": current}, request=request)
+        "current_session_id": current, "sidebar_waiting": sessions_waiting_for(user=request.user)},
+        request=request)
     response = JsonResponse({"html": html, "count": len(sessions)})
     response["Cache-Control"] = "no-store"
     return response

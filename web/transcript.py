@@ -58,7 +58,7 @@ RESULT_PREVIEW_CHARS = 4_000
 ARGUMENTS_PREVIEW_CHARS = 2_000
 
 STEP_STATUS_LABELS = {"ok": "done", "error": "error", "cancelled": "cancelled", "timeout": "timed out",
-                      "unknown": "outcome unknown", None: "no result"}
+                      "unknown": "outcome unknown", "denied": "not run (denied)", None: "no result"}
 
 
 @dataclass
@@ -181,6 +181,7 @@ class RunView:
     last_seq: int = 0
     plan: list[PlanStep] = field(default_factory=list)
     supplements: dict[str, str] = field(default_factory=dict)  # a working run's, by id
+    approvals: list[Any] = field(default_factory=list)  # a waiting run's calls (web.approval_cards)
 
     @property
     def asks_again(self) -> bool:

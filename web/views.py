@@ -22,9 +22,11 @@ from core.slow_work import slow_work
 from models_catalog.providers import provider_is_offline
 from sessions.event_types import event_names
 from sessions.models import Session
+from sessions.selectors.approvals import sessions_waiting_for
 from sessions.selectors.search import QUERY_MAX_CHARS
 from sessions.selectors.sessions import prepared_summary_state, session_get_for_user
 from sessions.services.sessions import session_draft, session_empty_like
+from web.approval_cards import AWAITING_STEP_WORDS, approval_words
 from web.errors import error_table
 from web.folded import FOLDED_NOTICE
 from web.presenters import meter_label, meter_page
@@ -91,6 +93,7 @@ def _shell(request, **extra: Any) -> dict[str, Any]:
         "sidebar_sessions": sessions_for_sidebar(user=request.user, query=query,
                                                  current=session if session is not None and session.pk else None),
         "sidebar_query": " ".join(query.split())[:QUERY_MAX_CHARS],
+        "sidebar_waiting": sessions_waiting_for(user=request.user),  # TOOL-8: marked "Waiting for you"
         "agents": agents_startable(user=request.user),
         **extra,
     }
@@ -161,6 +164,7 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "supplements": _url_template("run-supplements"),
         "fragment": _url_template("web:run-fragment"),
         "text": _url_template("web:run-text"),
+        "approvals": _url_template("web:run-approvals"),  # TOOL-9: a decision on a waiting call
     }
     # Attaching a file (RUN-13): into the session; a new chat's first file starts it.
     urls.update(files=_url_template("session-files"), sessions=reverse("sessions"),
@@ -189,7 +193,9 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "compactedNotice": COMPACTED_NOTICE,
         "foldedNotice": FOLDED_NOTICE,
         "compactedByCodeNotice": COMPACTED_BY_CODE_NOTICE,  # CTX-48
-        "stepStatus": {status or "none": label for status, label in STEP_STATUS_LABELS.items()},
+        "stepStatus": {**{status or "none": label for status, label in STEP_STATUS_LABELS.items()},
+                       "awaiting": AWAITING_STEP_WORDS},
+        "approvalWords": approval_words(),  # TOOL-8: what a waiting call's card says
         "planStatus": PLAN_STATUS_LABELS,
         # How a step names its tool (web.tool_labels): the live run's steps as the server's.
         "toolLabels": tool_labels(frozen_server_tools(session.version)),

@@ -18,7 +18,9 @@
   var PREPARED_POLL_MS = 3000;
   var PREPARED_POLL_MAX_MS = 30000;
   var PREPARED_WATCH_MS = 600000;
-  var ACTIVE = { queued: true, running: true };
+  // "waiting": for the person's approval of a tool call (TOOL-8); the run is still theirs to follow.
+  var ACTIVE = { queued: true, running: true, waiting: true };
+  var APPROVAL_POLL_MS = 4000;  // while a call waits: another tab's decision shows within this
   var WATCHDOG_MS = 10000;
   var UNREACHABLE_AFTER = 2;  // failed reconnections (the stream's retry is 2 s) before saying so
   var QUIET_MS = 15000;
@@ -55,7 +57,8 @@
     if (menuOpen()) {
       setMenu(false);
       if (menuToggle) menuToggle.focus();
-    } else if (config && live) {
+    } else if (config && live && !(event.target.closest && event.target.closest(".approval"))) {
+      // (Esc in an approval's reason field is not a Stop.)
       event.preventDefault();
       stopRun();
     }
@@ -641,7 +644,19 @@
     this.retryMs = 1000;
     this.lastActivity = Date.now();
     this.watchdog = null;
+    this.approvalPoll = null;
   }
+
+  // Tool calls waiting for the person's approval (static/web/approvals.js): their cards,
+  // the decisions sent from them, and what another tab decided.
+  var APPROVAL_WORDS = config.approvalWords;
+  var approvals = window.AgentLoomApprovals && transcript ? new window.AgentLoomApprovals({
+    transcript: transcript, words: APPROVAL_WORDS,
+    url: function (runId) { return url("approvals", runId); },
+    send: function (path, body) { return request("POST", path, body); },
+    explain: requestError, alert: showAlert,
+    changed: function (section) { if (live && live.section === section) live.approvalsChanged(); }
+  }) : null;
 
   // A queued run a worker could not start yet because its person (or space) has as many
   // answers in progress as allowed: it starts by itself as soon as one of them ends.
@@ -681,10 +696,53 @@
     var notBefore = this.section.getAttribute("data-not-before");
     var words = waiting === "model_server" && notBefore ? serverWaitWords({ until: notBefore })
       : waiting ? waitingWords(waiting, 0) : "Waiting for a worker…";
-    setStatus(queued ? words : "Working…", true);
+    var forPerson = this.section.getAttribute("data-status") === "waiting";
+    // Waiting for a person is said as such: not "Working…", nothing runs meanwhile.
+    setStatus(queued ? words : forPerson ? APPROVAL_WORDS.runWaiting : "Working…", !forPerson);
     if (events) this.read(events); else this.connect();
     var self = this;
     this.watchdog = setInterval(function () { self.check(); }, WATCHDOG_MS);
+    this.approvalPoll = setInterval(function () { self.approvalsCheck(); }, APPROVAL_POLL_MS);
+  };
+
+  LiveRun.prototype.approvalsCheck = function () {
+    // A call waits here: was it decided elsewhere (another tab, the API)? The event says
+    // so too; this also reaches a page whose stream is down (GET /chat/sessions/{id}/state).
+    if (this.done || this.finishing || !approvals || document.hidden || !config.urls.state ||
+        !approvals.waiting(this.section)) return;
+    var self = this;
+    request("GET", config.urls.state + "?after=" + this.id).then(function (result) {
+      if (!result.ok || self.done || self.finishing) return;
+      if (result.data.active_run !== self.id) {
+        self.finish();  // stopped elsewhere, or over: shown as it ended
+        return;
+      }
+      approvals.reconcile(self.section, result.data.approvals);
+    });
+  };
+
+  LiveRun.prototype.approvalRequested = function (data) {
+    var step = this.steps[String(data.call_id || "")];
+    if (step) this.stepSet(step, "awaiting", config.stepStatus.awaiting);
+    this.section.removeAttribute("data-waiting");
+    this.section.setAttribute("data-status", "waiting");
+    if (approvals) approvals.requested(this.section, this.area, step ? step.details : null, data);
+    setStatus(APPROVAL_WORDS.runWaiting, false);
+  };
+
+  LiveRun.prototype.approvalDecided = function (data) {
+    var step = this.steps[String(data.call_id || "")];
+    if (step && data.decision === "approved") this.stepSet(step, "requested", "approved");
+    else if (step && data.decision) this.stepSet(step, "denied", config.stepStatus.denied);
+    if (approvals) approvals.decided(this.section, data);
+  };
+
+  LiveRun.prototype.approvalsChanged = function () {
+    // The status line says what the run waits for: the person while a call still waits,
+    // then that the run goes on (it is queued again once every waiting call is decided).
+    if (this.section.getAttribute("data-status") !== "waiting") return;
+    if (approvals.waiting(this.section)) setStatus(APPROVAL_WORDS.runWaiting, false);
+    else setStatus(APPROVAL_WORDS.goesOn, true);
   };
 
   LiveRun.prototype.read = function (reader) {
@@ -775,6 +833,7 @@
     this.stopReading();
     if (this.source) this.source.close();
     clearInterval(this.watchdog);
+    clearInterval(this.approvalPoll);
   };
 
   LiveRun.prototype.check = function () {
@@ -802,7 +861,10 @@
     var main = !data.instance || data.instance === "main";
     switch (type) {
       case EVENT.RUN_WAITING:
-        if (data.reason === "model_server") {
+        if (data.reason === "approval") {
+          this.section.setAttribute("data-status", "waiting");
+          setStatus(APPROVAL_WORDS.runWaiting, false);
+        } else if (data.reason === "model_server") {
           // Back in the queue until the model's server's time (LOOP-3): said with the time
           // in the reader's own zone; the answer goes on by itself then.
           this.section.setAttribute("data-status", "queued");
@@ -819,9 +881,18 @@
         setStatus("Working…", true);
         break;
       case EVENT.RUN_STARTED:
+        // Started again after a person's decision is no Resume: the run goes on.
+        var decided = this.section.getAttribute("data-status") === "waiting";
         this.section.removeAttribute("data-waiting");
         this.section.setAttribute("data-status", "running");
-        setStatus(data.attempt ? "Resumed — working…" : "Working…", true);
+        setStatus(data.attempt && !decided ? "Resumed — working…" : "Working…", true);
+        break;
+      case EVENT.APPROVAL_REQUESTED:
+        this.closeText(seq, true);
+        this.approvalRequested(data);
+        break;
+      case EVENT.APPROVAL_DECIDED:
+        this.approvalDecided(data);
         break;
       case EVENT.MESSAGE_DELTA:
         if (main) this.appendText(String(data.text || ""), seq);
@@ -842,6 +913,7 @@
         break;
       case EVENT.TOOL_FINISHED:
         this.stepFinished(data);
+        if (approvals) approvals.ran(this.section, String(data.call_id || ""));
         setStatus("Working…", true);
         break;
       case EVENT.SUPPLEMENT_RECEIVED:

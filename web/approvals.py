@@ -1,0 +1,56 @@
+"""A person's decision on a waiting tool call, sent from its card in the chat (SPEC §7b,
+TOOL-9): ``POST /chat/runs/{id}/approvals`` with ``call_id``, ``decision`` (approve or
+deny), an optional ``reason`` and ``scope`` (call, or this tool for the rest of the
+session), as JSON or as a form.
+
+The chat's own door to ``approval_decide``, beside the API's (``/api/v1/runs/{id}/approvals``):
+it takes only the chat's login cookie, so every decision it records carries the CSRF
+token of the page that showed the card. The service decides everything else — only the
+session's creator may decide (404 for anyone else, as every chat read), the same decision
+twice changes nothing, a different one on a decided call is 409 ``already_decided`` — and
+its errors leave in the one error shape (``core.api.errors``).
+"""
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.decorators import api_view, authentication_classes
+from rest_framework.response import Response
+
+from sessions.models import ToolApproval
+from sessions.selectors.runs import run_get_for_user
+from sessions.services.approvals import approval_decide
+
+DECISIONS = ("approve", "deny")
+REASON_MAX_CHARS = 2_000
+
+
+class DecisionIn(serializers.Serializer):
+    call_id = serializers.CharField(max_length=200)
+    decision = serializers.ChoiceField(choices=DECISIONS)
+    reason = serializers.CharField(max_length=REASON_MAX_CHARS, required=False, allow_blank=True, default="")
+    scope = serializers.ChoiceField(choices=ToolApproval.Scope.values, required=False, default="call")
+
+
+class DecisionOut(serializers.Serializer):
+    call_id = serializers.CharField()
+    status = serializers.CharField(help_text="approved or denied (or expired/stopped when that came first)")
+    scope = serializers.CharField()
+    reason = serializers.CharField()
+
+
+@extend_schema(request=DecisionIn, responses={200: DecisionOut}, operation_id="chat_run_approval_decide")
+@api_view(["POST"])
+@authentication_classes([SessionAuthentication])
+def run_approval_decide(request, run_id: int):
+    """200 with the call's decision as recorded; 400 for a decision that is neither approve
+    nor deny (nothing written), 404 for a run outside the caller's own sessions."""
+    run = run_get_for_user(run_id=run_id, user=request.user)
+    data = DecisionIn(data=request.data)
+    data.is_valid(raise_exception=True)
+    approval = approval_decide(run=run, user=request.user, call_id=data.validated_data["call_id"],
+                               decision=data.validated_data["decision"], reason=data.validated_data["reason"],
+                               scope=data.validated_data["scope"])
+    return Response({"call_id": approval.call_id, "status": approval.status, "scope": approval.scope,
+                     "reason": approval.reason}, status=status.HTTP_200_OK)
