@@ -97,7 +97,8 @@ def approval_cards(*, run: Run) -> list[ApprovalCard]:
     frozen = frozen_server_tools(run.version)
     labels, descriptions = tool_labels(frozen), tool_descriptions(frozen)
     return [ApprovalCard(call_id=approval.call_id, tool=approval.tool,
-                         label=approval.label or tool_label(approval.tool, labels),
+                         # As the call's step names it (" · "), else as the loop recorded it.
+                         label=labels.get(approval.tool) or approval.label or tool_label(approval.tool, labels),
                          description=descriptions.get(approval.tool) or tool_description(approval.tool),
                          arguments=arguments_pretty(approval.arguments), why=approval.why)
             for approval in waiting]

@@ -15,21 +15,19 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.decorators import api_view, authentication_classes
+from rest_framework.decorators import api_view, authentication_classes, throttle_classes
 from rest_framework.response import Response
 
+from sessions.api import SupplementThrottle
 from sessions.models import ToolApproval
 from sessions.selectors.runs import run_get_for_user
-from sessions.services.approvals import approval_decide
-
-DECISIONS = ("approve", "deny")
-REASON_MAX_CHARS = 2_000
+from sessions.services.approvals import DECISIONS, MAX_REASON, approval_decide
 
 
 class DecisionIn(serializers.Serializer):
     call_id = serializers.CharField(max_length=200)
-    decision = serializers.ChoiceField(choices=DECISIONS)
-    reason = serializers.CharField(max_length=REASON_MAX_CHARS, required=False, allow_blank=True, default="")
+    decision = serializers.ChoiceField(choices=sorted(DECISIONS))
+    reason = serializers.CharField(max_length=MAX_REASON, required=False, allow_blank=True, default="")
     scope = serializers.ChoiceField(choices=ToolApproval.Scope.values, required=False, default="call")
 
 
@@ -43,6 +41,7 @@ class DecisionOut(serializers.Serializer):
 @extend_schema(request=DecisionIn, responses={200: DecisionOut}, operation_id="chat_run_approval_decide")
 @api_view(["POST"])
 @authentication_classes([SessionAuthentication])
+@throttle_classes([SupplementThrottle])  # as the API's door to the same decision
 def run_approval_decide(request, run_id: int):
     """200 with the call's decision as recorded; 400 for a decision that is neither approve
     nor deny (nothing written), 404 for a run outside the caller's own sessions."""

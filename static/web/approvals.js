@@ -36,6 +36,7 @@
 
   function Approvals(options) {
     this.words = options.words;
+    this.labels = options.labels || {};
     this.url = options.url;      // runId -> the decision's address
     this.send = options.send;    // (path, body) -> Promise of {ok, status, data}
     this.explain = options.explain;  // a refused request -> words
@@ -64,15 +65,19 @@
   };
 
   Approvals.prototype.build = function (data) {
-    var label = String(data.label || data.tool || "a tool");
-    var card = el("section", "approval");
+    // As the call's step names it (config.toolLabels, web/tool_labels.py), else as recorded.
+    var tool = String(data.tool || "");
+    var label = Object.prototype.hasOwnProperty.call(this.labels, tool) ? this.labels[tool]
+      : String(data.label || tool || "a tool");
+    var card = el("div", "approval");
+    card.setAttribute("role", "group");
     card.setAttribute("data-approval-call", String(data.call_id || ""));
     card.setAttribute("data-approval-status", "awaiting");
     card.setAttribute("aria-label", "Approval for " + label);
     var head = el("p", "approval-head");
-    var tool = el("span", "approval-tool", label);
-    tool.setAttribute("data-tool", String(data.tool || ""));
-    head.append(el("span", "approval-kind", "Approval needed"), " ", tool);
+    var name = el("span", "approval-tool", label);
+    name.setAttribute("data-tool", tool);
+    head.append(el("span", "approval-kind", "Approval needed"), " ", name);
     card.append(head);
     if (data.description) card.append(el("p", "approval-description", String(data.description)));
     var args = el("pre", "approval-arguments", prettyArguments(data.arguments));

@@ -651,7 +651,7 @@
   // the decisions sent from them, and what another tab decided.
   var APPROVAL_WORDS = config.approvalWords;
   var approvals = window.AgentLoomApprovals && transcript ? new window.AgentLoomApprovals({
-    transcript: transcript, words: APPROVAL_WORDS,
+    transcript: transcript, words: APPROVAL_WORDS, labels: config.toolLabels,
     url: function (runId) { return url("approvals", runId); },
     send: function (path, body) { return request("POST", path, body); },
     explain: requestError, alert: showAlert,
