@@ -192,6 +192,17 @@ def test_no_route_outside_the_console_answers_5xx_to_any_input_class(world, alic
         pages.send("POST", "/sessions/new", {"agent": value})
         pages.send("POST", "/sessions/new/questions", {"agent": value, "content": "hi"}, as_json=True)
     pages.send("POST", "/sessions/new/questions", {"agent": world["agent_id"], "content": NUL}, as_json=True)
+    # TOOL-9: a decision from the chat's card, as JSON and as a form, with every field odd in turn.
+    decide = f"/chat/runs/{world['run_id']}/approvals"
+    decision = {"call_id": "call_1", "decision": "approve", "reason": "fine", "scope": "call"}
+    for name in decision:
+        for value in [*ODD_NUMBERS, NUL, HUGE_INT, -1]:
+            pages.send("POST", decide, {**decision, name: value}, as_json=True)
+            pages.send("POST", decide, {**decision, name: str(value)})
+    for body in _with_nul_at(decision):
+        pages.send("POST", decide, body, as_json=True)
+    for odd in ["9" * 30, "9" * 4301]:
+        pages.send("POST", f"/chat/runs/{odd}/approvals", decision, as_json=True)
     pages.send("POST", "/login/", {"username": NUL, "password": NUL})
     pages.send("POST", "/logout/", {"next": NUL})
 

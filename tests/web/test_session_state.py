@@ -15,7 +15,7 @@ def test_an_idle_session_with_no_run_has_nothing_active_and_nothing_new(client_f
     session = make_session(alice)
     response = client_for(alice).get(f"/chat/sessions/{session.pk}/state")
     assert response.status_code == 200 and response["Cache-Control"] == "no-store"
-    assert response.json() == {"active_run": None, "runs": []}
+    assert response.json() == {"active_run": None, "runs": [], "approvals": []}
 
 
 def test_runs_after_the_last_one_shown_are_listed_oldest_first_and_the_working_one_is_named(
@@ -25,13 +25,13 @@ def test_runs_after_the_last_one_shown_are_listed_oldest_first_and_the_working_o
     second = finished_run(session, question="Second?", status=Run.Status.CANCELLED)
     client = client_for(alice)
     assert client.get(f"/chat/sessions/{session.pk}/state").json() == {"active_run": None,
-                                                                       "runs": [first.pk, second.pk]}
+                                                                       "runs": [first.pk, second.pk], "approvals": []}
     assert client.get(f"/chat/sessions/{session.pk}/state", {"after": first.pk}).json()["runs"] == [second.pk]
     assert client.get(f"/chat/sessions/{session.pk}/state", {"after": second.pk}).json()["runs"] == []
 
     working = finished_run(session, question="Third?", status=Run.Status.RUNNING)
     assert client.get(f"/chat/sessions/{session.pk}/state", {"after": second.pk}).json() == {
-        "active_run": working.pk, "runs": [working.pk]}
+        "active_run": working.pk, "runs": [working.pk], "approvals": []}
 
 
 def test_a_queued_run_is_active_too(client_for, alice, make_session):
@@ -40,7 +40,7 @@ def test_a_queued_run_is_active_too(client_for, alice, make_session):
     session = make_session(alice)
     queued = question_ask(session=session, content="Still waiting for a worker?")
     body = client_for(alice).get(f"/chat/sessions/{session.pk}/state").json()
-    assert body == {"active_run": queued.pk, "runs": [queued.pk]}
+    assert body == {"active_run": queued.pk, "runs": [queued.pk], "approvals": []}
 
 
 @pytest.mark.parametrize("intruder", ["bob", "mallory"])
