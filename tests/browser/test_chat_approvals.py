@@ -121,7 +121,7 @@ def test_a_reloaded_page_still_shows_the_waiting_card_once_and_it_still_decides(
     page.reload()
     _card_waits(page, width)  # rendered by the server, then placed by the replayed events: one card
     expect(page.locator(f"{LAST_RUN} details.step .step-status")).to_have_text("waiting for you")
-    expect(page.locator(".session-item[data-session-id='%d'] .session-waiting" % asking_session.pk)
+    expect(page.locator(f".session-item[data-session-id='{asking_session.pk}'] .session-waiting")
            ).to_have_text("Waiting for you")
     page.locator(CARD).get_by_role("button", name="Approve for this session").click()
     page.wait_for_selector(SETTLED, timeout=20_000)
