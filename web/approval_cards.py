@@ -26,6 +26,7 @@ from web.tool_labels import tool_label, tool_labels
 WAITING_WORDS = "Waiting for your approval — nothing has run yet."
 # The status line while a run waits for a person (never "running", never "complete").
 RUN_WAITING_WORDS = "Waiting for you: a tool call needs your approval before the agent goes on."
+SESSION_WAITING_WORDS = "Waiting for you"  # the sessions list's mark (templates/web/_session_list.html)
 AWAITING_STEP_WORDS = "waiting for you"  # the status of the call's step meanwhile
 APPROVED_FOR_SESSION_WORDS = "Approved for this session — running now"
 RAN_WORDS = "Approved — it ran (its result is in the step above)"
@@ -50,7 +51,7 @@ def decided_words(decision: str, reason: str = "", *, hours: int | None = None) 
 def approval_words() -> dict[str, Any]:
     """What the chat's script words cards with, as this module words them."""
     hours = settings.AGENTLOOM_APPROVAL_HOURS
-    return {"waiting": WAITING_WORDS, "runWaiting": RUN_WAITING_WORDS,
+    return {"waiting": WAITING_WORDS, "runWaiting": RUN_WAITING_WORDS, "sessionWaiting": SESSION_WAITING_WORDS,
             "approved": decided_words(ToolApproval.Status.APPROVED),
             "approvedSession": APPROVED_FOR_SESSION_WORDS, "ran": RAN_WORDS, "goesOn": GOES_ON_WORDS,
             "denied": decided_words(ToolApproval.Status.DENIED),
@@ -78,6 +79,33 @@ class ApprovalCard:
     @property
     def words(self) -> str:
         return WAITING_WORDS if self.waiting else decided_words(self.status)
+
+
+def decision_note(approval: ToolApproval) -> str:
+    """What a finished run's step says of its call's approval (the step's status says the rest)."""
+    if approval.status == ToolApproval.Status.APPROVED:
+        return ("You approved this tool for the rest of this session." if approval.scope == ToolApproval.Scope.SESSION
+                else "You approved this call.")
+    if approval.status == ToolApproval.Status.DENIED:
+        return f"You denied this call: {approval.reason}" if approval.reason else "You denied this call."
+    return decided_words(approval.status) + "."
+
+
+def decision_notes(*, run_ids: list[int]) -> dict[int, dict[str, str]]:
+    """Each run's decided calls' notes, by call id (one query for a page)."""
+    notes: dict[int, dict[str, str]] = {}
+    for approval in (ToolApproval.objects.filter(run_id__in=run_ids, status__in=ToolApproval.DECIDED)
+                     .order_by("run_id", "step", "index")):
+        notes.setdefault(approval.run_id, {})[approval.call_id] = decision_note(approval)
+    return notes
+
+
+def steps_with_decisions(items: Iterable[Any], notes: Mapping[str, str]) -> None:
+    """Each step whose call asked says what was decided."""
+    for item in items:
+        call_id = getattr(item, "call_id", None)
+        if item.kind == "step" and call_id in notes:
+            item.approval = notes[call_id]
 
 
 def tool_descriptions(frozen: Iterable[Mapping[str, Any]]) -> dict[str, str]:

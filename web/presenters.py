@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from runloop.meter import meter_shown
 from sessions.models import Run, SessionMessage
 from sessions.selectors.compactions import UndoTarget, undo_target
-from web.approval_cards import approval_cards
+from web.approval_cards import approval_cards, decision_notes, steps_with_decisions
 from web.folded import folded_seqs
 from web.markdown import RenderBudget
 from web.selectors import (
@@ -61,6 +61,7 @@ class RunsShared:
     plans: dict[int, list[dict]]
     undo: UndoTarget | None = None  # CTX-51: the compaction the session's creator may undo now
     tool_labels: dict[int, dict[str, str]] = field(default_factory=dict)  # by version (web.tool_labels)
+    decisions: dict[int, dict[str, str]] = field(default_factory=dict)  # TOOL-9: by run, by call id
 
     @classmethod
     def load(cls, *, run_ids: list[int], session_id: int | None = None,
@@ -68,7 +69,8 @@ class RunsShared:
         return cls(last_seqs=last_event_seqs(run_ids=run_ids), durations=tool_durations(run_ids=run_ids),
                    compacted=compacted_run_ids(run_ids=run_ids), plans=run_plans(run_ids=run_ids),
                    undo=undo_target(session_id=session_id) if session_id is not None else None,
-                   tool_labels=tool_labels_of_versions(version_ids=version_ids))
+                   tool_labels=tool_labels_of_versions(version_ids=version_ids),
+                   decisions=decision_notes(run_ids=run_ids))
 
     def undo_in(self, run: Run) -> int:
         """The compaction an Undo on this run's summary marker undoes (0: none of its markers)."""
@@ -97,6 +99,7 @@ def run_view(*, run: Run, records: list[SessionMessage], shared: RunsShared, lat
         view.items.insert(1 if view.items else 0, Notice(COMPACTED_NOTICE))
     summaries_marked(view.items, records, shared.undo)  # CTX-51
     steps_labelled(view.items, shared.tool_labels.get(run.version_id, {}))
+    steps_with_decisions(view.items, shared.decisions.get(run.pk, {}))
     view.resumable = run.pk == latest_run_id and run_is_resumable(run)
     view.continuable = run.pk == latest_run_id and run_is_continuable(run, view.items)
     return view

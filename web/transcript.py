@@ -110,6 +110,7 @@ class Step:
     seq: int | None = field(default=None, compare=False)  # the result's record, for the pin control (CTX-50)
     folded_seq: int | None = None  # CTX-47: the record of a result a compaction folded for the model
     label: str = ""  # what the chat calls the tool (``web.tool_labels``); its wire name when empty
+    approval: str = ""  # TOOL-9: what was decided when the call asked (``web.approval_cards``)
 
     @property
     def shown_name(self) -> str:

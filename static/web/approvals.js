@@ -166,6 +166,16 @@
     return section.querySelectorAll(".approval[data-approval-status='awaiting']").length;
   };
 
+  Approvals.prototype.sidebar = function (sessionId, waiting) {
+    // The sessions list marks a session whose run waits for its person, as the server
+    // renders it (templates/web/_session_list.html) — here as soon as a call asks.
+    var link = document.querySelector(".session-item[data-session-id='" + Number(sessionId) + "'] a");
+    if (!link) return;
+    var mark = link.querySelector(".session-waiting");
+    if (waiting && !mark) link.append(el("span", "session-waiting", this.words.sessionWaiting));
+    else if (!waiting && mark) mark.remove();
+  };
+
   Approvals.prototype.reconcile = function (section, rows) {
     // The session's state (GET /chat/sessions/{id}/state): calls decided elsewhere.
     var self = this;

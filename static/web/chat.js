@@ -728,6 +728,7 @@
     this.section.setAttribute("data-status", "waiting");
     if (approvals) approvals.requested(this.section, this.area, step ? step.details : null, data);
     setStatus(APPROVAL_WORDS.runWaiting, false);
+    if (approvals) approvals.sidebar(config.sessionId, true);
   };
 
   LiveRun.prototype.approvalDecided = function (data) {
@@ -741,8 +742,9 @@
     // The status line says what the run waits for: the person while a call still waits,
     // then that the run goes on (it is queued again once every waiting call is decided).
     if (this.section.getAttribute("data-status") !== "waiting") return;
-    if (approvals.waiting(this.section)) setStatus(APPROVAL_WORDS.runWaiting, false);
-    else setStatus(APPROVAL_WORDS.goesOn, true);
+    var waiting = approvals.waiting(this.section);
+    setStatus(waiting ? APPROVAL_WORDS.runWaiting : APPROVAL_WORDS.goesOn, !waiting);
+    approvals.sidebar(config.sessionId, waiting > 0);
   };
 
   LiveRun.prototype.read = function (reader) {
@@ -1231,6 +1233,7 @@
       }
       var hadFocus = self.section.contains(document.activeElement) || document.activeElement === stopButton;
       self.close();
+      if (approvals) approvals.sidebar(config.sessionId, false);  // nothing of it waits any more
       if (live === self) live = null;
       if (result.ok) {
         self.section.replaceWith(fromHTML(result.data.html));

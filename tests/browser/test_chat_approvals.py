@@ -41,8 +41,13 @@ def _results(session) -> list[dict]:
     return [record.message for record in SessionMessage.objects.filter(session=session, kind="tool_result")]
 
 
-def _card_waits(page, width: int) -> None:
-    """The card says the call waits, and nothing has run; its buttons fit the screen."""
+def _marked(page, session):
+    return page.locator(f".session-item[data-session-id='{session.pk}'] .session-waiting")
+
+
+def _card_waits(page, width: int, session) -> None:
+    """The card says the call waits, and nothing has run; its buttons fit the screen; the
+    sessions list marks the session."""
     card = page.locator(CARD)
     expect(card).to_have_count(1)
     expect(card).to_have_attribute("data-approval-status", "awaiting")
@@ -54,6 +59,7 @@ def _card_waits(page, width: int) -> None:
     expect(page.locator("#chat-status")).to_contain_text("Waiting for you")
     expect(page.get_by_role("button", name="Stop")).to_be_enabled()  # Stop stays while it waits
     expect(page.get_by_label("Add to the running answer (supplement)")).to_be_editable()
+    expect(_marked(page, session)).to_have_text("Waiting for you")
     overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, f"the page scrolls sideways by {overflow} px at {width} px"
     for name in ("Approve", "Approve for this session", "Deny"):
@@ -69,7 +75,7 @@ def test_approving_the_waiting_call_runs_the_tool_and_the_answer_completes(page_
     page = _page(page_factory, width)
     log_in(page, server, next_path=f"/sessions/{asking_session.pk}/")
     ask(page, "What is 2+3?")
-    _card_waits(page, width)
+    _card_waits(page, width, asking_session)
     assert _results(asking_session) == []
     screenshot(page, f"chat-approval-waiting-{width}")
 
@@ -87,6 +93,9 @@ def test_approving_the_waiting_call_runs_the_tool_and_the_answer_completes(page_
     step = page.locator(f"{LAST_RUN} details.step")
     expect(step.locator(".step-status")).to_have_text("done")
     expect(page.locator("#chat-status")).to_have_text("Answer complete.")
+    expect(_marked(page, asking_session)).to_have_count(0)
+    step.locator("summary").click()
+    expect(step.locator(".step-approval")).to_have_text("You approved this call.")
     assert [(result["status"], result["content"]) for result in _results(asking_session)] == [("ok", "2+3 = 5")]
     assert page.script_errors == []
 
@@ -96,7 +105,7 @@ def test_denying_with_a_reason_goes_on_without_the_tool(page_factory, server, as
     page = _page(page_factory, width)
     log_in(page, server, next_path=f"/sessions/{asking_session.pk}/")
     ask(page, "What is 2+3?")
-    _card_waits(page, width)
+    _card_waits(page, width, asking_session)
     card = page.locator(CARD)
     card.get_by_label("Reason for denying (optional)").fill("Not with my numbers")
     card.get_by_role("button", name="Deny").click()
@@ -119,10 +128,8 @@ def test_a_reloaded_page_still_shows_the_waiting_card_once_and_it_still_decides(
     expect(page.locator(CARD)).to_have_count(1)
 
     page.reload()
-    _card_waits(page, width)  # rendered by the server, then placed by the replayed events: one card
+    _card_waits(page, width, asking_session)  # rendered by the server, placed by the replayed events: one card
     expect(page.locator(f"{LAST_RUN} details.step .step-status")).to_have_text("waiting for you")
-    expect(page.locator(f".session-item[data-session-id='{asking_session.pk}'] .session-waiting")
-           ).to_have_text("Waiting for you")
     page.locator(CARD).get_by_role("button", name="Approve for this session").click()
     page.wait_for_selector(SETTLED, timeout=20_000)
     assert "The calculator says the answer is 2+3 = 5." in answer_text(page)

@@ -78,6 +78,8 @@ def test_the_creator_approves_from_the_chat_and_the_calculator_runs_once_the_run
     assert waiting_run.status == Run.Status.COMPLETED
     results = [r.message for r in SessionMessage.objects.filter(run=waiting_run, kind="tool_result")]
     assert [(r["status"], r["content"]) for r in results] == [("ok", "2+3 = 5")]
+    page = client_for(alice).get(f"/sessions/{waiting_run.session_id}/").content.decode()
+    assert '<p class="note step-approval">You approved this call.</p>' in page
 
 
 def test_a_denial_sent_as_a_form_keeps_its_reason_and_the_tool_never_runs(client_for, alice, waiting_run):
@@ -96,6 +98,7 @@ def test_a_denial_sent_as_a_form_keeps_its_reason_and_the_tool_never_runs(client
     assert result["status"] == "denied" and "Not with my numbers" in result["content"]
     page = client_for(alice).get(f"/sessions/{waiting_run.session_id}/").content.decode()
     assert '<span class="step-status">not run (denied)</span>' in page
+    assert '<p class="note step-approval">You denied this call: Not with my numbers</p>' in page
     assert 'class="approval"' not in page  # a finished run has no card: its step says what happened
 
 
