@@ -22,6 +22,7 @@ from sessions.models import Run, ToolApproval
 from sessions.selectors.approvals import approvals_waiting
 from web.step_text import arguments_pretty
 from web.tool_labels import tool_label, tool_labels
+from web.transcript import RESUMED_NOTICE
 
 WAITING_WORDS = "Waiting for your approval — nothing has run yet."
 # The status line while a run waits for a person (never "running", never "complete").
@@ -91,21 +92,36 @@ def decision_note(approval: ToolApproval) -> str:
     return decided_words(approval.status) + "."
 
 
-def decision_notes(*, run_ids: list[int]) -> dict[int, dict[str, str]]:
-    """Each run's decided calls' notes, by call id (one query for a page)."""
-    notes: dict[int, dict[str, str]] = {}
+def went_on_words(approval: ToolApproval) -> str:
+    """What the run's records call "Resumed." once its calls were decided: the run went on
+    by itself, nobody pressed Resume."""
+    if approval.status == ToolApproval.Status.EXPIRED:
+        return "Nobody decided in time, so the agent went on without the call."
+    return "The agent went on after your decision."
+
+
+def decision_notes(*, run_ids: list[int]) -> dict[int, dict[str, tuple[str, str]]]:
+    """Each run's decided calls, by call id: the step's note and the words of the run
+    going on (one query for a page)."""
+    notes: dict[int, dict[str, tuple[str, str]]] = {}
     for approval in (ToolApproval.objects.filter(run_id__in=run_ids, status__in=ToolApproval.DECIDED)
                      .order_by("run_id", "step", "index")):
-        notes.setdefault(approval.run_id, {})[approval.call_id] = decision_note(approval)
+        notes.setdefault(approval.run_id, {})[approval.call_id] = (decision_note(approval), went_on_words(approval))
     return notes
 
 
-def steps_with_decisions(items: Iterable[Any], notes: Mapping[str, str]) -> None:
-    """Each step whose call asked says what was decided."""
+def steps_with_decisions(items: list[Any], notes: Mapping[str, tuple[str, str]]) -> None:
+    """Each step whose call asked says what was decided, and the "Resumed." the records
+    put right after the decided calls says the run went on (it was not a Resume)."""
+    went_on = ""
     for item in items:
         call_id = getattr(item, "call_id", None)
         if item.kind == "step" and call_id in notes:
-            item.approval = notes[call_id]
+            item.approval, went_on = notes[call_id]
+        elif item.kind == "notice" and item.text == RESUMED_NOTICE and went_on:
+            item.text = went_on
+        if item.kind != "step":
+            went_on = ""
 
 
 def tool_descriptions(frozen: Iterable[Mapping[str, Any]]) -> dict[str, str]:

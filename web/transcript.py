@@ -125,8 +125,8 @@ class Step:
         return self.status or "none"
 
     @property
-    def duration_label(self) -> str:
-        return duration_label(self.duration_ms)
+    def duration_label(self) -> str:  # a denied call never ran: no time to show (TOOL-9)
+        return "" if self.status == "denied" else duration_label(self.duration_ms)
 
 
 @dataclass

@@ -1111,7 +1111,7 @@
       step.progressText.remove();
       step.progress = null;
     }
-    if (typeof data.duration_ms === "number") {
+    if (typeof data.duration_ms === "number" && status !== "denied") {  // a denied call never ran
       step.duration.textContent = data.duration_ms < 1000 ? data.duration_ms + " ms"
         : (data.duration_ms / 1000).toFixed(1) + " s";
     }

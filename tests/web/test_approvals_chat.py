@@ -99,6 +99,10 @@ def test_a_denial_sent_as_a_form_keeps_its_reason_and_the_tool_never_runs(client
     page = client_for(alice).get(f"/sessions/{waiting_run.session_id}/").content.decode()
     assert '<span class="step-status">not run (denied)</span>' in page
     assert '<p class="note step-approval">You denied this call: Not with my numbers</p>' in page
+    assert '<span class="step-duration">' not in page  # it never ran: no time to show
+    # The run went on by itself after the decision: nobody pressed Resume.
+    assert '<p class="notice notice-quiet">The agent went on after your decision.</p>' in page
+    assert "Resumed." not in page
     assert 'class="approval"' not in page  # a finished run has no card: its step says what happened
 
 
@@ -245,3 +249,28 @@ def test_the_page_hands_the_script_the_decisions_address_and_the_cards_words(cli
     assert words["stopped"] == "Stopped with the run"
     assert config["stepStatus"]["awaiting"] == "waiting for you"
     assert config["events"]["APPROVAL_REQUESTED"] == "approval_requested"
+
+
+def test_a_call_nobody_decided_in_time_says_so_on_its_step(client_for, alice, waiting_run):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runloop.loop import run_execute
+    from sessions.services.approvals import approvals_expire
+
+    assert approvals_expire(now=timezone.now() + timedelta(hours=25)) == [waiting_run.pk]
+    run_execute(run_id=waiting_run.pk)
+    page = client_for(alice).get(f"/sessions/{waiting_run.session_id}/").content.decode()
+    assert '<p class="note step-approval">Expired: nobody decided within 24 hours.</p>' in page
+    assert "Nobody decided in time, so the agent went on without the call." in page
+
+
+def test_stop_while_waiting_ends_the_run_and_its_step_says_it_stopped_with_it(client_for, alice, waiting_run):
+    client = client_for(alice)
+    stopped = client.post(f"/api/v1/runs/{waiting_run.pk}/cancel")
+    assert stopped.status_code == 202 and stopped.json()["status"] == "cancelled"
+    page = client.get(f"/sessions/{waiting_run.session_id}/").content.decode()
+    assert '<p class="note step-approval">Stopped with the run.</p>' in page
+    assert "You stopped this answer." in page and 'class="approval"' not in page
+    assert 'class="session-waiting"' not in page
