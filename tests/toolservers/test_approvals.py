@@ -220,8 +220,8 @@ def test_tool9_only_the_sessions_creator_decides_over_the_api(server_agent, stri
                               chat_stream(["Added."]))
     run = _asked(session)
     waiting = as_alice.get(f"/api/v1/runs/{run.pk}").json()
-    assert waiting["status"] == "waiting" and [(c["call_id"], c["label"], c["arguments"])
-                                               for c in waiting["waiting_for"]] == [("c1", "tests: increment", {"by": 1})]
+    listed = [(c["call_id"], c["label"], c["arguments"]) for c in waiting["waiting_for"]]
+    assert waiting["status"] == "waiting" and listed == [("c1", "tests: increment", {"by": 1})]
     assert as_bob.get(f"/api/v1/runs/{run.pk}").status_code == 404
     url = f"/api/v1/runs/{run.pk}/approvals"
     assert as_bob.post(url, {"call_id": "c1", "decision": "approve"}, format="json").status_code == 404
