@@ -219,6 +219,10 @@ def test_tool9_only_the_sessions_creator_decides_over_the_api(server_agent, stri
     strict.handler = sequence(chat_stream(tool_calls=[call("tests__increment", {"by": 1})]),
                               chat_stream(["Added."]))
     run = _asked(session)
+    waiting = as_alice.get(f"/api/v1/runs/{run.pk}").json()
+    listed = [(c["call_id"], c["label"], c["arguments"]) for c in waiting["waiting_for"]]
+    assert waiting["status"] == "waiting" and listed == [("c1", "tests: increment", {"by": 1})]
+    assert as_bob.get(f"/api/v1/runs/{run.pk}").status_code == 404
     url = f"/api/v1/runs/{run.pk}/approvals"
     assert as_bob.post(url, {"call_id": "c1", "decision": "approve"}, format="json").status_code == 404
     assert APIClient().post(url, {"call_id": "c1", "decision": "approve"}, format="json").status_code in (401, 403)
@@ -228,4 +232,4 @@ def test_tool9_only_the_sessions_creator_decides_over_the_api(server_agent, stri
     assert ToolApproval.objects.get(run=run).status == ToolApproval.Status.AWAITING  # nothing changed
     ok = as_alice.post(url, {"call_id": "c1", "decision": "approve"}, format="json")
     assert ok.status_code == 200 and ok.json()["approval"]["status"] == "approved"
-    assert ok.json()["run"]["status"] == "queued"
+    assert ok.json()["run"]["status"] == "queued" and ok.json()["run"]["waiting_for"] == []
