@@ -31,14 +31,9 @@ class DecisionIn(serializers.Serializer):
     scope = serializers.ChoiceField(choices=ToolApproval.Scope.values, required=False, default="call")
 
 
-class DecisionOut(serializers.Serializer):
-    call_id = serializers.CharField()
-    status = serializers.CharField(help_text="approved or denied (or expired/stopped when that came first)")
-    scope = serializers.CharField()
-    reason = serializers.CharField()
-
-
-@extend_schema(request=DecisionIn, responses={200: DecisionOut}, operation_id="chat_run_approval_decide")
+# Web-only, as the run's fragments are: not an operation of the REST API (its door to the
+# same decision is /api/v1/runs/{id}/approvals), so not in its schema either.
+@extend_schema(exclude=True)
 @api_view(["POST"])
 @authentication_classes([SessionAuthentication])
 @throttle_classes([SupplementThrottle])  # as the API's door to the same decision
