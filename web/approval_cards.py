@@ -115,9 +115,8 @@ def steps_with_decisions(items: list[Any], notes: Mapping[str, tuple[str, str]])
     put right after the decided calls says the run went on (it was not a Resume)."""
     went_on = ""
     for item in items:
-        call_id = getattr(item, "call_id", None)
-        if item.kind == "step" and call_id in notes:
-            item.approval, went_on = notes[call_id]
+        if item.kind == "step" and item.call_id in notes:
+            item.approval, went_on = notes[item.call_id]
         elif item.kind == "notice" and item.text == RESUMED_NOTICE and went_on:
             item.text = went_on
         if item.kind != "step":

@@ -61,7 +61,7 @@ class RunsShared:
     plans: dict[int, list[dict]]
     undo: UndoTarget | None = None  # CTX-51: the compaction the session's creator may undo now
     tool_labels: dict[int, dict[str, str]] = field(default_factory=dict)  # by version (web.tool_labels)
-    decisions: dict[int, dict[str, str]] = field(default_factory=dict)  # TOOL-9: by run, by call id
+    decisions: dict[int, dict[str, tuple[str, str]]] = field(default_factory=dict)  # TOOL-9: by run, by call
 
     @classmethod
     def load(cls, *, run_ids: list[int], session_id: int | None = None,
