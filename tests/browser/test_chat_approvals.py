@@ -148,3 +148,22 @@ def test_a_decision_in_another_tab_shows_in_this_one(page_factory, server, askin
     expect(first.locator(f"{LAST_RUN} details.step .step-status")).to_have_text("not run (denied)")
     assert [result["status"] for result in _results(asking_session)] == ["denied"]
     assert first.script_errors == [] and second.script_errors == []
+
+
+def test_stop_while_a_call_waits_ends_the_run_and_the_call_never_runs(page_factory, server, asking_session):
+    page = _page(page_factory, 390)
+    log_in(page, server, next_path=f"/sessions/{asking_session.pk}/")
+    ask(page, "What is 2+3?")
+    _card_waits(page, 390, asking_session)
+    page.get_by_role("button", name="Stop").click()
+
+    page.wait_for_selector(SETTLED, timeout=20_000)
+    run = page.locator(LAST_RUN)
+    expect(run.locator(".notice-stopped")).to_have_text("You stopped this answer.")
+    expect(run.locator(".approval")).to_have_count(0)
+    run.locator("details.step summary").click()
+    expect(run.locator(".step-approval")).to_have_text("Stopped with the run.")
+    expect(run.get_by_role("button", name="Resume")).to_be_visible()
+    expect(_marked(page, asking_session)).to_have_count(0)
+    assert _results(asking_session) == []
+    assert page.script_errors == []
