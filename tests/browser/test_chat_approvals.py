@@ -130,9 +130,18 @@ def test_a_reloaded_page_still_shows_the_waiting_card_once_and_it_still_decides(
     page.reload()
     _card_waits(page, width, asking_session)  # rendered by the server, placed by the replayed events: one card
     expect(page.locator(f"{LAST_RUN} details.step .step-status")).to_have_text("waiting for you")
+    # A supplement sent meanwhile is queued for after the decision (RUN-5).
+    page.get_by_label("Add to the running answer (supplement)").fill("Round it, please.")
+    page.get_by_role("button", name="Send supplement").click()
+    expect(page.locator(f"{LAST_RUN} .msg-supplement")).to_contain_text("Round it, please.")
+    expect(page.locator(CARD).locator(".approval-state")).to_have_text(WAITING)
     page.locator(CARD).get_by_role("button", name="Approve for this session").click()
     page.wait_for_selector(SETTLED, timeout=20_000)
-    assert "The calculator says the answer is 2+3 = 5." in answer_text(page)
+    # The calculator ran once; then the model read the supplement (the demo answers that).
+    assert [(result["status"], result["content"]) for result in _results(asking_session)] == [("ok", "2+3 = 5")]
+    expect(page.locator(f"{LAST_RUN} details.step .step-status")).to_have_text("done")
+    expect(page.locator(f"{LAST_RUN} .msg-supplement")).to_contain_text("Round it, please.")
+    assert "Round it, please." in answer_text(page)
     assert page.script_errors == []
 
 
