@@ -27,7 +27,7 @@ from web.transcript import RESUMED_NOTICE
 WAITING_WORDS = "Waiting for your approval — nothing has run yet."
 # The status line while a run waits for a person (never "running", never "complete").
 RUN_WAITING_WORDS = "Waiting for you: a tool call needs your approval before the agent goes on."
-SESSION_WAITING_WORDS = "Waiting for you"  # the sessions list's mark (templates/web/_session_list.html)
+SESSION_WAITING_WORDS = "Waiting for you"  # the sessions list's mark, rendered and live
 AWAITING_STEP_WORDS = "waiting for you"  # the status of the call's step meanwhile
 APPROVED_FOR_SESSION_WORDS = "Approved for this session — running now"
 RAN_WORDS = "Approved — it ran (its result is in the step above)"

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 
 from core.api.fields import id_from_text
 from sessions.selectors.approvals import sessions_waiting_for
+from web.approval_cards import SESSION_WAITING_WORDS
 from web.fragments import json_login_required
 from web.selectors import sessions_for_sidebar
 
@@ -21,7 +22,8 @@ def session_list(request):
     sessions = sessions_for_sidebar(user=request.user, query=request.GET.get("q", ""))
     html = render_to_string("web/_session_list.html", {
         "sidebar_sessions": sessions, "sidebar_query": request.GET.get("q", "").strip(),
-        "current_session_id": current, "sidebar_waiting": sessions_waiting_for(user=request.user)},
+        "current_session_id": current, "sidebar_waiting": sessions_waiting_for(user=request.user),
+        "sidebar_waiting_words": SESSION_WAITING_WORDS},
         request=request)
     response = JsonResponse({"html": html, "count": len(sessions)})
     response["Cache-Control"] = "no-store"

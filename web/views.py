@@ -26,7 +26,7 @@ from sessions.selectors.approvals import sessions_waiting_for
 from sessions.selectors.search import QUERY_MAX_CHARS
 from sessions.selectors.sessions import prepared_summary_state, session_get_for_user
 from sessions.services.sessions import session_draft, session_empty_like
-from web.approval_cards import AWAITING_STEP_WORDS, approval_words
+from web.approval_cards import AWAITING_STEP_WORDS, SESSION_WAITING_WORDS, approval_words
 from web.errors import error_table
 from web.folded import FOLDED_NOTICE
 from web.presenters import meter_label, meter_page
@@ -93,7 +93,8 @@ def _shell(request, **extra: Any) -> dict[str, Any]:
         "sidebar_sessions": sessions_for_sidebar(user=request.user, query=query,
                                                  current=session if session is not None and session.pk else None),
         "sidebar_query": " ".join(query.split())[:QUERY_MAX_CHARS],
-        "sidebar_waiting": sessions_waiting_for(user=request.user),  # TOOL-8: marked "Waiting for you"
+        "sidebar_waiting": sessions_waiting_for(user=request.user),  # TOOL-8: marked, in these words
+        "sidebar_waiting_words": SESSION_WAITING_WORDS,
         "agents": agents_startable(user=request.user),
         **extra,
     }
