@@ -176,3 +176,36 @@ def test_stop_while_a_call_waits_ends_the_run_and_the_call_never_runs(page_facto
     expect(_marked(page, asking_session)).to_have_count(0)
     assert _results(asking_session) == []
     assert page.script_errors == []
+
+
+def test_two_calls_wait_at_once_and_the_run_goes_on_only_once_both_are_decided(page, server, fake_provider,
+                                                                              fake_session):
+    from agents.models import AgentVersion
+    from tests.fakes.fake_provider import chat_stream, sequence
+
+    session = fake_session(tools=("calculator",), name="Careful")
+    AgentVersion.objects.filter(pk=session.version_id).update(tool_approvals={"calculator": "always"})
+    calls = [{"id": "c1", "name": "calculator", "arguments": '{"expression": "1+1"}'},
+             {"id": "c2", "name": "calculator", "arguments": '{"expression": "2*21"}'}]
+    fake_provider.handler = sequence(chat_stream(["Two sums."], tool_calls=calls), chat_stream(["Done with the sums."]))
+    log_in(page, server, next_path=f"/sessions/{session.pk}/")
+    ask(page, "Two sums, please")
+    first, second = page.locator(f"{CARD}[data-approval-call=c1]"), page.locator(f"{CARD}[data-approval-call=c2]")
+    expect(first.locator(".approval-state")).to_have_text(WAITING)
+    expect(second.locator(".approval-arguments")).to_have_text('{\n  "expression": "2*21"\n}')
+
+    first.get_by_role("button", name="Approve", exact=True).click()
+    expect(first.locator(".approval-state")).to_have_text("Approved — running now")
+    expect(first.get_by_role("button")).to_have_count(0)
+    expect(second.locator(".approval-state")).to_have_text(WAITING)  # still asks: the run still waits
+    expect(page.locator("#chat-status")).to_contain_text("Waiting for you")
+
+    second.get_by_label("Reason for denying (optional)").fill("One is enough")
+    second.get_by_role("button", name="Deny").click()
+    page.wait_for_selector(SETTLED, timeout=20_000)
+    assert "Done with the sums." in answer_text(page)
+    statuses = page.locator(f"{LAST_RUN} details.step .step-status")
+    expect(statuses).to_have_text(["done", "not run (denied)"])
+    assert [(result["status"], result["content"]) for result in _results(session)][0] == ("ok", "1+1 = 2")
+    assert "One is enough" in _results(session)[1]["content"]
+    assert page.script_errors == []
