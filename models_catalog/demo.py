@@ -50,6 +50,8 @@ _ARITH_SHAPE = re.compile(r"\d\s*[-+*/×÷^%]\s*\(?\s*-?\d")
 _TIMES_X = re.compile(r"(?<=\d)\s*[xX]\s*(?=\d)")
 # Dates and clock times look like arithmetic ("2026-12-07", "07/12/2026", "14:30"): never sums.
 _NOT_ARITHMETIC = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}\b|\b\d{1,2}:\d{2}\b")
+# How the request shows a result that is not "ok" (context/reader.py): "[tool status: denied]\n…".
+_STATUS_LINE = re.compile(r"^\[tool status: (\w+)\]\n")
 _ABOUT_FILES = re.compile(r"\b(files?|attach\w*|documents?|summar\w*|uploads?)\b", re.IGNORECASE)
 _IMAGES_RETURNED = "Images returned"
 _HELPERS = frozenset({"update_plan", "read_record", "read_file"})  # offered for the model's own use, not asked for
@@ -325,6 +327,9 @@ def _results_since_question(messages: list[dict[str, Any]]) -> list[tuple[str, s
 
 
 def _describe_result(name: str, content: str) -> str:
+    status = _STATUS_LINE.match(content)
+    if status:  # no result: an error, or a call a person denied (TOOL-9) — never "the answer is"
+        return f"{_tool_label(name)} gave no result ({status.group(1)}): {_readable(content[status.end():])}"
     short = content if len(content) <= 200 else content[:197] + "…"
     if name == "calculator":
         return f"The calculator says the answer is {short}."

@@ -111,7 +111,8 @@ def test_denying_with_a_reason_goes_on_without_the_tool(page_factory, server, as
     card.get_by_role("button", name="Deny").click()
 
     page.wait_for_selector(SETTLED, timeout=20_000)
-    assert "Not with my numbers" in answer_text(page)  # the model read the reason and went on
+    answer = answer_text(page)  # the model read the reason and went on
+    assert "calculator gave no result (denied)" in answer and "Not with my numbers" in answer, answer
     expect(page.locator(f"{LAST_RUN} details.step .step-status")).to_have_text("not run (denied)")
     [result] = _results(asking_session)
     assert result["status"] == "denied" and "= 5" not in result["content"]

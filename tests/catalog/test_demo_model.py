@@ -257,6 +257,20 @@ def test_it_calls_a_servers_tool_then_answers_from_its_result():
                       "datetime 2026-12-07T18:00:00+09:00; is_dst false.")
 
 
+def test_a_call_a_person_denied_is_said_to_have_given_no_result_never_an_answer():
+    question = [{"role": "user", "content": "What is 2+3?"}]
+    text, call = plan_reply(question, {"calculator": CALCULATOR})
+    denied = ("[tool status: denied]\n[denied] The person denied this call, saying: Not now. "
+              "The tool was not called.")
+    history = question + [{"role": "assistant", "content": text, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": call[0], "arguments": call[1]}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": denied}]
+    answer, again = plan_reply(history, {"calculator": CALCULATOR})
+    assert again is None
+    assert answer == (f"{LABEL} `calculator` gave no result (denied): [denied] The person denied this call, "
+                      "saying: Not now. The tool was not called.")
+
+
 def test_an_answer_stopped_midway_goes_on_from_where_it_stopped():
     question = [{"role": "user", "content": "Tell me about owls"}]
     whole, _ = plan_reply(question, {})
