@@ -57,11 +57,15 @@
   }
 
   Approvals.prototype.find = function (section, callId) {
+    // Call ids may repeat across steps: the card of that id still waiting, else the newest.
     var cards = section.querySelectorAll(".approval[data-approval-call]");
-    for (var i = 0; i < cards.length; i++) {
-      if (cards[i].getAttribute("data-approval-call") === callId) return cards[i];
+    var found = null;
+    for (var i = cards.length - 1; i >= 0; i--) {
+      if (cards[i].getAttribute("data-approval-call") !== callId) continue;
+      if (cards[i].getAttribute("data-approval-status") === "awaiting") return cards[i];
+      found = found || cards[i];
     }
-    return null;
+    return found;
   };
 
   Approvals.prototype.build = function (data) {
@@ -121,7 +125,8 @@
   Approvals.prototype.requested = function (section, area, step, data) {
     // The card right after its step (the place a replayed page gives it too); one the
     // server rendered for this call is moved there rather than shown twice.
-    var card = this.find(section, String(data.call_id || "")) || this.build(data);
+    var found = this.find(section, String(data.call_id || ""));
+    var card = found && found.getAttribute("data-approval-status") === "awaiting" ? found : this.build(data);
     if (step && step.parentNode) step.after(card); else area.append(card);
     var holder = section.querySelector("[data-approvals]");
     if (holder && !holder.children.length) holder.remove();
