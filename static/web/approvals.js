@@ -183,8 +183,12 @@
 
   Approvals.prototype.reconcile = function (section, rows) {
     // The session's state (GET /chat/sessions/{id}/state): calls decided elsewhere.
-    var self = this;
-    (rows || []).forEach(function (row) { if (DECIDED[row.status]) self.decided(section, row); });
+    // Rows come in call order: for a call id used again in a later step, the newest is its state.
+    var newest = {};
+    (rows || []).forEach(function (row) { newest[String(row.call_id)] = row; });
+    for (var callId in newest) {
+      if (DECIDED[newest[callId].status]) this.decided(section, newest[callId]);
+    }
   };
 
   Approvals.prototype.decide = function (button) {
