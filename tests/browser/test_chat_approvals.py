@@ -210,3 +210,33 @@ def test_two_calls_wait_at_once_and_the_run_goes_on_only_once_both_are_decided(p
     assert [(result["status"], result["content"]) for result in _results(session)][0] == ("ok", "1+1 = 2")
     assert "One is enough" in _results(session)[1]["content"]
     assert page.script_errors == []
+
+
+def test_a_page_whose_stream_is_down_learns_the_decision_from_the_sessions_state(page, server, asking_session,
+                                                                                  alice):
+    from sessions.models import Run
+    from sessions.selectors.approvals import approvals_waiting
+    from sessions.services.approvals import approval_decide
+    from sessions.services.dispatch import dispatcher_get, dispatcher_set
+
+    log_in(page, server, next_path=f"/sessions/{asking_session.pk}/")
+    ask(page, "What is 2+3?")
+    expect(page.locator(CARD)).to_have_count(1)
+    page.route("**/events*", lambda route: route.abort())  # no event reaches this page any more
+    page.reload()
+    expect(page.locator(CARD).locator(".approval-state")).to_have_text(WAITING)  # the server's card
+
+    run = Run.objects.get(session=asking_session)
+    held: list[int] = []  # the run stays queued: only the session's state can tell the page
+    working = dispatcher_get()
+    dispatcher_set(held.append)
+    try:
+        approval_decide(run=run, user=alice, call_id=approvals_waiting(run=run)[0].call_id, decision="approve")
+    finally:
+        dispatcher_set(working)
+    assert held == [run.pk]
+    card = page.locator(CARD)
+    expect(card).to_have_attribute("data-approval-status", "approved")  # asked every 4 s while a call waits
+    expect(card.locator(".approval-state")).to_have_text("Approved — running now")
+    expect(card.get_by_role("button")).to_have_count(0)
+    assert page.script_errors == []
