@@ -236,6 +236,8 @@ def test_only_the_waiting_session_is_marked_in_the_sessions_list(client_for, ali
              for m in re.finditer(r'<li class="session-item" data-session-id="(\d+)".*?</li>', listed, re.S)}
     assert "Waiting for you" in items[str(waiting_run.session_id)]
     assert "Waiting for you" not in items[str(other.pk)]
+    home = client_for(alice).get("/").content.decode()  # every page's sidebar, the home page's too
+    assert home.count('<span class="session-waiting">Waiting for you</span>') == 1
 
 
 def test_the_page_hands_the_script_the_decisions_address_and_the_cards_words(client_for, alice, waiting_run):
