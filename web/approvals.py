@@ -13,22 +13,15 @@ its errors leave in the one error shape (``core.api.errors``).
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.decorators import api_view, authentication_classes, throttle_classes
 from rest_framework.response import Response
 
 from sessions.api import SupplementThrottle
-from sessions.models import ToolApproval
+from sessions.api_runs import ApprovalIn
 from sessions.selectors.runs import run_get_for_user
-from sessions.services.approvals import DECISIONS, MAX_REASON, approval_decide
-
-
-class DecisionIn(serializers.Serializer):
-    call_id = serializers.CharField(max_length=200)
-    decision = serializers.ChoiceField(choices=sorted(DECISIONS))
-    reason = serializers.CharField(max_length=MAX_REASON, required=False, allow_blank=True, default="")
-    scope = serializers.ChoiceField(choices=ToolApproval.Scope.values, required=False, default="call")
+from sessions.services.approvals import approval_decide
 
 
 # Web-only, as the run's fragments are: not an operation of the REST API (its door to the
@@ -41,7 +34,7 @@ def run_approval_decide(request, run_id: int):
     """200 with the call's decision as recorded; 400 for a decision that is neither approve
     nor deny (nothing written), 404 for a run outside the caller's own sessions."""
     run = run_get_for_user(run_id=run_id, user=request.user)
-    data = DecisionIn(data=request.data)
+    data = ApprovalIn(data=request.data)  # the API's, so both doors take the same input
     data.is_valid(raise_exception=True)
     approval = approval_decide(run=run, user=request.user, call_id=data.validated_data["call_id"],
                                decision=data.validated_data["decision"], reason=data.validated_data["reason"],
