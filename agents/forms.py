@@ -229,8 +229,9 @@ class AgentAdminForm(forms.ModelForm):
         if self.instance.pk:
             self.initial["tools"] = current
             # The approvals are the selects beside the tools; this field keeps the rest.
-            self.initial["tool_overrides"] = {tool: rest for tool, values in overrides.items() if isinstance(values, dict)
-                                              and (rest := {k: v for k, v in values.items() if k != "approval"})}
+            self.initial["tool_overrides"] = {
+                tool: rest for tool, values in overrides.items()
+                if isinstance(values, dict) and (rest := {k: v for k, v in values.items() if k != "approval"})}
             try:
                 policy = context_policy_normalize(self.instance.context_policy)
             except ValidationFailed:
@@ -251,8 +252,9 @@ class AgentAdminForm(forms.ModelForm):
         """The service's input; the form always carries the whole policy."""
         cleaned = self.cleaned_data
         data = {name: cleaned.get(name) for name in DRAFT_FORM_FIELDS if name in self.fields}
-        data["tools"] = list(cleaned.get("tools") or [])
-        data["tool_overrides"] = self._overrides_with_approvals(data["tools"], cleaned.get("tool_overrides") or {})
+        tools = [str(tool) for tool in cleaned.get("tools") or []]
+        data["tools"] = tools
+        data["tool_overrides"] = self._overrides_with_approvals(tools, cleaned.get("tool_overrides") or {})
         data["context_policy"] = {name: cleaned.get(name) for name in POLICY_FIELDS}
         # Empty inputs are left out: absent means the platform default (LOOP-2).
         data["limits"] = {name: cleaned[name] for name in LIMIT_FIELDS if cleaned.get(name) is not None}

@@ -72,8 +72,8 @@ class ToolApprovalShown:
 
     @property
     def words(self) -> str:
-        label = APPROVAL_LABELS.get(self.policy, self.policy)
-        return f"{label}{' (default)' if self.is_default else ''}: {approval_words(self.policy, read_only=self.read_only)}"
+        label = APPROVAL_LABELS.get(self.policy, self.policy) + (" (default)" if self.is_default else "")
+        return f"{label}: {approval_words(self.policy, read_only=self.read_only)}"
 
 
 def version_approvals(version: Any) -> list[ToolApprovalShown]:
@@ -99,5 +99,5 @@ def approval_changes(*, version: Any, tools: list[str], overrides: Mapping[str, 
     whose policy would change at the next publish. Absent policies are the defaults on both
     sides, so a version published before policies existed differs from nothing unset."""
     frozen = {shown.name: shown.policy for shown in version_approvals(version)}
-    return [(name, APPROVAL_LABELS[frozen[name]], APPROVAL_LABELS[approval_chosen(name, overrides)])
+    return [(name, APPROVAL_LABELS.get(frozen[name], frozen[name]), APPROVAL_LABELS[approval_chosen(name, overrides)])
             for name in tools if name in frozen and frozen[name] != approval_chosen(name, overrides)]
