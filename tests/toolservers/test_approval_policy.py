@@ -211,3 +211,26 @@ def test_tool7_publishing_refuses_an_unsaved_policy(console, agent, registered):
                           form_data(agent, **{"approval:calculator": "always"}), follow=True).content.decode()
     assert "Not published: the page had unsaved changes (Ask before calling)." in edited
     assert not AgentVersion.objects.filter(agent=agent).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tool7_always_makes_a_built_in_and_a_read_only_tool_wait_and_never_lets_a_writing_one_through(
+        server_agent, strict, fake, mcp_server):
+    from runloop.loop import run_execute
+    from sessions.models import Run, ToolApproval
+    from tests.fakes.fake_provider import chat_stream, sequence
+    from tests.toolservers.runs import call
+
+    session = server_agent(["calculator", "tests.echo", "tests.increment"], overrides={
+        "calculator": {"approval": "always"}, "tests.echo": {"approval": "always"},
+        "tests.increment": {"approval": "never"}})
+    strict.handler = sequence(chat_stream(tool_calls=[call("calculator", {"expression": "2+2"}, "c1"),
+                                                      call("tests__echo", {"text": "hi"}, "c2"),
+                                                      call("tests__increment", {"by": 1}, "c3")]))
+    run = question_ask(session=session, content="Add, echo and count")
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.WAITING, run.error
+    assert sorted(ToolApproval.objects.filter(run=run).values_list("tool", "why")) == [
+        ("calculator", "This tool asks before every call."), ("tests__echo", "This tool asks before every call.")]
+    assert mcp_server.effects == 1  # the writing tool set to never ran without asking
