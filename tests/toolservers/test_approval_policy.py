@@ -193,6 +193,18 @@ def test_tool7_the_agent_form_sets_a_policy_beside_each_tool_and_the_version_pag
     assert "<th>Ask before calling</th>" in version_page and "<td>Always</td>" in version_page
 
 
+def test_tool7_a_new_agent_is_saved_once_with_the_policies_its_form_set(console, agent, space, registered):
+    from agents.models import Agent
+
+    data = form_data(agent, name="Counter", space=space.pk, **{"approval:calculator": "always",
+                                                                "approval:tests.echo": "never"})
+    added = console.post("/admin/agents/agent/add/", data, follow=True).content.decode()
+    assert "was added successfully" in added
+    created = Agent.objects.get(name="Counter")
+    assert created.tool_overrides == {"calculator": {"approval": "always"}, "tests.echo": {"approval": "never"}}
+    assert Agent.objects.count() == 2  # Helper and Counter: saved once
+
+
 def test_tool7_the_agent_form_shows_a_refused_policy_on_its_field_and_saves_nothing(console, agent, registered):
     url = f"/admin/agents/agent/{agent.pk}/change/"
     refused = console.post(url, form_data(agent, **{"approval:calculator": "sometimes"})).content.decode()
