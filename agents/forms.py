@@ -95,8 +95,10 @@ def approval_select(*, tool: str, option: ToolOption, chosen: str, id_: str) -> 
 
     options = format_html_join("", '<option value="{}"{}>{}</option>', (
         (policy, mark_safe(" selected") if policy == chosen else "", text(policy)) for policy in APPROVAL_POLICIES))
+    # The visible label is the same under every tool; a screen reader hears which tool it is for.
     return format_html('<span class="tool-approval"><label for="{}">Ask before calling</label>'
-                       '<select name="{}{}" id="{}">{}</select></span>', id_, APPROVAL_INPUT, tool, id_, options)
+                       '<select name="{}{}" id="{}" aria-label="Ask before calling {}">{}</select></span>',
+                       id_, APPROVAL_INPUT, tool, id_, tool, options)
 
 
 class ToolPicker(forms.CheckboxSelectMultiple):
