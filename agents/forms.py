@@ -84,7 +84,7 @@ def tool_choices(current: list[str]) -> list[tuple[str, Any]]:
 APPROVAL_INPUT = "approval:"
 
 
-def approval_select(*, tool: str, option: ToolOption, chosen: str, id_: str) -> SafeString:
+def approval_select(*, tool: str, option: ToolOption, chosen: str, id_: str, about: str) -> SafeString:
     """The tool's "Ask before calling" select beside its annotations. Its default says so,
     and a read-only tool's "When it may change something" says that it then never asks."""
     default = approval_default(tool)
@@ -95,10 +95,11 @@ def approval_select(*, tool: str, option: ToolOption, chosen: str, id_: str) -> 
 
     options = format_html_join("", '<option value="{}"{}>{}</option>', (
         (policy, mark_safe(" selected") if policy == chosen else "", text(policy)) for policy in APPROVAL_POLICIES))
-    # The visible label is the same under every tool; a screen reader hears which tool it is for.
+    # The label is the same under every tool; the tool's line describes it to a screen reader
+    # (a description, not the name: only the checkbox is labelled by the tool's name).
     return format_html('<span class="tool-approval"><label for="{}">Ask before calling</label>'
-                       '<select name="{}{}" id="{}" aria-label="Ask before calling {}">{}</select></span>',
-                       id_, APPROVAL_INPUT, tool, id_, tool, options)
+                       '<select name="{}{}" id="{}" aria-describedby="{}">{}</select></span>',
+                       id_, APPROVAL_INPUT, tool, id_, about, options)
 
 
 class ToolPicker(forms.CheckboxSelectMultiple):
@@ -119,14 +120,15 @@ class ToolPicker(forms.CheckboxSelectMultiple):
                 option = option if isinstance(option, ToolOption) else ToolOption(str(option), "")
                 value = str(option_value)
                 approval = approval_select(tool=value, option=option, id_=f"{base}_{index}_approval",
+                                           about=f"{base}_{index}_about",
                                            chosen=self.approvals.get(value, approval_default(value))) \
                     if option.offered else ""
                 rows.append(format_html(
                     '<li><label for="{}_{}"><input type="checkbox" name="{}" value="{}" id="{}_{}"{}>'
-                    '<span class="tool-option"><code class="tool-name">{}</code>'
+                    '<span class="tool-option" id="{}_{}_about"><code class="tool-name">{}</code>'
                     '<span class="tool-description">{}</span>{}</span></label>{}</li>',
                     base, index, name, option_value, base, index, mark_safe(" checked") if value in chosen
-                    else "", option.name, option.description,
+                    else "", base, index, option.name, option.description,
                     format_html('<span class="tool-note">{}</span>', option.note) if option.note else "", approval))
                 index += 1
             groups.append(format_html('<fieldset class="tool-group"><legend>{}</legend><ul>{}</ul></fieldset>',
