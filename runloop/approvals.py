@@ -36,7 +36,7 @@ SUB_AGENT_CANNOT_WAIT = ("[denied] This tool needs a person's approval before ea
 STARTED_BEFORE = ("[unknown outcome] This call was approved and started, but the run was interrupted before its "
                   "result was saved. It was not repeated. It may or may not have taken effect: check before relying "
                   "on it or asking for it again.")
-WHY_DENIED = {
+WHY_DENIED: dict[str, str] = {
     ToolApproval.Status.DENIED: "The person denied this call",
     ToolApproval.Status.EXPIRED: "Nobody decided on this call in time, so it was not made",
     ToolApproval.Status.STOPPED: "The person stopped the run while this call waited, so it was not made",
@@ -58,7 +58,8 @@ def approval_asks(state: RunState, calls: list[ToolCall]) -> dict[int, ApprovalA
         if call.name in granted:
             continue
         asks[index] = ApprovalAsk(index=index, call_id=call.id, tool=call.name, label=_label(state, call.name),
-                                  description=tool.description, arguments=_arguments(state, call), why=why)
+                                  description=tool.description if tool is not None else "",
+                                  arguments=_arguments(state, call), why=why)
     return asks
 
 
