@@ -75,6 +75,10 @@ class Housekeeper:
         if woken:
             logger.info("woke runs waiting for room: %s", ", ".join(map(str, woken)))
         if holds:
+            # TOOL-8: calls nobody decided in time are denied; their runs go on.
+            expired = approvals_expire()
+            if expired:
+                logger.info("approvals expired; runs sent back to the queue: %s", ", ".join(map(str, expired)))
             workers_prune(older_than=FORGET_SILENT_WORKERS_AFTER)
             now = timezone.now()
             if self._pruned_at is None or now - self._pruned_at >= PRUNE_CALL_LOGS_EVERY:
