@@ -91,7 +91,8 @@ def tool_overrides_normalize(overrides: Any, *, tools: list[str]) -> dict[str, d
             raise ValidationFailed("The tool overrides are not valid.", fields={
                 "tool_overrides": f"{ref}: not a server tool this agent chooses"})
         if not isinstance(values, dict) or not values or any(
-                key not in OVERRIDE_KEYS or not isinstance(flag, bool) for key, flag in values.items()):
+                (key != "approval" or flag not in ("never", "side_effects", "always")) and (
+                key not in OVERRIDE_KEYS or not isinstance(flag, bool)) for key, flag in values.items()):
             raise ValidationFailed("The tool overrides are not valid.", fields={
                 "tool_overrides": f"{ref}: an object of {', '.join(OVERRIDE_KEYS)} → true or false"})
         out[ref] = dict(values)
@@ -135,6 +136,7 @@ def server_tools_freeze(*, tools: list[str], overrides: Mapping[str, Mapping[str
             "annotations": tool["annotations"],
             "idempotent": chosen.get("idempotent", idempotent_by_annotations(tool["annotations"])),
             "observes_screen": chosen.get("observes_screen", False),
+            **({"approval": chosen["approval"]} if "approval" in chosen else {}),
         })
     return json.dumps(frozen, ensure_ascii=False)
 

@@ -16,9 +16,9 @@ Three tools, one per kind of call a person may be asked about:
 * ``send_payment`` — no hints at all, so by the protocol's defaults destructive and not
   idempotent: the one a duplicate would hurt.
 
-``hold`` (a ``threading.Event``) makes every tool wait after its effect until it is
-cleared, so a test can kill a worker while a call is known to be in flight — a condition,
-not a timing margin. The server runs on a real loopback socket (uvicorn on a thread).
+``hold`` (a set of tool names) makes those tools wait after their effect until they are
+taken out of it, so a test can kill a worker while a chosen call is known to be in flight
+— a condition, not a timing margin. The server runs on a real loopback socket (uvicorn on a thread).
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class CountingServer:
 
     def __init__(self, *, name: str = "pay") -> None:
         self.name = name
-        self.hold = threading.Event()  # while set, each tool waits after its effect
+        self.hold: set[str] = set()  # the tools that wait after their effect while named here
         self.port = 0
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -73,29 +73,29 @@ class CountingServer:
         server = MCPServer(self.name, log_level="CRITICAL")
         hold = self.hold
 
-        async def after_effect() -> None:
-            while hold.is_set():  # released by the test, once it has done what the call's flight is for
+        async def after_effect(tool: str) -> None:
+            while tool in hold:  # released by the test, once it has done what the call's flight is for
                 await anyio.sleep(0.02)
 
         @server.tool(annotations=READ_ONLY)
         async def lookup(account: str) -> str:
             """Read an account's balance."""
             effect_write("lookup", {"account": account})
-            await after_effect()
+            await after_effect("lookup")
             return f"The balance of {account} is 120.00 EUR."
 
         @server.tool(annotations=IDEMPOTENT)
         async def set_flag(name: str, value: bool) -> str:
             """Set a named flag on the account (setting it again changes nothing)."""
             effect_write("set_flag", {"name": name, "value": value})
-            await after_effect()
+            await after_effect("set_flag")
             return f"The flag {name} is now {'on' if value else 'off'}."
 
         @server.tool()
         async def send_payment(to: str, amount: float) -> str:
             """Send money to someone. It cannot be undone."""
             effect_write("send_payment", {"to": to, "amount": amount})
-            await after_effect()
+            await after_effect("send_payment")
             return f"Sent {amount:.2f} EUR to {to}."
 
         return server

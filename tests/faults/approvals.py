@@ -73,7 +73,7 @@ def pay_session(space, alice, fake, counting):
 
 
 @pytest.fixture
-def broker(private_redis):
+def redis_dispatch(private_redis):
     """Runs queued (a question, a decision's re-queue) go to the private Redis."""
     dispatch, close = celery_dispatcher(private_redis.url)
     dispatcher_set(dispatch)

@@ -16,13 +16,13 @@ The points, in the order a call lives through them:
   resumed run must ask again, never run a call nobody approved;
 - ``requeued``: the decisions are stored and the run re-queued; the worker that received
   it dies before claiming it;
-- ``call_sent``: the server has done the effects and holds its answers;
-- ``result_uncommitted``: the answers arrived and are being written: the kill rolls the
-  write back;
-- ``result_committed``: right after the results' commit;
+- ``call_sent``, for each tool: the server has done that call's effect and holds its answer;
+- ``result_uncommitted``, for each tool: its answer arrived and is being written: the kill
+  rolls the write back;
+- ``result_committed``, for each tool: right after its result's commit;
 - ``next_model_call``: while the model is answering the results.
 
-One worker process a case; the run reaches its wait in the test's process where the point
+One worker process a case (12 cases); the run reaches its wait in the test's process where the point
 comes after it (cheaper than a second worker, and the same code). A worker killed while
 the run waits — before any decision — is ``test_a_waiting_run_survives_a_worker_restart``.
 """
@@ -37,17 +37,15 @@ from runloop.reaper import runs_reap_interrupted
 from sessions.models import Run, ToolApproval
 from sessions.services.questions import question_ask
 from tests.fakes.counting_server import TOOLS
-from tests.faults.approvals import (  # noqa: F401
+from tests.faults.approvals import (
+    FUNCTIONS,
     PayModel,
     assert_exactly_once,
     at_the_kill,
-    broker,
-    counting,
     decide_all,
     effect_counts,
     effects,
     finish_elsewhere,
-    pay_session,
 )
 from tests.faults.support import FaultWorker, event_seqs_are_gap_free, wait_for
 
@@ -56,18 +54,23 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 APPROVALS_TABLE = ToolApproval._meta.db_table
 RECORDS_TABLE = "agent_sessions_sessionmessage"
 
-# point → (the worker's fault hooks, what the kill must have left of the calls: at least one
-# call in the first state, none in the others). What each call then ends as follows from
-# what the kill left of it (``approvals.ENDS``): the calls of a step may run one by one or
-# together, and the matrix holds either way.
-POINTS = {
-    "before_request_stored": ({"AGENTLOOM_FAULT_KILL_ON_INSERT": APPROVALS_TABLE}, ("not_started", set())),
-    "requeued": ({"AGENTLOOM_FAULT_KILL_BEFORE_CLAIM": "1"}, ("not_started", {"started", "sent", "stored"})),
-    "call_sent": ({}, ("sent", {"stored"})),
-    "result_uncommitted": ({"AGENTLOOM_FAULT_KILL_ON_INSERT": f"{RECORDS_TABLE}:tool_result"}, ("sent", {"stored"})),
-    "result_committed": ({"AGENTLOOM_FAULT_KILL_AT": "tool_finished"}, ("stored", set())),
-    "next_model_call": ({}, ("stored", {"started", "sent", "not_started"})),
+# The points a step's calls pass together: (the worker's fault hooks, what the kill left
+# of every call).
+GROUP_POINTS = {
+    "before_request_stored": ({"AGENTLOOM_FAULT_KILL_ON_INSERT": APPROVALS_TABLE}, "not_started"),
+    "requeued": ({"AGENTLOOM_FAULT_KILL_BEFORE_CLAIM": "1"}, "not_started"),
+    "next_model_call": ({}, "stored"),
 }
+# The points each call passes on its own, killed at the chosen tool's (the calls are made in
+# call order, so its position counts the inserts and events before it): (hooks, what the
+# kill left of that call). What each call then ends as follows from what the kill left of
+# it (``approvals.ENDS``).
+CALL_POINTS = {
+    "call_sent": (lambda n: {}, "sent"),
+    "result_uncommitted": (lambda n: {"AGENTLOOM_FAULT_KILL_ON_INSERT": f"{RECORDS_TABLE}:tool_result#{n}"}, "sent"),
+    "result_committed": (lambda n: {"AGENTLOOM_FAULT_KILL_AT": f"tool_finished#{n}"}, "stored"),
+}
+CASES = [(point, None) for point in GROUP_POINTS] + [(point, tool) for point in CALL_POINTS for tool in TOOLS]
 
 
 def _waiting(run_id: int) -> Run:
@@ -78,16 +81,20 @@ def _waiting(run_id: int) -> Run:
     return run
 
 
-@pytest.mark.parametrize("point", list(POINTS))
+@pytest.mark.parametrize(("point", "tool"), CASES, ids=[f"{p}-{t}" if t else p for p, t in CASES])
 def test_an_approved_call_takes_effect_once_wherever_the_worker_is_killed(
-        point, pay_session, alice, counting, strict, broker, tmp_path):
-    hooks, (expected, excluded) = POINTS[point]
+        point, tool, pay_session, alice, counting, strict, redis_dispatch, tmp_path):
+    if tool is None:
+        hooks, expected = GROUP_POINTS[point]
+    else:
+        make_hooks, expected = CALL_POINTS[point]
+        hooks = make_hooks(TOOLS.index(tool) + 1)
     model = PayModel(hang_after_results=point == "next_model_call")
     strict.handler = model
     session = pay_session()
     log = tmp_path / "worker.log"
     if point == "before_request_stored":
-        with FaultWorker(broker_url=broker.url, log_path=log, env=hooks) as worker:
+        with FaultWorker(broker_url=redis_dispatch.url, log_path=log, env=hooks) as worker:
             run = question_ask(session=session, content="Pay ACME")
             assert worker.died_by_sigkill(timeout=60), worker.output()
         assert not ToolApproval.objects.filter(run=run).exists()  # the kill rolled the waiting calls back
@@ -101,11 +108,11 @@ def test_an_approved_call_takes_effect_once_wherever_the_worker_is_killed(
         run_execute(run_id=run.pk)  # the run reaches its wait here; no worker is needed for that
         run = _waiting(run.pk)
         if point == "call_sent":
-            counting.hold.set()
-        with FaultWorker(broker_url=broker.url, log_path=log, env=hooks) as worker:
+            counting.hold.add(tool)
+        with FaultWorker(broker_url=redis_dispatch.url, log_path=log, env=hooks) as worker:
             decide_all(run, alice)  # the last decision re-queues the run to this worker
             if point == "call_sent":
-                wait_for(effects, timeout=60, what="an effect")
+                wait_for(lambda: effect_counts()[tool], timeout=60, what=f"the effect of {tool}")
                 worker.kill()
                 counting.hold.clear()
             elif point == "next_model_call":
@@ -117,26 +124,29 @@ def test_an_approved_call_takes_effect_once_wherever_the_worker_is_killed(
         left = Run.Status.QUEUED if point == "requeued" else Run.Status.RUNNING
         assert Run.objects.get(pk=run.pk).status == left  # the kill left it where the point says
         states = at_the_kill(run)
-        assert expected in states.values() and not excluded & set(states.values()), states
+        if tool is None:
+            assert set(states.values()) == {expected}, states
+        else:
+            assert states[FUNCTIONS[tool]] == expected, states
         finish_elsewhere(run.pk)
     assert_exactly_once(run, model, strict, at_kill=states)
     event_seqs_are_gap_free(run)
 
 
-def test_a_waiting_run_survives_a_worker_restart(pay_session, alice, counting, strict, broker, tmp_path):
+def test_a_waiting_run_survives_a_worker_restart(pay_session, alice, counting, strict, redis_dispatch, tmp_path):
     """No worker holds a waiting run: killing the one that ran it changes nothing, the reaper
     leaves it, and a new worker runs the approved calls once."""
     model = PayModel()
     strict.handler = model
     session = pay_session()
-    with FaultWorker(broker_url=broker.url, log_path=tmp_path / "a.log") as first:
+    with FaultWorker(broker_url=redis_dispatch.url, log_path=tmp_path / "a.log") as first:
         run = question_ask(session=session, content="Pay ACME")
         wait_for(lambda: Run.objects.get(pk=run.pk).status == Run.Status.WAITING, timeout=60,
                  what="the run waiting")
         first.kill()
     assert runs_reap_interrupted(stale_after=0) == []  # a waiting run has no heartbeat to miss
     run = _waiting(run.pk)
-    with FaultWorker(broker_url=broker.url, log_path=tmp_path / "b.log") as second:
+    with FaultWorker(broker_url=redis_dispatch.url, log_path=tmp_path / "b.log") as second:
         decide_all(run, alice)
         wait_for(lambda: Run.objects.get(pk=run.pk).status not in Run.ACTIVE_STATUSES, timeout=60,
                  what="the run finished")

@@ -8,8 +8,8 @@
   its side effect;
 - ``AGENTLOOM_FAULT_KILL_BEFORE_CLAIM=1``: SIGKILL this process when a run task is
   delivered, before it claims the run (Celery's ``task_prerun``);
-- ``AGENTLOOM_FAULT_KILL_ON_INSERT=<table>[:<value>]``: SIGKILL this process when it sends
-  an INSERT into that table (whose parameters include ``value``), inside the transaction that
+- ``AGENTLOOM_FAULT_KILL_ON_INSERT=<table>[:<value>][#n]``: SIGKILL this process when it
+  sends the n-th INSERT into that table (whose parameters include ``value``), inside the transaction that
   would have stored the row, so the kill rolls it back (a Django ``execute_wrapper`` on every
   connection, the public extension point of the database layer);
 - ``AGENTLOOM_FAULT_PROBE_FILE``: where ``fault_probe`` logs its executions;
@@ -43,16 +43,24 @@ def _killer(spec: str):
 
 
 def _insert_killer(spec: str):
+    spec, _, nth = spec.partition("#")
     table, _, value = spec.partition(":")
     prefix = f'INSERT INTO "{table}"'
+    wanted = int(nth or 1)
+    seen = {"count": 0}
+    lock = threading.Lock()
 
     def wrapper(execute, sql, params, many, context):
         if sql.startswith(prefix) and (not value or value in (params or ())):
-            os.kill(os.getpid(), signal.SIGKILL)
+            with lock:
+                seen["count"] += 1
+                if seen["count"] == wanted:
+                    os.kill(os.getpid(), signal.SIGKILL)
         return execute(sql, params, many, context)
 
     def install(sender=None, connection=None, **kwargs) -> None:
-        connection.execute_wrappers.append(wrapper)
+        if wrapper not in connection.execute_wrappers:  # a wrapper reconnects: its hooks stay
+            connection.execute_wrappers.append(wrapper)
 
     return install
 
