@@ -35,6 +35,7 @@ from agentloom.warmup import worker_warm
 from core.db_pool import worker_pool_apply
 from runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
 from runloop.workers import executing, lease_take, worker_beat, worker_forget, worker_name, workers_prune
+from sessions.services.approvals import approvals_expire
 from sessions.services.retention import call_logs_prune
 from sessions.services.run_slots import runs_wake_waiting
 from sessions.services.runs import heartbeat_period

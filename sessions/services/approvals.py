@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import Conflict, NotFound, ValidationFailed
-from sessions.models import Instance, Run, ToolApproval
+from sessions.models import AccessAudit, Instance, Run, ToolApproval
 from sessions.selectors.sessions import session_creator_is_member
 from sessions.services import run_slots
 from sessions.services.events import event_emit
@@ -144,6 +144,10 @@ def _decided(rows: Iterable[ToolApproval], *, status: str, by: Any, reason: str,
         row.decided_by = by
         row.save(update_fields=["status", "reason", "scope", "decided_by", "decided_at"])
         event_emit(run_id=row.run_id, type="approval_decided", data=decided_event(row))
+        # The operators' trail of who let which tool act (no arguments, no reason: content).
+        AccessAudit.objects.create(user=by, session_id=row.session_id, run_id=row.run_id, what="approval_decided",
+                                   detail={"approval": row.pk, "call_id": row.call_id, "tool": row.label or row.tool,
+                                           "decision": row.status, "scope": row.scope})
 
 
 def _requeue_when_decided(run: Run) -> None:
