@@ -3,7 +3,7 @@
 The approval tests (TOOL-9) must count how many times a call really took effect, across
 worker processes that are SIGKILLed and started again: a counter in the server's memory
 would do for one process, a line in a file does for all. Each effect appends one line
-(JSON: tool, arguments, the pid that served it) to the file named by the environment
+(JSON: tool, arguments, the pid that served it, the wall-clock time) to the file named by the environment
 variable ``AGENTLOOM_EFFECTS_FILE`` at the time of the call, and ``fsync``s it before the
 tool answers, so a line exists for every effect a client could have caused.
 
@@ -45,7 +45,7 @@ def effect_write(tool: str, arguments: dict[str, Any]) -> None:
     """One line for one effect, on disk before the tool answers."""
     path = os.environ[EFFECTS_FILE_ENV]
     with open(path, "a") as log:
-        log.write(json.dumps({"tool": tool, "arguments": arguments, "pid": os.getpid()}) + "\n")
+        log.write(json.dumps({"tool": tool, "arguments": arguments, "pid": os.getpid(), "at": time.time()}) + "\n")
         log.flush()
         os.fsync(log.fileno())
 
