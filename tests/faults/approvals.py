@@ -48,17 +48,19 @@ def counting(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def pay_session(space, alice, fake, counting):
+def pay_session(space, alice, fake, dialect, counting):
     """``make(policy="always")``: a session of Alice's on an agent with the three ``pay``
-    tools, each with that approval policy, on the strict fake provider."""
+    tools, each with that approval policy, on the strict fake provider (on the module's
+    provider wire)."""
     from agents.services import agent_create, agent_publish
     from models_catalog.models import ModelConnection
     from sessions.models import Session
-    from tests.runloop.conftest import FAKE_KEY
+    from tests.runloop.conftest import DIALECT_PROVIDERS, FAKE_KEY
 
     toolserver_register(space=space, data={"name": "pay", "url": counting.url})
-    connection = ModelConnection.objects.create(space=space, name="Fake", provider="openai_compatible",
-                                                base_url=fake.base_url, api_key=FAKE_KEY, model="fake-model",
+    provider, model = DIALECT_PROVIDERS[dialect]
+    connection = ModelConnection.objects.create(space=space, name="Fake", provider=provider,
+                                                base_url=fake.base_url, api_key=FAKE_KEY, model=model,
                                                 context_window=32_768, max_output_tokens=1_024)
 
     def make(policy: str = "always") -> Session:

@@ -3,7 +3,8 @@
 A decision sent twice — one tab after the other, or two tabs at the same moment — is one
 decision and one effect; a denied call never reaches the server, and the model's next
 request carries its result with the person's reason, paired with its call. The server
-writes one line per effect to a file (``tests.fakes.counting_server``).
+writes one line per effect to a file (``tests.fakes.counting_server``). On both provider
+wires: the strict fake refuses any request with a call unpaired on its own wire.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from tests.faults.approvals import (
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
+DIALECTS = ["openai", "anthropic"]  # every request after a decision is checked on both wires
 
 REASON = "Not before the invoice is checked."
 
