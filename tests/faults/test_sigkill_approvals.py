@@ -6,7 +6,8 @@ at once — the model asks for ``lookup`` (read-only), ``set_flag`` (idempotent)
 ``send_payment`` (destructive) in one step, and all three wait (policy ``always``). Then a
 fresh worker finishes the run (the reaper, a resume, the loop; in the test's process).
 Each case checks, with a server that writes one line per effect to a file: every call
-took effect exactly once; a call whose result was never stored is an ``unknown`` outcome;
+took effect once (at most once where the kill fell between its "started" mark and the
+server); a call whose result was never stored is an ``unknown`` outcome;
 the run ends with the model's answer; no request the model received carried a call
 without its result.
 
@@ -22,9 +23,10 @@ The points, in the order a call lives through them:
 - ``result_committed``, for each tool: right after its result's commit;
 - ``next_model_call``: while the model is answering the results.
 
-One worker process a case (12 cases); the run reaches its wait in the test's process where the point
-comes after it (cheaper than a second worker, and the same code). A worker killed while
-the run waits — before any decision — is ``test_a_waiting_run_survives_a_worker_restart``.
+One worker process a case (12 cases); the run reaches its wait in the test's process where
+the point comes after it (cheaper than a second worker, and the same code). A worker killed
+while the run waits — before any decision — is ``test_a_waiting_run_survives_a_worker_restart``;
+the whole product killed, ``test_make_run_approvals.py``.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ import pytest
 
 from runloop.loop import run_execute
 from runloop.reaper import runs_reap_interrupted
-from sessions.models import Run, ToolApproval
+from sessions.models import Run, SessionMessage, ToolApproval
 from sessions.services.questions import question_ask
 from tests.fakes.counting_server import TOOLS
 from tests.faults.approvals import (
@@ -52,7 +54,7 @@ from tests.faults.support import FaultWorker, event_seqs_are_gap_free, wait_for
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]
 
 APPROVALS_TABLE = ToolApproval._meta.db_table
-RECORDS_TABLE = "agent_sessions_sessionmessage"
+RECORDS_TABLE = SessionMessage._meta.db_table
 
 # The points a step's calls pass together: (the worker's fault hooks, what the kill left
 # of every call).
