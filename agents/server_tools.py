@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from agents.models import Agent
+from agents.tool_registry import APPROVAL_POLICIES
 from context.tool_names import function_names
 from core.errors import ValidationFailed
 from toolservers.endpoints import Endpoint
@@ -91,12 +92,19 @@ def tool_overrides_normalize(overrides: Any, *, tools: list[str]) -> dict[str, d
             raise ValidationFailed("The tool overrides are not valid.", fields={
                 "tool_overrides": f"{ref}: not a server tool this agent chooses"})
         if not isinstance(values, dict) or not values or any(
-                (key != "approval" or flag not in ("never", "side_effects", "always")) and (
-                key not in OVERRIDE_KEYS or not isinstance(flag, bool)) for key, flag in values.items()):
+                not _override_valid(key, value) for key, value in values.items()):
             raise ValidationFailed("The tool overrides are not valid.", fields={
-                "tool_overrides": f"{ref}: an object of {', '.join(OVERRIDE_KEYS)} → true or false"})
+                "tool_overrides": f"{ref}: an object of {', '.join(OVERRIDE_KEYS)} → true or false, and "
+                                  f"approval → {' or '.join(APPROVAL_POLICIES)}"})
         out[ref] = dict(values)
     return out
+
+
+def _override_valid(key: str, value: Any) -> bool:
+    # TOOL-7: a server tool's approval policy is frozen with it (``approval``), beside the flags.
+    if key == "approval":
+        return value in APPROVAL_POLICIES
+    return key in OVERRIDE_KEYS and isinstance(value, bool)
 
 
 def idempotent_by_annotations(annotations: Mapping[str, Any]) -> bool:
