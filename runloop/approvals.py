@@ -51,14 +51,15 @@ def approval_asks(state: RunState, calls: list[ToolCall]) -> dict[int, ApprovalA
     for index, call in enumerate(calls):
         tool = allowed.get(call.name)
         why = approval_needed(tool) if tool is not None else ""
-        if tool is None or not why:
+        if not why:
             continue
         if granted is None:  # read once, only for a step that has a call to ask about
             granted = tools_approved_for_session(session_id=state.run.session_id)
         if call.name in granted:
             continue
         asks[index] = ApprovalAsk(index=index, call_id=call.id, tool=call.name, label=_label(state, call.name),
-                                  description=tool.description, arguments=_arguments(state, call), why=why)
+                                  description=tool.description if tool is not None else "",
+                                  arguments=_arguments(state, call), why=why)
     return asks
 
 
