@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("runloop")
 
 POLL_SECONDS = 0.25
-ANSWERS = {ToolInput.Status.ACCEPTED: "accept", ToolInput.Status.DECLINED: "decline"}
+ANSWERS: dict[str, str] = {ToolInput.Status.ACCEPTED: "accept", ToolInput.Status.DECLINED: "decline"}
 # What the call's result says when the person did not answer yes (the model reads it).
-NOTES = {
+NOTES: dict[str, str] = {
     ToolInput.Status.EXPIRED: ("[no answer] The tool server {server!r} asked the person during this call; nobody "
                                "answered within {seconds} seconds, so the server was told the question was "
                                "cancelled."),
