@@ -15,7 +15,8 @@ Its tools cover what a run meets on real servers:
 * ``book_room`` asks the person for details during the call (MCP elicitation, a form),
   through the SDK's resolver, which asks the way the session's revision does (inside the
   result on 2026-07-28, a request of its own before); ``connect_account`` asks the person
-  to open a URL (the earlier revision's ``elicit_url``). Both return what they were
+  to open a URL (the earlier revision's ``elicit_url``, and on 2026-07-28 a URL request in
+  its ``InputRequiredResult``, written by hand: the SDK's resolver asks forms only). Both return what they were
   answered, and ``answers`` keeps it (with ``asking=True``).
 
 ``listing_page`` paginates ``tools/list`` (the SDK's server does not), so clients must read
@@ -48,14 +49,18 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import (
+    ElicitRequest,
+    ElicitRequestURLParams,
     EmbeddedResource,
     ImageContent,
+    InputRequiredResult,
     ListToolsResult,
     ResourceLink,
     TextContent,
     TextResourceContents,
     ToolAnnotations,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 TOKEN = "mcp-test-token-4f1d2c3b5a69"
@@ -149,6 +154,9 @@ class RoomDetails(BaseModel):
     nights: int = Field(title="Nights", ge=1, le=30)
     breakfast: bool = Field(False, title="Breakfast included")
     door_code: str = Field("", title="Door code", description="A code for the room's door")
+
+
+CONNECT_URL = "https://calendar.example.com/connect?state=abc"
 
 
 def _ask_room(room: str) -> Elicit[RoomDetails]:
@@ -265,12 +273,18 @@ class ToolServerApp:
                 return f"booked {room} for {details.data.guest}, {details.data.nights} nights"
 
             @server.tool()
-            async def connect_account(ctx: Context) -> str:
+            async def connect_account(ctx: Context) -> str | InputRequiredResult:
                 """Connects the person's account: they open a page of the service to sign in."""
-                result = await ctx.elicit_url("Sign in to the calendar service to connect it.",
-                                              "https://calendar.example.com/connect?state=abc", "connect-1")
-                app.answers.append({"action": result.action})
-                return f"connection: {result.action}"
+                message, url = "Sign in to the calendar service to connect it.", CONNECT_URL
+                if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                    action = (await ctx.elicit_url(message, url, "connect-1")).action
+                elif not ctx.input_responses:  # 2026-07-28: the question rides the result
+                    return InputRequiredResult(input_requests={"connect": ElicitRequest(
+                        params=ElicitRequestURLParams(message=message, url=url))})
+                else:
+                    action = ctx.input_responses["connect"].action
+                app.answers.append({"action": action})
+                return f"connection: {action}"
 
         return server
 

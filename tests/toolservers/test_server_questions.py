@@ -198,9 +198,10 @@ def test_tool10_stop_while_the_server_waits_answers_cancel_at_once(space, alice,
     assert event_data(run, "input_answered")[0]["status"] == "stopped"
 
 
+@BOTH_REVISIONS
 def test_tool10_a_url_to_open_is_shown_and_its_answer_goes_back(
-        space, alice, fake, strict, extra_sink, asking, as_alice):
-    server = asking(legacy=True)  # URL mode is the earlier revision's elicit_url
+        space, alice, fake, strict, extra_sink, asking, as_alice, legacy):
+    server = asking(legacy)
     session = session_with(space, alice, fake, "openai", ["hotel.connect_account"])
     strict.handler = sequence(chat_stream(tool_calls=[call("hotel__connect_account", {}, "u1")]),
                               chat_stream(["Connected."]))
