@@ -10,8 +10,10 @@ answer and the wait's end never both win.
 """
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -101,3 +103,22 @@ def tool_input_close(*, row: ToolInput, status: str) -> bool:
 def input_answered_data(row: ToolInput) -> dict[str, Any]:
     """The ``input_answered`` event of a wait that ended by itself."""
     return _answered_data(row, by="")
+
+
+# An answer's clear copy waits in ``delivery`` for a quarter second's poll; one still there
+# this long after the answer has no worker left to read it (it died meanwhile).
+DELIVERY_KEPT = timedelta(minutes=5)
+SETTLE_WINDOW = timedelta(hours=2)  # the sweep runs hourly: each row is looked at at least once
+
+
+def tool_inputs_settle(*, now: datetime | None = None) -> dict[str, int]:
+    """What no waiting thread will finish (its worker died): a question still ``awaiting``
+    past the wait becomes ``expired``, and an answer's clear copy left unread is emptied.
+    Called hourly by the worker's housekeeping (``runloop.housekeeping``)."""
+    now = now or timezone.now()
+    past_wait = now - timedelta(seconds=settings.AGENTLOOM_INPUT_WAIT_SECONDS) - DELIVERY_KEPT
+    expired = ToolInput.objects.filter(status=ToolInput.Status.AWAITING, created_at__lt=past_wait).update(
+        status=ToolInput.Status.EXPIRED, answered_at=now)
+    emptied = ToolInput.objects.filter(answered_at__range=(now - SETTLE_WINDOW, now - DELIVERY_KEPT)).exclude(
+        status=ToolInput.Status.AWAITING).update(delivery=None)
+    return {"expired": expired, "emptied": emptied}

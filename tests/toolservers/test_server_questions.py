@@ -218,3 +218,29 @@ def test_tool10_a_url_to_open_is_shown_and_its_answer_goes_back(
     assert "schema" not in seen[0]
     assert server.answers == [{"action": "accept"}]
     assert results(session)[0]["content"] == "connection: accept"
+
+
+def test_tool10_questions_whose_worker_died_are_settled_by_housekeeping(
+        space, alice, fake, strict, extra_sink, asking, as_alice):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions.services.inputs import tool_inputs_settle
+
+    asking()
+    session = _booking(space, alice, fake, strict)
+    _when_asked(extra_sink, lambda event: _answer(as_alice, event.run_id, event.payload["input_id"], "cancel"))
+    run = ask_and_run(session, "Book room 101")
+    done = ToolInput.objects.get(run=run)
+    now = timezone.now()
+    # A question still waiting long past the wait, and an answer's clear copy nobody read.
+    left = ToolInput.objects.create(run=run, session=session, instance_id=done.instance_id, call_id="x",
+                                    server="hotel", mode="form", schema={"type": "object"})
+    ToolInput.objects.filter(pk=left.pk).update(created_at=now - timedelta(hours=1))
+    unread = ToolInput.objects.create(run=run, session=session, instance_id=done.instance_id, call_id="y",
+                                      server="hotel", mode="form", status="accepted", delivery={"guest": "Ada"},
+                                      answered_at=now - timedelta(minutes=10))
+    assert tool_inputs_settle(now=now)["expired"] == 1
+    assert ToolInput.objects.get(pk=left.pk).status == "expired"
+    assert ToolInput.objects.get(pk=unread.pk).delivery is None
