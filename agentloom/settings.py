@@ -297,6 +297,9 @@ BROKER_DIR = VAR_DIR / "broker"
 # 5 s) and the reaper looks as often, so a crash is recovered within this plus one beat
 # (docs/operations.md). Tests use a few seconds.
 AGENTLOOM_HEARTBEAT_STALE_SECONDS = env_int("AGENTLOOM_HEARTBEAT_STALE_SECONDS", 120, minimum=2)
+# TOOL-8: a call that waits for a person's approval is denied ("expired") after this many
+# hours; the run then goes on without it. The workers' sweep looks on every beat.
+AGENTLOOM_APPROVAL_HOURS = env_int("AGENTLOOM_APPROVAL_HOURS", 24, minimum=1)
 # For this long after a web process starts, a /healthz 503 because no worker has written a
 # heartbeat yet is expected (workers start beside it) and logged at INFO, not ERROR.
 AGENTLOOM_WARMUP_SECONDS = env_float("AGENTLOOM_WARMUP_SECONDS", 120.0, minimum=0.0)

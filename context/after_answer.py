@@ -21,8 +21,11 @@ The rules, in the order they apply (the first that holds decides):
    instance's answer as it is, and the chat offers Continue.
 7. :class:`Finish` — the instance's answer.
 
-:class:`Wait` (TOOL-8, a call that needs approval) is part of the vocabulary for the approvals
-that come next; nothing decides it yet.
+Between 1 and 2, :class:`Wait` (TOOL-8): on the main line, when some of the answer's complete
+calls need a person's approval (the run says which, by position, in ``waiting``), the others
+run and the run waits for the decisions; no request is built until the whole group is
+answered. A sub-agent's line never waits: its calls run, and those that would ask are
+answered as denied by the loop.
 
 Run limits (LOOP-2) are not an input: they are checked between steps, before the next call,
 so an answer that ends the instance is never refused for the call that produced it.
@@ -119,26 +122,30 @@ class Finish:
 
 @dataclass(frozen=True)
 class Wait(Generic[C]):
-    """TOOL-8: these calls need approval; the run waits without a worker. Defined for the
-    approvals that come next: :func:`after_answer` does not decide it yet."""
+    """TOOL-8: the step's calls, of which those at the positions ``waiting`` need a
+    person's approval: the others run, then the run waits without a worker."""
 
     calls: tuple[C, ...]
+    waiting: frozenset[int]
 
 
 AfterAnswer = RunTools[C] | TakeSupplement | AskAgain | FailedEmpty | Cut | Finish | Wait[C]
 
 
 def after_answer(answer: Answer[C], *, main: bool, supplement_waiting: bool,
-                 asked_again: bool) -> AfterAnswer[C]:
+                 asked_again: bool, waiting: frozenset[int] = frozenset()) -> AfterAnswer[C]:
     """What the instance does after ``answer``, by the rules of this module's docstring.
 
     ``main``: the run's main line answered (only it takes supplements, RUN-5);
     ``supplement_waiting``: the step's commit read a supplement queued for the run;
-    ``asked_again``: the previous answer in a row was empty and was asked again (LOOP-10).
+    ``asked_again``: the previous answer in a row was empty and was asked again (LOOP-10);
+    ``waiting``: the positions of the complete calls whose tool asks a person first (TOOL-8).
     """
     if answer.cut:
         return Cut(CutReason.STOPPED)
     calls = answer.runnable
+    if calls and main and any(0 <= index < len(calls) for index in waiting):
+        return Wait(calls, frozenset(index for index in waiting if 0 <= index < len(calls)))
     if calls:
         return RunTools(calls)
     if main and supplement_waiting:

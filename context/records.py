@@ -37,7 +37,7 @@ RESULT_KINDS = frozenset({TOOL_RESULT, DELEGATION_RESULT})
 
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _DECODER = json.JSONDecoder()
-RESULT_STATUSES = frozenset({"ok", "error", "cancelled", "timeout", "unknown"})
+RESULT_STATUSES = frozenset({"ok", "error", "cancelled", "timeout", "unknown", "denied"})  # denied: TOOL-9
 
 # Texts the model reads. They are plain language on purpose: the model must understand
 # them without knowing anything about the platform.

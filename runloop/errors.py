@@ -47,6 +47,12 @@ class WaitForServer(Exception):
         self.error, self.seconds = error, seconds
 
 
+class RunWaiting(Exception):
+    """TOOL-8: calls of the step wait for a person's approval. The run was moved to
+    ``waiting`` with them (``sessions.services.approvals.approvals_wait``); the loop lets
+    go of it, and a decision sends it back to the queue."""
+
+
 class ContextRefused(Exception):
     """The provider refused an action request as longer than its window (CAT-3): the loop
     learns the window, compacts and retries once before it gives up."""

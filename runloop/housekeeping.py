@@ -36,6 +36,7 @@ from agentloom.warmup import worker_warm
 from core.db_pool import worker_pool_apply
 from runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
 from runloop.workers import executing, lease_take, worker_beat, worker_forget, worker_name, workers_prune
+from sessions.services.approvals import approvals_expire
 from sessions.services.inputs import tool_inputs_settle
 from sessions.services.retention import call_logs_prune
 from sessions.services.run_slots import runs_wake_waiting
@@ -77,6 +78,10 @@ class Housekeeper:
         if woken:
             logger.info("woke runs waiting for room: %s", ", ".join(map(str, woken)))
         if holds:
+            # TOOL-8: calls nobody decided in time are denied; their runs go on.
+            expired = approvals_expire()
+            if expired:
+                logger.info("approvals expired; runs sent back to the queue: %s", ", ".join(map(str, expired)))
             workers_prune(older_than=FORGET_SILENT_WORKERS_AFTER)
             now = timezone.now()
             if self._pruned_at is None or now - self._pruned_at >= PRUNE_CALL_LOGS_EVERY:

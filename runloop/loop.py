@@ -33,8 +33,9 @@ from context.after_answer import (
 )
 from core.log_redaction import secrets_kept_from_logs
 from runloop import compaction
+from runloop.approvals import approval_asks
 from runloop.calls import action_call, answer_parts
-from runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped, WaitForServer
+from runloop.errors import ContextRefused, RunCancelled, RunLost, RunStopped, RunWaiting, WaitForServer
 from runloop.journal import RunJournal, SupplementsPending, assistant_record
 from runloop.learning import calibration_save, refusal_learn
 from runloop.meter import step_measured
@@ -124,6 +125,11 @@ def _drive(state: RunState, journal: RunJournal) -> None:
         _finish(state, Run.Status.CANCELLED, reason="stopped by user")
     except RunStopped as stop:
         _finish(state, Run.Status.FAILED, error=stop.error)
+    except RunWaiting:
+        # TOOL-8: the run waits for a person, as ``waiting``, with no worker; its decision
+        # sends it back to the queue (sessions.services.approvals).
+        calibration_save(state)
+        logger.info("run %s waits for a person's approval", run.pk)
     except WaitForServer as wait:
         # LOOP-3: back to the queue until the server's time, freeing this thread; a worker
         # takes it up then (the reaper's sweep), as a new attempt from the last saved step.
@@ -276,13 +282,16 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
                      model_steps=steps if kept else 0, model_call=answer.log.action)
         # The decision after the answer (context.after_answer), read after the commit: it
         # brought back the supplements queued meanwhile (RUN-5).
+        asks = approval_asks(state, calls) if calls else {}  # TOOL-8: the calls that ask a person first
         decision = after_answer(parts, main=instance.parent_id is None, asked_again=empty_asked_again,
-                                supplement_waiting=journal.attention(RunAttention.SUPPLEMENT))
+                                supplement_waiting=journal.attention(RunAttention.SUPPLEMENT),
+                                waiting=frozenset(asks))
         match decision:
             case Cut(reason=CutReason.STOPPED):  # LOOP-7: Stop ended the stream; what was said is kept
                 raise RunCancelled()
-            case RunTools(calls=runnable):
-                run_tool_calls(state, instance, step, list(runnable), depth=depth, instance_loop=instance_loop)
+            case RunTools(calls=runnable) | Wait(calls=runnable):  # a Wait ends in RunWaiting, once the rest ran
+                run_tool_calls(state, instance, step, list(runnable), depth=depth, instance_loop=instance_loop,
+                               asks=asks)
             case TakeSupplement():
                 continue  # a supplement arrived while answering: take it and go on (RUN-5)
             case AskAgain():
@@ -297,7 +306,5 @@ def instance_loop(state: RunState, instance: Instance, depth: int) -> str:
                 raise RunStopped.of(EMPTY_ANSWER)
             case Finish() | Cut():  # CAT-12: an answer its output limit stopped stands as it is
                 return message.get("content") or ""
-            case Wait():  # TOOL-8 lands with approvals: nothing decides it yet
-                raise NotImplementedError("a run that waits for approvals")
             case _:
                 assert_never(decision)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,12 +19,15 @@ from django.db import connections
 from agents.tool_registry import Tool, ToolContext, ToolOutcome
 from context import records as rec
 from models_catalog.providers.events import ToolCall
+from runloop.approvals import SUB_AGENT_CANNOT_WAIT, settled, wait_for_approvals
 from runloop.errors import RunCancelled, RunStopped
 from runloop.inputs import input_asker
 from runloop.journal import NewRecord
 from runloop.state import RunState
 from sessions.models import Instance
+from sessions.selectors.approvals import approvals_of_step
 from sessions.selectors.steps import last_assistant, result_keys
+from sessions.services.approvals import ApprovalAsk
 from tools.invoke import tool_invoke
 
 # Drives one instance until it answers: (state, instance, depth) -> the answer text.
@@ -96,9 +99,10 @@ class ToolGroup:
         finally:
             connections.close_all()
 
-    def run_plain(self) -> None:
-        """Every call that is not a delegation, concurrently when there are several."""
-        plain = [i for i, call in enumerate(self.calls) if not self._delegated(call)]
+    def run_plain(self, *, waiting: Collection[int] = ()) -> None:
+        """Every call that is not a delegation, concurrently when there are several; not
+        those ``waiting`` for a person (TOOL-8)."""
+        plain = [i for i, call in enumerate(self.calls) if not self._delegated(call) and i not in waiting]
         for index in plain:
             self.started[index] = time.monotonic()
         self.state.journal.bump("tool_calls", len(self.calls))
@@ -111,10 +115,10 @@ class ToolGroup:
             for index in plain:
                 self.outcomes[index] = self._invoke(self.calls[index])
 
-    def run_delegations(self, instance_loop: InstanceLoop, depth: int) -> None:
+    def run_delegations(self, instance_loop: InstanceLoop, depth: int, *, waiting: Collection[int] = ()) -> None:
         """Each delegation in order, saving every finished result after each one."""
         for index, call in enumerate(self.calls):
-            if self._delegated(call):
+            if self._delegated(call) and index not in waiting:
                 self.started[index] = time.monotonic()
                 self.state.journal.emit("tool_started", {"call_id": call.id, "name": call.name})
                 key = f"sub-{self.instance.pk}-{self.step}-{index}"
@@ -189,29 +193,42 @@ def _progress_events(state: RunState, call: ToolCall) -> Callable[[float, float 
 
 
 def run_tool_calls(state: RunState, instance: Instance, step: int, calls: list[ToolCall], *, depth: int,
-                   instance_loop: InstanceLoop) -> None:
+                   instance_loop: InstanceLoop, asks: Mapping[int, ApprovalAsk] | None = None) -> None:
     """Run a step's calls and save their results in call order; RunCancelled after a Stop.
-    The step that saved the calls announced them (``tool_call_events``)."""
+    The step that saved the calls announced them (``tool_call_events``). ``asks``: the
+    calls that wait for a person (``runloop.approvals.approval_asks``): the others run,
+    then the run waits (RunWaiting)."""
     journal = state.journal
     group = ToolGroup(state, instance, step, calls)
+    asks = dict(asks or {})
+    if asks and instance.parent_id is not None:  # a sub-agent cannot wait: those calls are answered at once
+        for index in asks:
+            group.started[index] = time.monotonic()
+            group.outcomes[index] = ToolOutcome("denied", SUB_AGENT_CANNOT_WAIT)
+        asks = {}
     # The plain tools start now: say so, and read the Stop flag fresh in the same write.
     journal.announce([("tool_started", {"call_id": call.id, "name": call.name})
-                      for call in calls if not _delegates(state, call)])
+                      for index, call in enumerate(calls)
+                      if not _delegates(state, call) and index not in asks and group.outcomes[index] is None])
     journal.release()  # the step that announced the calls, with their start (instance_loop held it)
     if journal.signals.cancel_requested:  # LOOP-7: stopped after the calls were announced
         group.save_not_started()
         raise RunCancelled()
-    group.run_plain()
+    settled = [index for index, outcome in enumerate(group.outcomes) if outcome is not None]
+    group.run_plain(waiting=[*asks, *settled])
     group.save_finished()
     try:
-        group.run_delegations(instance_loop, depth)
+        group.run_delegations(instance_loop, depth, waiting=[*asks, *settled])
     finally:
         if not journal.watch.lost:
             group.save_finished()
     # A call without an outcome was stopped mid-tool: its effect cannot be known.
-    cancelled = group.cancelled or any(outcome is None for outcome in group.outcomes)
+    cancelled = group.cancelled or any(outcome is None for index, outcome in enumerate(group.outcomes)
+                                       if index not in asks)
     if cancelled or journal.signals.cancel_requested:  # read back by the results' commit
         raise RunCancelled()
+    if asks:  # the rest of the group is answered: the run waits for the person (RunWaiting)
+        wait_for_approvals(state, instance, step, asks)
 
 
 def _delegate(state: RunState, parent: Instance, call: ToolCall, instance_loop: InstanceLoop, *, depth: int,
@@ -250,6 +267,8 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
     step = int(last.entry_key.rsplit("-", 1)[-1]) if last.entry_key.startswith("assistant-") else 0
     done = result_keys(instance=instance, step=step)
     allowed: dict[str, Tool] = {tool.name: tool for tool in state.tools}
+    approvals = approvals_of_step(run_id=state.run.pk, instance_id=instance.pk, step=step)  # TOOL-9
+    still: list[int] = []
     for index, raw in enumerate(last.message["tool_calls"]):
         if _result_key(step, index) in done:
             continue
@@ -257,6 +276,18 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
         call = ToolCall(id=raw.get("id", ""), name=function.get("name", ""), arguments=function.get("arguments", ""),
                         index=index)
         tool = allowed.get(call.name)
+        if index in approvals:
+            started = time.monotonic()
+            outcome = settled(state, instance, call, tool, approvals[index], tool_context(state, instance, call))
+            if outcome is None:  # still waits: the group is answered whole, after every decision
+                still.append(index)
+                continue
+            result = result_message(call.id, call.name, _redacted(state, outcome))
+            state.journal.step(instance, records=[NewRecord("tool_result", result, _result_key(step, index))],
+                               events=[("tool_finished", {"call_id": call.id, "name": call.name,
+                                                          "status": outcome.status,
+                                                          "duration_ms": int((time.monotonic() - started) * 1000)})])
+            continue
         if tool is not None and tool.idempotent:
             state.journal.touch()  # a tool is run again only while the run is this attempt's (RunLost)
             outcome = (tool_invoke(tool, call.arguments, tool_context(state, instance, call))
@@ -266,3 +297,5 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
         # Saved only while the run is this attempt's: a worker that lost it settles nothing.
         result = result_message(call.id, call.name, _redacted(state, outcome))  # LOOP-8
         state.journal.step(instance, records=[NewRecord("tool_result", result, _result_key(step, index))])
+    if still:  # claimed while a call still waits (never by a decision): back to waiting
+        wait_for_approvals(state, instance, step, {})

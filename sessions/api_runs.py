@@ -27,6 +27,7 @@ from sessions.selectors.runs import run_get_for_user, run_visible_to
 from sessions.selectors.sessions import session_get_for_user
 from sessions.serializers import ContentIn, QuestionIn, RunOut
 from sessions.services.access_audit import read_audited
+from sessions.services.approvals import MAX_REASON, approval_decide
 from sessions.services.events import event_emit
 from sessions.services.questions import answer_continue, question_ask
 from sessions.services.run_controls import run_cancel, run_resume
@@ -239,3 +240,37 @@ def run_supplements(request, run_id: int):
     item = supplement_add(run=run, content=data.validated_data["content"])
     event_emit(run_id=run.pk, type="supplement_received", data={"id": item["id"]})
     return Response({"id": item["id"], "run": run.pk, "status": "queued"}, status=http_status.HTTP_202_ACCEPTED)
+
+
+class ApprovalIn(serializers.Serializer):
+    call_id = serializers.CharField(max_length=200)
+    decision = serializers.ChoiceField(choices=["approve", "deny"])
+    reason = serializers.CharField(max_length=MAX_REASON, required=False, allow_blank=True, default="")
+    scope = serializers.ChoiceField(choices=["call", "session"], required=False, default="call")
+
+
+class ApprovalOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    call_id = serializers.CharField()
+    tool = serializers.CharField()
+    label = serializers.CharField()
+    status = serializers.CharField()
+    scope = serializers.CharField()
+    reason = serializers.CharField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
+@extend_schema(request=ApprovalIn, responses={200: inline_serializer("ApprovalDecided", {
+    "approval": ApprovalOut(), "run": RunOut()})})
+@api_view(["POST"])
+@throttle_classes([SupplementThrottle])
+def run_approvals(request, run_id: int):
+    """Approve or deny a call the run waits on (TOOL-9), as the session's creator (404 for
+    anyone else). The same decision twice is answered as the first; another is 409
+    ``already_decided``. Once every waiting call is decided the run goes back to the queue."""
+    run = run_get_for_user(run_id=run_id, user=request.user)
+    data = ApprovalIn(data=request.data)
+    data.is_valid(raise_exception=True)
+    approval = approval_decide(run=run, user=request.user, **data.validated_data)
+    run.refresh_from_db()
+    return Response({"approval": ApprovalOut(approval).data, "run": RunOut(run).data})

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from core.api.fields import StrictCharField, id_from_text
 from sessions.models import Run, Session, SessionFile, SessionMessage
+from sessions.selectors.approvals import approvals_waiting
 from sessions.selectors.records import RECORDS_PAGE_DEFAULT, RECORDS_PAGE_MAX, instance_label
 from sessions.selectors.sessions import prepared_summary_state
 
@@ -60,14 +61,34 @@ class RunBriefOut(serializers.ModelSerializer):
         fields = ["id", "status", "created_at"]
 
 
+class WaitingCallOut(serializers.Serializer):
+    """TOOL-8: a call the run waits on, as its approval request shows it."""
+
+    call_id = serializers.CharField()
+    tool = serializers.CharField()
+    label = serializers.CharField()
+    arguments = serializers.JSONField(help_text="As stored: secrets redacted.")
+    why = serializers.CharField()
+    requested_at = serializers.DateTimeField(source="created_at")
+
+
 class RunOut(serializers.ModelSerializer):
     session = serializers.IntegerField(source="session_id")
     version = serializers.IntegerField(source="version_id")
+    waiting_for = serializers.SerializerMethodField(
+        help_text="While the run is `waiting` (TOOL-8): the calls that wait for the session creator's decision "
+                  "(`POST /api/v1/runs/{id}/approvals`). Empty otherwise.")
 
     class Meta:
         model = Run
         fields = ["id", "session", "version", "status", "waiting_reason", "not_before", "error", "counters", "attempt",
-                  "cancel_requested", "created_at", "started_at", "finished_at"]
+                  "cancel_requested", "waiting_for", "created_at", "started_at", "finished_at"]
+
+    @extend_schema_field(WaitingCallOut(many=True))
+    def get_waiting_for(self, run: Run) -> list[dict]:
+        if run.status != Run.Status.WAITING:  # no query for every other run
+            return []
+        return WaitingCallOut(approvals_waiting(run=run), many=True).data
 
 
 class SessionOut(serializers.ModelSerializer):

@@ -20,6 +20,7 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel", api_runs.run_cancel_view, name="run-cancel"),
     path("runs/<int:run_id>/resume", api_runs.run_resume_view, name="run-resume"),
     path("runs/<int:run_id>/supplements", api_runs.run_supplements, name="run-supplements"),
+    path("runs/<int:run_id>/approvals", api_runs.run_approvals, name="run-approvals"),
     path("runs/<int:run_id>/events", api_runs.run_events, name="run-events"),
     path("runs/<int:run_id>/context", api_runs.run_context, name="run-context"),
     path("runs/<int:run_id>/continue", api_runs.run_continue, name="run-continue"),

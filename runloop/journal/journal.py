@@ -40,6 +40,7 @@ from sessions.run_errors import RunError
 from sessions.selectors.context import context_load
 from sessions.selectors.records import record_as_engine_dict
 from sessions.selectors.steps import assistant_steps
+from sessions.services.approvals import ApprovalAsk, approval_started, approvals_wait
 from sessions.services.checkpoints import CheckpointResult, checkpoint_commit
 from sessions.services.event_log import BroadcastHold, DeltaBuffer, events_write
 from sessions.services.frames import frame_update
@@ -355,6 +356,18 @@ class RunJournal:
                           expected_from=(str(Run.Status.RUNNING),), of_attempt=self.attempt,
                           main_steps=self.main.model_steps if self.main is not None else None):
             raise RunLost()
+
+    def wait_for_approvals(self, instance: Instance, *, step: int, asks: Sequence[ApprovalAsk]) -> None:
+        """TOOL-8: the calls that wait recorded, announced and the run moved to ``waiting``,
+        at once (its guarded transition is the check)."""
+        if not approvals_wait(run=self.run, attempt=self.attempt, instance=instance, step=step, asks=asks):
+            raise RunLost()
+
+    def approved_call_starts(self, approval_id: int) -> bool:
+        """TOOL-9: an approved call marked started before it is made, while the run is this
+        attempt's; False when an earlier attempt started it (it is never made twice)."""
+        with self.owned():
+            return approval_started(approval_id=approval_id)
 
     def wait_for_server(self, *, seconds: float, error: RunError) -> None:
         """LOOP-3: back to the queue until the server's time (its guarded transition is the check)."""

@@ -13,4 +13,4 @@
 - ``reads``: the console's own reads (its one write, the access audit, is
   ``sessions.services.access_audit``, shared with the API).
 """
-from sessions.admin import console, file_list, prepared  # noqa: F401  (registers the ModelAdmins)
+from sessions.admin import approvals, console, file_list, prepared  # noqa: F401  (registers the ModelAdmins)

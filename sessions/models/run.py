@@ -112,6 +112,8 @@ class Run(models.Model):
             models.Index(fields=["user"], condition=Q(status="running"), name="run_running_user"),
             models.Index(fields=["space"], condition=Q(status="running"), name="run_running_space"),
             models.Index(fields=["id"], condition=Q(status="queued") & ~Q(waiting_reason=""), name="run_waiting"),
+            # TOOL-8: a person's sessions that wait for their decision (the chat's sidebar).
+            models.Index(fields=["user"], condition=Q(status="waiting"), name="run_waiting_for_user"),
         ]
 
     def __str__(self) -> str:

@@ -11,6 +11,7 @@ from models_catalog.learning import window_since_proven
 from sessions.frames import run_budget
 from sessions.models import Run
 from sessions.selectors.sessions import session_creator_is_member
+from sessions.services.approvals import approvals_stop
 from sessions.services.manual_compaction import compaction_hold_check, session_lock
 from sessions.services.prepared import preparations_discard
 from sessions.services.runs import orphan_cutoff, run_dispatch_on_commit, run_finish, run_transition
@@ -25,6 +26,9 @@ def run_cancel(*, run: Run) -> Run:
     slow, that worker finds the run no longer its own and stops without writing. A run
     whose worker dies after this is ended by the reaper, also as ``cancelled``.
     """
+    if run.status == Run.Status.WAITING and approvals_stop(run=run):  # TOOL-9: its waiting calls are denied
+        run.refresh_from_db()
+        return run
     if run.status == Run.Status.QUEUED and run_finish(run=run, status=Run.Status.CANCELLED, reason="stopped by user",
                                                       expected_from=(Run.Status.QUEUED,)):
         return run

@@ -38,8 +38,8 @@ HALF = Call("half_written", complete=False)
 
 
 def decide(answer: Answer[Call], *, main: bool = True, supplement: bool = False,
-           asked_again: bool = False) -> object:
-    return after_answer(answer, main=main, supplement_waiting=supplement, asked_again=asked_again)
+           asked_again: bool = False, waiting: frozenset[int] = frozenset()) -> object:
+    return after_answer(answer, main=main, supplement_waiting=supplement, asked_again=asked_again, waiting=waiting)
 
 
 CASES = [
@@ -141,7 +141,17 @@ def test_only_the_main_line_takes_supplements_and_only_when_one_waits(answer: An
         assert situation["main"] and situation["supplement"]
 
 
-@given(answer=answers, situation=flags)
-def test_nothing_waits_until_approvals_land(answer: Answer[Call], situation: dict[str, bool]) -> None:
-    # TOOL-8 is only named so far: a Wait would reach the loop's "not yet" branch.
-    assert not isinstance(decide(answer, **situation), Wait)
+@given(answer=answers, situation=flags, waiting=st.frozensets(st.integers(min_value=-1, max_value=4), max_size=3))
+def test_only_the_main_line_waits_and_only_for_calls_it_will_run(answer: Answer[Call], situation: dict[str, bool],
+                                                                 waiting: frozenset[int]) -> None:
+    """TOOL-8: a Wait holds every runnable call (none dropped) and names only real positions;
+    without a call that asks, or on a sub-agent's line, or after a Stop, nothing waits."""
+    decision = decide(answer, **situation, waiting=waiting)
+    real = {index for index in waiting if 0 <= index < len(answer.runnable)}
+    if isinstance(decision, Wait):
+        assert situation["main"] and not answer.cut and real
+        assert decision.calls == answer.runnable and decision.waiting == real
+    elif situation["main"] and not answer.cut and real:
+        raise AssertionError(f"calls at {sorted(real)} ask first, yet the decision was {decision!r}")
+    if not waiting:
+        assert decision == decide(answer, **situation)  # the rules without approvals are untouched
