@@ -36,7 +36,7 @@ SUB_AGENT_CANNOT_WAIT = ("[denied] This tool needs a person's approval before ea
 STARTED_BEFORE = ("[unknown outcome] This call was approved and started, but the run was interrupted before its "
                   "result was saved. It was not repeated. It may or may not have taken effect: check before relying "
                   "on it or asking for it again.")
-WHY_DENIED = {
+WHY_DENIED: dict[str, str] = {
     ToolApproval.Status.DENIED: "The person denied this call",
     ToolApproval.Status.EXPIRED: "Nobody decided on this call in time, so it was not made",
     ToolApproval.Status.STOPPED: "The person stopped the run while this call waited, so it was not made",
@@ -51,7 +51,7 @@ def approval_asks(state: RunState, calls: list[ToolCall]) -> dict[int, ApprovalA
     for index, call in enumerate(calls):
         tool = allowed.get(call.name)
         why = approval_needed(tool) if tool is not None else ""
-        if not why:
+        if tool is None or not why:
             continue
         if granted is None:  # read once, only for a step that has a call to ask about
             granted = tools_approved_for_session(session_id=state.run.session_id)

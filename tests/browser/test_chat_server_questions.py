@@ -2,6 +2,8 @@
 error from the server, the answer reaching the tool; and a URL to open — at 1280 and 390 px."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.browser.conftest import LAST_RUN, SETTLED, answer_text, ask, log_in, screenshot
@@ -22,7 +24,14 @@ def _session(space, fake_session, fake_provider, mcp, tool, call_id):
     from toolservers.services import toolserver_register
 
     toolserver_register(space=space, data={"name": "hotel", "url": mcp.url, "headers": mcp.headers})
+    from agents.models import AgentVersion
+    from agents.server_tools import frozen_server_tools
+
     session = fake_session(tools=(f"hotel.{tool}",), name="Concierge")
+    # The call is made without an approval first (TOOL-7's policy, as publishing freezes it):
+    # the question here is the server's, during the call.
+    frozen = [{**entry, "approval": "never"} for entry in frozen_server_tools(session.version)]
+    AgentVersion.objects.filter(pk=session.version_id).update(server_tools=json.dumps(frozen))
     fake_provider.handler = sequence(
         chat_stream(tool_calls=[{"id": call_id, "name": f"hotel__{tool}", "arguments": '{"room": "101"}'
                                  if tool == "book_room" else "{}"}]),

@@ -16,7 +16,7 @@ import pytest
 from sessions.models import Run, RunEvent, ToolInput
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.fakes.mcp_servers import ToolServerApp
-from tests.toolservers.runs import ask_and_run, call, chat_requests, event_data, results, session_with
+from tests.toolservers.runs import ask_and_run, call, chat_requests, event_data, results
 from toolservers.services import toolserver_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,8 +53,31 @@ def _when_asked(extra_sink, respond):
     extra_sink(lambda event: respond(event) if event.type == "input_requested" else None)
 
 
+def session_with(space, alice, fake, tools, *, approval="never"):
+    """A session whose agent calls ``tools`` without asking for approval first (TOOL-7: the
+    question this module is about is the server's, during the call)."""
+    from agents.services import agent_create, agent_publish
+    from models_catalog.models import ModelConnection
+    from sessions.models import Session
+    from tests.runloop.conftest import FAKE_KEY
+
+    connection = ModelConnection.objects.create(space=space, name="Fake", provider="openai_compatible",
+                                                base_url=fake.base_url, api_key=FAKE_KEY, model="fake-model",
+                                                max_output_tokens=1_024)
+    from agents.models import AgentVersion
+    from agents.server_tools import frozen_server_tools
+
+    agent = agent_create(space=space, name="Agent", model_connection=connection, tools=tools)
+    version = agent_publish(agent=agent)
+    # Each tool's policy as publishing freezes it (TOOL-7: the ``approval`` of its entry).
+    frozen = [{**entry, "approval": approval} for entry in frozen_server_tools(version)]
+    AgentVersion.objects.filter(pk=version.pk).update(server_tools=json.dumps(frozen))
+    version.refresh_from_db()
+    return Session.objects.create(space=space, user=alice, agent=agent, version=version)
+
+
 def _booking(space, alice, fake, strict, model_reply="Booked."):
-    session = session_with(space, alice, fake, "openai", ["hotel.book_room"])
+    session = session_with(space, alice, fake, ["hotel.book_room"])
     strict.handler = sequence(chat_stream(tool_calls=[call("hotel__book_room", {"room": "101"}, "b1")]),
                               chat_stream([model_reply]))
     return session
@@ -202,7 +225,7 @@ def test_tool10_stop_while_the_server_waits_answers_cancel_at_once(space, alice,
 def test_tool10_a_url_to_open_is_shown_and_its_answer_goes_back(
         space, alice, fake, strict, extra_sink, asking, as_alice, legacy):
     server = asking(legacy)
-    session = session_with(space, alice, fake, "openai", ["hotel.connect_account"])
+    session = session_with(space, alice, fake, ["hotel.connect_account"])
     strict.handler = sequence(chat_stream(tool_calls=[call("hotel__connect_account", {}, "u1")]),
                               chat_stream(["Connected."]))
     seen = []
@@ -244,3 +267,27 @@ def test_tool10_questions_whose_worker_died_are_settled_by_housekeeping(
     assert tool_inputs_settle(now=now)["expired"] == 1
     assert ToolInput.objects.get(pk=left.pk).status == "expired"
     assert ToolInput.objects.get(pk=unread.pk).delivery is None
+
+
+def test_tool10_an_approved_call_that_asks_waits_for_its_approval_first_then_for_the_answer(
+        space, alice, fake, strict, extra_sink, asking, as_alice):
+    from runloop.loop import run_execute
+    from sessions.selectors.approvals import approvals_waiting
+
+    server = asking()
+    session = session_with(space, alice, fake, ["hotel.book_room"], approval="always")
+    strict.handler = sequence(chat_stream(tool_calls=[call("hotel__book_room", {"room": "101"}, "b1")]),
+                              chat_stream(["Booked."]))
+    _when_asked(extra_sink, lambda event: _answer(as_alice, event.run_id, event.payload["input_id"], "accept",
+                                                  DETAILS))
+    run = ask_and_run(session, "Book room 101")
+    assert run.status == Run.Status.WAITING and not ToolInput.objects.filter(run=run).exists()  # nothing called yet
+    decided = as_alice.post(f"/api/v1/runs/{run.pk}/approvals", {"call_id": approvals_waiting(run=run)[0].call_id,
+                                                                 "decision": "approve"}, format="json")
+    assert decided.status_code == 200, decided.json()
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED, run.error
+    assert server.answers == [{"action": "accept", **DETAILS}]
+    assert ToolInput.objects.get(run=run).status == "accepted"
+    assert strict.rejections == []
