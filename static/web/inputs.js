@@ -24,6 +24,14 @@
     return node;
   }
 
+  // A field that holds a credential is typed unseen (the record keeps it redacted:
+  // toolservers/asking.py names them the same way).
+  var SECRET_NAME = /pass(word|phrase|code)?|secret|token|api[ _-]?key|credential|private[ _-]?key|\bpin\b|\botp\b|(access|security|verification|door|auth)[ _-]?code/i;
+
+  function secret(name, spec) {
+    return spec.format === "password" || spec.writeOnly === true || SECRET_NAME.test(name + " " + (spec.title || ""));
+  }
+
   function choicesOf(spec) {
     // An enum, as plain values (with enumNames as their labels) or as oneOf/anyOf of {const, title}.
     var options = spec.oneOf || spec.anyOf;
@@ -91,7 +99,8 @@
       control = el("input", "input-control");
       var numeric = spec.type === "number" || spec.type === "integer";
       control.type = numeric ? "number" : spec.format === "email" ? "email" : spec.format === "uri" ? "url"
-        : spec.format === "date" ? "date" : spec.format === "password" ? "password" : "text";
+        : spec.format === "date" ? "date" : secret(name, spec) ? "password" : "text";
+      if (control.type === "password") control.autocomplete = "off";
       if (numeric) {
         control.step = spec.type === "integer" ? "1" : "any";
         control.inputMode = spec.type === "integer" ? "numeric" : "decimal";

@@ -59,6 +59,7 @@ def test_a_servers_form_is_filled_in_checked_and_its_answer_reaches_the_tool(
         breakfast = card.get_by_label("Breakfast included")
         expect(breakfast).to_have_attribute("type", "checkbox")
         expect(card.locator(".input-label", has_text="Breakfast included")).not_to_contain_text("required")
+        expect(card.get_by_label("Door code")).to_have_attribute("type", "password")  # typed unseen
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         screenshot(page, f"chat-server-question-form-{width}")
         # A value outside the form's rules: the server names the field, the card shows it there.

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from sessions.models import Run, RunEvent, ToolInput
+from sessions.selectors.inputs import sessions_asked
 from tests.fakes.fake_provider import chat_stream, sequence
 from tests.fakes.mcp_servers import ToolServerApp
 from tests.toolservers.runs import ask_and_run, call, chat_requests, event_data, results
@@ -88,12 +89,17 @@ def test_tool10_an_accepted_form_reaches_the_tool_and_its_result_reaches_the_mod
         space, alice, fake, strict, extra_sink, asking, as_alice, legacy):
     server = asking(legacy)
     session = _booking(space, alice, fake, strict)
-    answered = []
-    _when_asked(extra_sink, lambda event: answered.append(
-        _answer(as_alice, event.run_id, event.payload["input_id"], "accept", DETAILS)))
+    answered, waiting = [], []
+
+    def respond(event):
+        waiting.append(sessions_asked(user=alice))
+        answered.append(_answer(as_alice, event.run_id, event.payload["input_id"], "accept", DETAILS))
+
+    _when_asked(extra_sink, respond)
     run = ask_and_run(session, "Book room 101")
     assert run.status == Run.Status.COMPLETED, run.error
     assert [response.status_code for response in answered] == [200]
+    assert waiting == [{session.pk}] and sessions_asked(user=alice) == set()
     assert server.answers == [{"action": "accept", **DETAILS}]
     assert results(session)[0]["content"] == "booked 101 for Ada Lovelace, 2 nights"
     # The model's next request carries the tool's result.
