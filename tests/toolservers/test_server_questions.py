@@ -31,10 +31,11 @@ def asking(space):
     """``make(legacy)``: an asking server registered in Alice's space as ``hotel``."""
     servers = []
 
-    def make(legacy=False):
+    def make(legacy=False, timeout=60):
         server = ToolServerApp(legacy=legacy, asking=True).__enter__()
         servers.append(server)
-        toolserver_register(space=space, data={"name": "hotel", "url": server.url, "headers": server.headers})
+        toolserver_register(space=space, data={"name": "hotel", "url": server.url, "headers": server.headers,
+                                               "timeout_seconds": timeout})
         return server
 
     yield make
@@ -297,3 +298,43 @@ def test_tool10_an_approved_call_that_asks_waits_for_its_approval_first_then_for
     assert server.answers == [{"action": "accept", **DETAILS}]
     assert ToolInput.objects.get(run=run).status == "accepted"
     assert strict.rejections == []
+
+
+@BOTH_REVISIONS
+def test_tool10_the_wait_outlasts_the_servers_time_out_and_the_stale_interval_with_the_heartbeat_going(
+        space, alice, fake, strict, extra_sink, asking, as_alice, settings, legacy):
+    import threading
+    from datetime import timedelta
+
+    from django.db import connections
+
+    from runloop.reaper import runs_reap_interrupted
+    from tests.runloop.worker import wait_for
+
+    settings.AGENTLOOM_HEARTBEAT_STALE_SECONDS = 2  # a beat every half second; stale after 2 s
+    asking(legacy, timeout=1)  # the call's clock (1 s) and the tool's (6 s) stop while the person is asked
+    session = _booking(space, alice, fake, strict)
+    seen, people = {}, []
+
+    def person(run_id, input_id):
+        """Answers only once the wait has outlasted both time-outs and the stale interval, after
+        the reaper looked."""
+        try:
+            first = Run.objects.get(pk=run_id).heartbeat_at
+            wait_for(lambda: Run.objects.get(pk=run_id).heartbeat_at > first + timedelta(seconds=7), timeout=60)
+            seen["reaped"] = runs_reap_interrupted()
+            seen["status"] = ToolInput.objects.get(pk=input_id).status
+            seen["answer"] = _answer(as_alice, run_id, input_id, "accept", DETAILS).status_code
+        finally:
+            connections.close_all()
+
+    def start(event):
+        people.append(threading.Thread(target=person, args=(event.run_id, event.payload["input_id"])))
+        people[-1].start()
+
+    _when_asked(extra_sink, start)
+    run = ask_and_run(session, "Book room 101")
+    people[0].join()
+    assert seen == {"reaped": [], "status": "awaiting", "answer": 200}
+    assert run.status == Run.Status.COMPLETED, run.error
+    assert results(session)[0]["content"] == "booked 101 for Ada Lovelace, 2 nights"
