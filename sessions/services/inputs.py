@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import Conflict, NotFound, ValidationFailed
-from sessions.models import Run, ToolInput
+from sessions.models import AccessAudit, Run, ToolInput
 from sessions.services.event_log import events_write
 from sessions.services.events import event_emit
 from sessions.services.pasted import pasted_redactor
@@ -81,6 +81,10 @@ def tool_input_answer(*, run: Run, user: Any, input_id: Any, action: Any, conten
         if moved:
             row.refresh_from_db()
             event_emit(run_id=run.pk, type="input_answered", data=_answered_data(row, by=user.get_username()))
+            # The operators' trail of who answered which server (no message, no answer: content).
+            AccessAudit.objects.create(user=user, session_id=row.session_id, run_id=row.run_id, what="input_answered",
+                                       detail={"input": row.pk, "call_id": row.call_id, "server": row.server,
+                                               "mode": row.mode, "status": row.status})
             return row
     row.refresh_from_db()
     if row.status == status and row.content == kept:
