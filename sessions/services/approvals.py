@@ -130,7 +130,7 @@ def _decision_clean(*, call_id: Any, decision: Any, reason: Any, scope: Any) -> 
 
 def _approval_for(*, run: Run, call_id: str) -> ToolApproval:
     """The call of that id that waits; else the newest one decided (call ids repeat)."""
-    rows = list(ToolApproval.objects.select_for_update().filter(run=run, call_id=call_id)
+    rows = list(ToolApproval.objects.select_for_update(of=("self",)).filter(run=run, call_id=call_id)
                 .select_related("decided_by").order_by("-step", "-index"))
     if not rows:
         raise NotFound("No call with this id waits for a decision in this run.")
