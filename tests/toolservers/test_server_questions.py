@@ -338,3 +338,17 @@ def test_tool10_the_wait_outlasts_the_servers_time_out_and_the_stale_interval_wi
     assert seen == {"reaped": [], "status": "awaiting", "answer": 200}
     assert run.status == Run.Status.COMPLETED, run.error
     assert results(session)[0]["content"] == "booked 101 for Ada Lovelace, 2 nights"
+
+
+def test_tool10_a_nul_in_an_answer_is_carried_and_stored_like_any_character(
+        space, alice, fake, strict, extra_sink, asking, as_alice):
+    server = asking()
+    session = _booking(space, alice, fake, strict)
+    seen = []
+    _when_asked(extra_sink, lambda event: seen.append(_answer(
+        as_alice, event.run_id, event.payload["input_id"], "accept", {**DETAILS, "guest": "Ada\x00Lovelace"})))
+    run = ask_and_run(session, "Book room 101")
+    assert [response.status_code for response in seen] == [200]
+    assert run.status == Run.Status.COMPLETED, run.error
+    assert server.answers[0]["guest"] == "Ada\x00Lovelace"
+    assert ToolInput.objects.get(run=run).content["guest"] == "Ada\x00Lovelace"
