@@ -28,7 +28,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,8 +121,10 @@ class Inbox:
                 answer = ask(question) if ask is not None else CANCEL
             finally:
                 spent += time.monotonic() - started
-                if not future.done():  # a call abandoned meanwhile cancelled it
+                try:
                     future.set_result(answer)
+                except InvalidStateError:  # the call was abandoned meanwhile, which cancelled it
+                    pass
         return spent
 
 
