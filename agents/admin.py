@@ -22,6 +22,7 @@ from agents.models import Agent, AgentVersion
 from agents.selectors import agent_budget, version_budget
 from agents.server_tools import version_tool_drift
 from agents.services import agent_draft_changes, agent_draft_create, agent_publish, agent_update
+from agents.tool_approvals import APPROVAL_LABELS, version_approvals
 from core.console_lists import ConsoleListMixin
 from core.errors import DomainError
 from core.readonly_admin import ReadOnlyAdminMixin
@@ -232,11 +233,13 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Published versions are read-only: they are frozen by design (RUN-4)."""
 
     list_display = ["name", "version", "agent", "model", "context_window", "budget_figures", "published_at", "pages"]
-    readonly_fields = ["provider_name", "tools_list", "policy_list", "budget_figures", "frozen_server_tools", "pages"]
+    readonly_fields = ["provider_name", "tools_list", "approvals_list", "policy_list", "budget_figures",
+                       "frozen_server_tools", "pages"]
     list_select_related = ["agent"]
     list_filter = ["agent__space"]
     # Stored JSON shown as a person reads it, in the place of the field it stands for.
-    _SHOWN_AS = {"provider": "provider_name", "tools": "tools_list", "context_policy": "policy_list"}
+    _SHOWN_AS = {"provider": "provider_name", "tools": "tools_list", "tool_approvals": "approvals_list",
+                 "context_policy": "policy_list"}
 
     class Media:
         css = {"all": ["agentloom/admin/agents.css"]}
@@ -268,6 +271,15 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
             return "None."
         return format_html_join(", ", "<code>{}</code>", ((name,) for name in names))
 
+    @admin.display(description="Ask before calling")
+    def approvals_list(self, obj: AgentVersion) -> str:
+        """Each tool's approval policy as frozen (TOOL-7): whether a person says yes before it acts."""
+        shown = version_approvals(obj)
+        if not shown:
+            return "No tools."
+        return format_html('<ul class="approval-list">{}</ul>', format_html_join(
+            "", "<li><code>{}</code>: {}</li>", ((tool.name, tool.words) for tool in shown)))
+
     @admin.display(description="Context policy")
     def policy_list(self, obj: AgentVersion) -> str:
         policy = obj.context_policy if isinstance(obj.context_policy, dict) else {}
@@ -293,13 +305,15 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         if not entries:
             return "None."
         rows = format_html_join("", '<tr class="{}"><td><code>{}</code></td><td><code>{}</code></td><td>{}</td>'
-                                    "<td>{}</td><td>{}</td><td>{}</td></tr>",
+                                    "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                                 (("drift" if e["drift"] else "as-published", e["ref"], e["function"], e["description"],
                                   annotations_text(e["annotations"]),
                                   "yes" if e["idempotent"] else "no (an unknown outcome on resume)",
+                                  APPROVAL_LABELS.get(e["approval"], e["approval"]),
                                   e["drift_text"] + (f" (listed {e['listed_at']:%Y-%m-%d %H:%M})"
                                                      if e["listed_at"] else "")) for e in entries))
         return format_html('<div class="table-scroll"><table class="frozen-tools"><thead><tr><th>Tool</th>'
                            "<th>Function</th><th>Description</th><th>Annotations</th><th>Re-run on resume</th>"
+                           "<th>Ask before calling</th>"
                            "<th>On the server now</th></tr></thead>"
                            "<tbody>{}</tbody></table></div>", rows)

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from django import forms
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from agents.models import Agent
 from agents.run_limits import MAX_LIMIT, SETTABLE
 from agents.services import agent_draft_validate, context_policy_normalize
-from agents.tool_registry import tool_description, tool_names_available
+from agents.tool_approvals import APPROVAL_LABELS, approval_chosen, approval_default, builtin_read_only
+from agents.tool_registry import APPROVAL_POLICIES, tool_description, tool_names_available
 from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
 from core.errors import ValidationFailed
 from models_catalog.models import ModelConnection
@@ -44,6 +45,8 @@ class ToolOption:
     name: str
     description: str
     note: str = ""
+    read_only: bool = False  # TOOL-7: "When it may change something" never asks before it
+    offered: bool = True  # False: no longer offered, nothing to set beside it
 
     def __str__(self) -> str:
         return f"{self.name} — {self.description} [{self.note}]" if self.note else f"{self.name} — {self.description}"
@@ -56,7 +59,8 @@ def tool_choices(current: list[str]) -> list[tuple[str, Any]]:
     reports them instead of dropping them silently."""
     builtins = tool_names_available()
     groups: list[tuple[str, Any]] = [("Built-in", [
-        (name, ToolOption(name, tool_description(name) or "no description")) for name in builtins])]
+        (name, ToolOption(name, tool_description(name) or "no description", read_only=builtin_read_only(name)))
+        for name in builtins])]
     offered = set(builtins)
     names = set()
     for server in ToolServer.objects.defer("headers").select_related("space").order_by("name", "id"):
@@ -64,19 +68,46 @@ def tool_choices(current: list[str]) -> list[tuple[str, Any]]:
         names.add(server.name)
         tools = [(f"{server.name}.{tool['name']}",
                   ToolOption(tool["name"], tool["description"] or "no description",
-                             annotations_text(tool["annotations"]))) for tool in server.tools]
+                             annotations_text(tool["annotations"]),
+                             read_only=(tool["annotations"] or {}).get("readOnlyHint") is True))
+                 for tool in server.tools]
         offered |= {value for value, _ in tools}
         if tools:
             groups.append((f"{server.name} ({owner} server)", tools))
     stale = [(name, ToolOption(name, "cannot be used any more", (
         f"its server {name.partition('.')[0]!r} no longer exists" if name.partition(".")[0] not in names
-        else "its server no longer lists it"))) for name in current if name not in offered]
+        else "its server no longer lists it"), offered=False)) for name in current if name not in offered]
     return groups + ([("No longer offered: untick these", stale)] if stale else [])
+
+
+# The name of each tool's "Ask before calling" input (TOOL-7): ``approval:<tool>``.
+APPROVAL_INPUT = "approval:"
+
+
+def approval_select(*, tool: str, option: ToolOption, chosen: str, id_: str, about: str) -> SafeString:
+    """The tool's "Ask before calling" select beside its annotations. Its default says so,
+    and a read-only tool's "When it may change something" says that it then never asks."""
+    default = approval_default(tool)
+
+    def text(policy: str) -> str:
+        words = APPROVAL_LABELS[policy] + (" (default)" if policy == default else "")
+        return words + (": it only reads, so never" if policy == "side_effects" and option.read_only else "")
+
+    options = format_html_join("", '<option value="{}"{}>{}</option>', (
+        (policy, mark_safe(" selected") if policy == chosen else "", text(policy)) for policy in APPROVAL_POLICIES))
+    # The label is the same under every tool; the tool's line describes it to a screen reader
+    # (a description, not the name: only the checkbox is labelled by the tool's name).
+    return format_html('<span class="tool-approval"><label for="{}">Ask before calling</label>'
+                       '<select name="{}{}" id="{}" aria-describedby="{}">{}</select></span>',
+                       id_, APPROVAL_INPUT, tool, id_, about, options)
 
 
 class ToolPicker(forms.CheckboxSelectMultiple):
     """The tools as a wide list, grouped by server, each with what it does on its own line,
-    instead of Django's narrow column of long labels."""
+    instead of Django's narrow column of long labels; beside each, whether a person says yes
+    before it acts (``approvals``: the policies to show, set by the form)."""
+
+    approvals: dict[str, str] = {}
 
     def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
         chosen = {str(v) for v in (value or [])}
@@ -87,13 +118,18 @@ class ToolPicker(forms.CheckboxSelectMultiple):
             rows = []
             for option_value, option in options:
                 option = option if isinstance(option, ToolOption) else ToolOption(str(option), "")
+                value = str(option_value)
+                approval = approval_select(tool=value, option=option, id_=f"{base}_{index}_approval",
+                                           about=f"{base}_{index}_about",
+                                           chosen=self.approvals.get(value, approval_default(value))) \
+                    if option.offered else ""
                 rows.append(format_html(
                     '<li><label for="{}_{}"><input type="checkbox" name="{}" value="{}" id="{}_{}"{}>'
-                    '<span class="tool-option"><code class="tool-name">{}</code>'
-                    '<span class="tool-description">{}</span>{}</span></label></li>',
-                    base, index, name, option_value, base, index, mark_safe(" checked") if str(option_value) in chosen
-                    else "", option.name, option.description,
-                    format_html('<span class="tool-note">{}</span>', option.note) if option.note else ""))
+                    '<span class="tool-option" id="{}_{}_about"><code class="tool-name">{}</code>'
+                    '<span class="tool-description">{}</span>{}</span></label>{}</li>',
+                    base, index, name, option_value, base, index, mark_safe(" checked") if value in chosen
+                    else "", base, index, option.name, option.description,
+                    format_html('<span class="tool-note">{}</span>', option.note) if option.note else "", approval))
                 index += 1
             groups.append(format_html('<fieldset class="tool-group"><legend>{}</legend><ul>{}</ul></fieldset>',
                                       group, mark_safe("".join(rows))))
@@ -101,6 +137,29 @@ class ToolPicker(forms.CheckboxSelectMultiple):
 
     def id_for_label(self, id_: str, index: str | None = None) -> str:
         return "" if index is None else f"{id_}_{index}"  # the list has no one input to label
+
+
+class ApprovalInputs(forms.Widget):
+    """Reads the picker's "Ask before calling" selects; the picker draws them beside the tools."""
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> dict[str, str]:
+        return {key.removeprefix(APPROVAL_INPUT): str(data.get(key)) for key in data if key.startswith(APPROVAL_INPUT)}
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
+        return mark_safe("")
+
+
+class ApprovalsField(forms.Field):
+    """``{tool: policy}`` as the page posts it; the agent services check the values (TOOL-7).
+    Changed only when a posted select differs: a page without them changes nothing."""
+
+    widget = ApprovalInputs
+
+    def to_python(self, value: Any) -> dict[str, str]:
+        return dict(value) if isinstance(value, dict) else {}
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        return any((initial or {}).get(tool) != policy for tool, policy in (data or {}).items())
 
 
 def _limit_input(name: str) -> forms.IntegerField:
@@ -112,10 +171,12 @@ def _limit_input(name: str) -> forms.IntegerField:
 
 class AgentAdminForm(forms.ModelForm):
     tools = forms.MultipleChoiceField(required=False, widget=ToolPicker)
+    tool_approvals = ApprovalsField(required=False, label="Ask before calling")
     tool_overrides = forms.JSONField(
         required=False, initial=dict,
         help_text='Per server tool, what you decide against its annotations, e.g. {"git.git_commit": '
-                  '{"idempotent": true}} lets a pending call run again on resume. Frozen at publish.')
+                  '{"idempotent": true}} lets a pending call run again on resume. Whether a person says yes '
+                  'before a tool acts is "Ask before calling" beside each tool above. Frozen at publish.')
     context_ratio = forms.FloatField(
         initial=POLICY_DEFAULTS["context_ratio"],
         help_text="Compaction triggers at effective input x this ratio (0 < target < context <= 1).",
@@ -158,13 +219,23 @@ class AgentAdminForm(forms.ModelForm):
         current = list(self.instance.tools or []) if self.instance.pk else []
         # Stored names outside the registry stay visible, so saving reports them instead of
         # dropping them silently.
-        cast(forms.MultipleChoiceField, self.fields["tools"]).choices = tool_choices(current)  # declared above
+        choices = tool_choices(current)
+        cast(forms.MultipleChoiceField, self.fields["tools"]).choices = choices  # declared above
         if "model_connection" in self.fields:  # the ModelForm's field of the foreign key
             cast(forms.ModelChoiceField, self.fields["model_connection"]).queryset = (
                 ModelConnection.objects.defer("api_key").select_related("space"))
+        overrides = self.instance.tool_overrides if self.instance.pk and isinstance(
+            self.instance.tool_overrides, dict) else {}
+        offered = [value for _, options in choices for value, option in options if option.offered]
+        self.initial["tool_approvals"] = {tool: approval_chosen(tool, overrides) for tool in offered}
+        picker = cast(ToolPicker, self.fields["tools"].widget)
+        picker.approvals = {**self.initial["tool_approvals"], **(self["tool_approvals"].data if self.is_bound else {})}
         if self.instance.pk:
             self.initial["tools"] = current
-            self.initial["tool_overrides"] = self.instance.tool_overrides or {}
+            # The approvals are the selects beside the tools; this field keeps the rest.
+            self.initial["tool_overrides"] = {
+                tool: rest for tool, values in overrides.items()
+                if isinstance(values, dict) and (rest := {k: v for k, v in values.items() if k != "approval"})}
             try:
                 policy = context_policy_normalize(self.instance.context_policy)
             except ValidationFailed:
@@ -185,16 +256,44 @@ class AgentAdminForm(forms.ModelForm):
         """The service's input; the form always carries the whole policy."""
         cleaned = self.cleaned_data
         data = {name: cleaned.get(name) for name in DRAFT_FORM_FIELDS if name in self.fields}
-        data["tools"] = list(cleaned.get("tools") or [])
-        data["tool_overrides"] = cleaned.get("tool_overrides") or {}
+        tools = [str(tool) for tool in cleaned.get("tools") or []]
+        data["tools"] = tools
+        data["tool_overrides"] = self._overrides_with_approvals(tools, cleaned.get("tool_overrides") or {})
         data["context_policy"] = {name: cleaned.get(name) for name in POLICY_FIELDS}
         # Empty inputs are left out: absent means the platform default (LOOP-2).
         data["limits"] = {name: cleaned[name] for name in LIMIT_FIELDS if cleaned.get(name) is not None}
         return data
 
+    def _overrides_with_approvals(self, tools: list[str], overrides: Any) -> Any:
+        """The JSON field's overrides with each chosen tool's "Ask before calling" (TOOL-7): the
+        posted select, else what the draft had; a default is left out, so the draft says only
+        what the admin decided."""
+        if not isinstance(overrides, dict):
+            return overrides  # the services say it must be an object
+        stored = self.instance.tool_overrides if self.instance.pk and isinstance(
+            self.instance.tool_overrides, dict) else {}
+        posted = self.cleaned_data.get("tool_approvals") or {}
+        merged = {tool: dict(values) if isinstance(values, dict) else values for tool, values in overrides.items()}
+        for tool in tools:
+            policy = posted.get(tool, approval_chosen(tool, stored))
+            values = merged.get(tool, {})
+            if not isinstance(values, dict):
+                continue
+            values = {k: v for k, v in values.items() if k != "approval"}
+            if policy != approval_default(tool):
+                values["approval"] = policy
+            merged.pop(tool, None)
+            if values:
+                merged[tool] = values
+        return merged
+
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
+        written = cleaned.get("tool_overrides")
+        if isinstance(written, dict) and any(isinstance(v, dict) and "approval" in v for v in written.values()):
+            self.add_error("tool_overrides", 'Set "approval" with "Ask before calling" beside each tool above, '
+                                             "not here.")
         space_id = self.space_id()
         if self.errors or space_id is None:
             return cleaned

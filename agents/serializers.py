@@ -15,6 +15,8 @@ from rest_framework import serializers
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_budget, version_budget
 from agents.server_tools import version_tool_drift
+from agents.tool_approvals import version_approvals
+from agents.tool_registry import APPROVAL_POLICIES
 from core.api.fields import MAX_ID, BoundedJSONField, StrictCharField
 from core.errors import NotFound
 from models_catalog.selectors import connection_get_for_user
@@ -44,8 +46,11 @@ class AgentUpdateIn(RejectUnknownFields):
     tools = serializers.ListField(child=StrictCharField(max_length=200), required=False, max_length=64,
                                   help_text='Built-ins ("calculator") and server tools ("<server>.<tool>", TOOL-3).')
     tool_overrides = BoundedJSONField(required=False, allow_null=True,
-                                      help_text='Per server tool: {"<server>.<tool>": {"idempotent": true}} '
-                                                '(TOOL-5; also observes_screen). Frozen at publish.')
+                                      help_text='Per tool: {"<tool>": {"approval": "never" | "side_effects" | '
+                                                '"always"}} for any chosen tool (TOOL-7; absent: side_effects for '
+                                                'server tools, never for built-ins); a server tool also takes '
+                                                'idempotent and observes_screen, true or false (TOOL-5). Frozen at '
+                                                'publish.')
     context_policy = BoundedJSONField(required=False, allow_null=True,
                                       help_text="Any of context_ratio, target_ratio, user_turns, model_steps, "
                                                 "max_compaction_calls (CTX-20), prepare_ratio (CTX-45), "
@@ -125,6 +130,8 @@ class FrozenToolOut(serializers.Serializer):
     annotations = serializers.JSONField()
     idempotent = serializers.BooleanField(help_text="Re-run on resume (TOOL-5).")
     observes_screen = serializers.BooleanField()
+    approval = serializers.ChoiceField(choices=APPROVAL_POLICIES, help_text=(
+        "TOOL-7: whether a call waits for a person: never, side_effects (unless annotated readOnlyHint) or always."))
     drift = serializers.JSONField(allow_null=True, help_text="How the server's last listing differs, or null.")
     drift_text = serializers.CharField()
 
@@ -138,10 +145,13 @@ class VersionOut(OperatorsOnly, serializers.ModelSerializer):
     published_by = serializers.IntegerField(source="published_by_id", allow_null=True)
     budget = serializers.SerializerMethodField()
     server_tools = serializers.SerializerMethodField()
+    tool_approvals = serializers.SerializerMethodField(help_text=(
+        "TOOL-7: each tool's approval policy as frozen, built-ins and server tools, defaults included."))
 
     class Meta:
         model = AgentVersion
-        fields = ["id", "agent", "version", "name", "instructions", "tools", "server_tools", "model_connection",
+        fields = ["id", "agent", "version", "name", "instructions", "tools", "server_tools", "tool_approvals",
+                  "model_connection",
                   "provider",
                   "base_url", "model", "context_window", "max_output_tokens", "safety_margin_tokens",
                   "context_policy", "limits", "verify_before_complete", "budget", "published_by", "published_at"]
@@ -152,6 +162,10 @@ class VersionOut(OperatorsOnly, serializers.ModelSerializer):
     @extend_schema_field(BudgetOut)
     def get_budget(self, version: AgentVersion) -> dict[str, Any]:
         return BudgetOut(version_budget(version=version)).data
+
+    @extend_schema_field(serializers.DictField(child=serializers.ChoiceField(choices=APPROVAL_POLICIES)))
+    def get_tool_approvals(self, version: AgentVersion) -> dict[str, str]:
+        return {shown.name: shown.policy for shown in version_approvals(version)}
 
     @extend_schema_field(FrozenToolOut(many=True))
     def get_server_tools(self, version: AgentVersion) -> list[dict[str, Any]]:

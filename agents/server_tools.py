@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from agents.models import Agent
+from agents.tool_registry import APPROVAL_POLICIES, DEFAULT_SERVER_APPROVAL
 from context.tool_names import function_names
 from core.errors import ValidationFailed
 from toolservers.endpoints import Endpoint
@@ -79,21 +80,38 @@ def _left_out_because(ref: str, servers: Mapping[str, ToolServer]) -> str | None
                  if isinstance(item, dict) and item.get("name") == tool_name), None)
 
 
-def tool_overrides_normalize(overrides: Any, *, tools: list[str]) -> dict[str, dict[str, bool]]:
-    """``{ref: {"idempotent": bool, "observes_screen": bool}}`` for chosen server tools only."""
+def tool_overrides_normalize(overrides: Any, *, tools: list[str]) -> dict[str, dict[str, Any]]:
+    """``{tool: {"approval": policy}}`` for any chosen tool (TOOL-7); a server tool's may also
+    say ``idempotent`` and ``observes_screen`` (true or false, TOOL-5). A 400 names the tool
+    and what it accepts."""
     if overrides is None:
         return {}
     if not isinstance(overrides, dict):
         raise ValidationFailed("The tool overrides are not valid.", fields={"tool_overrides": "must be an object"})
-    out: dict[str, dict[str, bool]] = {}
+    policies = ", ".join(APPROVAL_POLICIES)
+    out: dict[str, dict[str, Any]] = {}
     for ref, values in overrides.items():
-        if ref not in tools or not is_server_ref(ref):
-            raise ValidationFailed("The tool overrides are not valid.", fields={
-                "tool_overrides": f"{ref}: not a server tool this agent chooses"})
-        if not isinstance(values, dict) or not values or any(
-                key not in OVERRIDE_KEYS or not isinstance(flag, bool) for key, flag in values.items()):
-            raise ValidationFailed("The tool overrides are not valid.", fields={
-                "tool_overrides": f"{ref}: an object of {', '.join(OVERRIDE_KEYS)} → true or false"})
+        server = is_server_ref(ref)
+        accepted = ["approval", *OVERRIDE_KEYS] if server else ["approval"]
+        shape = (f"an object of approval ({policies}), idempotent or observes_screen (true or false)" if server
+                 else f"an object of approval ({policies}): a built-in tool accepts only approval")
+        problem = ""
+        if ref not in tools:
+            problem = "not a tool this agent chooses"
+        elif not isinstance(values, dict) or not values:
+            problem = f"must be {shape}"
+        else:
+            for key, value in values.items():
+                if key not in accepted:
+                    problem = f"{key!r} is not accepted; {shape}"
+                elif key == "approval" and value not in APPROVAL_POLICIES:
+                    problem = f"approval must be one of {policies}"
+                elif key != "approval" and not isinstance(value, bool):
+                    problem = f"{key} must be true or false"
+                if problem:
+                    break
+        if problem:
+            raise ValidationFailed("The tool overrides are not valid.", fields={"tool_overrides": f"{ref}: {problem}"})
         out[ref] = dict(values)
     return out
 
@@ -135,6 +153,7 @@ def server_tools_freeze(*, tools: list[str], overrides: Mapping[str, Mapping[str
             "annotations": tool["annotations"],
             "idempotent": chosen.get("idempotent", idempotent_by_annotations(tool["annotations"])),
             "observes_screen": chosen.get("observes_screen", False),
+            "approval": chosen.get("approval", DEFAULT_SERVER_APPROVAL),  # TOOL-7
         })
     return json.dumps(frozen, ensure_ascii=False)
 
@@ -142,9 +161,10 @@ def server_tools_freeze(*, tools: list[str], overrides: Mapping[str, Mapping[str
 def server_tools_difference(before: str, after: str) -> str:
     """How the server tools a publish would freeze (``after``) differ from a version's
     (``before``), per tool in words, or "" when they would be the same. Which row serves a
-    server is not a difference: tools are matched by server name within the space."""
+    server is not a difference: tools are matched by server name within the space. Nor is
+    the approval policy: ``agents.tool_approvals.approval_changes`` says that of every tool."""
     def keyed(text: str) -> dict[str, dict[str, Any]]:
-        return {entry["ref"]: {k: v for k, v in entry.items() if k not in ("server_id", "kind")}
+        return {entry["ref"]: {k: v for k, v in entry.items() if k not in ("server_id", "kind", "approval")}
                 for entry in json.loads(text or "[]")}
 
     old, new = keyed(before), keyed(after)
@@ -162,8 +182,9 @@ def server_tools_difference(before: str, after: str) -> str:
 
 
 def frozen_server_tools(version: Any) -> list[dict[str, Any]]:
-    """The server tools a version froze (none for versions published before tool servers)."""
-    return json.loads(version.server_tools or "[]")
+    """The server tools a version froze (none for versions published before tool servers);
+    a version published before approval policies (TOOL-7) reads as the default."""
+    return [{"approval": DEFAULT_SERVER_APPROVAL, **entry} for entry in json.loads(version.server_tools or "[]")]
 
 
 def frozen_servers(*, version: Any) -> dict[int, ToolServer | None]:

@@ -17,6 +17,7 @@ from agents.server_tools import (
     server_tools_freeze,
     tool_overrides_normalize,
 )
+from agents.tool_approvals import approval_changes, builtin_approvals_freeze
 from agents.tool_registry import tool_names_available
 from context.policy import ContextPolicy, PolicyError
 from core.errors import ValidationFailed
@@ -84,7 +85,8 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
     more than the server keeps (CAT-7), so no run of the version relies on context the
     server would drop.
     Server tools are frozen from their servers' last listing, the one the admin saw
-    (TOOL-3, TOOL-6): publishing connects to nothing. Locks the agent row so two
+    (TOOL-3, TOOL-6): publishing connects to nothing. Each tool's approval policy is frozen
+    with it (TOOL-7, ``agents.tool_approvals``). Locks the agent row so two
     publishers never get the same number.
     """
     with transaction.atomic():
@@ -100,6 +102,7 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
             instructions=agent.instructions,
             tools=list(agent.tools),
             server_tools=server_tools,
+            tool_approvals=builtin_approvals_freeze(tools=list(agent.tools), overrides=agent.tool_overrides or {}),
             model_connection=connection,
             provider=connection.provider,
             base_url=connection.base_url,
@@ -178,6 +181,8 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
     difference = server_tools_difference(latest.server_tools, frozen) if frozen is not None else ""
     if difference:
         changes.append(DraftChange(what="Server tools", before="as published", after=difference))
+    changes += [DraftChange(what=f"Ask before calling {name}", before=before, after=after) for name, before, after
+                in approval_changes(version=latest, tools=after_tools, overrides=agent.tool_overrides or {})]
     policy_before = latest.context_policy  # None: a version of the legacy character-threshold policy
     for name, value in context_policy_normalize(agent.context_policy).items():
         before = policy_before.get(name) if policy_before is not None else "legacy policy"

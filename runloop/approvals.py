@@ -58,7 +58,8 @@ def approval_asks(state: RunState, calls: list[ToolCall]) -> dict[int, ApprovalA
         if call.name in granted:
             continue
         asks[index] = ApprovalAsk(index=index, call_id=call.id, tool=call.name, label=_label(state, call.name),
-                                  description=tool.description, arguments=_arguments(state, call), why=why)
+                                  description=tool.description if tool is not None else "",
+                                  arguments=_arguments(state, call), why=why)
     return asks
 
 
