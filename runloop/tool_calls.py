@@ -8,6 +8,7 @@ are settled: idempotent tools run again, the others get an ``unknown`` outcome.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,7 @@ from context import records as rec
 from models_catalog.providers.events import ToolCall
 from runloop.approvals import SUB_AGENT_CANNOT_WAIT, approval_asks, settled, wait_for_approvals
 from runloop.errors import RunCancelled, RunStopped
+from runloop.inputs import input_asker
 from runloop.journal import NewRecord
 from runloop.state import RunState
 from sessions.models import Instance
@@ -162,11 +164,17 @@ def tool_context(state: RunState, instance: Instance, call: ToolCall) -> ToolCon
     # (the plan), so it is stored as every record is (LOOP-8).
     # ``owned``: the transaction a tool that writes into the run's own storage (the plan)
     # writes in, which checks that the run is still this attempt's (RunLost otherwise).
+    # ``ask``: what a server asks the person during the call goes through the run (TOOL-10);
+    # ``asking`` stops the call's time-out clock meanwhile; ``input_notes`` are for its result.
     journal = state.journal
-    return ToolContext(run_id=state.run.pk, session_id=state.run.session_id, instance_id=instance.pk, call_id=call.id,
-                       services={"should_cancel": journal.watch.cancel_requested_from_thread,
-                                 "progress": _progress_events(state, call), "redact": state.redactor.content,
-                                 "owned": journal.owned})
+    context = ToolContext(run_id=state.run.pk, session_id=state.run.session_id, instance_id=instance.pk,
+                          call_id=call.id, services={"should_cancel": journal.watch.cancel_requested_from_thread,
+                                                     "progress": _progress_events(state, call),
+                                                     "redact": state.redactor.content, "owned": journal.owned,
+                                                     "asking": threading.Event(), "input_notes": []})
+    context.services["ask"] = input_asker(state, instance, call.id, cancel=context.cancel_event,
+                                          asking=context.services["asking"], notes=context.services["input_notes"])
+    return context
 
 
 def _progress_events(state: RunState, call: ToolCall) -> Callable[[float, float | None, str | None], None]:

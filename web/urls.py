@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from web import fragments, session_state, sidebar, start, views
+from web import fragments, inputs, session_state, sidebar, start, views
 
 app_name = "web"
 
@@ -16,5 +16,6 @@ urlpatterns = [
     path("chat/sessions", sidebar.session_list, name="session-list"),
     path("chat/runs/<int:run_id>/fragment", fragments.run_fragment, name="run-fragment"),
     path("chat/runs/<int:run_id>/text", fragments.run_text, name="run-text"),
+    path("chat/runs/<int:run_id>/inputs", inputs.run_inputs_view, name="run-inputs"),
     path("chat/sessions/<int:session_id>/state", session_state.session_state, name="session-state"),
 ]
