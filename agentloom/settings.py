@@ -303,6 +303,10 @@ AGENTLOOM_APPROVAL_HOURS = env_int("AGENTLOOM_APPROVAL_HOURS", 24, minimum=1)
 # For this long after a web process starts, a /healthz 503 because no worker has written a
 # heartbeat yet is expected (workers start beside it) and logged at INFO, not ERROR.
 AGENTLOOM_WARMUP_SECONDS = env_float("AGENTLOOM_WARMUP_SECONDS", 120.0, minimum=0.0)
+# TOOL-10: how long a tool call waits for the person's answer when its server asks during
+# the call (MCP elicitation); past it the server is answered "cancel". The run's worker
+# thread waits with the call (docs/tool-servers.md says why), so this is bounded.
+AGENTLOOM_INPUT_WAIT_SECONDS = env_int("AGENTLOOM_INPUT_WAIT_SECONDS", 900, minimum=1)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     # kombu's Redis transport keeping one client per channel (core/broker.py, issue #29).

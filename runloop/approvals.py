@@ -51,7 +51,7 @@ def approval_asks(state: RunState, calls: list[ToolCall]) -> dict[int, ApprovalA
     for index, call in enumerate(calls):
         tool = allowed.get(call.name)
         why = approval_needed(tool) if tool is not None else ""
-        if not why:
+        if tool is None or not why:
             continue
         if granted is None:  # read once, only for a step that has a call to ask about
             granted = tools_approved_for_session(session_id=state.run.session_id)

@@ -10,7 +10,8 @@
   it wakes queued runs that waited for their person's (or space's) earlier runs and have
   room now (``run_slots.runs_wake_waiting``): the net under the wake each end gives.
 - The lease holder also drops the context inspector's copies older than each agent's
-  retention (``call_logs_prune``), at most once an hour — no beat process to run.
+  retention (``call_logs_prune``), at most once an hour — no beat process to run — and
+  settles the tool servers' questions whose waiting worker died (``tool_inputs_settle``).
 - Shutting down (Ctrl-C, SIGTERM, ``make run`` stopping), it ends the runs it was
   executing as ``interrupted`` (resumable) and deletes its heartbeat row.
 - When it is ready it lists the operator's tool servers (``AGENTLOOM_MCP_SERVERS``,
@@ -36,6 +37,7 @@ from core.db_pool import worker_pool_apply
 from runloop.reaper import runs_interrupt_on_shutdown, runs_reap_interrupted
 from runloop.workers import executing, lease_take, worker_beat, worker_forget, worker_name, workers_prune
 from sessions.services.approvals import approvals_expire
+from sessions.services.inputs import tool_inputs_settle
 from sessions.services.retention import call_logs_prune
 from sessions.services.run_slots import runs_wake_waiting
 from sessions.services.runs import heartbeat_period
@@ -85,6 +87,7 @@ class Housekeeper:
             if self._pruned_at is None or now - self._pruned_at >= PRUNE_CALL_LOGS_EVERY:
                 self._pruned_at = now
                 pruned = call_logs_prune(now=now)
+                tool_inputs_settle(now=now)  # TOOL-10: questions whose waiting worker died
                 if pruned.get("calls"):
                     logger.info("dropped %s model-call copies past their agent's retention", pruned["calls"])
         return reaped

@@ -8,6 +8,7 @@ are settled: idempotent tools run again, the others get an ``unknown`` outcome.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -18,8 +19,9 @@ from django.db import connections
 from agents.tool_registry import Tool, ToolContext, ToolOutcome
 from context import records as rec
 from models_catalog.providers.events import ToolCall
-from runloop.approvals import SUB_AGENT_CANNOT_WAIT, settled, wait_for_approvals
+from runloop.approvals import SUB_AGENT_CANNOT_WAIT, approval_asks, settled, wait_for_approvals
 from runloop.errors import RunCancelled, RunStopped
+from runloop.inputs import input_asker
 from runloop.journal import NewRecord
 from runloop.state import RunState
 from sessions.models import Instance
@@ -162,11 +164,17 @@ def tool_context(state: RunState, instance: Instance, call: ToolCall) -> ToolCon
     # (the plan), so it is stored as every record is (LOOP-8).
     # ``owned``: the transaction a tool that writes into the run's own storage (the plan)
     # writes in, which checks that the run is still this attempt's (RunLost otherwise).
+    # ``ask``: what a server asks the person during the call goes through the run (TOOL-10);
+    # ``asking`` stops the call's time-out clock meanwhile; ``input_notes`` are for its result.
     journal = state.journal
-    return ToolContext(run_id=state.run.pk, session_id=state.run.session_id, instance_id=instance.pk, call_id=call.id,
-                       services={"should_cancel": journal.watch.cancel_requested_from_thread,
-                                 "progress": _progress_events(state, call), "redact": state.redactor.content,
-                                 "owned": journal.owned})
+    context = ToolContext(run_id=state.run.pk, session_id=state.run.session_id, instance_id=instance.pk,
+                          call_id=call.id, services={"should_cancel": journal.watch.cancel_requested_from_thread,
+                                                     "progress": _progress_events(state, call),
+                                                     "redact": state.redactor.content, "owned": journal.owned,
+                                                     "asking": threading.Event(), "input_notes": []})
+    context.services["ask"] = input_asker(state, instance, call.id, cancel=context.cancel_event,
+                                          asking=context.services["asking"], notes=context.services["input_notes"])
+    return context
 
 
 def _progress_events(state: RunState, call: ToolCall) -> Callable[[float, float | None, str | None], None]:
@@ -260,14 +268,21 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
     done = result_keys(instance=instance, step=step)
     allowed: dict[str, Tool] = {tool.name: tool for tool in state.tools}
     approvals = approvals_of_step(run_id=state.run.pk, instance_id=instance.pk, step=step)  # TOOL-9
+    calls = [ToolCall(id=raw.get("id", ""), name=(raw.get("function") or {}).get("name", ""),
+                      arguments=(raw.get("function") or {}).get("arguments", ""), index=index)
+             for index, raw in enumerate(last.message["tool_calls"])]
+    # TOOL-9: a call that needs a person whose request was never stored (its worker died
+    # in the transaction that records it) is asked now, never run and never "unknown".
+    unasked = {index: ask for index, ask in approval_asks(state, calls).items()
+               if index not in approvals and _result_key(step, index) not in done}
     still: list[int] = []
-    for index, raw in enumerate(last.message["tool_calls"]):
+    for index, call in enumerate(calls):
         if _result_key(step, index) in done:
             continue
-        function = raw.get("function") or {}
-        call = ToolCall(id=raw.get("id", ""), name=function.get("name", ""), arguments=function.get("arguments", ""),
-                        index=index)
         tool = allowed.get(call.name)
+        if index in unasked:
+            still.append(index)
+            continue
         if index in approvals:
             started = time.monotonic()
             outcome = settled(state, instance, call, tool, approvals[index], tool_context(state, instance, call))
@@ -289,5 +304,5 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
         # Saved only while the run is this attempt's: a worker that lost it settles nothing.
         result = result_message(call.id, call.name, _redacted(state, outcome))  # LOOP-8
         state.journal.step(instance, records=[NewRecord("tool_result", result, _result_key(step, index))])
-    if still:  # claimed while a call still waits (never by a decision): back to waiting
-        wait_for_approvals(state, instance, step, {})
+    if still:  # claimed while a call still waits (never by a decision), or was never asked: back to waiting
+        wait_for_approvals(state, instance, step, unasked)

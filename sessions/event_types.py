@@ -45,6 +45,10 @@ class EventType(StrEnum):
     # TOOL-8/9: a call waits for a person's approval / a person decided it.
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_DECIDED = "approval_decided"
+    # TOOL-10: a tool server asks the person during a call / the question was answered
+    # (by the person, or by the wait's end: expired, stopped).
+    INPUT_REQUESTED = "input_requested"
+    INPUT_ANSWERED = "input_answered"
 
 
 def event_names() -> dict[str, str]:

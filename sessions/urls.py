@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sessions import api, api_runs
+from sessions import api, api_inputs, api_runs
 
 urlpatterns = [
     path("sessions", api.sessions_collection, name="sessions"),
@@ -24,4 +24,5 @@ urlpatterns = [
     path("runs/<int:run_id>/events", api_runs.run_events, name="run-events"),
     path("runs/<int:run_id>/context", api_runs.run_context, name="run-context"),
     path("runs/<int:run_id>/continue", api_runs.run_continue, name="run-continue"),
+    path("runs/<int:run_id>/inputs", api_inputs.run_inputs, name="run-inputs"),
 ]

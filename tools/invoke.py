@@ -135,16 +135,20 @@ def _outcome(tool: Tool, raw_arguments: str, context: ToolContext, *, poll: floa
         secrets_release(held)
         raise
     waited = 0.0
+    worked = 0.0  # the time-out's clock: it stops while a server waits for the person (TOOL-10)
+    asking = context.services.get("asking")
     cancelled_at: float | None = None
     while worker.is_alive():
         worker.join(poll)
         waited += poll
+        if asking is None or not asking.is_set():
+            worked += poll
         if cancelled_at is None and context.services.get("should_cancel", lambda: False)():
             context.cancel_event.set()
             cancelled_at = waited
         if cancelled_at is not None and waited - cancelled_at >= cancel_grace and worker.is_alive():
             return None
-        if cancelled_at is None and waited >= tool.timeout_seconds and worker.is_alive():
+        if cancelled_at is None and worked >= tool.timeout_seconds and worker.is_alive():
             context.cancel_event.set()
             note = "" if tool.idempotent else UNKNOWN_AFTER_TIMEOUT
             return ToolOutcome("timeout", f"The tool did not finish within {tool.timeout_seconds:g} seconds.{note}")

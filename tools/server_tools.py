@@ -28,6 +28,15 @@ from toolservers.sessions import CallRefused, CallStopped, CallUnknown, RunToolS
 TIMEOUT_MARGIN = 5.0
 
 
+def _noted(content: Any, notes: list[str]) -> Any:
+    """The result with what became of the server's questions to the person (TOOL-10)."""
+    if not notes:
+        return content
+    if isinstance(content, str):
+        return "\n\n".join([content, *notes])
+    return [*content, *({"type": "text", "text": note} for note in notes)]
+
+
 def server_tools_build(*, version: Any, sessions: RunToolSessions) -> list[Tool]:
     """The version's server tools, in the order the agent chose them."""
     tools = []
@@ -35,17 +44,20 @@ def server_tools_build(*, version: Any, sessions: RunToolSessions) -> list[Tool]
         def run(arguments: dict[str, Any], context: ToolContext, entry: dict[str, Any] = entry) -> ToolResult:
             try:
                 result = sessions.call(entry, arguments, cancel=context.cancel_event,
-                                       on_progress=context.services.get("progress"))
+                                       on_progress=context.services.get("progress"),
+                                       ask=context.services.get("ask"))
             except CallRefused as exc:
                 raise ToolError(str(exc)) from None
             except CallStopped:
                 raise ToolCancelled() from None
             except CallUnknown as exc:
                 raise ToolOutcomeUnknown(exc.message) from None
+            notes = context.services.get("input_notes") or []
             if result.is_error:
-                raise ToolError(result.content if isinstance(result.content, str) else
-                                "\n".join(p.get("text", "") for p in result.content if p.get("type") == "text"))
-            return ToolResult(server_images_check(result.content), result.structured)
+                raise ToolError("\n\n".join([result.content if isinstance(result.content, str) else
+                                              "\n".join(p.get("text", "") for p in result.content
+                                                        if p.get("type") == "text"), *notes]))
+            return ToolResult(_noted(server_images_check(result.content), notes), result.structured)
 
         timeout = sessions.timeout_of(entry["server_id"]) + TIMEOUT_MARGIN
         tools.append(Tool(name=entry["function"], description=entry["description"],

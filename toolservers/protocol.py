@@ -16,27 +16,31 @@ event loop (``toolservers.bridge``) and its methods block until the loop answers
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
 import httpx2
+from django.conf import settings
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, ElicitResult, Implementation
 from pydantic import ValidationError
 
 from context.surrogates import replace_lone_surrogates
 from models_catalog.errors import ProviderError
 from models_catalog.http import check_url
 from toolservers import bridge
+from toolservers.asking import Asker, CallsInFlight, Inbox, answer_on_loop, current_inbox
 from toolservers.endpoints import (
     SSE,
     STREAMABLE_HTTP,
@@ -185,6 +189,12 @@ class Connection:
         self._owner: Any = None
         self._expired = False
         self._statuses_at_open = 0
+        self._calls = CallsInFlight()
+
+    async def _on_elicit(self, context: Any, params: Any) -> ElicitResult:
+        """TOOL-10: a server asks the person during a call (``toolservers.asking``)."""
+        answer = await answer_on_loop(self._calls, params)
+        return ElicitResult(action=answer.action, content=answer.content)  # type: ignore[arg-type]
 
     # -- opening --
 
@@ -227,22 +237,25 @@ class Connection:
             transport: Any = stdio_client(params, errlog=errlog)
         else:
             trace = self._trace = Trace()
-            # The SDK ends a call at the server's time-out (and sends the cancellation); the
-            # HTTP read time-out is only the backstop for a connection that went silent.
-            timeout = httpx2.Timeout(endpoint.timeout + 30.0, connect=10.0)
+            # A call's clock (``call_tool``) ends a call at the server's time-out; the HTTP
+            # read time-out is only the backstop for a connection that went silent, and a
+            # call's stream is silent while the server waits for the person's answer.
+            silent = max(endpoint.timeout, settings.AGENTLOOM_INPUT_WAIT_SECONDS)
+            timeout = httpx2.Timeout(silent + 30.0, connect=10.0)
             if self.transport == SSE:
                 def factory(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
                             auth: Any = None) -> httpx2.AsyncClient:
                     return guarded_client(allow_private=endpoint.allow_private, trace=trace,
                                           headers={**(headers or {}), **endpoint.headers}, timeout=timeout)
 
-                transport = sse_client(endpoint.url, timeout=10.0, sse_read_timeout=max(endpoint.timeout, 300.0),
+                transport = sse_client(endpoint.url, timeout=10.0, sse_read_timeout=max(silent, 300.0),
                                        httpx_client_factory=factory)
             else:
                 http = await stack.enter_async_context(guarded_client(
                     allow_private=endpoint.allow_private, trace=trace, headers=endpoint.headers, timeout=timeout))
                 transport = streamable_http_client(endpoint.url, http_client=http)
-        client = Client(transport, read_timeout_seconds=endpoint.timeout, client_info=CLIENT_INFO, cache=None)
+        client = Client(transport, read_timeout_seconds=endpoint.timeout, client_info=CLIENT_INFO, cache=None,
+                        elicitation_callback=self._on_elicit)
         return await stack.enter_async_context(client)
 
     async def _own(self) -> None:
@@ -314,10 +327,16 @@ class Connection:
 
     def call_tool(self, name: str, arguments: dict[str, Any], *, cancel: threading.Event,
                   on_progress: Callable[[float, float | None, str | None], None] | None = None,
-                  timeout: float | None = None) -> dict[str, Any]:
+                  timeout: float | None = None, ask: Asker | None = None) -> dict[str, Any]:
         """``tools/call``; returns the result as the protocol's JSON (``content``,
         ``structuredContent``, ``isError``). ``cancel`` set → the call is abandoned, the
-        server sent ``notifications/cancelled``, and ``CallCancelled`` raised."""
+        server sent ``notifications/cancelled``, and ``CallCancelled`` raised. A question
+        the server asks meanwhile is put to ``ask`` on this thread (TOOL-10).
+
+        The time-out is this call's own clock, not the SDK's: it stops while the person is
+        asked (the SDK's would run on under the earlier revisions' mid-call question)."""
+        limit = timeout or self.endpoint.timeout
+        inbox = Inbox()
         updates: queue.SimpleQueue[tuple[float, float | None, str | None]] = queue.SimpleQueue()
 
         # The SDK's ProgressFnT names its parameters: these names, which it may pass by keyword.
@@ -326,25 +345,36 @@ class Connection:
 
         async def run() -> dict[str, Any]:
             assert self._client is not None
-            result = await self._client.call_tool(name, arguments,
-                                                  read_timeout_seconds=timeout or self.endpoint.timeout,
+            current_inbox.set(inbox)
+            result = await self._client.call_tool(name, arguments, read_timeout_seconds=math.inf,
                                                   progress_callback=on_server_progress)
             return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
+        self._calls.add(inbox)
         future = bridge.submit(run)
-        while True:
-            try:
-                return future.result(timeout=POLL_SECONDS)
-            except TimeoutError:
-                pass
-            except BaseException as exc:
-                raise self._call_error(exc) from None
-            finally:
-                while on_progress is not None and not updates.empty():
-                    on_progress(*updates.get_nowait())
-            if cancel.is_set():
-                future.cancel()
-                raise CallCancelled()
+        try:
+            started, asked = time.monotonic(), 0.0
+            while True:
+                try:
+                    return future.result(timeout=POLL_SECONDS)
+                except TimeoutError:
+                    pass
+                except BaseException as exc:
+                    raise self._call_error(exc) from None
+                finally:
+                    while on_progress is not None and not updates.empty():
+                        on_progress(*updates.get_nowait())
+                asked += inbox.serve(ask)
+                if cancel.is_set():
+                    future.cancel()
+                    raise CallCancelled()
+                if time.monotonic() - started - asked > limit:
+                    future.cancel()  # the SDK sends the cancellation, as its own time-out would
+                    raise ToolServerError(f"The tool server at {_where(self.endpoint)} did not answer in time.",
+                                          code="timeout")
+        finally:
+            self._calls.remove(inbox)
+            future.cancel()  # a no-op once it ended; else (the asker failed) the call is abandoned
 
     def close(self) -> None:
         """End the session (the SDK closes the transport: DELETE for HTTP, the process for stdio)."""

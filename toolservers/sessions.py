@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from context.surrogates import replace_lone_surrogates
+from toolservers.asking import Answer, Asker, Question
 from toolservers.endpoints import CallCancelled, Endpoint, ToolServerError
 from toolservers.listing import drift_blocks_call, tool_drift
 from toolservers.results import ConvertedResult, result_content
@@ -64,6 +65,17 @@ class _Server:
     connection: Connection | None = None
     live: dict[str, dict[str, Any]] | None = None
     reopened: bool = False
+
+
+def _naming(ask: Asker | None, name: str) -> Asker | None:
+    """``ask`` told which server asks."""
+    if ask is None:
+        return None
+
+    def named(question: Question) -> Answer:
+        return ask(replace(question, server=name))
+
+    return named
 
 
 class RunToolSessions:
@@ -149,8 +161,9 @@ class RunToolSessions:
                 return None
 
     def call(self, entry: Mapping[str, Any], arguments: dict[str, Any], *, cancel: threading.Event,
-             on_progress: Progress | None = None) -> ConvertedResult:
-        """Call a published tool (``entry``: its frozen definition) with checked arguments.
+             on_progress: Progress | None = None, ask: Asker | None = None) -> ConvertedResult:
+        """Call a published tool (``entry``: its frozen definition) with checked arguments;
+        ``ask`` answers what the server asks the person meanwhile (TOOL-10).
 
         Raises ``CallRefused`` (an error result), ``CallUnknown`` or ``CallStopped``."""
         server, connection = self._connection(entry["server_id"])
@@ -163,9 +176,11 @@ class RunToolSessions:
             raise CallRefused(f"The tool server {server.name!r} {why} since this agent was published, so "
                               f"{entry['tool']!r} was not called. An admin can refresh the server and publish the "
                               "agent again; meanwhile, answer without this tool.")
+        named = _naming(ask, server.name)
         for attempt in (1, 2):
             try:
-                raw = connection.call_tool(entry["tool"], arguments, cancel=cancel, on_progress=on_progress)
+                raw = connection.call_tool(entry["tool"], arguments, cancel=cancel, on_progress=on_progress,
+                                           ask=named)
                 return result_content(replace_lone_surrogates(raw))  # the server's JSON: any string
             except CallCancelled:
                 if entry["idempotent"]:

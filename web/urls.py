@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from web import approvals, fragments, session_state, sidebar, start, views
+from web import approvals, fragments, inputs, session_state, sidebar, start, views
 
 app_name = "web"
 
@@ -17,5 +17,6 @@ urlpatterns = [
     path("chat/runs/<int:run_id>/fragment", fragments.run_fragment, name="run-fragment"),
     path("chat/runs/<int:run_id>/text", fragments.run_text, name="run-text"),
     path("chat/runs/<int:run_id>/approvals", approvals.run_approval_decide, name="run-approvals"),
+    path("chat/runs/<int:run_id>/inputs", inputs.run_inputs_view, name="run-inputs"),
     path("chat/sessions/<int:session_id>/state", session_state.session_state, name="session-state"),
 ]

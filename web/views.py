@@ -166,6 +166,7 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "fragment": _url_template("web:run-fragment"),
         "text": _url_template("web:run-text"),
         "approvals": _url_template("web:run-approvals"),  # TOOL-9: a decision on a waiting call
+        "inputs": _url_template("web:run-inputs"),  # TOOL-10: the answer to a tool server's question
     }
     # Attaching a file (RUN-13): into the session; a new chat's first file starts it.
     urls.update(files=_url_template("session-files"), sessions=reverse("sessions"),

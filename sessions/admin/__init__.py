@@ -9,8 +9,9 @@
 - ``summary_check``: the check's verdict on each summary reply, and a summary written by
   code (CTX-48);
 - ``prepared``: the summaries prepared in the background, read-only, never their text;
+- ``inputs``: the tool servers' questions to the person (TOOL-10), read-only, never their content;
 - ``file_list``: every attached file (size, owner, session, space, when), never its name or bytes;
 - ``reads``: the console's own reads (its one write, the access audit, is
   ``sessions.services.access_audit``, shared with the API).
 """
-from sessions.admin import approvals, console, file_list, prepared  # noqa: F401  (registers the ModelAdmins)
+from sessions.admin import approvals, console, file_list, inputs, prepared  # noqa: F401  (registers the ModelAdmins)

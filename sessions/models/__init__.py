@@ -9,6 +9,7 @@ stays in plain indexed columns.
 from sessions.models.approvals import ToolApproval
 from sessions.models.audit import AccessAudit
 from sessions.models.call_log import ModelCall, SentBlob
+from sessions.models.inputs import ToolInput
 from sessions.models.records import CompactionSnapshot, MessageKind, PreparedCompaction, SessionMessage, SessionView
 from sessions.models.run import RUN_TRANSITIONS, Instance, Run, RunAttention, RunEvent
 from sessions.models.session import Session, SessionFile
@@ -16,5 +17,5 @@ from sessions.models.session import Session, SessionFile
 __all__ = [
     "RUN_TRANSITIONS", "AccessAudit", "CompactionSnapshot", "Instance", "MessageKind", "ModelCall",
     "PreparedCompaction", "Run", "RunAttention", "RunEvent", "SentBlob", "Session", "SessionFile",
-    "SessionMessage", "SessionView", "ToolApproval",
+    "SessionMessage", "SessionView", "ToolApproval", "ToolInput",
 ]

@@ -130,8 +130,6 @@ def _decision_clean(*, call_id: Any, decision: Any, reason: Any, scope: Any) -> 
 
 def _approval_for(*, run: Run, call_id: str) -> ToolApproval:
     """The call of that id that waits; else the newest one decided (call ids repeat)."""
-    # Only the approval rows are locked: PostgreSQL refuses FOR UPDATE on the nullable side of
-    # the outer join to decided_by.
     rows = list(ToolApproval.objects.select_for_update(of=("self",)).filter(run=run, call_id=call_id)
                 .select_related("decided_by").order_by("-step", "-index"))
     if not rows:

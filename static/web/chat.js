@@ -974,6 +974,13 @@
       case EVENT.PLAN_UPDATED:
         if (main) this.plan(data.steps || []);
         break;
+      case EVENT.INPUT_REQUESTED:
+        this.closeText(seq, true);
+        this.question(data);
+        break;
+      case EVENT.INPUT_ANSWERED:
+        this.questionAnswered(data);
+        break;
       case EVENT.SUB_INSTANCE_STARTED:
         setStatus("A sub-agent is working on a delegated task…", true);
         break;
@@ -1145,6 +1152,23 @@
       list.append(item);
     });
     aside.querySelector("[data-plan-count]").textContent = done + " of " + steps.length + " done";
+  };
+
+  // TOOL-10: a tool server asks the person during a call (static/web/inputs.js builds the card).
+  LiveRun.prototype.question = function (data) {
+    var runId = this.id;
+    var node = window.AgentLoomInputs.card(data, function (body) {
+      return request("POST", url("inputs", runId), body);
+    });
+    this.area.append(node);
+    setStatus((data.server || "A tool server") + " is waiting for your answer…", true);
+    var first = node.querySelector("input, select, a.input-open");
+    if (first && nearBottom()) first.focus({ preventScroll: true });
+  };
+
+  LiveRun.prototype.questionAnswered = function (data) {
+    window.AgentLoomInputs.done(document.getElementById("input-" + data.input_id), data.status);
+    setStatus("Working…", true);
   };
 
   LiveRun.prototype.notice = function (text, seq) {

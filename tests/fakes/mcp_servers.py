@@ -11,7 +11,13 @@ Its tools cover what a run meets on real servers:
 * ``slow`` sends progress notifications and notices the protocol's cancellation;
   ``gated`` reports progress until the test sets ``release`` (no timing margin);
 * ``increment`` has a side effect and no hints: it counts its effects in ``effects`` (and
-  can be made slow, so a Stop or a killed worker falls inside it).
+  can be made slow, so a Stop or a killed worker falls inside it);
+* ``book_room`` asks the person for details during the call (MCP elicitation, a form),
+  through the SDK's resolver, which asks the way the session's revision does (inside the
+  result on 2026-07-28, a request of its own before); ``connect_account`` asks the person
+  to open a URL (the earlier revision's ``elicit_url``, and on 2026-07-28 a URL request in
+  its ``InputRequiredResult``, written by hand: the SDK's resolver asks forms only). Both return what they were
+  answered, and ``answers`` keeps it (with ``asking=True``).
 
 ``listing_page`` paginates ``tools/list`` (the SDK's server does not), so clients must read
 every page. ``seen`` counts the JSON-RPC methods the server received (``initialize``,
@@ -33,24 +39,29 @@ import threading
 import time
 import zlib
 from collections import Counter
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import uvicorn
 from mcp.server import MCPServer
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import (
+    ElicitRequest,
+    ElicitRequestURLParams,
     EmbeddedResource,
     ImageContent,
+    InputRequiredResult,
     ListToolsResult,
     ResourceLink,
     TextContent,
     TextResourceContents,
     ToolAnnotations,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, Field
 
 TOKEN = "mcp-test-token-4f1d2c3b5a69"
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
@@ -136,17 +147,35 @@ class _Counting:
         await self.app(scope, replay, send)
 
 
+class RoomDetails(BaseModel):
+    """The form ``book_room`` asks the person to fill in."""
+
+    guest: str = Field(title="Guest name", description="Who the room is for")
+    nights: int = Field(title="Nights", ge=1, le=30)
+    breakfast: bool = Field(False, title="Breakfast included")
+    door_code: str = Field("", title="Door code", description="A code for the room's door")
+
+
+CONNECT_URL = "https://calendar.example.com/connect?state=abc"
+
+
+def _ask_room(room: str) -> Elicit[RoomDetails]:
+    return Elicit(f"Booking {room}: who is it for, and for how many nights?", RoomDetails)
+
+
 class ToolServerApp:
     """An SDK-built MCP server on ``127.0.0.1``; use as a context manager."""
 
     def __init__(self, *, transport: str = "streamable_http", token: str | None = TOKEN, name: str = "tests",
-                 page_size: int = 2, legacy: bool = False) -> None:
+                 page_size: int = 2, legacy: bool = False, asking: bool = False) -> None:
         self.transport, self.token, self.name, self.legacy = transport, token, name, legacy
+        self.asking = asking  # offers book_room and connect_account
         self.seen: Counter[str] = Counter()
         self.effects = 0
         self.increment_delay = 0.0
         self.cancellations = 0
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.answers: list[dict[str, Any]] = []  # what book_room / connect_account were answered
         self.release = threading.Event()  # lets ``gated`` return
         self.port = 0
         self._server: uvicorn.Server | None = None
@@ -231,6 +260,31 @@ class ToolServerApp:
             if app.increment_delay:
                 await anyio.sleep(app.increment_delay)
             return f"counter is now {app.effects}"
+
+        if self.asking:
+            @server.tool()
+            async def book_room(room: str,
+                                details: Annotated[ElicitationResult[RoomDetails], Resolve(_ask_room)]) -> str:
+                """Books a room, asking the person for the guest's details."""
+                if details.action != "accept":
+                    app.answers.append({"action": details.action})
+                    return f"not booked: the person chose {details.action}"
+                app.answers.append({"action": "accept", **details.data.model_dump()})
+                return f"booked {room} for {details.data.guest}, {details.data.nights} nights"
+
+            @server.tool()
+            async def connect_account(ctx: Context) -> str | InputRequiredResult:
+                """Connects the person's account: they open a page of the service to sign in."""
+                message, url = "Sign in to the calendar service to connect it.", CONNECT_URL
+                if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                    action = (await ctx.elicit_url(message, url, "connect-1")).action
+                elif not ctx.input_responses:  # 2026-07-28: the question rides the result
+                    return InputRequiredResult(input_requests={"connect": ElicitRequest(
+                        params=ElicitRequestURLParams(message=message, url=url))})
+                else:
+                    action = ctx.input_responses["connect"].action
+                app.answers.append({"action": action})
+                return f"connection: {action}"
 
         return server
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes.fake_provider import chat_stream
+from tests.faults.approvals import counting, pay_session, redis_dispatch  # noqa: F401
 from tests.faults.probe import PROBE_FILE_ENV, probe_install, probe_uninstall
 from tests.faults.support import RedisServer
 from tests.runloop.conftest import extra_sink, fake, fake_agent_factory, fake_session, strict  # noqa: F401

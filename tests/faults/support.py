@@ -157,7 +157,8 @@ class FaultWorker:
             "AGENTLOOM_RETRY_BASE_DELAY": "0.01",
             "AGENTLOOM_FAULT_WORKER": "1",
         })
-        for name in ("AGENTLOOM_FAULT_KILL_AT", "AGENTLOOM_FAULT_KILL_IN_TOOL", "AGENTLOOM_FAULT_KILL_BEFORE_CLAIM"):
+        for name in ("AGENTLOOM_FAULT_KILL_AT", "AGENTLOOM_FAULT_KILL_IN_TOOL", "AGENTLOOM_FAULT_KILL_BEFORE_CLAIM",
+                     "AGENTLOOM_FAULT_KILL_ON_INSERT"):
             environment.pop(name, None)
         if kill_at:
             environment["AGENTLOOM_FAULT_KILL_AT"] = kill_at

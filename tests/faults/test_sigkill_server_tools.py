@@ -1,9 +1,10 @@
 """A worker SIGKILLed in the middle of a server tool's call (TOOL-5, RUN-6, LOOP-1).
 
 A real Celery worker process calls a real MCP server (the SDK's, on loopback) whose tool has
-a side effect and no hints. The test kills the worker once the server has done the effect
-and before it answers; the reaper marks the run interrupted; the user resumes it. The call
-gets an unknown outcome and is never sent again: the server counts one effect, one call.
+a side effect and no hints — so it first waits for the session creator's approval (TOOL-8),
+which the test gives. The test kills the worker once the server has done the effect and
+before it answers; the reaper marks the run interrupted; the user resumes it. The call gets
+an unknown outcome and is never sent again: the server counts one effect, one call.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 from runloop.loop import run_execute
 from runloop.reaper import runs_reap_interrupted
 from sessions.models import Run, SessionMessage
+from sessions.selectors.approvals import approvals_waiting
+from sessions.services.approvals import approval_decide
 from sessions.services.dispatch import dispatcher_set
 from sessions.services.questions import question_ask
 from sessions.services.run_controls import run_resume
@@ -45,6 +48,10 @@ def test_a_worker_killed_during_a_side_effecting_server_call_never_sends_it_agai
         try:
             with FaultWorker(broker_url=private_redis.url, log_path=tmp_path / "worker.log") as worker:
                 run = question_ask(session=session, content="Place the order")
+                wait_for(lambda: Run.objects.get(pk=run.pk).status == Run.Status.WAITING, timeout=60,
+                         what="the call waiting for approval")
+                (approval,) = approvals_waiting(run=run)
+                approval_decide(run=run, user=session.user, call_id=approval.call_id, decision="approve")
                 wait_for(lambda: server.effects == 1, timeout=60)
                 worker.kill()
         finally:

@@ -8,6 +8,10 @@
   its side effect;
 - ``AGENTLOOM_FAULT_KILL_BEFORE_CLAIM=1``: SIGKILL this process when a run task is
   delivered, before it claims the run (Celery's ``task_prerun``);
+- ``AGENTLOOM_FAULT_KILL_ON_INSERT=<table>[:<value>][#n]``: SIGKILL this process when it
+  sends the n-th INSERT into that table (whose parameters include ``value``), inside the transaction that
+  would have stored the row, so the kill rolls it back (a Django ``execute_wrapper`` on every
+  connection, the public extension point of the database layer);
 - ``AGENTLOOM_FAULT_PROBE_FILE``: where ``fault_probe`` logs its executions;
 - ``AGENTLOOM_FAULT_LOGLEVEL``: the worker's log level (default WARNING).
 
@@ -38,6 +42,29 @@ def _killer(spec: str):
     return sink
 
 
+def _insert_killer(spec: str):
+    spec, _, nth = spec.partition("#")
+    table, _, value = spec.partition(":")
+    prefix = f'INSERT INTO "{table}"'
+    wanted = int(nth or 1)
+    seen = {"count": 0}
+    lock = threading.Lock()
+
+    def wrapper(execute, sql, params, many, context):
+        if sql.startswith(prefix) and (not value or value in (params or ())):
+            with lock:
+                seen["count"] += 1
+                if seen["count"] == wanted:
+                    os.kill(os.getpid(), signal.SIGKILL)
+        return execute(sql, params, many, context)
+
+    def install(sender=None, connection=None, **kwargs) -> None:
+        if wrapper not in connection.execute_wrappers:  # a wrapper reconnects: its hooks stay
+            connection.execute_wrappers.append(wrapper)
+
+    return install
+
+
 def _kill_on_run_task(sender=None, **kwargs) -> None:
     if getattr(sender, "name", "") == "agentloom.run_execute":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -56,6 +83,11 @@ def main(argv: list[str]) -> None:
     kill_at = os.environ.get("AGENTLOOM_FAULT_KILL_AT")
     if kill_at:
         events.sinks.insert(0, _killer(kill_at))
+    kill_on_insert = os.environ.get("AGENTLOOM_FAULT_KILL_ON_INSERT")
+    if kill_on_insert:
+        from django.db.backends.signals import connection_created
+
+        connection_created.connect(_insert_killer(kill_on_insert), weak=False)
     if os.environ.get("AGENTLOOM_FAULT_KILL_BEFORE_CLAIM") == "1":
         from celery.signals import task_prerun
 

@@ -82,6 +82,7 @@ def _session(space, alice, fake, dialect, server):
                                                 max_output_tokens=1_024)
     agent = agent_create(space=space, name="Agent", model_connection=connection, instructions="Be brief.",
                          tools=["http_fetch", "read_record", "tests.increment", "tests.links"],
+                         tool_overrides={"tests.increment": {"approval": "never"}},  # approved beforehand (TOOL-7)
                          context_policy={"user_turns": 1, "target_ratio": 0.05}, created_by=alice)
     return Session.objects.create(space=space, user=alice, agent=agent, version=agent_publish(agent=agent))
 

@@ -57,6 +57,9 @@ BASE_BODIES: dict[str, dict[str, Any]] = {
                                                     {"role": "assistant", "content": "hello"}]},
     "POST /api/v1/sessions/{session_id}/questions": {"content": "hi"},
     "POST /api/v1/runs/{run_id}/supplements": {"content": "more"},
+    # TOOL-10: the answer to a tool server's question (the API's and the chat's address).
+    "POST /api/v1/runs/{run_id}/inputs": {"input_id": 1, "action": "accept", "content": {"name": "x"}},
+    "POST /chat/runs/{run_id}/inputs": {"input_id": 1, "action": "decline"},
     "POST /api/v1/runs/{run_id}/approvals": {"call_id": "call_1", "decision": "approve"},
     "POST /sessions/new/questions": {"agent": "AGENT", "content": "hi"},
     "POST /api/v1/auth/token": {"username": "alice", "password": "alice-password-1", "client": "fuzz"},

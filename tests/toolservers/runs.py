@@ -47,7 +47,14 @@ def event_data(run, type_):
     return [e.payload for e in RunEvent.objects.filter(run=run, type=type_).order_by("seq")]
 
 
-def session_with(space, alice, fake, dialect, tools):
+def never_ask(tools) -> dict[str, dict[str, str]]:
+    """Overrides that let the chosen server tools run without asking (TOOL-7): for tests of
+    calls themselves; the default policy is tested in test_approvals.py."""
+    return {name: {"approval": "never"} for name in tools if "." in name}
+
+
+def session_with(space, alice, fake, dialect, tools, *, ask_first: bool = False):
+    """A session of an agent with these tools; its server tools never ask unless ``ask_first``."""
     from agents.services import agent_create, agent_publish
     from models_catalog.models import ModelConnection
     from sessions.models import Session
@@ -56,6 +63,7 @@ def session_with(space, alice, fake, dialect, tools):
     provider, model = DIALECT_PROVIDERS[dialect]
     connection = ModelConnection.objects.create(space=space, name="Fake", provider=provider, base_url=fake.base_url,
                                                 api_key=FAKE_KEY, model=model, max_output_tokens=1_024)
-    agent = agent_create(space=space, name="Agent", model_connection=connection, tools=tools)
+    agent = agent_create(space=space, name="Agent", model_connection=connection, tools=tools,
+                         tool_overrides=None if ask_first else never_ask(tools))
     return Session.objects.create(space=space, user=alice, agent=agent, version=agent_publish(agent=agent))
 

@@ -10,7 +10,7 @@ import pytest
 from agents.server_tools import frozen_server_tools
 from sessions.models import Run, SessionMessage
 from tests.fakes.fake_provider import chat_stream, sequence
-from tests.toolservers.runs import ask_and_run, call, chat_requests, results, session_with, tool_definitions
+from tests.toolservers.runs import ask_and_run, call, chat_requests, never_ask, results, session_with, tool_definitions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DIALECTS = ("openai", "anthropic")
@@ -100,7 +100,8 @@ def test_tool3_dots_long_names_and_collisions_give_valid_unique_function_names(s
     for name in ("files.read", "files_read", long_name):
         mcp_server.mcp.add_tool(lambda text: text, name=name, description=f"{name} tool.")
     toolserver_refresh(server=ToolServer.objects.get(name="tests"))
-    session = server_agent(["calculator", "tests.files.read", "tests.files_read", f"tests.{long_name}"])
+    chosen = ["calculator", "tests.files.read", "tests.files_read", f"tests.{long_name}"]
+    session = server_agent(chosen, overrides=never_ask(chosen))  # tools without hints: about names, not approvals
     names = [entry["function"] for entry in frozen_server_tools(session.version)]
     assert names[0] == "tests__files_read" and names[1] != names[0] and names[1].endswith("tests__files_read")
     assert len(long_name) == 60 and len(names[2]) == 64 and names[2].endswith(long_name)

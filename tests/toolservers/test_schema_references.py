@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from sessions.models import Run
 from tests.fakes.fake_provider import chat_stream, sequence
-from tests.toolservers.runs import ask_and_run, call, chat_requests, results, session_with
+from tests.toolservers.runs import ask_and_run, call, chat_requests, never_ask, results, session_with
 
 # A run is executed on this thread but its tool calls on others: they need committed rows.
 in_runs = pytest.mark.django_db(transaction=True)
@@ -110,7 +110,7 @@ def test_tool6_a_remote_ref_frozen_in_an_older_version_is_a_tool_error_and_never
         server_agent, registered, strict, fake, mcp_server, inside):
     mcp_server.offer_with_schema(lookup, remote_schema(inside.server_port))
     frozen_before_the_check(registered, remote_schema(inside.server_port))
-    session = server_agent(["tests.lookup"])
+    session = server_agent(["tests.lookup"], overrides=never_ask(["tests.lookup"]))
     strict.handler = sequence(chat_stream(tool_calls=[call("tests__lookup", {"query": "x"})]),
                               chat_stream(["The tool could not be used."]))
     run = ask_and_run(session)
@@ -126,7 +126,7 @@ def test_tool6_a_missing_local_ref_frozen_in_an_older_version_is_a_tool_error_no
         server_agent, registered, strict, mcp_server):
     mcp_server.offer_with_schema(lookup, MISSING)
     frozen_before_the_check(registered, MISSING)
-    session = server_agent(["tests.lookup"])
+    session = server_agent(["tests.lookup"], overrides=never_ask(["tests.lookup"]))
     strict.handler = sequence(chat_stream(tool_calls=[call("tests__lookup", {"query": "x"})]),
                               chat_stream(["The tool could not be used."]))
     run = ask_and_run(session)

@@ -23,6 +23,7 @@ from tests.fakes.fake_provider import chat_stream, sequence
 from tests.fakes.mcp_servers import ToolServerApp
 from tests.runloop.worker import wait_for
 from tests.sessions.helpers import interrupted_after_calls
+from tests.toolservers.runs import never_ask
 from toolservers.services import toolserver_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,7 +80,7 @@ def test_loop7_stop_during_a_slow_call_cancels_it_on_the_server_and_ends_it_canc
 def test_tool5_a_side_effect_stopped_mid_call_is_unknown_on_resume_and_never_sent_again(
         server_agent, strict, fake, mcp_server):
     mcp_server.increment_delay = 30.0  # the effect happens at once; the answer would come much later
-    session = server_agent(["tests.increment"])
+    session = server_agent(["tests.increment"], overrides=never_ask(["tests.increment"]))  # approved beforehand
     assert frozen_server_tools(session.version)[0]["idempotent"] is False  # no hints: not repeatable
     strict.handler = sequence(chat_stream(tool_calls=[call("tests__increment", {"by": 1})]),
                               chat_stream(["I am not sure it happened; please check the counter."]))
@@ -109,7 +110,7 @@ def test_tool5_a_side_effect_stopped_mid_call_is_unknown_on_resume_and_never_sen
 @pytest.mark.parametrize("override, effects, status", [(None, 0, "unknown"), (True, 5, "ok")])
 def test_tool5_a_call_left_pending_by_a_vanished_worker_runs_again_on_resume_only_if_repeatable(
         server_agent, strict, mcp_server, override, effects, status):
-    overrides = {"tests.increment": {"idempotent": True}} if override else None
+    overrides = {"tests.increment": {"approval": "never", **({"idempotent": True} if override else {})}}
     session = server_agent(["tests.increment"], overrides=overrides)
     assert frozen_server_tools(session.version)[0]["idempotent"] is bool(override)  # frozen at publish
     run = interrupted_after_calls(session, [("c1", "tests__increment", json.dumps({"by": 5}))])
