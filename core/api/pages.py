@@ -1,4 +1,5 @@
-"""Error pages outside DRF views: JSON under /api/, plain text elsewhere; never a trace."""
+"""Error pages outside DRF views: JSON under /api/ and /chat/ (the chat's own JSON: fragments,
+state, decisions, answers), plain text elsewhere; never a trace."""
 from __future__ import annotations
 
 import logging
@@ -10,10 +11,11 @@ from core.api.errors import error_body
 from core.db_pool import BUSY_MESSAGE, RETRY_AFTER_SECONDS, database_busy
 
 logger = logging.getLogger("core.api")
+JSON_PREFIXES = ("/api/", "/chat/")
 
 
 def _answer(request, status: int, code: str, message: str):
-    if request.path.startswith("/api/"):
+    if request.path.startswith(JSON_PREFIXES):
         return JsonResponse(error_body(code, message), status=status)
     return HttpResponse(f"{status} {message}\n", status=status, content_type="text/plain; charset=utf-8")
 

@@ -143,6 +143,13 @@ def test_a_bad_decision_is_400_in_the_one_error_shape_and_writes_nothing(client_
     assert waiting_run.status == Run.Status.WAITING
 
 
+@pytest.mark.parametrize("path", ["/chat/runs/-1/approvals", "/chat/runs/x/approvals"])
+def test_a_run_id_no_route_takes_is_a_404_in_the_one_error_shape(client_for, alice, path):
+    response = client_for(alice).post(path, {"call_id": "c", "decision": "approve"}, content_type="application/json")
+    assert response.status_code == 404
+    assert response.json() == {"error": {"code": "not_found", "message": "Not found."}}
+
+
 def test_a_call_the_run_does_not_wait_on_is_not_found(client_for, alice, waiting_run):
     response = _decide(client_for(alice), waiting_run, call_id="call_nobody_made", decision="approve")
     assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
