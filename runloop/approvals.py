@@ -1,4 +1,4 @@
-"""Calls that wait for a person, as the run loop meets them (SPEC §7b, TOOL-7..9).
+"""Calls that wait for a person, as the run loop meets them (SPEC §7b, TOOL-7, TOOL-8, TOOL-9).
 
 A step's calls whose tool's policy asks (``agents.tool_registry.approval_needed``), unless
 the person approved that tool for the session, wait: the step's other calls run first and
