@@ -6,7 +6,7 @@ from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-from core.api.fields import MAX_ID
+from core.api.fields import MAX_ID, BoundedJSONField
 from sessions.models import ToolInput
 from sessions.selectors.runs import run_get_for_user
 from sessions.services.inputs import tool_input_answer
@@ -15,7 +15,7 @@ from sessions.services.inputs import tool_input_answer
 class InputAnswerIn(serializers.Serializer):
     input_id = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     action = serializers.ChoiceField(choices=list(ToolInput.ACTIONS))
-    content = serializers.JSONField(required=False, allow_null=True)
+    content = BoundedJSONField(required=False, allow_null=True)
 
 
 def input_out(row: ToolInput) -> dict:
