@@ -24,10 +24,10 @@ from agents.server_tools import frozen_server_tools
 from agents.tool_registry import Tool, ToolContext, ToolOutcome, approval_needed
 from models_catalog.providers.events import ToolCall
 from runloop.errors import RunWaiting
+from runloop.journal import ApprovalAsk
 from runloop.state import RunState
 from sessions.models import Instance, ToolApproval
 from sessions.selectors.approvals import tools_approved_for_session
-from sessions.services.approvals import ApprovalAsk
 from tools.invoke import tool_invoke
 
 SUB_AGENT_CANNOT_WAIT = ("[denied] This tool needs a person's approval before each call, and a sub-agent cannot wait "

@@ -27,7 +27,6 @@ from django.db import connections
 
 from sessions.models import Instance, ToolInput
 from sessions.selectors.inputs import tool_input_read
-from sessions.services.inputs import input_answered_data, tool_input_close, tool_input_delivered, tool_input_open
 from toolservers.asking import CANCEL, FORM, Answer, Asker, Question
 
 if TYPE_CHECKING:
@@ -64,8 +63,7 @@ def input_asker(state: RunState, instance: Instance, call_id: str, *, cancel: th
                         schema=redactor.content(question.schema) if question.schema is not None else None)
         asking.set()
         try:
-            row = tool_input_open(run=journal.run, instance_id=instance.pk, attempt=journal.attempt, call_id=call_id,
-                                  question=shown)
+            row = journal.input_open(instance, call_id=call_id, question=shown)
             answer, status = _wait(journal, row, cancel)
             if status in NOTES:
                 notes.append(NOTES[status].format(server=question.server,
@@ -85,7 +83,7 @@ def _wait(journal: RunJournal, row: ToolInput, cancel: threading.Event) -> tuple
         current = tool_input_read(input_id=row.pk)
         connections.close_all()  # back to the pool between polls, not held for the wait
         if current.status != ToolInput.Status.AWAITING:
-            return _answered(current), current.status
+            return _answered(journal, current), current.status
         if cancel.is_set() or journal.watch.cancel_requested_from_thread():
             ended = ToolInput.Status.STOPPED
         elif time.monotonic() >= deadline:
@@ -93,15 +91,13 @@ def _wait(journal: RunJournal, row: ToolInput, cancel: threading.Event) -> tuple
         else:
             cancel.wait(POLL_SECONDS)
             continue
-        if tool_input_close(row=current, status=ended):
-            current.status = ended
-            journal.emit("input_answered", input_answered_data(current))
+        if journal.input_close(current, status=ended):
             return CANCEL, ended
         # The person's answer came first: it is the one the server gets.
 
 
-def _answered(row: ToolInput) -> Answer:
+def _answered(journal: RunJournal, row: ToolInput) -> Answer:
     action = ANSWERS.get(row.status, "cancel")
     content = row.delivery if action == "accept" and row.mode == ToolInput.Mode.FORM else None
-    tool_input_delivered(row=row)
+    journal.input_delivered(row)
     return Answer(action, content or ({} if content is not None else None))

@@ -22,12 +22,11 @@ from models_catalog.providers.events import ToolCall
 from runloop.approvals import SUB_AGENT_CANNOT_WAIT, approval_asks, settled, wait_for_approvals
 from runloop.errors import RunCancelled, RunStopped
 from runloop.inputs import input_asker
-from runloop.journal import NewRecord
+from runloop.journal import ApprovalAsk, NewRecord
 from runloop.state import RunState
 from sessions.models import Instance
 from sessions.selectors.approvals import approvals_of_step
 from sessions.selectors.steps import last_assistant, result_keys
-from sessions.services.approvals import ApprovalAsk
 from tools.invoke import tool_invoke
 
 # Drives one instance until it answers: (state, instance, depth) -> the answer text.

@@ -11,8 +11,10 @@ from runloop.journal.watch import RunWatch
 
 # The shapes of what the journal writes, and what its end may say: the step machine builds
 # records with these and catches this, and imports them from its writer.
+from sessions.services.approvals import ApprovalAsk
 from sessions.services.model_steps import assistant_record
 from sessions.services.records import NewRecord
 from sessions.services.runs import SupplementsPending
 
-__all__ = ["ActionLog", "Deltas", "NewRecord", "RunJournal", "RunWatch", "SupplementsPending", "assistant_record"]
+__all__ = ["ActionLog", "ApprovalAsk", "Deltas", "NewRecord", "RunJournal", "RunWatch", "SupplementsPending",
+           "assistant_record"]

@@ -35,7 +35,7 @@ from django.db import transaction
 from core.db_rows import rows_insert
 from runloop.errors import RunCancelled, RunLost
 from runloop.journal.watch import RunWatch
-from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention, SessionMessage
+from sessions.models import Instance, ModelCall, PreparedCompaction, Run, RunAttention, SessionMessage, ToolInput
 from sessions.run_errors import RunError
 from sessions.selectors.context import context_load
 from sessions.selectors.records import record_as_engine_dict
@@ -44,6 +44,7 @@ from sessions.services.approvals import ApprovalAsk, approval_started, approvals
 from sessions.services.checkpoints import CheckpointResult, checkpoint_commit
 from sessions.services.event_log import BroadcastHold, DeltaBuffer, events_write
 from sessions.services.frames import frame_update
+from sessions.services.inputs import input_answered_data, tool_input_close, tool_input_delivered, tool_input_open
 from sessions.services.manual_compaction import compaction_request_taken
 from sessions.services.model_calls import (
     CallChain,
@@ -368,6 +369,26 @@ class RunJournal:
         attempt's; False when an earlier attempt started it (it is never made twice)."""
         with self.owned():
             return approval_started(approval_id=approval_id)
+
+    # TOOL-10: a server's question during a call, only while the run is this attempt's.
+
+    def input_open(self, instance: Instance, *, call_id: str, question: Any) -> ToolInput:
+        with self.owned():
+            return tool_input_open(run=self.run, instance_id=instance.pk, attempt=self.attempt, call_id=call_id,
+                                   question=question)
+
+    def input_close(self, row: ToolInput, *, status: str) -> bool:
+        """End the question's wait (Stop, the bound) and say so, unless an answer came first."""
+        with self.owned():
+            if not tool_input_close(row=row, status=status):
+                return False
+            row.status = status
+            self.emit("input_answered", input_answered_data(row))
+        return True
+
+    def input_delivered(self, row: ToolInput) -> None:
+        with self.owned():
+            tool_input_delivered(row=row)
 
     def wait_for_server(self, *, seconds: float, error: RunError) -> None:
         """LOOP-3: back to the queue until the server's time (its guarded transition is the check)."""

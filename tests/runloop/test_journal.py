@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from agents.tool_registry import registry
 from runloop.errors import RunLost
-from runloop.journal import NewRecord, RunJournal
+from runloop.journal import ApprovalAsk, NewRecord, RunJournal
 from runloop.loop import run_execute
 from runloop.reaper import runs_reap_interrupted
 from sessions.models import Instance, ModelCall, PreparedCompaction, Run, SessionMessage
@@ -33,6 +33,7 @@ from sessions.services.run_controls import run_resume
 from sessions.services.supplements import supplement_add
 from tests.fakes.fake_provider import chat_stream
 from tests.runloop.test_lost_run_writes import ledger, take_over
+from toolservers.asking import Question
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,6 +54,8 @@ def _prepared(journal: RunJournal) -> PreparedCompaction:
 def _open_call(journal: RunJournal) -> ModelCall:
     return journal.call_open(journal.main, chain=CallChain(), purpose=ModelCall.Purpose.COMPACTION, **CALL)
 
+
+QUESTION = Question("form", "Which branch?", schema={"type": "object", "properties": {"branch": {"type": "string"}}})
 
 # Each write, given the journal and what was made for it before the takeover.
 WRITES: dict[str, Callable[[RunJournal, Any], Any]] = {
@@ -86,12 +89,21 @@ WRITES: dict[str, Callable[[RunJournal, Any], Any]] = {
     "finish": lambda j, _: j.finish(Run.Status.COMPLETED),
     "finish_failed": lambda j, _: j.finish(Run.Status.FAILED, error=RunError("internal_error", "It broke.")),
     "wait_for_server": lambda j, _: j.wait_for_server(seconds=60, error=RunError("rate_limited", "Wait.")),
+    "wait_for_approvals": lambda j, _: j.wait_for_approvals(j.main, step=1, asks=[ApprovalAsk(
+        index=0, call_id="c1", tool="calculator", label="calculator", description="Adds.", arguments={},
+        why="This tool asks before every call.")]),
+    "approved_call_starts": lambda j, _: j.approved_call_starts(1),
+    "input_open": lambda j, _: j.input_open(j.main, call_id="c1", question=QUESTION),
+    "input_close": lambda j, row: j.input_close(row, status="expired"),
+    "input_delivered": lambda j, row: j.input_delivered(row),
 }
 # What some writes need made while the journal still owns the run.
 BEFORE: dict[str, Callable[[RunJournal], Any]] = {
     "call_close": _open_call,
     "preparation_discard": _prepared,
     "checkpoint": _prepared,
+    "input_close": lambda j: j.input_open(j.main, call_id="c1", question=QUESTION),
+    "input_delivered": lambda j: j.input_open(j.main, call_id="c1", question=QUESTION),
 }
 # Methods that write nothing: reads, what is kept in memory, the wake-ups.
 NOT_WRITES = {"claim", "side", "attention", "asked", "bump", "hold", "release", "load", "step_number", "call_chain",
