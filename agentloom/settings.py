@@ -135,9 +135,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "rest_framework",
-    "drf_spectacular",
-    "drf_spectacular_sidecar",
+    "rest_framework", "drf_spectacular", "drf_spectacular_sidecar",
     "agentloom",
     "core.accounts",
     "core.spaces",
@@ -145,6 +143,7 @@ INSTALLED_APPS = [
     "toolservers",
     "models_catalog",
     "sessions.apps.SessionsConfig",
+    "memory",
     "runloop",
     "web",
 ]
@@ -297,6 +296,7 @@ BROKER_DIR = VAR_DIR / "broker"
 # 5 s) and the reaper looks as often, so a crash is recovered within this plus one beat
 # (docs/operations.md). Tests use a few seconds.
 AGENTLOOM_HEARTBEAT_STALE_SECONDS = env_int("AGENTLOOM_HEARTBEAT_STALE_SECONDS", 120, minimum=2)
+AGENTLOOM_MEMORY_MAX_CHARS = env_int("AGENTLOOM_MEMORY_MAX_CHARS", 8000, minimum=500)  # MEM-1, per person and agent
 # TOOL-8: a call that waits for a person's approval is denied ("expired") after this many
 # hours; the run then goes on without it. The workers' sweep looks on every beat.
 AGENTLOOM_APPROVAL_HOURS = env_int("AGENTLOOM_APPROVAL_HOURS", 24, minimum=1)

@@ -25,6 +25,10 @@ class Agent(models.Model):
     # Per-run bounds (LOOP-2): max_model_calls, max_tool_calls, max_wall_seconds, max_depth.
     limits = models.JSONField(default=dict, blank=True)
     verify_before_complete = models.BooleanField(default=False)
+    # MEM-1: each person's memory for this agent, across their sessions (off by default).
+    memory = models.BooleanField(
+        default=False, help_text="Each person gets a memory this agent keeps across their conversations: files "
+                                 "only they (and the agent) see, which they can read, edit and erase in the chat.")
     # Storage, not behaviour, so not frozen in versions: after this many days the copies of
     # what model calls received are dropped (the records stay). Empty keeps them.
     call_log_retention_days = models.PositiveIntegerField(
@@ -83,6 +87,7 @@ class AgentVersion(models.Model):
     context_policy = models.JSONField(null=True, blank=True)
     limits = models.JSONField(default=dict, blank=True)
     verify_before_complete = models.BooleanField(default=False)
+    memory = models.BooleanField(default=False)  # MEM-1, frozen: a run of this version has memory
     published_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -92,7 +97,7 @@ class AgentVersion(models.Model):
         "agent_id", "version", "name", "instructions", "tools", "server_tools", "tool_approvals", "provider",
         "base_url", "model",
         "context_window", "max_output_tokens", "safety_margin_tokens", "context_policy",
-        "limits", "verify_before_complete",
+        "limits", "verify_before_complete", "memory",
     )
 
     class Meta:

@@ -58,6 +58,9 @@ class AgentUpdateIn(RejectUnknownFields):
     limits = BoundedJSONField(required=False, allow_null=True,
                               help_text="max_model_calls, max_tool_calls, max_wall_seconds, max_depth (LOOP-2).")
     verify_before_complete = serializers.BooleanField(required=False)
+    memory = serializers.BooleanField(
+        required=False, help_text="MEM-1: each person gets a memory this agent keeps across their sessions (the "
+                                  "memory tool, and its files in every request). Off by default; frozen at publish.")
     call_log_retention_days = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=36_500,
         help_text="Drop the inspector's copies of model calls after this many days (records stay); null keeps them.")
@@ -104,7 +107,7 @@ class AgentOut(OperatorsOnly, serializers.ModelSerializer):
         model = Agent
         fields = ["id", "space", "name", "instructions", "model_connection", "model", "tools", "tool_overrides",
                   "context_policy",
-                  "limits", "verify_before_complete", "call_log_retention_days", "budget", "latest_version",
+                  "limits", "verify_before_complete", "memory", "call_log_retention_days", "budget", "latest_version",
                   "created_at", "updated_at"]
 
     def to_representation(self, agent: Agent) -> dict[str, Any]:
@@ -154,7 +157,8 @@ class VersionOut(OperatorsOnly, serializers.ModelSerializer):
                   "model_connection",
                   "provider",
                   "base_url", "model", "context_window", "max_output_tokens", "safety_margin_tokens",
-                  "context_policy", "limits", "verify_before_complete", "budget", "published_by", "published_at"]
+                  "context_policy", "limits", "verify_before_complete", "memory", "budget", "published_by",
+                  "published_at"]
 
     def to_representation(self, version: AgentVersion) -> dict[str, Any]:
         return self.hide_from_members(super().to_representation(version), version.agent.space_id)

@@ -18,7 +18,7 @@ from agents.server_tools import (
     tool_overrides_normalize,
 )
 from agents.tool_approvals import approval_changes, builtin_approvals_freeze
-from agents.tool_registry import tool_names_available
+from agents.tool_registry import tool_names_available, tool_names_reserved
 from context.policy import ContextPolicy, PolicyError
 from core.errors import ValidationFailed
 from models_catalog.models import ModelConnection
@@ -93,7 +93,7 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
         agent = Agent.objects.select_for_update().select_related("model_connection").get(pk=agent.pk)
         connection = agent.model_connection
         server_tools = server_tools_freeze(tools=list(agent.tools), overrides=agent.tool_overrides or {},
-                                           space_id=agent.space_id, reserved=tool_names_available())
+                                           space_id=agent.space_id, reserved=tool_names_reserved())
         number = (agent.versions.aggregate(n=Max("version"))["n"] or 0) + 1
         return AgentVersion.objects.create(
             agent=agent,
@@ -111,6 +111,7 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
             context_policy=context_policy_normalize(agent.context_policy),
             limits=dict(agent.limits),
             verify_before_complete=agent.verify_before_complete,
+            memory=agent.memory,
             published_by=published_by,
         )
 
@@ -174,7 +175,7 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
         changes.append(DraftChange(what="Tools removed", before=", ".join(removed), after=""))
     try:
         frozen = server_tools_freeze(tools=after_tools, overrides=agent.tool_overrides or {},
-                                     space_id=agent.space_id, reserved=tool_names_available())
+                                     space_id=agent.space_id, reserved=tool_names_reserved())
     except ValidationFailed as exc:
         frozen = None
         changes.append(DraftChange(what="Server tools", before="", after=exc.message))
@@ -191,6 +192,7 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
         compare(f"Run limit: {name.removeprefix('max_').replace('_', ' ')}", latest.limits.get(name),
                 agent.limits.get(name))
     compare("Verify before completing", latest.verify_before_complete, agent.verify_before_complete)
+    compare("Memory across sessions", latest.memory, agent.memory)
     return latest, changes
 
 
@@ -198,7 +200,7 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
 
 MAX_INSTRUCTIONS = 100_000
 DRAFT_FIELDS = ("name", "instructions", "model_connection", "tools", "tool_overrides", "context_policy", "limits",
-                "verify_before_complete", "call_log_retention_days")
+                "verify_before_complete", "memory", "call_log_retention_days")
 MAX_RETENTION_DAYS = 36_500
 
 
@@ -299,8 +301,9 @@ def agent_draft_validate(*, agent: Agent | None, space_id: int, data: Mapping[st
             out["tool_overrides"] = tool_overrides_normalize(raw, tools=list(tools))
         except ValidationFailed as exc:
             errors.update(exc.fields)
-    if "verify_before_complete" in data:
-        out["verify_before_complete"] = bool(data["verify_before_complete"])
+    for flag in ("verify_before_complete", "memory"):
+        if flag in data:
+            out[flag] = bool(data[flag])
     if "call_log_retention_days" in data:
         days = data["call_log_retention_days"]
         if days is not None and (isinstance(days, bool) or not isinstance(days, int)
@@ -332,7 +335,8 @@ def agent_draft_create(*, space, data: Mapping[str, Any], created_by=None) -> Ag
         limits=fields.get("limits", {}),
         created_by=created_by,
     )
-    extra = {name: fields[name] for name in ("verify_before_complete", "call_log_retention_days") if fields.get(name)}
+    extra = {name: fields[name] for name in ("verify_before_complete", "memory", "call_log_retention_days")
+             if fields.get(name)}
     if extra:
         for name, value in extra.items():
             setattr(agent, name, value)

@@ -77,6 +77,11 @@ class Tool:
     # the tool only reads (a server tool's ``readOnlyHint``; the built-ins that change nothing).
     approval: str = "never"
     read_only: bool = False
+    # For a tool whose commands differ (``memory``: ``view`` reads, the rest write): whether
+    # a call with these arguments only reads. ``side_effects`` then asks for the others only.
+    reads: Callable[[dict[str, Any]], bool] | None = None
+    # Whether an admin picks it from the list; ``memory`` comes with the agent's memory (MEM-2).
+    choosable: bool = True
     timeout_seconds: float = 30.0
     # Characters of one result kept in the records; past it, head and tail (CTX-7). The
     # model view shows at most 24,000 of them and read_record pages through the rest.
@@ -104,11 +109,13 @@ DEFAULT_SERVER_APPROVAL = "side_effects"
 DEFAULT_BUILTIN_APPROVAL = "never"
 
 
-def approval_needed(tool: Tool) -> str:
-    """Why a call of ``tool`` waits for a person (TOOL-7), in words; "" when it does not."""
+def approval_needed(tool: Tool, arguments: dict[str, Any] | None = None) -> str:
+    """Why a call of ``tool`` (with ``arguments``, when known) waits for a person (TOOL-7),
+    in words; "" when it does not."""
     if tool.approval == "always":
         return "This tool asks before every call."
-    if tool.approval == "side_effects" and not tool.read_only:
+    reads = tool.read_only or (tool.reads is not None and arguments is not None and tool.reads(arguments))
+    if tool.approval == "side_effects" and not reads:
         return "This tool may change something outside the chat."
     return ""
 
@@ -128,6 +135,11 @@ def tool_schemas(names: list[str]) -> list[dict[str, Any]]:
 
 def tool_names_available() -> list[str]:
     """Tool names an agent may choose."""
+    return sorted(name for name, tool in registry.items() if tool.choosable)
+
+
+def tool_names_reserved() -> list[str]:
+    """Every built-in's name, chosen or given (``memory``): no server tool may take one."""
     return sorted(registry)
 
 

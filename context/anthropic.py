@@ -172,6 +172,7 @@ def build_anthropic_body(
     supports_images: bool | None = None,
     keep_thinking: bool = False,
     cache: bool = True,
+    native_types: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A native Messages API body for ``model`` from projected OpenAI-shaped ``messages``.
 
@@ -179,14 +180,16 @@ def build_anthropic_body(
     OpenAI-style tool schemas. ``supports_images`` False turns images into notes.
     ``keep_thinking`` must be True only when the model that wrote the stored thinking
     blocks is the model called now (a model accepts only its own blocks). ``cache``
-    places the prompt-cache breakpoints.
+    places the prompt-cache breakpoints. ``native_types``: tools offered as one of
+    Anthropic's own types, by name (``{"memory": "memory_20250818"}``, MEM-2).
 
     Raises RequestValidationError when the result would break CTX-10 (in Anthropic mode
     on the OpenAI shapes, then on the native body), ValueError for a bad ``max_tokens``.
     The caller's messages and tools are never modified.
     """
     return AnthropicBuilder().build(messages, model=model, max_tokens=max_tokens, tools=tools, stream=stream,
-                                    supports_images=supports_images, keep_thinking=keep_thinking, cache=cache)
+                                    supports_images=supports_images, keep_thinking=keep_thinking, cache=cache,
+                                    native_types=native_types)
 
 
 @dataclass
@@ -224,7 +227,8 @@ class AnthropicBuilder:
 
     def build(self, messages: Sequence[Mapping[str, Any]], *, model: str, max_tokens: int,
               tools: Sequence[Mapping[str, Any]] | None = None, stream: bool = True,
-              supports_images: bool | None = None, keep_thinking: bool = False, cache: bool = True) -> dict[str, Any]:
+              supports_images: bool | None = None, keep_thinking: bool = False, cache: bool = True,
+              native_types: Mapping[str, str] | None = None) -> dict[str, Any]:
         """The body, as ``build_anthropic_body`` builds it (same arguments, same errors)."""
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError("max_tokens must be a positive integer")
@@ -243,7 +247,7 @@ class AnthropicBuilder:
         if problems:
             raise RequestValidationError(problems)
         system = list(built.system)
-        native = native_tools(tools)
+        native = native_tools(tools, native_types)
         marks = place_cache_breakpoints(system=system, tools=native, turns=turns, summary=built.summary) \
             if cache else []
         body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}

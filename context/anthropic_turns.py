@@ -103,13 +103,19 @@ def native_turns(
     return system, turns, summary
 
 
-def native_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+def native_tools(tools: Sequence[Mapping[str, Any]] | None,
+                 native_types: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """OpenAI ``{"type": "function", "function": {...}}`` tools as ``{name, description,
-    input_schema}``; tools already in the native shape pass through (copied)."""
+    input_schema}``; tools already in the native shape pass through (copied). A tool named
+    in ``native_types`` is offered as that Anthropic-defined type (``memory_20250818``):
+    its name and type only, the schema being Anthropic's own."""
     out: list[dict[str, Any]] = []
     for tool in tools or ():
         function = tool.get("function")
         spec: Mapping[str, Any] = function if isinstance(function, Mapping) else tool
+        if native_types and spec.get("name") in native_types:
+            out.append({"type": native_types[spec["name"]], "name": spec["name"]})
+            continue
         native: dict[str, Any] = {"name": spec.get("name")}
         description = spec.get("description")
         if isinstance(description, str) and description.strip():

@@ -36,6 +36,10 @@ ANTHROPIC_ID_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 MAX_CACHE_BREAKPOINTS = 4
+# Tools Anthropic defines and the client runs, offered by type and name only (MEM-2: the
+# memory tool, with its beta header, ``models_catalog.providers.anthropic``).
+MEMORY_TOOL_TYPE = "memory_20250818"
+CLIENT_TOOL_TYPES = frozenset({MEMORY_TOOL_TYPE})
 BODY_FIELDS = frozenset({
     "model", "messages", "max_tokens", "system", "tools", "tool_choice", "stream", "metadata",
     "stop_sequences", "temperature", "top_k", "top_p", "thinking", "service_tier",
@@ -181,8 +185,17 @@ def _check_top(body: Mapping[str, Any], c: _Checker) -> None:
         for tool in tools if isinstance(tools, list) else [None]:
             name = tool.get("name") if isinstance(tool, Mapping) else None
             schema = tool.get("input_schema") if isinstance(tool, Mapping) else None
+            typed = tool.get("type") if isinstance(tool, Mapping) else None
             if not isinstance(name, str) or not TOOL_NAME_RE.fullmatch(name) or name in names:
                 c.add(None, "tool-shape", f"tool name {name!r:.60} is missing, malformed or repeated")
+            if typed in CLIENT_TOOL_TYPES and isinstance(tool, Mapping):
+                names.add(name)
+                if set(tool) - {"type", "name", "cache_control"}:
+                    c.add(None, "unknown-field", f"tool {name!r:.60} of type {typed} has fields the API refuses")
+                c.cache_mark(None, tool)
+                continue
+            if typed not in (None, "custom"):
+                c.add(None, "tool-shape", f"tool {name!r:.60} has a type the platform does not send")
             if not isinstance(schema, Mapping) or schema.get("type") != "object":
                 c.add(None, "tool-shape", f"tool {name!r:.60} needs an input_schema of type object")
             if isinstance(tool, Mapping):

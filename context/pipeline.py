@@ -53,6 +53,9 @@ class RequestShape:
     # Every message's content a string and only the classic roles (``string_contents``):
     # what local servers' chat templates can read (llama-cpp-python answers 500 otherwise).
     string_content: bool = False
+    # Tools offered on the native wire as one of Anthropic's own types, as (name, type)
+    # pairs: ``("memory", "memory_20250818")`` for the memory tool (MEM-2).
+    native_tools: tuple[tuple[str, str], ...] = ()
 
     @property
     def native(self) -> bool:
@@ -80,7 +83,8 @@ def build_body(shape: RequestShape, messages: Sequence[Mapping[str, Any]], *, ma
     builder = builder if builder is not None else request_builder(shape)
     if isinstance(builder, AnthropicBuilder):
         return builder.build(messages, model=shape.model, max_tokens=max_output_tokens, tools=tools or None,
-                             supports_images=shape.supports_images, keep_thinking=keep_thinking)
+                             supports_images=shape.supports_images, keep_thinking=keep_thinking,
+                             native_types=dict(shape.native_tools) or None)
     body = builder.build(messages, dialect=shape.dialect, output_limit_field=shape.output_limit_field,
                          model=shape.model, max_output_tokens=max_output_tokens, tools=tools or None,
                          supports_images=shape.supports_images, stream_usage=shape.stream_usage,

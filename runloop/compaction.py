@@ -379,10 +379,10 @@ def summary_call(state: RunState, instance: Instance, call: SummaryCall) -> Summ
     if not figures.fits(estimate):
         return SummaryReply(text=None, error_code="context_overflow", deterministic=True)
     # The engine sized the request for the run's output reserve, and the reply for its room.
-    body = build_body(state.target.shape, call.messages, tools=call.tools,
+    body = build_body(state.shape, call.messages, tools=call.tools,
                       max_output_tokens=call.max_output_tokens or figures.budget.max_output_tokens,
                       keep_thinking=call.cached and state.thinking_continues)
-    body = within_window(body, shape=state.target.shape, room=figures.budget.output_room(figures.figure(estimate)))
+    body = within_window(body, shape=state.shape, room=figures.budget.output_room(figures.figure(estimate)))
     try:
         end = collected_call(state, instance, purpose=ModelCall.Purpose.COMPACTION, body=body,
                              estimator_id=figures.estimator_id, estimate=estimate, counts_as_model_call=True,

@@ -167,7 +167,7 @@ def _length_named(state: RunState, message: dict[str, Any], *, request: Send, us
     its real cause: that limit, or the server's context filling long before it (a server
     that stops when prompt + answer reach its window), told apart by what was written —
     the provider's completion count, else our calibrated estimate of the text."""
-    shape = state.target.shape
+    shape = state.shape
     sent = request.body.get("max_tokens" if shape.native else shape.output_limit_field)
     limit = sent if isinstance(sent, int) and not isinstance(sent, bool) else state.figures.budget.max_output_tokens
     # OpenAI-style ``completion_tokens``; Anthropic's ``output_tokens``.

@@ -25,10 +25,12 @@ from context import (
     EstimateCache,
     InstanceContext,
     PolicyError,
+    RequestShape,
     RunFigures,
     answer_limit,
     get_estimator,
 )
+from context.anthropic_validate import MEMORY_TOOL_TYPE
 from context.attachments import READ_FILE_TOOL
 from context.compaction.masking import READ_TOOL as READ_RECORD_TOOL
 from core.redaction import Redactor
@@ -46,6 +48,9 @@ from sessions.selectors.sessions import SessionTraits, session_traits
 from tools.read_file import files_in_view
 from tools.server_tools import server_tools_build
 from toolservers.sessions import RunToolSessions
+
+MEMORY_TOOL = "memory"
+NO_NATIVE_MEMORY = ("claude-3", "claude-2", "claude-instant")  # Anthropic's memory tool came with Claude 4
 
 SUB_AGENT_NOTE = ("You are a sub-agent working on one delegated task. Work it through with your tools if needed, "
                   "then answer with the result only; your answer is returned to the agent that delegated.")
@@ -98,6 +103,16 @@ class RunState:
     margin_set: bool = False
     output_set: bool = False
 
+    @property
+    def shape(self) -> RequestShape:
+        """What shapes this run's requests: its target's, with the memory tool offered as
+        Anthropic's own on the native wire (MEM-2)."""
+        if self.target.dialect != "anthropic" or not any(tool.name == MEMORY_TOOL for tool in self.tools):
+            return self.target.shape
+        if self.target.model.startswith(NO_NATIVE_MEMORY):
+            return self.target.shape  # models before Claude 4 have no memory tool: the function
+        return replace(self.target.shape, native_tools=((MEMORY_TOOL, MEMORY_TOOL_TYPE),))
+
     def request_parts(self, depth: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The system message and the tool schemas of every request of an instance at ``depth``."""
         return system_message(self, depth), [tool.schema() for tool in self.tools_at(depth)]
@@ -110,7 +125,7 @@ class RunState:
             context = InstanceContext(open_runs={self.run.pk}, screen_tools=self.screen_tools(depth),
                                       answer_limit=answer_limit(self.figures.budget))
             pipeline = self.pipelines[instance.pk] = ContextPipeline(
-                shape=self.target.shape, figures=self.figures, policy=self.policy, context=context,
+                shape=self.shape, figures=self.figures, policy=self.policy, context=context,
                 track=("request", instance.pk), keep_thinking=self.thinking_continues)
             self.journal.feeds[instance.pk] = pipeline  # what the journal writes is the next step's context
         if not pipeline.context.loaded:  # the first step, or the first after a compaction
@@ -140,7 +155,9 @@ class RunState:
 
     def tools_at(self, depth: int) -> list[Tool]:
         """The tools an instance at ``depth`` may call: no delegation past the depth limit (RUN-3)."""
-        return [tool for tool in self.tools if depth < self.limits.max_depth or not tool.delegates]
+        # A sub-agent has no memory: the person's memory is the main agent's (MEM-3).
+        return [tool for tool in self.tools if (depth < self.limits.max_depth or not tool.delegates)
+                and not (depth and tool.name == MEMORY_TOOL)]
 
 
 def run_state_build(run: Run, journal: RunJournal | None = None) -> RunState:
@@ -180,7 +197,7 @@ def run_state_build(run: Run, journal: RunJournal | None = None) -> RunState:
     approvals = version.tool_approvals or {}  # TOOL-7: the built-ins' policies as frozen
     chosen = [*(replace(registry[name], approval=approvals.get(name, DEFAULT_BUILTIN_APPROVAL))
                 for name in version.tools if name in registry), *_file_tools(run, version, traits),
-              *server_tools_build(version=version, sessions=sessions)]
+              *server_tools_build(version=version, sessions=sessions), *_memory_tool(run, approvals)]
     return RunState(
         thinking_continues=not traits.other_models and not traits.imported,
         model_noted=traits.model_noted,
@@ -219,6 +236,14 @@ def _file_tools(run: Run, version: Any, traits: SessionTraits) -> list[Tool]:
         return []
 
 
+def _memory_tool(run: Run, approvals: dict[str, str]) -> list[Tool]:
+    """MEM-2: the ``memory`` tool for a run that carries its person's memory (``Run.memory``
+    is set when the version has memory and the person uses it), under its frozen policy."""
+    if run.memory is None:
+        return []
+    return [replace(registry[MEMORY_TOOL], approval=approvals.get(MEMORY_TOOL, DEFAULT_BUILTIN_APPROVAL))]
+
+
 def _record_tools(chosen: list[Tool], policy: ContextPolicy | None) -> list[Tool]:
     """CTX-47: ``read_record`` for an agent with tools whose policy folds older tool results
     (``mask_tool_results``), unless it chose it already: a folded result's note says how to
@@ -249,8 +274,13 @@ def endpoint_check(*, version: Any) -> None:
 
 
 def system_message(state: RunState, depth: int) -> dict[str, Any]:
-    """The instructions of the version; a sub-agent is told what it is for (RUN-3)."""
+    """The instructions of the version; a sub-agent is told what it is for (RUN-3). The
+    main agent's carries the person's memory after them, as a block of its own (MEM-3):
+    frozen with the run, so every request of the run starts with the same bytes, and
+    outside the messages, so no compaction summarizes or folds it."""
     text = state.run.version.instructions or "You are a helpful assistant."
     if depth:
-        text = f"{text}\n\n{SUB_AGENT_NOTE}"
-    return {"role": "system", "content": text}
+        return {"role": "system", "content": f"{text}\n\n{SUB_AGENT_NOTE}"}
+    if state.run.memory is None:
+        return {"role": "system", "content": text}
+    return {"role": "system", "content": [{"type": "text", "text": text}, {"type": "text", "text": state.run.memory}]}

@@ -87,9 +87,9 @@ def _verdict(state: RunState, instance: Instance, *, task: str, plan: str | None
     messages = verification_messages(task=task, plan=plan, evidence=evidence, candidate=candidate, fits=fits)
     if messages is None:
         return {"status": "not_done", "reason": "the check does not fit the model's context window"}
-    body = build_body(state.target.shape, messages, max_output_tokens=figures.budget.max_output_tokens)
+    body = build_body(state.shape, messages, max_output_tokens=figures.budget.max_output_tokens)
     room = figures.budget.output_room(figures.figure(figures.estimates.request(messages)))
-    body = within_window(body, shape=state.target.shape, room=room)  # CAT-12
+    body = within_window(body, shape=state.shape, room=room)  # CAT-12
     try:
         end = collected_call(state, instance, purpose=ModelCall.Purpose.VERIFICATION, body=body,
                              estimator_id=figures.estimator_id, estimate=figures.estimates.request(messages),

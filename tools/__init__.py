@@ -4,7 +4,16 @@ Importing this package registers the built-ins in the agents' tool registry
 (``agents.tool_registry``); the run loop's app does so at start-up.
 """
 from agents.tool_registry import Tool, ToolContext, ToolError, ToolOutcome, registry, tool_schemas
-from tools import calculator, clock, delegate, http_fetch, plan, read_file, read_record  # noqa: F401  (register)
+from tools import (  # noqa: F401  (register)
+    calculator,
+    clock,
+    delegate,
+    http_fetch,
+    memory,
+    plan,
+    read_file,
+    read_record,
+)
 from tools.invoke import tool_invoke
 
 __all__ = ["Tool", "ToolContext", "ToolError", "ToolOutcome", "registry", "tool_invoke", "tool_schemas"]

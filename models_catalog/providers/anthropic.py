@@ -34,7 +34,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from context.anthropic_validate import BODY_FIELDS
+from context.anthropic_validate import BODY_FIELDS, CLIENT_TOOL_TYPES
 from context.surrogates import json_loads_clean
 from models_catalog.errors import (
     AuthenticationError,
@@ -53,17 +53,32 @@ from models_catalog.providers.streaming import SSEMessage
 ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
 API_PATH = "/v1"  # what Anthropic's SDKs add to ANTHROPIC_BASE_URL before /messages
 ANTHROPIC_VERSION = "2023-06-01"
+MEMORY_BETA = "context-management-2025-06-27"  # the memory tool's beta (``memory_20250818``)
 LABEL = "Anthropic"
 MAX_PAGES = 20  # 20 pages of 1,000 models: far beyond any real list, and a bound on a looping server
 PAGE_SIZE = 1000
 
 
-def anthropic_headers(api_key: str | None, *, accept: str = "application/json") -> dict[str, str]:
-    """The headers of every Anthropic request (the key only when there is one)."""
+def anthropic_headers(api_key: str | None, *, accept: str = "application/json",
+                      body: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The headers of every Anthropic request (the key only when there is one), and the
+    beta a body's tools need (``anthropic_betas``)."""
     headers = {"Accept": accept, "anthropic-version": ANTHROPIC_VERSION}
+    betas = anthropic_betas(body)
+    if betas:
+        headers["anthropic-beta"] = ",".join(betas)
     if api_key:
         headers["x-api-key"] = api_key
     return headers
+
+
+def anthropic_betas(body: Mapping[str, Any] | None) -> list[str]:
+    """The ``anthropic-beta`` values a body needs: the memory tool's (MEM-2)."""
+    tools = body.get("tools") if body is not None else None
+    if isinstance(tools, list) and any(isinstance(tool, Mapping) and tool.get("type") in CLIENT_TOOL_TYPES
+                                       for tool in tools):
+        return [MEMORY_BETA]
+    return []
 
 
 def parse_model_info(item: Any) -> RawModel | None:
@@ -154,7 +169,8 @@ class AnthropicChatClient(GuardedChatClient):
             return events_from_message(payload, provider_label=LABEL)
 
         if body.get("stream", True) is False:
-            return self._post_json(self.url, body, headers=anthropic_headers(self._key()), json_events=json_events)
+            return self._post_json(self.url, body, headers=anthropic_headers(self._key(), body=body),
+                                   json_events=json_events)
         body["stream"] = True
         assembler = AnthropicAssembler(provider_label=LABEL)
 
@@ -168,10 +184,11 @@ class AnthropicChatClient(GuardedChatClient):
             # the same request says why — a "prompt is too long" refusal is how the window
             # is learned (CAT-3) — or simply answers.
             plain = body | {"stream": False}
-            return self._post_json(self.url, plain, headers=anthropic_headers(self._key()), json_events=json_events,
-                                   fresh=True)
+            return self._post_json(self.url, plain, headers=anthropic_headers(self._key(), body=plain),
+                                   json_events=json_events, fresh=True)
 
-        return self._post_stream(self.url, body, headers=anthropic_headers(self._key(), accept="text/event-stream"),
+        streamed = anthropic_headers(self._key(), accept="text/event-stream", body=body)
+        return self._post_stream(self.url, body, headers=streamed,
                                  assembler=assembler, read=read, ended=lambda: assembler.stop_reason is not None,
                                  json_events=json_events, unstreamed=unstreamed)
 

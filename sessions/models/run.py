@@ -76,6 +76,10 @@ class Run(models.Model):
     # Encrypted: besides figures it holds a completion check's verdict, whose reason is the
     # model's own words (LOOP-9).
     counters = encrypt(models.JSONField(default=dict))
+    # MEM-3: the person's memory as this run carries it after the system instructions,
+    # frozen when the run is made (resumes and waits included, so the cached prefix holds);
+    # null when the run has no memory (the version has none, or the person turned it off).
+    memory = encrypt(models.TextField(null=True, blank=True))
     error = models.JSONField(null=True, blank=True)
     # The session seq this run inherited up to (the records before its question).
     inherited_watermark = models.BigIntegerField(default=0)

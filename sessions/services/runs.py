@@ -13,6 +13,7 @@ from django.utils import timezone
 from agents.models import AgentVersion
 from core.db_rows import concrete_field, models_from_row, row_insert_unless_conflict, rows_insert, select_list
 from core.errors import ActiveRunConflict
+from memory.selectors import memory_for_run
 from models_catalog.models import ModelConnection
 from sessions.frames import RunBudget
 from sessions.models import RUN_TRANSITIONS, Instance, Run, Session
@@ -61,6 +62,7 @@ def run_create_with_main(*, session: Session, main: dict[str, Any] | None = None
             version=version,
             status=Run.Status.QUEUED,
             budget=budget_freeze(version=version),
+            memory=memory_for_run(version=version, user_id=session.user_id, space_id=session.space_id),
             inherited_watermark=inherited_watermark if inherited_watermark is not None
             else Session.objects.values_list("last_seq", flat=True).get(pk=session.pk),
         )

@@ -160,7 +160,7 @@ class AnthropicFake:
         if problem is None and request.method == "GET" and request.path == "/v1/models":
             return self._models(request)
         if problem is None and request.method == "POST" and request.path == "/v1/messages":
-            problem = size_refusal(request.body) or refusal(request.json)
+            problem = size_refusal(request.body) or refusal(request.json, request.headers)
             if problem is None:
                 return self._answer(request.json)
         if problem is None:

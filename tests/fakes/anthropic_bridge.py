@@ -69,7 +69,8 @@ def openai_view(body: Mapping[str, Any]) -> dict[str, Any]:
                             "stream": body.get("stream", False)}
     if body.get("tools"):
         view["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
-                                                           "parameters": t["input_schema"]}} for t in body["tools"]]
+                                                           "parameters": t.get("input_schema", NATIVE)}}
+                         for t in body["tools"]]
     return view
 
 
@@ -122,6 +123,11 @@ def _blocks(model: str, text: str, reasoning: list[str], calls: list[dict[str, A
     return blocks
 
 
+# What the handler sees of an Anthropic-defined tool (the memory tool): Anthropic gives the
+# model its schema; the bridge's view only needs the name to script calls of it.
+NATIVE: dict[str, Any] = {"type": "object", "description": "an Anthropic-defined tool"}
+
+
 class AnthropicBridge:
     """A strict Messages API in front of an OpenAI-shaped scripted ``handler``."""
 
@@ -137,7 +143,7 @@ class AnthropicBridge:
         if problem is None and not (request.method == "POST" and request.path.endswith("/messages")):
             problem = (404, "not_found_error", f"{request.method} {request.path}: not found")
         if problem is None:
-            problem = size_refusal(request.body) or text_refusal(request.body) or refusal(request.json)
+            problem = size_refusal(request.body) or text_refusal(request.body) or refusal(request.json, request.headers)
         if problem is not None:
             status, kind, message = problem
             self.rejections.append((status, message))

@@ -186,12 +186,35 @@ def _pairing_refusal(i: int, content: list[Any], open_ids: list[str]) -> str | N
     return None
 
 
-def _tools_refusal(tools: Any) -> str | None:
+# Anthropic-defined tools the client runs, by type: only with their beta header, on the
+# models that have them (the memory tool: Claude 4 and later, ``context-management-2025-06-27``).
+CLIENT_TOOLS = {"memory_20250818": ("memory", "context-management-2025-06-27")}
+CUSTOM_TAGS = "'custom', 'bash_20250124', 'text_editor_20250124', 'web_search_20250305'"
+
+
+def _tools_refusal(tools: Any, betas: frozenset[str] = frozenset(), model: str = "") -> str | None:
     if not isinstance(tools, list):
         return "tools: Input should be a valid list"
     for k, tool in enumerate(tools):
         if not isinstance(tool, Mapping):
             return f"tools.{k}: Input should be a valid dictionary"
+        kind = tool.get("type")
+        if kind in CLIENT_TOOLS:
+            name, beta = CLIENT_TOOLS[kind]
+            if beta not in betas:
+                return (f"tools.{k}: Input tag '{kind}' found using 'type' does not match any of the expected "
+                        f"tags: {CUSTOM_TAGS}")
+            if model.startswith(("claude-3", "claude-2")):
+                return f"tools.{k}: '{kind}' is not supported on this model"
+            extra = sorted(set(tool) - {"type", "name", "cache_control"})
+            if extra:
+                return f"tools.{k}.{kind}.{extra[0]}: Extra inputs are not permitted"
+            if tool.get("name") != name:
+                return f"tools.{k}.{kind}.name: Input should be '{name}'"
+            continue
+        if kind not in (None, "custom"):
+            return (f"tools.{k}: Input tag '{kind}' found using 'type' does not match any of the expected tags: "
+                    f"{CUSTOM_TAGS}")
         extra = sorted(set(tool) - {"name", "description", "input_schema", "cache_control", "type"})
         if extra:
             return f"tools.{k}.custom.{extra[0]}: Extra inputs are not permitted"
@@ -263,8 +286,9 @@ def header_refusal(headers: Mapping[str, str], api_key: str | None) -> Refusal |
     return None
 
 
-def refusal(body: Any) -> Refusal | None:
-    """The first thing the Messages API would refuse in ``body``, or None."""
+def refusal(body: Any, headers: Mapping[str, str] | None = None) -> Refusal | None:
+    """The first thing the Messages API would refuse in ``body`` (sent with ``headers``:
+    the betas it asks for), or None."""
     def bad(message: str) -> Refusal:
         return 400, "invalid_request_error", message
 
@@ -284,7 +308,8 @@ def refusal(body: Any) -> Refusal | None:
             problem = _text_refusal(block.get("text")) if isinstance(block, Mapping) else "system: invalid block"
             if problem:
                 return bad(problem)
-    if "tools" in body and (problem := _tools_refusal(body["tools"])):
+    betas = frozenset(part.strip() for part in (headers or {}).get("anthropic-beta", "").split(",") if part.strip())
+    if "tools" in body and (problem := _tools_refusal(body["tools"], betas, str(body["model"]))):
         return bad(problem)
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:

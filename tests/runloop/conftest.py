@@ -43,7 +43,7 @@ def fake_agent_factory(space, alice, fake, dialect):
                                                 context_window=32_768, max_output_tokens=1_024)
 
     def make(tools=("calculator", "current_time", "read_record", "delegate"), limits=None, window=None,
-             provider=None, model=None, context_policy=None):
+             provider=None, model=None, context_policy=None, memory=False, tool_overrides=None):
         if window is not None:
             connection.context_window = window
         if provider is not None and dialect == "openai":  # on Anthropic's wire the provider is Anthropic
@@ -53,6 +53,9 @@ def fake_agent_factory(space, alice, fake, dialect):
         connection.save()
         agent = agent_create(space=space, name="Fake agent", model_connection=connection, instructions="Be brief.",
                              tools=list(tools), limits=limits, context_policy=context_policy, created_by=alice)
+        if memory or tool_overrides:  # MEM-1: memory is the draft's flag, frozen at publish
+            agent.memory, agent.tool_overrides = memory, tool_overrides or {}
+            agent.save(update_fields=["memory", "tool_overrides"])
         return agent, agent_publish(agent=agent, published_by=alice)
 
     return make
