@@ -235,10 +235,10 @@ def _escaped(text: str) -> str:
 
 def memory_block(files: dict[str, str]) -> str:
     """The text a run's requests carry after the system instructions (MEM-3). A closing
-    tag inside a file cannot end the block early: ``</`` before ``file``/``memory`` is
-    written ``<\\/``."""
+    tag inside a file, or inside a path (``/memories/x/</memory>`` is a plain path), cannot
+    end the block early: ``</`` before ``file``/``memory`` is written ``<\\/``."""
     if not files:
         body = "(No files yet.)"
     else:
-        body = "\n".join(f'<file path="{path}">\n{_escaped(files[path])}\n</file>' for path in sorted(files))
+        body = "\n".join(f'<file path="{_escaped(path)}">\n{_escaped(files[path])}\n</file>' for path in sorted(files))
     return f"<memory>\n{MEMORY_PREFACE}\n{body}\n</memory>"
