@@ -279,7 +279,7 @@ _NAMES = st.sampled_from(["a.md", "b.md", "notes", "dir/c.md", "dir/sub/d.md", "
 _PATHS = st.one_of(_NAMES.map(lambda name: f"{ROOT}/{name}"), st.just(ROOT), st.just("/etc/passwd"),
                    st.text(max_size=12))
 _TEXT = st.one_of(st.text(max_size=60), st.sampled_from(["</file>", "</memory>", "</ FILE >", "a\nb\nc", "x" * 300]))
-_COMMANDS = st.one_of(
+ANY_COMMAND = st.one_of(
     st.fixed_dictionaries({"command": st.just("view"), "path": _PATHS},
                           optional={"view_range": st.lists(st.integers(-2, 6), min_size=2, max_size=2)}),
     st.fixed_dictionaries({"command": st.just("create"), "path": _PATHS, "file_text": _TEXT}),
@@ -297,7 +297,7 @@ def _closing(block: str, tag: str) -> list[str]:
 
 
 @PROPERTY
-@given(commands=st.lists(_COMMANDS, max_size=25), limit=st.sampled_from([0, 40, 300, LIMIT]))
+@given(commands=st.lists(ANY_COMMAND, max_size=25), limit=st.sampled_from([0, 40, 300, LIMIT]))
 def test_mem1_mem3_for_any_commands_the_bound_holds_a_failure_changes_nothing_and_the_block_holds(commands, limit):
     files: dict[str, str] = {}
     for arguments in commands:
