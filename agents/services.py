@@ -63,6 +63,13 @@ def agent_create(
     )
 
 
+def _approval_tools(tools: Any, *, memory: bool) -> list[str]:
+    """The tools whose approval policy a draft sets and a version freezes (TOOL-7): those it
+    chooses, and the ``memory`` tool when the agent has memory (MEM-2), which is never
+    chosen from the list but follows its policy like any other built-in."""
+    return [*tools, *(["memory"] if memory else [])]
+
+
 def _figures_frozen(connection: ModelConnection) -> dict[str, int]:
     """The figures a version published now freezes: the connection's budget in force
     (``ModelConnection.budget``: within what the server keeps, CAT-7, with the margin and
@@ -102,7 +109,8 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
             instructions=agent.instructions,
             tools=list(agent.tools),
             server_tools=server_tools,
-            tool_approvals=builtin_approvals_freeze(tools=list(agent.tools), overrides=agent.tool_overrides or {}),
+            tool_approvals=builtin_approvals_freeze(tools=_approval_tools(agent.tools, memory=agent.memory),
+                                                    overrides=agent.tool_overrides or {}),
             model_connection=connection,
             provider=connection.provider,
             base_url=connection.base_url,
@@ -293,7 +301,8 @@ def agent_draft_validate(*, agent: Agent | None, space_id: int, data: Mapping[st
                 errors.update(exc.fields)
     if "tool_overrides" in data or ("tools" in out and agent is not None and agent.tool_overrides):
         # Overrides follow the tools: a tool taken out of the list takes its override with it.
-        tools = out.get("tools", agent.tools if agent is not None else [])
+        memory = bool(data["memory"]) if "memory" in data else bool(agent is not None and agent.memory)
+        tools = _approval_tools(out.get("tools", agent.tools if agent is not None else []), memory=memory)
         raw = data.get("tool_overrides", agent.tool_overrides if agent is not None else {}) or {}
         if "tool_overrides" not in data:
             raw = {ref: flags for ref, flags in raw.items() if ref in tools}
