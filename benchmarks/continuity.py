@@ -1,6 +1,7 @@
 """Benchmark (CTX-52): what the agent still knows after 1…5 chained compactions.
 
     .venv/bin/python benchmarks/continuity.py [--generated 4] [--per-source 2] [--compactions 5]
+        [--memory-sessions 5] [--memory-fillers 3] [--memory-only | --no-memory]
 
 Sessions: real transcripts of ``../shared/corpus`` (tau-bench, pi-mono, Claude Code,
 SWE-agent, ToolBench; skipped with a printed reason when the corpus is absent) and
@@ -33,6 +34,11 @@ first request after compaction k; the tokens sent over each session (action requ
 summary calls) and the tokens a prefix cache would have served, the fake provider's
 way: the longest run of whole messages (tools and system first) equal to the previous
 action request's; and PASS/FAIL per goal of issue #47. The process exits 0 either way.
+
+Then the cross-session case (MEM-3, ``_continuity_memory.py``): facts given in session 1,
+asked in sessions 2…5 with compactions between, through the run loop on the fake provider,
+with memory against the same sessions without it: the share recalled, the tokens memory
+adds to each request and what it adds to the cache read on Anthropic's wire.
 """
 from __future__ import annotations
 
@@ -231,7 +237,14 @@ def main() -> None:
     parser.add_argument("--compactions", type=int, default=5)
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     parser.add_argument("--no-cache", action="store_true", help="summary requests in the transcript form")
+    parser.add_argument("--memory-sessions", type=int, default=5, help="the cross-session case: sessions 1…N")
+    parser.add_argument("--memory-fillers", type=int, default=3, help="long questions per session (compactions)")
+    parser.add_argument("--memory-only", action="store_true", help="only the cross-session case (MEM-3)")
+    parser.add_argument("--no-memory", action="store_true", help="leave out the cross-session case")
     args = parser.parse_args()
+    if args.memory_only:
+        _memory_case(args)
+        return
     global RIDE_CACHE
     RIDE_CACHE = not args.no_cache
     on = features()
@@ -254,6 +267,18 @@ def main() -> None:
 
     _continuity_report.MARKDOWN = args.markdown
     report(results, args.compactions, CONFIGS, ROWS, CARRIED_BY_CODE)
+    if not args.no_memory:
+        _memory_case(args)
+
+
+def _memory_case(args: argparse.Namespace) -> None:
+    """Across sessions (MEM-3): facts of session 1 asked in sessions 2…N, memory against none
+    (``_continuity_memory.py``: the run loop on the fake provider, a database)."""
+    from _continuity_memory import run_case
+
+    print(f"\ncross-session case: {args.memory_sessions} sessions, {args.memory_fillers} long questions each",
+          flush=True)
+    run_case(sessions=args.memory_sessions, fillers=args.memory_fillers)
 
 
 if __name__ == "__main__":
