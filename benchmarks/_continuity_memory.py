@@ -48,7 +48,8 @@ class Case:
     recalled: list[float] = field(default_factory=list)  # per later session: share of facts its question carried
     compactions: list[int] = field(default_factory=list)  # per session: compacted views saved
     summary_calls: int = 0
-    block_tokens: int = 0  # what memory adds to each request of the later sessions (estimate)
+    block_tokens: int = 0  # what the memory block adds to each request of the later sessions (estimate)
+    tool_tokens: int = 0  # and the memory function's schema (estimate)
     prompt: list[int] = field(default_factory=list)  # later sessions' requests: prompt tokens as the fake counts
     cache_read: list[int] = field(default_factory=list)  # Anthropic's wire: cache_read_input_tokens per request
     requests: int = 0
@@ -127,8 +128,9 @@ def _ask(session, content: str) -> None:
     assert run.status == Run.Status.COMPLETED, run.error
 
 
-def _memory_tokens(version, block: str) -> int:
-    """What the block and the tool's schema add to a request, with the run's estimator."""
+def _memory_tokens(version, block: str) -> tuple[int, int]:
+    """What the block and the tool's schema each add to a request, with the run's estimator
+    (on Anthropic's wire the native tool is sent by its type and name, not this schema)."""
     from agents.tool_registry import registry
     from context import get_estimator
     from models_catalog.providers import get_provider
@@ -137,9 +139,8 @@ def _memory_tokens(version, block: str) -> int:
     system = [{"type": "text", "text": version.instructions}]
     tools = [registry["calculator"].schema()]
     without = estimator.request([{"role": "system", "content": system}], tools)
-    with_memory = estimator.request([{"role": "system", "content": [*system, {"type": "text", "text": block}]}],
-                                    [*tools, registry["memory"].schema()])
-    return with_memory - without
+    with_block = estimator.request([{"role": "system", "content": [*system, {"type": "text", "text": block}]}], tools)
+    return with_block - without, estimator.tools([*tools, registry["memory"].schema()]) - estimator.tools(tools)
 
 
 def measure(*, wire: str, memory: bool, sessions: int = 5, fillers: int = 3) -> Case:
@@ -174,7 +175,8 @@ def measure(*, wire: str, memory: bool, sessions: int = 5, fillers: int = 3) -> 
                 case.cache_read += [u["cache_read_input_tokens"] for u in later]
                 case.requests += len(fake.requests) - sent
                 block = Run.objects.filter(session=session).values_list("memory", flat=True).last()
-                case.block_tokens = _memory_tokens(version, block) if block is not None else 0
+                if block is not None:
+                    case.block_tokens, case.tool_tokens = _memory_tokens(version, block)
             case.compactions.append(CompactionSnapshot.objects.filter(instance__run__session=session).count())
             case.summary_calls += script.summaries - summaries
         owner = MemoryOwner(space_id=version.agent.space_id, agent_id=version.agent_id, user_id=user.pk)
@@ -213,7 +215,7 @@ def report(cases: list[Case], sessions: int) -> None:
         on, off = pairs.get((wire, True)), pairs.get((wire, False))
         if on is None or off is None:
             continue
-        row = [wire, str(on.block_tokens)]
+        row = [wire, f"{on.block_tokens} + {on.tool_tokens}"]
         if on.prompt and off.prompt:
             per_on, per_off = statistics.mean(on.prompt), statistics.mean(off.prompt)
             read_on, read_off = sum(on.cache_read), sum(off.cache_read)
@@ -225,7 +227,7 @@ def report(cases: list[Case], sessions: int) -> None:
             row += ["-", "-", "-", "-"]
         rows.append(tuple(row))
     table(f"(b) what memory adds to each request of sessions 2…{sessions} (memory / no memory)", rows,
-          ("wire", "memory tokens per request (estimate)", "prompt tokens per request (fake's count)",
+          ("wire", "block + function schema (estimate)", "prompt tokens per request (fake's count)",
            "cache read, total", "share of input read from cache", "cache read added per request"))
 
 
