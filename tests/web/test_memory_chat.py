@@ -3,7 +3,7 @@ notes in the session where they made them, and the page's addresses of the panel
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -14,7 +14,7 @@ from memory.services import memory_command, memory_file_put, memory_forget
 from tests.web.conftest import finished_run
 from web.memory_words import memory_change_words, memory_notes_by_run, memory_step_words
 
-T0 = datetime(2026, 12, 7, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(("arguments", "words"), [
