@@ -6,6 +6,7 @@ Waits on what the page shows, never on time."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -74,16 +75,22 @@ def test_alice_sees_edits_deletes_and_forgets_what_the_agent_saved(page_factory,
     memory_command(owner=_owner(session), by=MemoryChange.By.AGENT, arguments={
         "command": "create", "path": "/memories/projects/garden.md", "file_text": "Planting roses in May."})
 
+    release = threading.Event()
+
     def handler(request):
         if not any(m["role"] == "tool" for m in request.json["messages"]):
             return chat_stream(tool_calls=[{"id": "m1", "name": "memory", "arguments": json.dumps({
                 "command": "create", "path": "/memories/alice.md", "file_text": "Alice drinks tea."})}])
+        release.wait(timeout=30)  # the answer waits while the live step is looked at
         return chat_stream(["Noted: you drink tea."])
 
     fake_provider.handler = handler
     page = _page(page_factory, width)
     log_in(page, server, next_path=f"/sessions/{session.pk}/")
     ask(page, "Remember that I drink tea.")
+    live_step = page.locator(f"{LAST_RUN}[data-live] details.step .step-name")
+    expect(live_step).to_have_text("Saved to memory: /memories/alice.md")  # while it streams (chat.js)
+    release.set()
     page.wait_for_selector(SETTLED, timeout=20_000)
     expect(page.locator(f"{LAST_RUN} details.step .step-name")).to_have_text("Saved to memory: /memories/alice.md")
     assert _stored(session)["/memories/alice.md"] == "Alice drinks tea."
