@@ -12,6 +12,8 @@ session named (the caller's own, of this agent) or in the memory log.
 """
 from __future__ import annotations
 
+import sys
+
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view
@@ -20,8 +22,8 @@ from rest_framework.response import Response
 from core.api.fields import id_from_text
 from core.errors import Conflict, NotFound, ValidationFailed
 from memory.access import MemoryReach, memory_reach_for_user, memory_session_for_user
-from memory.files import MemoryCommandError, memory_path
-from memory.selectors import memory_changes, memory_overview
+from memory.files import MemoryCommandError, memory_apply, memory_path
+from memory.selectors import memory_changes, memory_files, memory_overview
 from memory.serializers import MemoryFileIn, MemoryFileOut, MemoryOut, MemoryUseIn
 from memory.services import memory_file_delete, memory_file_put, memory_forget, memory_use_set
 
@@ -42,6 +44,17 @@ def _overview(reach: MemoryReach) -> dict:
 def _path(raw: str, *, directory_ok: bool = False) -> str:
     try:
         return memory_path(raw, directory_ok=directory_ok)
+    except MemoryCommandError as exc:
+        raise ValidationFailed(str(exc), fields={"path": str(exc)}) from None
+
+
+def _path_free(reach: MemoryReach, name: str) -> None:
+    """A 400 naming ``path`` when a file cannot be written there whatever its text (a
+    directory of files, or a file in the way): the pure command, tried without a bound,
+    says so; the write itself checks again under the owner's lock."""
+    try:
+        memory_apply(memory_files(owner=reach.owner), {"command": "create", "path": name, "file_text": ""},
+                     limit=sys.maxsize)
     except MemoryCommandError as exc:
         raise ValidationFailed(str(exc), fields={"path": str(exc)}) from None
 
@@ -101,6 +114,7 @@ def agent_memory_file(request, agent_id: int, path: str):
                                              user=request.user)
         if not reach.agent_memory:
             raise Conflict(MEMORY_OFF, code="memory_off")
+        _path_free(reach, name)
         try:
             memory_file_put(owner=reach.owner, path=name, content=data.validated_data["content"],
                             session_id=session_id)

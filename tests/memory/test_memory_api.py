@@ -167,6 +167,14 @@ def test_bad_input_is_a_400_naming_the_field_and_changes_nothing(alice, agent, m
             memory_in_use(owner=owner(agent, alice))) == before
 
 
+def test_a_file_where_a_directory_is_or_inside_a_file_is_a_400_on_path(alice, agent, memory_version):
+    agent_saves(agent, alice, "/memories/projects/a.md", "A")
+    for url in ("/memory/projects", "/memory/projects/a.md/b.md"):
+        response = put(api(alice), f"/api/v1/agents/{agent.pk}{url}", {"content": "x"})
+        assert response.status_code == 400 and set(response.json()["error"]["fields"]) == {"path"}
+    assert memory_files(owner=owner(agent, alice)) == {"/memories/projects/a.md": "A"}
+
+
 def test_a_write_past_the_bound_says_how_much_room_is_left(alice, agent, memory_version, settings):
     settings.AGENTLOOM_MEMORY_MAX_CHARS = 100
     agent_saves(agent, alice, "/memories/a.md", "x" * 50)  # 64 counted with its path
