@@ -95,3 +95,11 @@ def test_the_chat_page_hands_the_panel_its_addresses_and_words(alice, agent, mak
     assert config["memoryWords"]["steps"]["create"] == "Saved to memory: {path}"
     assert 'id="memory-open"' in html and 'id="memory-panel"' in html
     assert "<script>" not in html  # the panel's script is a file (CSP)
+
+
+@pytest.mark.django_db
+def test_a_new_chat_has_the_panel_too_with_no_session_to_record_in(alice, agent, version, client_for):
+    html = client_for(alice).get(f"/sessions/new?agent={agent.pk}").content.decode()
+    config = json.loads(html.split('id="chat-config" type="application/json">', 1)[1].split("</script>", 1)[0])
+    assert 'id="memory-open"' in html and config["sessionId"] is None
+    assert config["urls"]["memory"] == f"/api/v1/agents/{agent.pk}/memory"
