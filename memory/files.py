@@ -55,7 +55,9 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "view": ("path",), "create": ("path", "file_text"), "str_replace": ("path", "old_str", "new_str"),
     "insert": ("path", "insert_line", "insert_text"), "delete": ("path",), "rename": ("old_path", "new_path"),
 }
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
+# Control characters, backslashes, and what would make a path ambiguous inside the block's
+# ``<file path="…">`` (quotes and angle brackets).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\\\"<>]")
 _CLOSING = re.compile(r"</(?=\s*(?:file|memory)\b)", re.IGNORECASE)
 
 
@@ -91,7 +93,7 @@ def memory_path(raw: Any, *, directory_ok: bool = False) -> str:
     if path != ROOT and not path.startswith(ROOT + "/"):
         raise MemoryCommandError(f"{raw!r} is outside /memories; every path must start with /memories/.")
     if _CONTROL.search(path):
-        raise MemoryCommandError(f"{raw!r} has a character a path cannot have (a control character or backslash).")
+        raise MemoryCommandError(f"{raw!r} has a character a path cannot have (a control character, backslash, quote, < or >).")
     parts = path.split("/")[2:]
     if any(part in ("", ".", "..") for part in parts):
         raise MemoryCommandError(f"{raw!r} is not a plain path: no empty, '.' or '..' parts.")

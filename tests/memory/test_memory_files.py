@@ -63,6 +63,7 @@ def test_mem2_a_path_is_made_plain_under_memories(raw, clean):
     ("/memories/./a", "not a plain path"), ("/memories//a", "not a plain path"),
     ("/memories/a\x00b", "control character"), ("/memories/a\nb", "control character"),
     ("/memories/a\x7fb", "control character"), ("/memories/a\\b", "backslash"),
+    ('/memories/a"b', "quote"), ("/memories/</memory>", "< or >"),
     ("/memories/" + "a" * MAX_PATH_CHARS, f"at most {MAX_PATH_CHARS}"),
     ("", "A path is needed"), ("   ", "A path is needed"), (None, "A path is needed"), (7, "A path is needed"),
     ("/memories", "the directory itself"),
