@@ -59,6 +59,7 @@ logger = logging.getLogger("runloop")
 # taught and sent again; a refusal after that is tried again only while each one carries
 # the server's figures and they teach a smaller window, at most this often.
 MAX_REFUSALS = 3
+MEMORY_WORTH_NAMING = 200  # tokens: below this, memory is not why a request does not fit
 
 
 def run_execute(*, run_id: int) -> None:
@@ -207,7 +208,20 @@ def _request(state: RunState, instance: Instance, pipeline: ContextPipeline, dep
         raise RunStopped(RunErrorCode.INVALID_REQUEST, "The conversation could not be turned into a valid request; "
                          "nothing was sent. This is a bug and has been logged.") from None
     except ContextTooLong as exc:  # CTX-39, checked before anything is sent
-        raise RunStopped(RunErrorCode.CONTEXT_OVERFLOW, str(exc)) from None
+        raise RunStopped(RunErrorCode.CONTEXT_OVERFLOW, f"{exc}{_memory_share(state)}") from None
+
+
+def _memory_share(state: RunState) -> str:
+    """MEM-3: the person's memory is in every request and no compaction shortens it; when
+    it is a good part of what does not fit, say so and what the person can do."""
+    memory = state.run.memory
+    if not memory:
+        return ""
+    tokens = state.figures.figure(state.figures.estimates.message({"role": "system", "content": memory}))
+    if tokens < MEMORY_WORTH_NAMING:
+        return ""
+    return (f" Your memory for this agent takes about {tokens:,} tokens of every request and is never shortened: "
+            "open Memory in the chat to delete what is no longer needed, or ask an admin for a larger window.")
 
 
 def instance_loop(state: RunState, instance: Instance, depth: int) -> str:

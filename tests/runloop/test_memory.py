@@ -166,3 +166,19 @@ def test_mem3_memory_survives_every_compaction(fake_session, strict, fake):
     actions = [r for r in fake.requests if not is_summary(r.json["messages"])]
     assert summaries, "the policy compacted"
     assert all(UNITS in _system_text(r) for r in actions)
+
+
+def test_mem3_a_memory_too_big_for_the_window_is_named_with_what_to_do(fake_session, strict, fake, settings):
+    """Memory is never shortened: when the request cannot fit, the error says memory is a
+    good part of it and how to make room, and nothing is sent."""
+    settings.AGENTLOOM_MEMORY_MAX_CHARS = 20_000
+    strict.handler = lambda request: chat_stream(["Hello."])
+    session = fake_session(tools=("calculator",), memory=True, window=4_096)
+    fact = " ".join(f"Fact {n}: Alice's project detail number {n} is recorded here." for n in range(300))
+    memory_command(owner=_owner(session), arguments={"command": "create", "path": "/memories/all.md",
+                                                     "file_text": fact}, by="person")
+    run = ask_and_run(session, "Hi.")
+    assert run.status == Run.Status.FAILED and run.error["code"] == "context_overflow"
+    assert "Your memory for this agent takes about" in run.error["message"]
+    assert "open Memory in the chat" in run.error["message"]
+    assert fake.requests == []
