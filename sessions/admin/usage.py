@@ -5,8 +5,9 @@ verification calls apart), why runs failed, a chart over time and a CSV of every
 Cost comes from the admin-set ``ModelPrice`` of each model the calls used; a model
 without a price shows tokens only. A call whose provider reported no usage counts our
 estimates (``sessions.selectors.usage.call_usage``), and every row, bar and CSV line built on
-them says so (``tokens_source``: provider, estimated, mixed). Figures only: no encrypted column is read, so the
-page writes no access-audit row (docs/operators.md says why).
+them says so (``tokens_source``: provider, estimated, mixed). Figures only: nothing encrypted is shown, so the
+page writes no access-audit row (docs/operators.md says why). The one encrypted column read,
+``Run.memory``, is counted into an estimate of tokens and never shown (``memory_usage``).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from django.utils.safestring import mark_safe
 
 from context.usage import TokenPrices, UsageFigures, usage_cost
 from models_catalog.selectors import model_prices
+from sessions.admin.memory_usage import memory_cost
 from sessions.admin.pages import object_or_404, render_page
 from sessions.admin.usage_chart import UsageBar, usage_chart
 from sessions.models import ModelCall, Run
@@ -171,6 +173,7 @@ def usage_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) ->
         "unpriced": sorted(f"{p}: {m}" for (p, m), price in prices.items() if price is None),
         "failures": version_failure_reasons(version=version), "kind": kind, "periods": periods,
         "chart": mark_safe(usage_chart(bars)),  # every text escaped by usage_chart
+        "memory": memory_cost(version=version),  # MEM-3: only the runs that carried memory
     }
     return render_page(model_admin, request, "version/usage.html", version, "Usage and cost", context)
 
