@@ -35,12 +35,12 @@ COMMAND_WORDS = {"create": "wrote a file", "str_replace": "edited a file", "inse
                  "memory_on": "turned memory on", "memory_off": "turned memory off"}
 
 
-def _of_owner(model: type) -> Any:
+def _of_owner(model: Any) -> Any:
     """The rows of ``model`` of the outer owner row (agent and person; the agent fixes the space)."""
     return model.objects.filter(agent_id=OuterRef("agent_id"), user_id=OuterRef("user_id")).order_by()
 
 
-def _total(model: type, expression: Any) -> Coalesce:
+def _total(model: Any, expression: Any) -> Coalesce:
     rows = _of_owner(model).values("user_id").annotate(total=Sum(expression)).values("total")
     return Coalesce(Subquery(rows, output_field=IntegerField()), 0)
 
