@@ -56,7 +56,7 @@ class AgentAdmin(ConsoleListMixin, admin.ModelAdmin):
         (None, {"fields": ["space", "name", "instructions", "model_connection", "tools", "tool_overrides"]}),
         ("Context policy", {"fields": [*POLICY_FIELDS, "budget_figures"]}),
         ("Run limits", {"fields": [*LIMIT_FIELDS, "verify_before_complete"]}),
-        ("Memory", {"fields": ["memory"]}),
+        ("Memory", {"fields": ["memory", "memory_approval"]}),
         ("Storage", {"fields": ["call_log_retention_days"]}),
         ("Published versions", {"fields": ["versions_pages"]}),
         ("Record", {"fields": ["created_by", "created_at", "updated_at"], "classes": ["collapse"]}),

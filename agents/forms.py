@@ -175,25 +175,28 @@ class ApprovalsField(forms.Field):
         return any((initial or {}).get(tool) != policy for tool, policy in (data or {}).items())
 
 
-class MemoryToggle(forms.CheckboxInput):
-    """"Memory across sessions" with the ``memory`` tool's "Ask before calling" under it
-    (MEM-2, TOOL-7): the tool comes with memory, not from the list of tools, so its policy
-    sits here, shown and posted only while the box is ticked (agent_memory.js)."""
+class MemoryApprovalSelect(forms.Widget):
+    """The ``memory`` tool's "Ask before calling" (MEM-2, TOOL-7) under "Memory across
+    sessions": the tool comes with memory, not from the list of tools, so its policy sits
+    here, shown and posted only while memory is on (agent_memory.js). The select posts as
+    ``approval:memory``, which ``ApprovalsField`` reads with the others."""
 
     approval: str = approval_default(MEMORY_TOOL)
+    memory_on: bool = False
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> None:
+        return None  # read by ApprovalsField
 
     def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
-        box = super().render(name, value, attrs, renderer)
         base = (attrs or {}).get("id") or f"id_{name}"
-        on = self.check_test(value)
         option = ToolOption(MEMORY_TOOL, "", reads_sometimes=builtin_reads_sometimes(MEMORY_TOOL))
-        select = approval_select(tool=MEMORY_TOOL, option=option,
-                                 chosen=self.approval, id_=f"{base}_approval", about=f"{base}_tool")
-        if not on:  # a disabled select is not posted: memory off leaves its policy alone
+        select = approval_select(tool=MEMORY_TOOL, option=option, chosen=self.approval, id_=base,
+                                 about=f"{base}_about")
+        if not self.memory_on:  # a disabled select is not posted: memory off leaves its policy alone
             select = mark_safe(select.replace("<select ", "<select disabled ", 1))
-        return format_html('{}<div class="memory-approval" id="{}_tool_policy"{}><span id="{}_tool">The '
-                           "<code>memory</code> tool</span>{}</div>", box, base,
-                           "" if on else mark_safe(" hidden"), base, select)
+        return format_html('<div class="memory-approval" id="id_memory_tool_policy"{}><span id="{}_about">'
+                           "<code>memory</code>: the tool that reads and writes the person's notes</span>{}</div>",
+                           "" if self.memory_on else mark_safe(" hidden"), base, select)
 
 
 def memory_help() -> str:
@@ -252,7 +255,8 @@ class AgentAdminForm(forms.ModelForm):
                   "Frozen at publish.",
     )
 
-    memory = forms.BooleanField(required=False, label="Memory across sessions", widget=MemoryToggle)
+    memory = forms.BooleanField(required=False, label="Memory across sessions")
+    memory_approval = forms.Field(required=False, label="The memory tool", widget=MemoryApprovalSelect)
 
     max_model_calls = _limit_input("max_model_calls")
     max_tool_calls = _limit_input("max_tool_calls")
@@ -281,7 +285,9 @@ class AgentAdminForm(forms.ModelForm):
         picker = cast(ToolPicker, self.fields["tools"].widget)
         picker.approvals = {**self.initial["tool_approvals"], **(self["tool_approvals"].data if self.is_bound else {})}
         self.fields["memory"].help_text = memory_help()
-        cast(MemoryToggle, self.fields["memory"].widget).approval = picker.approvals[MEMORY_TOOL]
+        approval = cast(MemoryApprovalSelect, self.fields["memory_approval"].widget)
+        approval.approval = picker.approvals[MEMORY_TOOL]
+        approval.memory_on = bool(self["memory"].value())
         if self.instance.pk:
             self.initial["tools"] = current
             # The approvals are the selects beside the tools; this field keeps the rest.

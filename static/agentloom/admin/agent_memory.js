@@ -8,8 +8,10 @@
     var policy = document.getElementById("id_memory_tool_policy");
     if (!box || !policy) { return; }
     var select = policy.querySelector("select");
+    var row = policy.closest(".form-row");
     function follow() {
       policy.hidden = !box.checked;
+      if (row) { row.hidden = !box.checked; }
       if (select) { select.disabled = !box.checked; }
     }
     box.addEventListener("change", follow);
