@@ -14,9 +14,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.files import MemoryChange as Change
-from memory.files import memory_apply
+from memory.files import memory_apply, memory_block
 from memory.models import MemoryChange, MemoryFile, MemoryState
 from memory.selectors import MemoryOwner, memory_files, memory_limit
+from sessions.models import Run
 
 
 def _lock(owner: MemoryOwner) -> None:
@@ -71,11 +72,16 @@ def memory_file_delete(*, owner: MemoryOwner, path: str, session_id: int | None 
 
 
 def memory_forget(*, owner: MemoryOwner, session_id: int | None = None) -> int:
-    """"Forget everything": every file goes; the record says how much. Returns the files removed."""
+    """"Forget everything": every file goes, and so do the copies the owner's runs froze
+    (``Run.memory``): each becomes the empty memory, so a run resumed later carries nothing
+    of it either (one answering now keeps what it started with until it ends). The record
+    says how much went. Returns the files removed."""
     with transaction.atomic():
         _lock(owner)
         before = memory_files(owner=owner)
         MemoryFile.objects.filter(**owner.rows()).delete()
+        Run.objects.filter(user_id=owner.user_id, space_id=owner.space_id, version__agent_id=owner.agent_id,
+                           memory__isnull=False).update(memory=memory_block({}))
         _record(owner, Change("forget", "/memories", chars_before=sum(map(len, before.values()))),
                 by=MemoryChange.By.PERSON, session_id=session_id, run_id=None)
     return len(before)

@@ -13,6 +13,8 @@ words apart from the files attached to it — and:
 * files are attached (or the question asks about the files attached earlier) → it
   answers with a short summary of each: its lines, words and first lines (an image, that
   it cannot see it);
+* "Remember that …" or "What do you remember about me?" with memory on → it saves to
+  memory or answers from it (``demo_memory``);
 * the question asks for an offered tool — any tool, a tool server's too — → it calls it
   with arguments built from the tool's JSON Schema (``demo_tools``);
 * otherwise it replies with a short summary of the question, how many messages it
@@ -37,6 +39,7 @@ from context.records import INTERRUPTED_SUFFIX, content_text
 from context.surrogates import replace_lone_surrogate_escapes, replace_lone_surrogates
 from models_catalog.demo_arguments import tool_arguments
 from models_catalog.demo_files import files_summary, split_question
+from models_catalog.demo_memory import memory_reply
 from models_catalog.demo_tools import choose_tool
 from models_catalog.providers.events import ChatStream, StreamEnd, TextDelta, ToolCall, ToolCallDelta, Usage, as_dict
 
@@ -185,6 +188,9 @@ def _reply(messages: list[dict[str, Any]], tools: dict[str, dict[str, Any]]) -> 
         earlier = _earlier_files(messages)
         if earlier:
             return f"{LABEL} " + files_summary(earlier, earlier=True), None
+    remembered = memory_reply(question, _system_text(messages), tools)
+    if remembered is not None:
+        return f"{LABEL} {remembered[0]}", remembered[1]
     chosen = choose_tool(question, tools)
     if chosen is not None:
         arguments = tool_arguments(as_dict(tools[chosen].get("parameters")), question)
@@ -206,6 +212,11 @@ def _reply(messages: list[dict[str, Any]], tools: dict[str, dict[str, Any]]) -> 
         f"message{'s' if len(messages) != 1 else ''}.{hint}{can} I am the built-in offline demo: I need no API "
         "key and cannot really reason. Connect a real provider in the admin console for real answers."
     ), None
+
+
+def _system_text(messages: list[dict[str, Any]]) -> str:
+    first = messages[0] if messages else {}
+    return content_text(first.get("content")) if first.get("role") == "system" else ""
 
 
 def _tool_label(name: str) -> str:

@@ -276,3 +276,43 @@ def test_a_turn_of_many_parallel_calls_still_reads_the_cache_past_the_20_block_l
     blind_read = blind.cache.use(body)["cache_read_input_tokens"]
     assert 0 < blind_read < first["prompt_tokens"] - 200  # tools + system only: the question is written again
     assert strict.rejections == []
+
+
+MEMORY_TOOL = {"type": "memory_20250818", "name": "memory"}
+MEMORY_BETA = {"anthropic-beta": "context-management-2025-06-27"}
+
+
+@pytest.mark.parametrize(("case", "tool", "headers", "model", "message"), [
+    ("without its beta", MEMORY_TOOL, {}, "claude-opus-5", "Input tag 'memory_20250818' found using 'type'"),
+    ("on a Claude 3 model", MEMORY_TOOL, MEMORY_BETA, "claude-3-5-sonnet-20241022", "not supported on this model"),
+    ("with a schema", {**MEMORY_TOOL, "input_schema": {"type": "object"}}, MEMORY_BETA, "claude-opus-5",
+     "memory_20250818.input_schema: Extra inputs are not permitted"),
+    ("under another name", {**MEMORY_TOOL, "name": "notes"}, MEMORY_BETA, "claude-opus-5", "Input should be 'memory'"),
+])
+def test_mem2_the_strict_fake_takes_the_memory_tool_only_as_the_api_does(fake, case, tool, headers, model, message):
+    strict = AnthropicFake(api_key=KEY)
+    fake.handler = strict
+    body = valid() | {"model": "claude-opus-5", "tools": [MEMORY_TOOL]}
+    assert httpx.post(fake.base_url + "/messages", json=body, headers=HEADERS | MEMORY_BETA).status_code == 200
+    answer = httpx.post(fake.base_url + "/messages", json=body | {"tools": [tool], "model": model},
+                        headers=HEADERS | headers)
+    assert answer.status_code == 400 and message in answer.json()["error"]["message"], case
+
+
+def test_mem2_the_client_sends_the_memory_tools_beta_with_a_body_that_offers_it(fake):
+    strict = AnthropicFake(api_key=KEY)
+    fake.handler = strict
+    body = build_anthropic_body([{"role": "user", "content": "Hi"}], model="claude-opus-5", max_tokens=64,
+                                tools=TOOLS + [{"type": "function", "function": {"name": "memory", "parameters": {
+                                    "type": "object"}}}], native_types={"memory": "memory_20250818"})
+    assert {k: v for k, v in body["tools"][-1].items() if k != "cache_control"} == MEMORY_TOOL
+    with get_chat_client(provider="anthropic", base_url=fake.base_url, api_key=KEY, allow_private=True,
+                         limits=FAST) as client:
+        collect(client.stream_chat(body))
+    assert fake.requests[-1].headers["anthropic-beta"] == "context-management-2025-06-27"
+    plain = build_anthropic_body([{"role": "user", "content": "Hi"}], model="claude-opus-5", max_tokens=64,
+                                 tools=TOOLS)
+    with get_chat_client(provider="anthropic", base_url=fake.base_url, api_key=KEY, allow_private=True,
+                         limits=FAST) as client:
+        collect(client.stream_chat(plain))
+    assert "anthropic-beta" not in fake.requests[-1].headers

@@ -212,12 +212,12 @@ def _tools_refusal(tools: Any, betas: frozenset[str] = frozenset(), model: str =
             if tool.get("name") != name:
                 return f"tools.{k}.{kind}.name: Input should be '{name}'"
             continue
-        if kind not in (None, "custom"):
-            return (f"tools.{k}: Input tag '{kind}' found using 'type' does not match any of the expected tags: "
-                    f"{CUSTOM_TAGS}")
         extra = sorted(set(tool) - {"name", "description", "input_schema", "cache_control", "type"})
         if extra:
             return f"tools.{k}.custom.{extra[0]}: Extra inputs are not permitted"
+        if kind not in (None, "custom"):
+            return (f"tools.{k}: Input tag '{kind}' found using 'type' does not match any of the expected tags: "
+                    f"{CUSTOM_TAGS}")
         if not isinstance(tool.get("name"), str) or not TOOL_NAME.fullmatch(tool["name"]):
             return f"tools.{k}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'"
         schema = tool.get("input_schema")

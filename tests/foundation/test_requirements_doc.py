@@ -27,7 +27,7 @@ from tests.conftest import REPO
 
 DOC = "docs/requirements.md"
 THIS = "tests/foundation/test_requirements_doc.py"
-PREFIXES = ("CAT", "CTX", "LOOP", "RUN", "TOOL")
+PREFIXES = ("CAT", "CTX", "LOOP", "MEM", "RUN", "TOOL")
 UNCITED = "not cited yet"
 
 # An id written out, then optional shorthand second halves: "/22" (a pair) or "..8", "…11",

@@ -50,7 +50,7 @@ class RealServerChat:
     def open(cls, server: RealServer, *, space, user, connection=None, window: int | None = None,
              max_output_tokens: int | None = None, instructions: str = "Answer briefly.",
              tools: tuple[str, ...] = (), limits: dict[str, Any] | None = None,
-             context_policy: dict[str, Any] | None = None) -> RealServerChat:
+             context_policy: dict[str, Any] | None = None, memory: bool = False) -> RealServerChat:
         """A connection (unless given), an agent published by ``user``, and ``user``'s session."""
         from agents.services import agent_create, agent_publish
         from sessions.models import Session
@@ -60,6 +60,9 @@ class RealServerChat:
         agent = agent_create(space=space, name=f"On {server.kind}", model_connection=connection,
                              instructions=instructions, tools=list(tools), limits=limits,
                              context_policy=context_policy, created_by=user)
+        if memory:  # MEM-1: the draft's flag, frozen at publish
+            agent.memory = True
+            agent.save(update_fields=["memory"])
         version = agent_publish(agent=agent, published_by=user)
         session = Session.objects.create(space=space, user=user, agent=agent, version=version)
         return cls(server=server, connection=connection, agent=agent, version=version, session=session)

@@ -98,6 +98,8 @@ def test_mem4_forget_everything_empties_the_next_request(fake_session, strict, f
     memory_forget(owner=_owner(session))
     assert ask_and_run(session, "Hi again.").status == Run.Status.COMPLETED
     assert UNITS not in _system_text(fake.requests[-1]) and "No files yet" in _system_text(fake.requests[-1])
+    # The copy the first run froze is gone too: nothing kept of it resumes with a run.
+    assert not any(UNITS in (run.memory or "") for run in Run.objects.filter(session=session))
 
 
 def test_mem4_dont_use_memory_for_me_leaves_out_the_block_and_the_tool(fake_session, strict, fake):
