@@ -1,12 +1,15 @@
 """What memory costs, on a version's usage page (SPEC §7c, MEM-3): the tokens of each run's
 frozen memory — an estimate with the estimator of the version's model — per run and summed,
 and what the requests of each run's main line sent of it; only runs that carried memory.
+The CSV has each run's memory tokens, empty for a run without memory.
 
 Runs are driven by the real loop against the strict fake provider, on both wires. alice
 talks with the agent; olivia reads the page (tests/conftest.py).
 """
 from __future__ import annotations
 
+import csv
+import io
 import re
 
 import pytest
@@ -66,6 +69,11 @@ def test_mem3_the_usage_page_counts_memorys_tokens_for_the_runs_that_carried_it(
     assert [tuple(map(int, row)) for row in shown] == [  # newest first, never the run without memory
         (pk, expected[pk], requests[pk], expected[pk] * requests[pk]) for pk in (recalling.pk, remembering.pk)]
     assert "metric units" not in html  # counted, never shown
+
+    response = console.get(f"{usage_url(version)}csv/")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert {int(row["run"]): row["memory_tokens_estimated"] for row in rows} == {
+        remembering.pk: str(expected[remembering.pk]), recalling.pk: str(expected[recalling.pk]), without.pk: ""}
     assert not AccessAudit.objects.exists()
 
 
