@@ -40,6 +40,7 @@ urlpatterns = [
     path("api/models/discover", models_discover_view, name="models-discover"),
     path("api/v1/", include("models_catalog.urls")),
     path("api/v1/", include("agents.urls")),
+    path("api/v1/", include("memory.urls")),
     path("api/v1/", include("toolservers.urls")),
     path("", include("web.urls")),
 ]

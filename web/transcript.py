@@ -21,6 +21,7 @@ from web.deltas import text_from_deltas as text_from_deltas  # its home; importe
 from web.errors import error_explain
 from web.folded import FOLDED_NOTICE, folded_count, folded_seqs
 from web.markdown import RenderBudget
+from web.memory_words import memory_step_words
 from web.step_text import arguments_pretty, duration_label, result_images
 from web.summaries import summary_by_code
 from web.tool_labels import tool_label
@@ -111,10 +112,11 @@ class Step:
     folded_seq: int | None = None  # CTX-47: the record of a result a compaction folded for the model
     label: str = ""  # what the chat calls the tool (``web.tool_labels``); its wire name when empty
     approval: str = ""  # TOOL-9: what was decided when the call asked (``web.approval_cards``)
+    words: str = ""  # MEM-4: a memory call in words ("Saved to memory: …", ``web.memory_words``)
 
     @property
     def shown_name(self) -> str:
-        return self.label or self.name
+        return self.words or self.label or self.name
 
     @property
     def status_label(self) -> str:
@@ -300,8 +302,9 @@ def items_from_records(records: Iterable[SessionMessage], *, durations: dict[str
                     function = {}
                 call_id = str(call.get("id", ""))
                 arguments, _ = _clip(arguments_pretty(function.get("arguments", "")), ARGUMENTS_PREVIEW_CHARS)
-                step = Step(call_id=call_id, name=str(function.get("name", "tool")), arguments=arguments,
-                            duration_ms=durations.get(call_id))
+                name = str(function.get("name", "tool"))
+                step = Step(call_id=call_id, name=name, arguments=arguments, duration_ms=durations.get(call_id),
+                            words=memory_step_words(name, function.get("arguments", "")))
                 steps[call_id] = step
                 items.append(step)
         elif kind in ("tool_result", "delegation_result"):

@@ -19,6 +19,7 @@ from agents.server_tools import frozen_server_tools
 from core.api.fields import id_from_text
 from core.errors import NotFound, TryLater, ValidationFailed
 from core.slow_work import slow_work
+from memory.selectors import memory_changes_in_session
 from models_catalog.providers import provider_is_offline
 from sessions.event_types import event_names
 from sessions.models import Session
@@ -29,6 +30,7 @@ from sessions.services.sessions import session_draft, session_empty_like
 from web.approval_cards import AWAITING_STEP_WORDS, SESSION_WAITING_WORDS, approval_words
 from web.errors import error_table
 from web.folded import FOLDED_NOTICE
+from web.memory_words import memory_notes_by_run, memory_words
 from web.presenters import meter_label, meter_page
 from web.rendered_runs import runs_rendered
 from web.security import LimitedAuthenticationForm, limited_login, login_locked, with_csp
@@ -169,6 +171,9 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "inputs": _url_template("web:run-inputs"),  # TOOL-10: the answer to a tool server's question
     }
     # Attaching a file (RUN-13): into the session; a new chat's first file starts it.
+    # MEM-4: the person's own memory for this agent (the panel; web/memory_words.py).
+    urls.update(memory=reverse("agent-memory", args=[session.agent_id]),
+                memoryFile=reverse("agent-memory-file", args=[session.agent_id, "PATH"]).replace("PATH", "{path}"))
     urls.update(files=_url_template("session-files"), sessions=reverse("sessions"),
                 sessionQuestions=_url_template("session-questions"), sessionPage=_url_template("web:session"))
     if session.pk is None:
@@ -201,6 +206,7 @@ def _chat_config(session: Session, *, meter: dict[str, Any], **extra: Any) -> di
         "planStatus": PLAN_STATUS_LABELS,
         # How a step names its tool (web.tool_labels): the live run's steps as the server's.
         "toolLabels": tool_labels(frozen_server_tools(session.version)),
+        "memoryWords": memory_words(),  # MEM-4: the Memory panel's and the memory steps' words
         "meter": meter,
         "supplements": {},
         "prepared": None,
@@ -236,10 +242,13 @@ def _session_page(request, session_id: int):
         # Files attached and not sent yet: chips again after a reload, each with its remove.
         pendingFiles=pending_files(session=session),
     )
+    notes = memory_notes_by_run(memory_changes_in_session(session_id=session.pk), [view.run for view in views])
     return render(request, "web/session.html", _shell(
         request,
         session=session,
         runs=views,
+        # MEM-4: what the person changed in memory from the panel, after the run it followed.
+        runs_noted=[(view, notes.get(view.run.pk, [])) for view in views],
         page=page,
         is_demo=provider_is_offline(session.version.provider),
         meter=meter,

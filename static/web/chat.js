@@ -57,8 +57,8 @@
     if (menuOpen()) {
       setMenu(false);
       if (menuToggle) menuToggle.focus();
-    } else if (config && live && !(event.target.closest && event.target.closest(".approval"))) {
-      // (Esc in an approval's reason field is not a Stop.)
+    } else if (config && live && !(event.target.closest && event.target.closest(".approval, dialog"))) {
+      // (Esc in an approval's reason field is not a Stop, nor Esc closing the Memory panel.)
       event.preventDefault();
       stopRun();
     }
@@ -1071,6 +1071,10 @@
 
   LiveRun.prototype.stepDetected = function (data) {
     var step = this.step(data);
+    // A memory call in words, as the server shows it after the run (web/memory_words.py).
+    var memory = window.AgentLoomMemory;
+    var memoryWords = memory ? memory.stepWords(data.name, data.arguments, config.memoryWords) : "";
+    if (memoryWords) step.details.querySelector(".step-name").textContent = memoryWords;
     if (data.arguments) {
       step.body.append(el("p", "step-label", "Arguments"), argumentsBlock(data.arguments));
     }

@@ -62,6 +62,9 @@ BASE_BODIES: dict[str, dict[str, Any]] = {
     "POST /chat/runs/{run_id}/inputs": {"input_id": 1, "action": "decline"},
     "POST /api/v1/runs/{run_id}/approvals": {"call_id": "call_1", "decision": "approve"},
     "POST /sessions/new/questions": {"agent": "AGENT", "content": "hi"},
+    # MEM-4: the person's own memory for an agent (the fuzzed agent keeps none: a write is a 409).
+    "PUT /api/v1/agents/{agent_id}/memory": {"use_memory": False},
+    "PUT /api/v1/agents/{agent_id}/memory/{path}": {"content": "A note."},
     "POST /api/v1/auth/token": {"username": "alice", "password": "alice-password-1", "client": "fuzz"},
 }
 # Query parameters of the pages outside the schema, by route (those that read none get one
