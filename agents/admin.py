@@ -56,6 +56,7 @@ class AgentAdmin(ConsoleListMixin, admin.ModelAdmin):
         (None, {"fields": ["space", "name", "instructions", "model_connection", "tools", "tool_overrides"]}),
         ("Context policy", {"fields": [*POLICY_FIELDS, "budget_figures"]}),
         ("Run limits", {"fields": [*LIMIT_FIELDS, "verify_before_complete"]}),
+        ("Memory", {"fields": ["memory", "memory_approval"]}),
         ("Storage", {"fields": ["call_log_retention_days"]}),
         ("Published versions", {"fields": ["versions_pages"]}),
         ("Record", {"fields": ["created_by", "created_at", "updated_at"], "classes": ["collapse"]}),
@@ -74,7 +75,7 @@ class AgentAdmin(ConsoleListMixin, admin.ModelAdmin):
         return f"v{number}" if number else "unpublished"
 
     class Media:
-        js = ["agentloom/admin/agent_budget.js", "agentloom/admin/agent_publish.js"]
+        js = ["agentloom/admin/agent_budget.js", "agentloom/admin/agent_publish.js", "agentloom/admin/agent_memory.js"]
         css = {"all": ["agentloom/admin/agents.css"]}
 
     # --- Publish from the agent's own page ----------------------------------------------
@@ -233,13 +234,13 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Published versions are read-only: they are frozen by design (RUN-4)."""
 
     list_display = ["name", "version", "agent", "model", "context_window", "budget_figures", "published_at", "pages"]
-    readonly_fields = ["provider_name", "tools_list", "approvals_list", "policy_list", "budget_figures",
+    readonly_fields = ["provider_name", "tools_list", "approvals_list", "policy_list", "memory_shown", "budget_figures",
                        "frozen_server_tools", "pages"]
     list_select_related = ["agent"]
     list_filter = ["agent__space"]
     # Stored JSON shown as a person reads it, in the place of the field it stands for.
     _SHOWN_AS = {"provider": "provider_name", "tools": "tools_list", "tool_approvals": "approvals_list",
-                 "context_policy": "policy_list"}
+                 "context_policy": "policy_list", "memory": "memory_shown"}
 
     class Media:
         css = {"all": ["agentloom/admin/agents.css"]}
@@ -279,6 +280,14 @@ class AgentVersionAdmin(ConsoleListMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
             return "No tools."
         return format_html('<ul class="approval-list">{}</ul>', format_html_join(
             "", "<li><code>{}</code>: {}</li>", ((tool.name, tool.words) for tool in shown)))
+
+    @admin.display(description="Memory across sessions")
+    def memory_shown(self, obj: AgentVersion) -> str:
+        """MEM-1: whether runs of this version carry each person's memory and its tool."""
+        if not obj.memory:
+            return "Off: no memory, no memory tool."
+        return ("On: each person's runs carry their memory after the instructions and have the memory tool "
+                "(unless the person turned memory off for themselves).")
 
     @admin.display(description="Context policy")
     def policy_list(self, obj: AgentVersion) -> str:

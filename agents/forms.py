@@ -10,13 +10,22 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from django import forms
+from django.conf import settings
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from agents.models import Agent
 from agents.run_limits import MAX_LIMIT, SETTABLE
 from agents.services import agent_draft_validate, context_policy_normalize
-from agents.tool_approvals import APPROVAL_LABELS, approval_chosen, approval_default, builtin_read_only
+from agents.tool_approvals import (
+    APPROVAL_LABELS,
+    MEMORY_TOOL,
+    approval_chosen,
+    approval_default,
+    approval_tools,
+    builtin_read_only,
+    builtin_reads_sometimes,
+)
 from agents.tool_registry import APPROVAL_POLICIES, tool_description, tool_names_available
 from context.policy import MAX_COMPACTION_CALLS, POLICY_DEFAULTS
 from core.errors import ValidationFailed
@@ -34,7 +43,7 @@ LIMIT_HELP = {
     "max_depth": "How deep delegation to sub-agents may nest.",
 }
 DRAFT_FORM_FIELDS = ("name", "instructions", "model_connection", "tools", "tool_overrides", "verify_before_complete",
-                     "call_log_retention_days")
+                     "memory", "call_log_retention_days")
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,7 @@ class ToolOption:
     description: str
     note: str = ""
     read_only: bool = False  # TOOL-7: "When it may change something" never asks before it
+    reads_sometimes: bool = False  # memory: "When it may change something" asks before writes only
     offered: bool = True  # False: no longer offered, nothing to set beside it
 
     def __str__(self) -> str:
@@ -91,7 +101,10 @@ def approval_select(*, tool: str, option: ToolOption, chosen: str, id_: str, abo
 
     def text(policy: str) -> str:
         words = APPROVAL_LABELS[policy] + (" (default)" if policy == default else "")
-        return words + (": it only reads, so never" if policy == "side_effects" and option.read_only else "")
+        if policy == "side_effects" and option.read_only:
+            return words + ": it only reads, so never"
+        return words + (": before writing, not before reading" if policy == "side_effects" and option.reads_sometimes
+                        else "")
 
     options = format_html_join("", '<option value="{}"{}>{}</option>', (
         (policy, mark_safe(" selected") if policy == chosen else "", text(policy)) for policy in APPROVAL_POLICIES))
@@ -162,6 +175,44 @@ class ApprovalsField(forms.Field):
         return any((initial or {}).get(tool) != policy for tool, policy in (data or {}).items())
 
 
+class MemoryApprovalSelect(forms.Widget):
+    """The ``memory`` tool's "Ask before calling" (MEM-2, TOOL-7) under "Memory across
+    sessions": the tool comes with memory, not from the list of tools, so its policy sits
+    here, shown and posted only while memory is on (agent_memory.js). The select posts as
+    ``approval:memory``, which ``ApprovalsField`` reads with the others."""
+
+    approval: str = approval_default(MEMORY_TOOL)
+    memory_on: bool = False
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> None:
+        return None  # read by ApprovalsField
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
+        base = (attrs or {}).get("id") or f"id_{name}"
+        option = ToolOption(MEMORY_TOOL, "", reads_sometimes=builtin_reads_sometimes(MEMORY_TOOL))
+        select = approval_select(tool=MEMORY_TOOL, option=option, chosen=self.approval, id_=base,
+                                 about=f"{base}_about")
+        if not self.memory_on:  # a disabled select is not posted: memory off leaves its policy alone
+            select = mark_safe(select.replace("<select ", "<select disabled ", 1))
+        return format_html('<div class="memory-approval" id="id_memory_tool_policy"{}><span id="{}_about">'
+                           "<code>memory</code>: the tool that reads and writes the person's notes</span>{}</div>",
+                           "" if self.memory_on else mark_safe(" hidden"), base, select)
+
+
+def memory_help() -> str:
+    """What memory does, in plain words, with the bound in force (MEM-1..4)."""
+    return (
+        "Each person who talks with this agent gets a memory of their own: short notes the agent keeps "
+        "about them across their conversations, with a memory tool. Every request of that person's later "
+        "conversations carries the notes, after the instructions. Each person sees, edits and erases their "
+        "own notes in the chat's Memory panel, and can turn memory off for themselves. Nobody else sees "
+        "them; an operator reads them only through an audited read in this console. Memory is bounded "
+        f"(AGENTLOOM_MEMORY_MAX_CHARS: {settings.AGENTLOOM_MEMORY_MAX_CHARS:,} characters per person) and "
+        "costs tokens in every request: the version's usage page shows how many. \"Ask before calling\" sets whether a "
+        "person says yes before the memory tool acts; \"When it may change something\" asks before it "
+        "writes, not before it reads. Frozen at publish.")
+
+
 def _limit_input(name: str) -> forms.IntegerField:
     # No bounds here: the service's rule (1 to MAX_LIMIT) gives the message, as in the API.
     return forms.IntegerField(required=False, label=name.removeprefix("max_").replace("_", " ").capitalize(),
@@ -204,6 +255,9 @@ class AgentAdminForm(forms.ModelForm):
                   "Frozen at publish.",
     )
 
+    memory = forms.BooleanField(required=False, label="Memory across sessions")
+    memory_approval = forms.Field(required=False, label="The memory tool", widget=MemoryApprovalSelect)
+
     max_model_calls = _limit_input("max_model_calls")
     max_tool_calls = _limit_input("max_tool_calls")
     max_wall_seconds = _limit_input("max_wall_seconds")
@@ -211,7 +265,7 @@ class AgentAdminForm(forms.ModelForm):
 
     class Meta:
         model = Agent
-        fields = ["space", "name", "instructions", "model_connection", "verify_before_complete",
+        fields = ["space", "name", "instructions", "model_connection", "verify_before_complete", "memory",
                   "call_log_retention_days"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -227,9 +281,13 @@ class AgentAdminForm(forms.ModelForm):
         overrides = self.instance.tool_overrides if self.instance.pk and isinstance(
             self.instance.tool_overrides, dict) else {}
         offered = [value for _, options in choices for value, option in options if option.offered]
-        self.initial["tool_approvals"] = {tool: approval_chosen(tool, overrides) for tool in offered}
+        self.initial["tool_approvals"] = {tool: approval_chosen(tool, overrides) for tool in [*offered, MEMORY_TOOL]}
         picker = cast(ToolPicker, self.fields["tools"].widget)
         picker.approvals = {**self.initial["tool_approvals"], **(self["tool_approvals"].data if self.is_bound else {})}
+        self.fields["memory"].help_text = memory_help()
+        approval = cast(MemoryApprovalSelect, self.fields["memory_approval"].widget)
+        approval.approval = picker.approvals[MEMORY_TOOL]
+        approval.memory_on = bool(self["memory"].value())
         if self.instance.pk:
             self.initial["tools"] = current
             # The approvals are the selects beside the tools; this field keeps the rest.
@@ -274,7 +332,7 @@ class AgentAdminForm(forms.ModelForm):
             self.instance.tool_overrides, dict) else {}
         posted = self.cleaned_data.get("tool_approvals") or {}
         merged = {tool: dict(values) if isinstance(values, dict) else values for tool, values in overrides.items()}
-        for tool in tools:
+        for tool in approval_tools(tools, memory=bool(self.cleaned_data.get("memory"))):
             policy = posted.get(tool, approval_chosen(tool, stored))
             values = merged.get(tool, {})
             if not isinstance(values, dict):

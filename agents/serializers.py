@@ -47,7 +47,9 @@ class AgentUpdateIn(RejectUnknownFields):
                                   help_text='Built-ins ("calculator") and server tools ("<server>.<tool>", TOOL-3).')
     tool_overrides = BoundedJSONField(required=False, allow_null=True,
                                       help_text='Per tool: {"<tool>": {"approval": "never" | "side_effects" | '
-                                                '"always"}} for any chosen tool (TOOL-7; absent: side_effects for '
+                                                '"always"}} for any chosen tool, and for "memory" while the '
+                                                "agent's memory is on (MEM-2: side_effects asks before its writes "
+                                                'only) (TOOL-7; absent: side_effects for '
                                                 'server tools, never for built-ins); a server tool also takes '
                                                 'idempotent and observes_screen, true or false (TOOL-5). Frozen at '
                                                 'publish.')

@@ -97,7 +97,9 @@ def tool_overrides_normalize(overrides: Any, *, tools: list[str]) -> dict[str, d
                  else f"an object of approval ({policies}): a built-in tool accepts only approval")
         problem = ""
         if ref not in tools:
-            problem = "not a tool this agent chooses"
+            # ``memory`` comes with the agent's memory (MEM-2), not from the list of tools.
+            problem = ("the agent's memory is off: turn it on to set this tool's policy" if ref == "memory"
+                       else "not a tool this agent chooses")
         elif not isinstance(values, dict) or not values:
             problem = f"must be {shape}"
         else:

@@ -17,7 +17,7 @@ from agents.server_tools import (
     server_tools_freeze,
     tool_overrides_normalize,
 )
-from agents.tool_approvals import approval_changes, builtin_approvals_freeze
+from agents.tool_approvals import approval_changes, approval_tools, builtin_approvals_freeze
 from agents.tool_registry import tool_names_available, tool_names_reserved
 from context.policy import ContextPolicy, PolicyError
 from core.errors import ValidationFailed
@@ -44,6 +44,7 @@ def agent_create(
     context_policy: dict[str, Any] | None = None,
     limits: dict[str, Any] | None = None,
     tool_overrides: dict[str, Any] | None = None,
+    memory: bool = False,
     created_by=None,
 ) -> Agent:
     if model_connection.space_id != space.pk:
@@ -56,18 +57,12 @@ def agent_create(
         instructions=instructions,
         model_connection=model_connection,
         tools=tools,
-        tool_overrides=tool_overrides_normalize(tool_overrides, tools=tools),
+        tool_overrides=tool_overrides_normalize(tool_overrides, tools=approval_tools(tools, memory=memory)),
         context_policy=context_policy_normalize(context_policy),
         limits=dict(limits or {}),
+        memory=memory,
         created_by=created_by,
     )
-
-
-def _approval_tools(tools: Any, *, memory: bool) -> list[str]:
-    """The tools whose approval policy a draft sets and a version freezes (TOOL-7): those it
-    chooses, and the ``memory`` tool when the agent has memory (MEM-2), which is never
-    chosen from the list but follows its policy like any other built-in."""
-    return [*tools, *(["memory"] if memory else [])]
 
 
 def _figures_frozen(connection: ModelConnection) -> dict[str, int]:
@@ -109,8 +104,8 @@ def agent_publish(*, agent: Agent, published_by=None) -> AgentVersion:
             instructions=agent.instructions,
             tools=list(agent.tools),
             server_tools=server_tools,
-            tool_approvals=builtin_approvals_freeze(tools=_approval_tools(agent.tools, memory=agent.memory),
-                                                    overrides=agent.tool_overrides or {}),
+            tool_approvals=builtin_approvals_freeze(tools=list(agent.tools), overrides=agent.tool_overrides or {},
+                                                    memory=agent.memory),
             model_connection=connection,
             provider=connection.provider,
             base_url=connection.base_url,
@@ -191,7 +186,8 @@ def agent_draft_changes(*, agent: Agent) -> tuple[AgentVersion | None, list[Draf
     if difference:
         changes.append(DraftChange(what="Server tools", before="as published", after=difference))
     changes += [DraftChange(what=f"Ask before calling {name}", before=before, after=after) for name, before, after
-                in approval_changes(version=latest, tools=after_tools, overrides=agent.tool_overrides or {})]
+                in approval_changes(version=latest, tools=after_tools, overrides=agent.tool_overrides or {},
+                                     memory=latest.memory and agent.memory)]
     policy_before = latest.context_policy  # None: a version of the legacy character-threshold policy
     for name, value in context_policy_normalize(agent.context_policy).items():
         before = policy_before.get(name) if policy_before is not None else "legacy policy"
@@ -299,20 +295,22 @@ def agent_draft_validate(*, agent: Agent | None, space_id: int, data: Mapping[st
                 out[name] = check(data[name])
             except ValidationFailed as exc:
                 errors.update(exc.fields)
-    if "tool_overrides" in data or ("tools" in out and agent is not None and agent.tool_overrides):
-        # Overrides follow the tools: a tool taken out of the list takes its override with it.
-        memory = bool(data["memory"]) if "memory" in data else bool(agent is not None and agent.memory)
-        tools = _approval_tools(out.get("tools", agent.tools if agent is not None else []), memory=memory)
+    for flag in ("verify_before_complete", "memory"):
+        if flag in data:
+            out[flag] = bool(data[flag])
+    changed = "tools" in out or "memory" in out
+    if "tool_overrides" in data or (changed and agent is not None and agent.tool_overrides):
+        # Overrides follow the tools: a tool taken out of the list takes its override with it,
+        # and ``memory``'s goes when the agent's memory is turned off (MEM-2).
+        memory = out.get("memory", agent.memory if agent is not None else False)
+        tools = approval_tools(list(out.get("tools", agent.tools if agent is not None else [])), memory=memory)
         raw = data.get("tool_overrides", agent.tool_overrides if agent is not None else {}) or {}
         if "tool_overrides" not in data:
             raw = {ref: flags for ref, flags in raw.items() if ref in tools}
         try:
-            out["tool_overrides"] = tool_overrides_normalize(raw, tools=list(tools))
+            out["tool_overrides"] = tool_overrides_normalize(raw, tools=tools)
         except ValidationFailed as exc:
             errors.update(exc.fields)
-    for flag in ("verify_before_complete", "memory"):
-        if flag in data:
-            out[flag] = bool(data[flag])
     if "call_log_retention_days" in data:
         days = data["call_log_retention_days"]
         if days is not None and (isinstance(days, bool) or not isinstance(days, int)
@@ -342,9 +340,10 @@ def agent_draft_create(*, space, data: Mapping[str, Any], created_by=None) -> Ag
         tool_overrides=fields.get("tool_overrides"),
         context_policy=fields["context_policy"],
         limits=fields.get("limits", {}),
+        memory=bool(fields.get("memory")),
         created_by=created_by,
     )
-    extra = {name: fields[name] for name in ("verify_before_complete", "memory", "call_log_retention_days")
+    extra = {name: fields[name] for name in ("verify_before_complete", "call_log_retention_days")
              if fields.get(name)}
     if extra:
         for name, value in extra.items():

@@ -11,6 +11,9 @@ tool_overrides_normalize``); absent, server tools take ``side_effects`` and buil
 ``AgentVersion.server_tools`` (always written) and the built-ins' into
 ``AgentVersion.tool_approvals`` (only those the admin set, so a version says what was
 decided). Versions published before policies existed have neither: they read as the defaults.
+
+The ``memory`` tool is not chosen from the list: an agent with memory has it (MEM-2), so its
+policy is set, frozen and compared whenever the agent's memory is on (``approval_tools``).
 """
 from __future__ import annotations
 
@@ -25,6 +28,17 @@ from agents.tool_registry import APPROVAL_POLICIES, DEFAULT_BUILTIN_APPROVAL, DE
 APPROVAL_LABELS = {"never": "Never", "side_effects": "When it may change something", "always": "Always"}
 
 
+# The built-in that comes with the agent's memory instead of from the list of tools (MEM-2).
+MEMORY_TOOL = "memory"
+
+
+def approval_tools(tools: list[str], *, memory: bool) -> list[str]:
+    """The tools whose policy a draft or version sets: the chosen ones, and ``memory`` when
+    the agent's memory is on."""
+    names = [name for name in tools if isinstance(name, str)]
+    return [*names, MEMORY_TOOL] if memory and MEMORY_TOOL not in names else names
+
+
 def approval_default(name: str) -> str:
     """The policy a tool has when the admin set none."""
     return DEFAULT_SERVER_APPROVAL if is_server_ref(name) else DEFAULT_BUILTIN_APPROVAL
@@ -37,9 +51,11 @@ def approval_chosen(name: str, overrides: Mapping[str, Any]) -> str:
     return chosen if chosen in APPROVAL_POLICIES else approval_default(name)
 
 
-def builtin_approvals_freeze(*, tools: list[str], overrides: Mapping[str, Any]) -> dict[str, str]:
-    """``AgentVersion.tool_approvals``: the policies the admin set on the chosen built-ins."""
-    return {name: overrides[name]["approval"] for name in tools
+def builtin_approvals_freeze(*, tools: list[str], overrides: Mapping[str, Any],
+                             memory: bool = False) -> dict[str, str]:
+    """``AgentVersion.tool_approvals``: the policies the admin set on the chosen built-ins,
+    and on ``memory`` when the agent's memory is on."""
+    return {name: overrides[name]["approval"] for name in approval_tools(tools, memory=memory)
             if not is_server_ref(name) and isinstance(overrides.get(name), Mapping) and "approval" in overrides[name]}
 
 
@@ -49,12 +65,23 @@ def builtin_read_only(name: str) -> bool:
     return tool is not None and tool.read_only
 
 
-def approval_words(policy: str, *, read_only: bool) -> str:
+def builtin_reads_sometimes(name: str) -> bool:
+    """A built-in some of whose calls only read (``memory``'s ``view``): ``side_effects``
+    asks before the others only."""
+    tool = registry.get(name)
+    return tool is not None and not tool.read_only and tool.reads is not None
+
+
+def approval_words(policy: str, *, read_only: bool, reads_sometimes: bool = False) -> str:
     """What ``policy`` means for a tool, in words: whether its calls wait for a person."""
     if policy == "always":
         return "asks before every call"
     if policy == "side_effects":
-        return "never asks: it only reads" if read_only else "asks before every call: it may change something"
+        if read_only:
+            return "never asks: it only reads"
+        if reads_sometimes:
+            return "asks before every call that writes, not before reading"
+        return "asks before every call: it may change something"
     return "never asks"
 
 
@@ -73,17 +100,18 @@ class ToolApprovalShown:
     @property
     def words(self) -> str:
         label = APPROVAL_LABELS.get(self.policy, self.policy) + (" (default)" if self.is_default else "")
-        return f"{label}: {approval_words(self.policy, read_only=self.read_only)}"
+        words = approval_words(self.policy, read_only=self.read_only,
+                               reads_sometimes=builtin_reads_sometimes(self.name))
+        return f"{label}: {words}"
 
 
 def version_approvals(version: Any) -> list[ToolApprovalShown]:
-    """Each tool of ``version`` with its frozen policy, in the version's order of tools."""
+    """Each tool of ``version`` with its frozen policy, in the version's order of tools
+    (``memory`` last, when the version has memory)."""
     entries = {entry["ref"]: entry for entry in frozen_server_tools(version)}
     builtins = version.tool_approvals if isinstance(version.tool_approvals, dict) else {}
     shown = []
-    for name in version.tools or []:
-        if not isinstance(name, str):
-            continue
+    for name in approval_tools(list(version.tools or []), memory=bool(getattr(version, "memory", False))):
         if is_server_ref(name):
             entry = entries.get(name, {})
             shown.append(ToolApprovalShown(name, entry.get("approval", DEFAULT_SERVER_APPROVAL), read_only=(
@@ -94,10 +122,13 @@ def version_approvals(version: Any) -> list[ToolApprovalShown]:
     return shown
 
 
-def approval_changes(*, version: Any, tools: list[str], overrides: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def approval_changes(*, version: Any, tools: list[str], overrides: Mapping[str, Any],
+                     memory: bool = False) -> list[tuple[str, str, str]]:
     """``(tool, before, after)`` in words for each tool the version and the draft both choose
-    whose policy would change at the next publish. Absent policies are the defaults on both
-    sides, so a version published before policies existed differs from nothing unset."""
+    (``memory`` when both have memory) whose policy would change at the next publish. Absent
+    policies are the defaults on both sides, so a version published before policies existed
+    differs from nothing unset."""
     frozen = {shown.name: shown.policy for shown in version_approvals(version)}
     return [(name, APPROVAL_LABELS.get(frozen[name], frozen[name]), APPROVAL_LABELS[approval_chosen(name, overrides)])
-            for name in tools if name in frozen and frozen[name] != approval_chosen(name, overrides)]
+            for name in approval_tools(tools, memory=memory)
+            if name in frozen and frozen[name] != approval_chosen(name, overrides)]

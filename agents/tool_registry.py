@@ -82,6 +82,8 @@ class Tool:
     reads: Callable[[dict[str, Any]], bool] | None = None
     # Whether an admin picks it from the list; ``memory`` comes with the agent's memory (MEM-2).
     choosable: bool = True
+    # Why a call that changes something asks, when the general words would mislead (TOOL-7).
+    asks_because: str = "This tool may change something outside the chat."
     timeout_seconds: float = 30.0
     # Characters of one result kept in the records; past it, head and tail (CTX-7). The
     # model view shows at most 24,000 of them and read_record pages through the rest.
@@ -116,7 +118,7 @@ def approval_needed(tool: Tool, arguments: dict[str, Any] | None = None) -> str:
         return "This tool asks before every call."
     reads = tool.read_only or (tool.reads is not None and arguments is not None and tool.reads(arguments))
     if tool.approval == "side_effects" and not reads:
-        return "This tool may change something outside the chat."
+        return tool.asks_because
     return ""
 
 

@@ -43,6 +43,9 @@ class MemoryState(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "user"], name="memorystate_unique_owner")]
 
+    def __str__(self) -> str:
+        return f"memory of user {self.user_id} with agent {self.agent_id}"
+
 
 class MemoryChange(models.Model):
     """The record of one change (MEM-4): who made it, when, in which session (none: the

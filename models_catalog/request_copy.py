@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +26,11 @@ class ChatEndpoint:
     headers: tuple[tuple[str, str], ...]  # the key, when sent, as KEY_PLACEHOLDER
 
 
-def chat_endpoint(*, provider: str, base_url: str, with_key: bool) -> ChatEndpoint | None:
+def chat_endpoint(*, provider: str, base_url: str, with_key: bool,
+                  body: Mapping[str, Any] | None = None) -> ChatEndpoint | None:
     """Where ``provider``'s chat requests go from ``base_url`` (its default when blank),
-    and their headers; None for a provider with no endpoint (the offline demo) or no base."""
+    and their headers — with those ``body`` needs (the memory tool's beta on Anthropic's
+    wire); None for a provider with no endpoint (the offline demo) or no base."""
     spec = find_provider(provider)
     if spec is None or spec.offline:
         return None
@@ -35,6 +38,8 @@ def chat_endpoint(*, provider: str, base_url: str, with_key: bool) -> ChatEndpoi
     if not base:
         return None
     headers = [("Content-Type", "application/json"), *spec.chat_headers]
+    if body is not None and spec.body_headers is not None:
+        headers.extend(spec.body_headers(body))
     if with_key:
         headers.append((spec.key_header, f"{spec.key_scheme}{KEY_PLACEHOLDER}"))
     return ChatEndpoint(url=base.rstrip("/") + spec.chat_path, headers=tuple(headers))

@@ -53,5 +53,6 @@ memory_tool = register(Tool(
     idempotent=False,  # an insert made twice is two inserts
     reads=lambda arguments: arguments.get("command") == "view",
     choosable=False,
+    asks_because="This call changes what the agent remembers about you across conversations.",
     timeout_seconds=15,
 ))

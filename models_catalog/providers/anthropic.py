@@ -81,6 +81,12 @@ def anthropic_betas(body: Mapping[str, Any] | None) -> list[str]:
     return []
 
 
+def anthropic_body_headers(body: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The ``anthropic-beta`` header ``body`` needs, as the context inspector's copy writes it."""
+    betas = anthropic_betas(body)
+    return (("anthropic-beta", ",".join(betas)),) if betas else ()
+
+
 def parse_model_info(item: Any) -> RawModel | None:
     """One ``ModelInfo`` of the list → :class:`RawModel` (its figures when stated)."""
     if not isinstance(item, Mapping) or not isinstance(item.get("id"), str) or not item["id"].strip():
@@ -209,5 +215,5 @@ ANTHROPIC = ProviderSpec(
     output_limit_field="max_tokens", stream_usage_option=False, chat_factory=AnthropicChatClient,
     dialect="anthropic", api_path=API_PATH, prompt_cache=True,
     chat_path="/messages", key_header="x-api-key", key_scheme="",
-    chat_headers=(("anthropic-version", ANTHROPIC_VERSION),),
+    chat_headers=(("anthropic-version", ANTHROPIC_VERSION),), body_headers=anthropic_body_headers,
 )

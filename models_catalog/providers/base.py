@@ -187,6 +187,8 @@ class ProviderSpec:
     key_header: str = "Authorization"
     key_scheme: str = "Bearer "
     chat_headers: tuple[tuple[str, str], ...] = ()
+    # The headers a given body needs besides those (Anthropic's beta for its memory tool, MEM-2).
+    body_headers: Callable[[Mapping[str, Any]], tuple[tuple[str, str], ...]] | None = None
 
     def base_url_form(self, base_url: str) -> str:
         """``base_url`` as this provider's API is called at: without trailing slashes, and

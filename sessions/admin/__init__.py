@@ -11,7 +11,16 @@
 - ``prepared``: the summaries prepared in the background, read-only, never their text;
 - ``inputs``: the tool servers' questions to the person (TOOL-10), read-only, never their content;
 - ``file_list``: every attached file (size, owner, session, space, when), never its name or bytes;
+- ``memory``: people's memory (§7c): owners and sizes, the change log, never the text; the
+  files on an audited read page only;
 - ``reads``: the console's own reads (its one write, the access audit, is
   ``sessions.services.access_audit``, shared with the API).
 """
-from sessions.admin import approvals, console, file_list, inputs, prepared  # noqa: F401  (registers the ModelAdmins)
+from sessions.admin import (  # noqa: F401  (registers the ModelAdmins)
+    approvals,
+    console,
+    file_list,
+    inputs,
+    memory,
+    prepared,
+)

@@ -42,7 +42,7 @@ def request_copy(run: Run, call: ModelCall) -> RequestCopy | None:
         has_key = connection_has_key(connection_id=version.model_connection_id)
         spec = find_provider(call.provider)
         with_key = has_key if has_key is not None else bool(spec and spec.requires_api_key)
-        endpoint = chat_endpoint(provider=call.provider, base_url=version.base_url, with_key=with_key)
+        endpoint = chat_endpoint(provider=call.provider, base_url=version.base_url, with_key=with_key, body=body)
         missing = "" if endpoint is not None else (
             f"{provider_label(call.provider)} runs inside AgentLoom: there is no endpoint to call.")
     return RequestCopy(json=body_json(body), curl=curl_command(endpoint, body) if endpoint else "",

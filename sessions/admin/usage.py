@@ -5,8 +5,9 @@ verification calls apart), why runs failed, a chart over time and a CSV of every
 Cost comes from the admin-set ``ModelPrice`` of each model the calls used; a model
 without a price shows tokens only. A call whose provider reported no usage counts our
 estimates (``sessions.selectors.usage.call_usage``), and every row, bar and CSV line built on
-them says so (``tokens_source``: provider, estimated, mixed). Figures only: no encrypted column is read, so the
-page writes no access-audit row (docs/operators.md says why).
+them says so (``tokens_source``: provider, estimated, mixed). Figures only: nothing encrypted is shown, so the
+page writes no access-audit row (docs/operators.md says why). The one encrypted column read,
+``Run.memory``, is counted into an estimate of tokens and never shown (``memory_usage``).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from django.utils.safestring import mark_safe
 
 from context.usage import TokenPrices, UsageFigures, usage_cost
 from models_catalog.selectors import model_prices
+from sessions.admin.memory_usage import memory_cost, memory_tokens_beside
 from sessions.admin.pages import object_or_404, render_page
 from sessions.admin.usage_chart import UsageBar, usage_chart
 from sessions.models import ModelCall, Run
@@ -171,6 +173,7 @@ def usage_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) ->
         "unpriced": sorted(f"{p}: {m}" for (p, m), price in prices.items() if price is None),
         "failures": version_failure_reasons(version=version), "kind": kind, "periods": periods,
         "chart": mark_safe(usage_chart(bars)),  # every text escaped by usage_chart
+        "memory": memory_cost(version=version),  # MEM-3: only the runs that carried memory
     }
     return render_page(model_admin, request, "version/usage.html", version, "Usage and cost", context)
 
@@ -185,7 +188,7 @@ def _version(model_admin: ModelAdmin, request: HttpRequest, object_id: str):
 
 CSV_HEADER = ["run", "session", "status", "error_code", "attempt", "created_at", "finished_at",
               *(f"{purpose}_{name}" for purpose in PURPOSES for name in ("calls", *FIGURES)),
-              *(f"total_{name}" for name in FIGURES), "tokens_source", "cost", "currency"]
+              *(f"total_{name}" for name in FIGURES), "memory_tokens_estimated", "tokens_source", "cost", "currency"]
 
 
 class _Echo:
@@ -200,10 +203,11 @@ def _cell(value: object) -> object:
     return value
 
 
-def _csv_rows(runs: Iterator[RunUsage]) -> Iterator[list[object]]:
+def _csv_rows(runs: Iterable[tuple[RunUsage, int | None]]) -> Iterator[list[object]]:
+    """One row per run; ``runs`` pairs each with its memory's tokens (None: no memory, MEM-3)."""
     prices: Prices = {}
     currencies: dict[tuple[str, str], str] = {}
-    for run in runs:
+    for run, memory_tokens in runs:
         missing = [key for key in run.by_model if key not in prices]
         if missing:  # a query only when a run uses a model not seen before
             found, found_currencies = _prices(missing)
@@ -218,7 +222,8 @@ def _csv_rows(runs: Iterator[RunUsage]) -> Iterator[list[object]]:
                run.created_at.isoformat(), run.finished_at.isoformat() if run.finished_at else "",
                *(value for purpose in PURPOSES for value in (
                    run.calls[purpose], *(getattr(run.by_purpose[purpose], name) for name in FIGURES))),
-               *(getattr(total, name) for name in FIGURES), run.tokens_source,
+               *(getattr(total, name) for name in FIGURES), "" if memory_tokens is None else memory_tokens,
+               run.tokens_source,
                f"{money.amounts[0][1]:.6f}" if single else "", money.amounts[0][0] if single else ""]
 
 
@@ -229,7 +234,7 @@ def usage_csv_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str
 
     def lines() -> Iterator[str]:
         yield writer.writerow(CSV_HEADER)
-        for row in _csv_rows(version_usage_runs(version=version)):
+        for row in _csv_rows(memory_tokens_beside(version_usage_runs(version=version), version=version)):
             yield writer.writerow([_cell(value) for value in row])  # every cell: a price's currency too
 
     response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")

@@ -16,7 +16,8 @@ from sessions.models import AccessAudit, Run, Session
 
 def access_audit_write(*, user, what: str, session: Session | None, run: Run | None = None,
                        detail: dict[str, Any] | None = None) -> AccessAudit:
-    """Record that ``user`` opened ``what`` (records, events, context_inspector, file).
+    """Record that ``user`` opened ``what`` (records, events, context_inspector, file; memory,
+    which belongs to no session: ``detail`` names its agent and person).
 
     Called before the decrypted content is read, in the request's own transaction (or
     autocommit): a page whose audit row could not be written is not shown.
@@ -25,7 +26,7 @@ def access_audit_write(*, user, what: str, session: Session | None, run: Run | N
 
 
 @contextmanager
-def read_audited(*, user, audited: bool, what: str, session: Session, run: Run | None = None,
+def read_audited(*, user, audited: bool, what: str, session: Session | None, run: Run | None = None,
                  detail: dict[str, Any] | None = None) -> Iterator[None]:
     """The block that reads decrypted content, under the audit when ``audited``
     (``sessions.staff.read_is_audited`` says when): the row is written first and the read

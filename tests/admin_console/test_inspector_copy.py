@@ -101,7 +101,24 @@ def test_the_curl_speaks_anthropics_endpoint_and_headers(console, space, alice, 
     [sent] = fake_provider.requests
     assert (sent.method, sent.path) == ("POST", "/v1/messages")  # the SDK's base, completed with /v1
     assert sent.headers["x-api-key"] == SHELL_KEY and sent.headers["anthropic-version"] == "2023-06-01"
-    assert "authorization" not in sent.headers
+    assert "authorization" not in sent.headers and "anthropic-beta" not in sent.headers  # no memory tool, no beta
+    assert sent.json == body
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_mem2_the_curl_of_a_call_with_the_memory_tool_carries_its_beta(console, space, alice, fake_provider):
+    body = {"model": "claude-sonnet-4", "max_tokens": 64, "system": [{"type": "text", "text": "Be brief."}],
+            "tools": [{"type": "memory_20250818", "name": "memory"}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}
+    run, call = _run_with_call(space, alice, provider="anthropic", base_url=fake_provider.url, body=body)
+    _, as_curl = _copies(console, run, call)
+    assert '-H "anthropic-beta: context-management-2025-06-27"' in as_curl
+    fake_provider.handler = lambda request: JSONResponse({"type": "message", "content": []})
+    done = subprocess.run(["bash", "-c", as_curl], env={**os.environ, "API_KEY": SHELL_KEY}, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    [sent] = fake_provider.requests
+    assert sent.headers["anthropic-beta"] == "context-management-2025-06-27"
     assert sent.json == body
 
 
@@ -129,6 +146,14 @@ def test_chat_endpoint_and_the_command_for_each_kind_of_provider():
     assert anthropic.url == "https://gateway.example/anthropic/v1/messages"
     assert ("x-api-key", "$API_KEY") in anthropic.headers
     assert chat_endpoint(provider="demo", base_url="", with_key=False) is None
+    memory = {"tools": [{"type": "memory_20250818", "name": "memory"}]}
+    assert ("anthropic-beta", "context-management-2025-06-27") in chat_endpoint(
+        provider="anthropic", base_url="", with_key=True, body=memory).headers
+    # The function of the same name on an OpenAI wire needs no header.
+    function = {"tools": [{"type": "function", "function": {"name": "memory"}}]}
+    assert not any(name == "anthropic-beta" for name, _ in chat_endpoint(
+        provider="anthropic", base_url="", with_key=True, body=function).headers)
+    assert chat_endpoint(provider="openai", base_url="", with_key=True, body=memory).headers == openai.headers
     command = curl_command(openai, {"model": "m", "messages": [{"role": "user", "content": "it's"}]})
     assert command.splitlines()[1] == "curl -sS -N -X POST https://api.openai.com/v1/chat/completions \\"
     assert command.endswith("""--data-binary '{"model": "m", "messages": [{"role": "user", "content": "it'"'"'s"}]}'""")

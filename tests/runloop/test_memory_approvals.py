@@ -71,7 +71,8 @@ def test_mem2_tool8_a_memory_write_needing_approval_waits_and_is_written_once_ap
     session = fake_session(memory=True, tool_overrides=ASK_BEFORE_WRITES)
     run = ask_and_run(session, "I work in metric; remember it.")
     assert run.status == Run.Status.WAITING
-    assert [a.tool for a in approvals_waiting(run=run)] == ["memory"]
+    assert [(a.tool, a.why) for a in approvals_waiting(run=run)] == [
+        ("memory", "This call changes what the agent remembers about you across conversations.")]
     assert memory_files(owner=_owner(session)) == {} and not MemoryChange.objects.exists()
 
     run = _decide(run, alice, "approve")
@@ -173,3 +174,9 @@ def test_mem2_tool7_the_memory_tools_policy_is_set_in_the_draft_and_frozen_at_pu
     agent.memory = False
     agent.save(update_fields=["memory"])
     assert agent_publish(agent=agent, published_by=alice).tool_approvals == {}
+
+
+def test_mem2_a_memory_policy_is_frozen_only_while_memory_is_on(fake_agent_factory):
+    _, version = fake_agent_factory(tools=("calculator",), memory=False,
+                                    tool_overrides={"memory": {"approval": "always"}})
+    assert version.memory is False and version.tool_approvals == {}
