@@ -92,13 +92,16 @@ def agent_memory(request, agent_id: int):
     return Response(MemoryOut(_overview(reach)).data)
 
 
-@extend_schema(methods=["GET"], parameters=[PATH_PARAMETER], responses={200: MemoryFileOut})
-@extend_schema(methods=["PUT"], parameters=[PATH_PARAMETER], request=MemoryFileIn, responses={
+@extend_schema(methods=["GET"], operation_id="api_v1_agents_memory_file_retrieve", parameters=[PATH_PARAMETER],
+               responses={200: MemoryFileOut})
+@extend_schema(methods=["PUT"], operation_id="api_v1_agents_memory_file_update", parameters=[PATH_PARAMETER],
+               request=MemoryFileIn, responses={
     200: MemoryFileOut,
     400: OpenApiResponse(description="`invalid`: a path outside /memories, past the bound (the message says how "
                                      "much room is left), content not a string, an unknown field; nothing changes"),
     409: OpenApiResponse(description="`memory_off`: the agent's memory is off; nothing is saved")})
-@extend_schema(methods=["DELETE"], parameters=[PATH_PARAMETER, SESSION_PARAMETER], request=None, responses={
+@extend_schema(methods=["DELETE"], operation_id="api_v1_agents_memory_file_destroy",
+               parameters=[PATH_PARAMETER, SESSION_PARAMETER], request=None, responses={
     204: OpenApiResponse(description="Deleted: the file, or every file in the directory."),
     404: OpenApiResponse(description="No such file or directory in your memory.")})
 @api_view(["GET", "PUT", "DELETE"])

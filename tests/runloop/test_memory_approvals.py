@@ -167,7 +167,7 @@ def test_mem2_tool7_the_memory_tools_policy_is_set_in_the_draft_and_frozen_at_pu
     assert agent_draft_validate(agent=agent, space_id=space.pk, data=asked)["tool_overrides"] == ASK_BEFORE_WRITES
     with pytest.raises(ValidationFailed) as refused:  # no memory, no memory tool to set a policy on
         agent_draft_validate(agent=agent, space_id=space.pk, data={"tool_overrides": ASK_BEFORE_WRITES})
-    assert "not a tool this agent chooses" in str(refused.value.fields)
+    assert "the agent's memory is off" in str(refused.value.fields)
     agent.memory, agent.tool_overrides = True, ASK_BEFORE_WRITES
     agent.save(update_fields=["memory", "tool_overrides"])
     assert agent_publish(agent=agent, published_by=alice).tool_approvals == {"memory": "side_effects"}
