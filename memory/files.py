@@ -93,7 +93,8 @@ def memory_path(raw: Any, *, directory_ok: bool = False) -> str:
     if path != ROOT and not path.startswith(ROOT + "/"):
         raise MemoryCommandError(f"{raw!r} is outside /memories; every path must start with /memories/.")
     if _CONTROL.search(path):
-        raise MemoryCommandError(f"{raw!r} has a character a path cannot have (a control character, backslash, quote, < or >).")
+        raise MemoryCommandError(f"{raw!r} has a character a path cannot have (a control character, backslash, "
+                                 "quote, < or >).")
     parts = path.split("/")[2:]
     if any(part in ("", ".", "..") for part in parts):
         raise MemoryCommandError(f"{raw!r} is not a plain path: no empty, '.' or '..' parts.")
