@@ -12,6 +12,7 @@ run loop's app loads it at start-up); running them is ``tools.invoke``.
 """
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -89,6 +90,11 @@ class Tool:
     # model view shows at most 24,000 of them and read_record pages through the rest.
     output_limit: int = 1_000_000
 
+    def repeatable(self, arguments: dict[str, Any] | None) -> bool:
+        """Whether a call with ``arguments`` left without a result may be made again on
+        resume (RUN-6): the tool is idempotent, or this call only reads (``memory``'s view)."""
+        return self.idempotent or (self.reads is not None and arguments is not None and self.reads(arguments))
+
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry for this tool."""
         return {"type": "function",
@@ -109,6 +115,15 @@ class ToolOutcome:
 APPROVAL_POLICIES = ("never", "side_effects", "always")
 DEFAULT_SERVER_APPROVAL = "side_effects"
 DEFAULT_BUILTIN_APPROVAL = "never"
+
+
+def arguments_object(raw: str | None) -> dict[str, Any] | None:
+    """A call's arguments when they are a JSON object; None otherwise."""
+    try:
+        parsed = json.loads(raw or "{}")
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def approval_needed(tool: Tool, arguments: dict[str, Any] | None = None) -> str:

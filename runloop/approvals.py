@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 from agents.server_tools import frozen_server_tools
-from agents.tool_registry import Tool, ToolContext, ToolOutcome, approval_needed
+from agents.tool_registry import Tool, ToolContext, ToolOutcome, approval_needed, arguments_object
 from models_catalog.providers.events import ToolCall
 from runloop.errors import RunWaiting
 from runloop.journal import ApprovalAsk
@@ -50,7 +50,7 @@ def approval_asks(state: RunState, calls: list[ToolCall]) -> dict[int, ApprovalA
     granted: set[str] | None = None
     for index, call in enumerate(calls):
         tool = allowed.get(call.name)
-        why = approval_needed(tool, _parsed(call)) if tool is not None else ""
+        why = approval_needed(tool, arguments_object(call.arguments)) if tool is not None else ""
         if tool is None or not why:
             continue
         if granted is None:  # read once, only for a step that has a call to ask about
@@ -61,15 +61,6 @@ def approval_asks(state: RunState, calls: list[ToolCall]) -> dict[int, ApprovalA
                                   description=tool.description if tool is not None else "",
                                   arguments=_arguments(state, call), why=why)
     return asks
-
-
-def _parsed(call: ToolCall) -> dict[str, Any] | None:
-    """The call's arguments when they are a JSON object (a tool's ``reads`` reads them)."""
-    try:
-        parsed = json.loads(call.arguments or "{}")
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
 
 
 def _label(state: RunState, function: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import connections
 
-from agents.tool_registry import Tool, ToolContext, ToolOutcome
+from agents.tool_registry import Tool, ToolContext, ToolOutcome, arguments_object
 from context import records as rec
 from models_catalog.providers.events import ToolCall
 from runloop.approvals import SUB_AGENT_CANNOT_WAIT, approval_asks, settled, wait_for_approvals
@@ -294,7 +294,7 @@ def resolve_pending_calls(state: RunState, instance: Instance) -> None:
                                                           "status": outcome.status,
                                                           "duration_ms": int((time.monotonic() - started) * 1000)})])
             continue
-        if tool is not None and tool.idempotent:
+        if tool is not None and tool.repeatable(arguments_object(call.arguments)):
             state.journal.touch()  # a tool is run again only while the run is this attempt's (RunLost)
             outcome = (tool_invoke(tool, call.arguments, tool_context(state, instance, call))
                        or ToolOutcome("unknown", UNKNOWN_ON_RESUME))

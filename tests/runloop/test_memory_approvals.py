@@ -158,6 +158,25 @@ def test_mem3_a_resumed_run_keeps_its_frozen_memory_block_and_the_next_run_carri
     assert strict.rejections == []
 
 
+def test_mem2_run6_on_resume_an_interrupted_memory_view_is_made_again_and_a_write_stays_unknown(fake_session,
+                                                                                               strict, fake):
+    session = fake_session(memory=True)
+    memory_file_put(owner=_owner(session), path="/memories/alice.md", content="Units: imperial.")
+    view = json.dumps({"command": "view", "path": "/memories/alice.md"})
+    write = json.dumps({"command": "create", "path": "/memories/b.md", "file_text": "Twice?"})
+    run = interrupted_after_calls(session, [("view-1", "memory", view), ("write-1", "memory", write)])
+
+    strict.handler = lambda request: chat_stream(["Done."])
+    run_resume(run=Run.objects.get(pk=run.pk))
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED, run.error
+    results = _tool_results(fake.requests[-1])
+    assert any("Units: imperial." in result for result in results)  # the read was made again
+    assert any("unknown" in result.lower() for result in results)  # the write was not repeated
+    assert memory_files(owner=_owner(session)) == {"/memories/alice.md": "Units: imperial."}
+
+
 def test_mem2_tool7_the_memory_tools_policy_is_set_in_the_draft_and_frozen_at_publish(space, alice, demo_connection):
     from agents.services import agent_create, agent_draft_validate
     from core.errors import ValidationFailed
