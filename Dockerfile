@@ -12,6 +12,7 @@ COPY runloop ./runloop
 COPY sessions ./sessions
 COPY models_catalog ./models_catalog
 COPY context ./context
+COPY memory ./memory
 COPY templates ./templates
 COPY static ./static
 COPY manage.py ./
